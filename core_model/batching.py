@@ -1,0 +1,155 @@
+"""Turn sentence pairs into padded id tensors, grouped into length buckets by token count.
+
+Why buckets: padding is wasted compute. Sorting pairs by length and cutting batches at a token
+budget (not a sentence count) keeps every batch about equally expensive, as in §5.1 of the paper
+("sentence pairs were batched together by approximate sequence length ... ~25000 tokens").
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from core_model.tokenizer import BOS_ID, EOS_ID, PAD_ID, TokenizerPair
+
+
+@dataclass(frozen=True)
+class Example:
+    """One encoded pair: src ends with EOS; tgt has neither BOS nor EOS (added at collate time)."""
+
+    src: tuple[int, ...]
+    tgt: tuple[int, ...]
+
+
+def encode_source(tokenizers: TokenizerPair, text: str, max_len: int) -> list[int]:
+    """Source ids + EOS, truncated so the sequence fits `max_len` positions.
+
+    Training and translation both call this, so they see identical inputs.
+    """
+    ids = tokenizers.src.encode(text)[: max(0, max_len - 1)]
+    return ids + [EOS_ID]
+
+
+def encode_pairs(
+    pairs: Sequence[tuple[str, str]], tokenizers: TokenizerPair, max_len: int
+) -> list[Example]:
+    """Encode pairs, dropping those with an empty side (they teach nothing)."""
+    out = []
+    for src_text, tgt_text in pairs:
+        tgt = tokenizers.tgt.encode(tgt_text)[: max(1, max_len - 1)]  # room for BOS / EOS
+        src = encode_source(tokenizers, src_text, max_len)
+        if len(src) > 1 and tgt:
+            out.append(Example(tuple(src), tuple(tgt)))
+    return out
+
+
+def example_cost(ex: Example) -> int:
+    """Padded positions the example occupies: the longer of src and tgt(+1 for BOS/EOS)."""
+    return max(len(ex.src), len(ex.tgt) + 1)
+
+
+def make_batches(
+    examples: Sequence[Example],
+    max_tokens: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    max_sentences: int | None = None,
+) -> list[list[int]]:
+    """Length-bucketed batches of example indices, each with ≤ `max_tokens` padded tokens.
+
+    Sorting uses a seeded random tie-break, so each epoch (seed) makes different but reproducible
+    batches of similar-length sentences; the batch order is shuffled too. A single example longer
+    than `max_tokens` still gets a batch of its own.
+    """
+    rng = random.Random(seed)
+    order = list(range(len(examples)))
+    if shuffle:
+        rng.shuffle(order)
+    order.sort(key=lambda i: (len(examples[i].src), len(examples[i].tgt)))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        cost = example_cost(examples[i])
+        new_longest = max(longest, cost)
+        too_many = max_sentences is not None and len(current) >= max_sentences
+        if current and (new_longest * (len(current) + 1) > max_tokens or too_many):
+            batches.append(current)
+            current, new_longest = [], cost
+        current.append(i)
+        longest = new_longest
+    if current:
+        batches.append(current)
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def shard_batches(batches: list[list[int]], rank: int, world_size: int) -> list[list[int]]:
+    """This rank's share of the batches for data-parallel training.
+
+    Every rank must run the same number of steps (DDP all-reduces each step), so the batch list
+    is cycled to a multiple of `world_size` before taking every `world_size`-th batch.
+    """
+    if world_size <= 1:
+        return batches
+    if not batches:
+        return []
+    n = -(-len(batches) // world_size) * world_size
+    padded = [batches[i % len(batches)] for i in range(n)]
+    return padded[rank::world_size]
+
+
+@dataclass
+class Batch:
+    """Padded tensors for teacher forcing."""
+
+    src: torch.Tensor  # [B, S] source ids + EOS, PAD-padded
+    tgt_in: torch.Tensor  # [B, T] BOS + target
+    tgt_out: torch.Tensor  # [B, T] target + EOS
+    n_tokens: int  # real (non-pad) target tokens = loss denominator
+    n_src_tokens: int
+
+    def to(self, device: torch.device | str) -> Batch:
+        nb = torch.device(device).type == "cuda"
+        return Batch(
+            self.src.to(device, non_blocking=nb),
+            self.tgt_in.to(device, non_blocking=nb),
+            self.tgt_out.to(device, non_blocking=nb),
+            self.n_tokens,
+            self.n_src_tokens,
+        )
+
+
+def collate(examples: Sequence[Example], indices: Sequence[int]) -> Batch:
+    """Pad a batch: decoder input = BOS + target, decoder output = target + EOS."""
+    chosen = [examples[i] for i in indices]
+    b = len(chosen)
+    s = max(len(ex.src) for ex in chosen)
+    t = max(len(ex.tgt) for ex in chosen) + 1
+    src = torch.full((b, s), PAD_ID, dtype=torch.long)
+    tgt_in = torch.full((b, t), PAD_ID, dtype=torch.long)
+    tgt_out = torch.full((b, t), PAD_ID, dtype=torch.long)
+    for row, ex in enumerate(chosen):
+        src[row, : len(ex.src)] = torch.tensor(ex.src)
+        n = len(ex.tgt)
+        tgt_in[row, 0] = BOS_ID
+        tgt_in[row, 1 : n + 1] = torch.tensor(ex.tgt)
+        tgt_out[row, :n] = torch.tensor(ex.tgt)
+        tgt_out[row, n] = EOS_ID
+    n_tokens = sum(len(ex.tgt) + 1 for ex in chosen)
+    n_src = sum(len(ex.src) for ex in chosen)
+    return Batch(src, tgt_in, tgt_out, n_tokens, n_src)
+
+
+def pad_sources(seqs: Sequence[Sequence[int]]) -> torch.Tensor:
+    """[B, S] PAD-padded tensor of source id lists (translation time)."""
+    s = max(1, max((len(x) for x in seqs), default=1))
+    out = torch.full((len(seqs), s), PAD_ID, dtype=torch.long)
+    for row, ids in enumerate(seqs):
+        if ids:
+            out[row, : len(ids)] = torch.tensor(list(ids), dtype=torch.long)
+    return out

@@ -1,0 +1,97 @@
+"""§3.1 Decoder: N layers of masked self-attention, cross-attention over the encoder
+output, and feed-forward. Supports step-by-step decoding with a key/value cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from core_model.attention import KeyValueCache, MultiHeadAttention
+from core_model.config import ModelConfig
+from core_model.feed_forward import PositionwiseFeedForward
+from core_model.residual import ResidualSublayer
+
+
+@dataclass
+class LayerCache:
+    self_attn: KeyValueCache = field(default_factory=KeyValueCache)
+    cross_attn: KeyValueCache = field(default_factory=KeyValueCache)
+
+
+@dataclass
+class DecoderCache:
+    """Everything incremental decoding keeps between steps: per-layer K/V and the step count."""
+
+    layers: list[LayerCache]
+    length: int = 0  # positions already decoded = offset of the next position
+
+    @classmethod
+    def empty(cls, n_layers: int) -> DecoderCache:
+        return cls([LayerCache() for _ in range(n_layers)])
+
+    def reorder(self, index: torch.Tensor) -> None:
+        for layer in self.layers:
+            layer.self_attn.reorder(index)
+            layer.cross_attn.reorder(index)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.feed_forward = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.self_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.cross_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ff_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
+
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None,
+        src_mask: torch.Tensor,
+        cache: LayerCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """y [B, T, D], memory [B, S, D] -> ([B, T, D], cross-attention [B, H, T, S] or None)."""
+        self_cache = cache.self_attn if cache is not None else None
+        cross_cache = cache.cross_attn if cache is not None else None
+        y, _ = self.self_block(y, lambda h: self.self_attn(h, mask=tgt_mask, cache=self_cache))
+        y, weights = self.cross_block(
+            y,
+            lambda h: self.cross_attn(
+                h, memory, mask=src_mask, cache=cross_cache, need_weights=need_weights
+            ),
+        )
+        y, _ = self.ff_block(y, lambda h: (self.feed_forward(h), None))
+        return y, weights
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None,
+        src_mask: torch.Tensor,
+        cache: DecoderCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Returns (hidden [B, T, D], last layer's cross-attention averaged over heads [B, T, S])."""
+        weights = None
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            layer_cache = cache.layers[i] if cache is not None else None
+            # Only the last layer's cross-attention is drawn, so only it pays for the weights.
+            y, weights = layer(y, memory, tgt_mask, src_mask, layer_cache, need_weights and i == last)
+        if cache is not None:
+            cache.length += y.size(1)
+        return self.final_norm(y), (weights.mean(dim=1) if weights is not None else None)

@@ -1,0 +1,356 @@
+"""Subword and word tokenizers that map text to ids with the reserved PAD/BOS/EOS/UNK ids.
+
+Two kinds, one protocol:
+- `SentencePieceTokenizer`: subwords learned from the training pairs. Works on unsegmented
+  Chinese/Japanese (SentencePiece treats the text as a raw character stream) and on spaced
+  languages alike. Trained from an in-memory iterator into bytes: no temp files.
+- `WhitespaceTokenizer`: one id per whitespace-separated word, for corpora that are already
+  segmented (``我 有 一个 苹果``) or for tests that want fully transparent ids.
+
+Both reserve PAD=0, BOS=1, EOS=2, UNK=3 so that the model config never depends on the tokenizer.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import sentencepiece as spm
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SPECIAL_PIECES = ("<pad>", "<s>", "</s>", "<unk>")
+_META_FILE = "tokenizer.json"
+
+
+class TokenizerError(ValueError):
+    """A tokenizer could not be trained or loaded; the message is meant for the user."""
+
+
+def clean_text(text: str) -> str:
+    """Make any Python string safe for the tokenizers.
+
+    Why: lone surrogates cannot be encoded to UTF-8 (SentencePiece would raise) and control
+    characters (NUL, BEL, ...) would otherwise be glued into pieces. Tabs/newlines become spaces.
+    """
+    if not isinstance(text, str):
+        text = str(text)
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    if any(unicodedata.category(ch) == "Cc" for ch in text):
+        text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
+    return text
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What the training engine, translator and artifact code need from a tokenizer."""
+
+    kind: str
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of `text` without BOS/EOS."""
+        ...
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`; PAD/BOS/EOS are dropped."""
+        ...
+
+    def pieces(self, text: str) -> list[str]:
+        """Surface pieces of `text` aligned 1:1 with `encode(text)` (heatmap labels)."""
+        ...
+
+    def ids_to_pieces(self, ids: Sequence[int]) -> list[str]: ...
+
+    def save(self, directory: str | Path) -> None: ...
+
+
+class SentencePieceTokenizer:
+    """SentencePiece model held in memory as its serialized proto."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, model_proto: bytes) -> None:
+        self.model_proto = bytes(model_proto)
+        self._sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
+        ids = [self._sp.pad_id(), self._sp.bos_id(), self._sp.eos_id(), self._sp.unk_id()]
+        if ids != [PAD_ID, BOS_ID, EOS_ID, UNK_ID]:
+            raise TokenizerError(f"SentencePiece model reserves ids {ids}, expected [0, 1, 2, 3]")
+
+    # -- training -----------------------------------------------------------------------------
+    @classmethod
+    def train(
+        cls,
+        texts: Iterable[str],
+        vocab_size: int = 8000,
+        model_type: str = "unigram",
+        character_coverage: float = 0.9995,
+        split_by_whitespace: bool = True,
+        max_sentences: int = 2_000_000,
+    ) -> SentencePieceTokenizer:
+        """Learn subwords from `texts`.
+
+        `vocab_size` is an upper bound: small corpora cannot support large vocabularies, so the
+        limit is soft (`hard_vocab_limit=False`) and, if SentencePiece still refuses, we retry with
+        the size it suggests. `character_coverage` 0.9995 keeps (almost) every CJK character.
+        """
+        sentences = [t for t in (clean_text(x).strip() for x in texts) if t]
+        if not sentences:
+            raise TokenizerError("cannot train a tokenizer on an empty corpus")
+        size = max(int(vocab_size), len(SPECIAL_PIECES) + 1)
+        last_error: Exception | None = None
+        for _ in range(4):
+            buf = io.BytesIO()
+            try:
+                spm.SentencePieceTrainer.train(
+                    sentence_iterator=iter(sentences),
+                    model_writer=buf,
+                    vocab_size=size,
+                    model_type=model_type,
+                    character_coverage=character_coverage,
+                    split_by_whitespace=split_by_whitespace,
+                    hard_vocab_limit=False,
+                    pad_id=PAD_ID,
+                    bos_id=BOS_ID,
+                    eos_id=EOS_ID,
+                    unk_id=UNK_ID,
+                    pad_piece=SPECIAL_PIECES[0],
+                    bos_piece=SPECIAL_PIECES[1],
+                    eos_piece=SPECIAL_PIECES[2],
+                    unk_piece=SPECIAL_PIECES[3],
+                    input_sentence_size=max_sentences,
+                    shuffle_input_sentence=True,
+                    num_threads=2,
+                    minloglevel=2,
+                )
+                return cls(buf.getvalue())
+            except RuntimeError as exc:  # SentencePiece reports bad sizes as RuntimeError
+                last_error = exc
+                suggested = _suggested_vocab_size(str(exc))
+                if suggested is None or suggested == size:
+                    break
+                size = suggested
+        raise TokenizerError(f"SentencePiece training failed: {last_error}")
+
+    # -- protocol -----------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return int(self._sp.get_piece_size())
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._sp.encode(clean_text(text)))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        n = self.vocab_size
+        return self._sp.decode([int(i) for i in ids if 0 <= int(i) < n and int(i) > EOS_ID])
+
+    def pieces(self, text: str) -> list[str]:
+        return list(self._sp.encode(clean_text(text), out_type=str))
+
+    def ids_to_pieces(self, ids: Sequence[int]) -> list[str]:
+        n = self.vocab_size
+        return [self._sp.id_to_piece(int(i)) if 0 <= int(i) < n else "<unk>" for i in ids]
+
+    def save(self, directory: str | Path) -> None:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "spm.model").write_bytes(self.model_proto)
+        meta = {"kind": self.kind, "vocab_size": self.vocab_size}
+        (d / _META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> SentencePieceTokenizer:
+        path = Path(directory) / "spm.model"
+        try:
+            return cls(path.read_bytes())
+        except OSError as exc:
+            raise TokenizerError(f"missing SentencePiece model {path}") from exc
+        except RuntimeError as exc:
+            raise TokenizerError(f"corrupt SentencePiece model {path}") from exc
+
+
+def _suggested_vocab_size(message: str) -> int | None:
+    """Parse the size SentencePiece proposes in 'Please set it to a value <= N' style errors."""
+    m = re.search(r"value <= (\d+)", message)
+    if m:
+        return int(m.group(1))
+    m = re.search(r"required_chars[^\d]*(\d+)", message)
+    if m:
+        return int(m.group(1)) + len(SPECIAL_PIECES) + 1
+    return None
+
+
+class WhitespaceTokenizer:
+    """One id per whitespace-separated word; the most frequent words win the vocabulary."""
+
+    kind = "whitespace"
+
+    def __init__(self, words: Sequence[str]) -> None:
+        words = list(words)
+        if tuple(words[: len(SPECIAL_PIECES)]) != SPECIAL_PIECES:
+            raise TokenizerError("whitespace vocabulary must start with <pad> <s> </s> <unk>")
+        self.words = words
+        self._index = {w: i for i, w in enumerate(words)}
+
+    @classmethod
+    def train(
+        cls, texts: Iterable[str], vocab_size: int | None = None, min_freq: int = 1
+    ) -> WhitespaceTokenizer:
+        """Vocabulary = words seen at least `min_freq` times, most frequent first (ties: first
+        seen), capped at `vocab_size` including the 4 specials."""
+        counts: Counter[str] = Counter()
+        for t in texts:
+            counts.update(clean_text(t).split())
+        if not counts:
+            raise TokenizerError("cannot train a tokenizer on an empty corpus")
+        ranked = [w for w, c in counts.most_common() if c >= min_freq and w not in SPECIAL_PIECES]
+        if vocab_size is not None:
+            ranked = ranked[: max(0, int(vocab_size) - len(SPECIAL_PIECES))]
+        return cls(list(SPECIAL_PIECES) + ranked)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.words)
+
+    def encode(self, text: str) -> list[int]:
+        return [self._index.get(w, UNK_ID) for w in clean_text(text).split()]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        n = len(self.words)
+        out = []
+        for i in ids:
+            i = int(i)
+            if i in (PAD_ID, BOS_ID, EOS_ID):
+                continue
+            out.append(self.words[i] if 0 <= i < n and i != UNK_ID else "⁇")
+        return " ".join(out)
+
+    def pieces(self, text: str) -> list[str]:
+        return clean_text(text).split()
+
+    def ids_to_pieces(self, ids: Sequence[int]) -> list[str]:
+        n = len(self.words)
+        return [self.words[int(i)] if 0 <= int(i) < n else "<unk>" for i in ids]
+
+    def save(self, directory: str | Path) -> None:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "vocab.txt").write_text("\n".join(self.words) + "\n", encoding="utf-8")
+        meta = {"kind": self.kind, "vocab_size": self.vocab_size}
+        (d / _META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> WhitespaceTokenizer:
+        path = Path(directory) / "vocab.txt"
+        try:
+            words = path.read_text(encoding="utf-8").split("\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TokenizerError(f"missing or unreadable vocabulary {path}") from exc
+        if words and words[-1] == "":
+            words.pop()
+        return cls(words)
+
+
+_KINDS: dict[str, type] = {"sentencepiece": SentencePieceTokenizer, "whitespace": WhitespaceTokenizer}
+
+
+def load_tokenizer(directory: str | Path) -> Tokenizer:
+    """Load whichever tokenizer kind `directory` holds (read from its tokenizer.json)."""
+    meta_path = Path(directory) / _META_FILE
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        kind = meta["kind"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TokenizerError(f"missing or invalid {meta_path}") from exc
+    if kind not in _KINDS:
+        raise TokenizerError(f"unknown tokenizer kind {kind!r} in {meta_path}")
+    return _KINDS[kind].load(directory)
+
+
+@dataclass
+class TokenizerPair:
+    """Source and target tokenizers; `shared` means one joint vocabulary (src is tgt)."""
+
+    src: Tokenizer
+    tgt: Tokenizer
+    shared: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.src.kind
+
+    def save(self, directory: str | Path) -> None:
+        """Layout: tokenizer.json {kind, shared} + joint/ (shared) or src/ and tgt/."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        if self.shared:
+            self.src.save(d / "joint")
+        else:
+            self.src.save(d / "src")
+            self.tgt.save(d / "tgt")
+        meta = {
+            "kind": self.kind,
+            "shared": self.shared,
+            "src_vocab_size": self.src.vocab_size,
+            "tgt_vocab_size": self.tgt.vocab_size,
+        }
+        (d / _META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> TokenizerPair:
+        d = Path(directory)
+        try:
+            meta = json.loads((d / _META_FILE).read_text(encoding="utf-8"))
+            shared = bool(meta["shared"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise TokenizerError(f"missing or invalid {d / _META_FILE}") from exc
+        if shared:
+            joint = load_tokenizer(d / "joint")
+            return cls(joint, joint, True)
+        return cls(load_tokenizer(d / "src"), load_tokenizer(d / "tgt"), False)
+
+
+def _char_overlap(src_texts: Sequence[str], tgt_texts: Sequence[str], sample: int = 2000) -> float:
+    """Jaccard overlap of the character sets of both sides (letters only)."""
+    a = {ch for t in src_texts[:sample] for ch in t if ch.isalpha()}
+    b = {ch for t in tgt_texts[:sample] for ch in t if ch.isalpha()}
+    return len(a & b) / max(1, len(a | b))
+
+
+def train_tokenizers(
+    src_texts: Sequence[str],
+    tgt_texts: Sequence[str],
+    kind: str = "sentencepiece",
+    vocab_size: int = 8000,
+    joint: bool | None = None,
+    **kwargs: object,
+) -> TokenizerPair:
+    """Train the tokenizers of a language pair.
+
+    `joint=None` decides from the data: languages that share most of their alphabet (de/en)
+    get one joint vocabulary (=> tied embeddings, fewer parameters); different scripts (zh/en)
+    get one vocabulary per side so neither side's pieces crowd out the other's.
+    """
+    src_texts, tgt_texts = list(src_texts), list(tgt_texts)
+    if joint is None:
+        joint = _char_overlap(src_texts, tgt_texts) >= 0.5
+    if kind == "sentencepiece":
+        train = SentencePieceTokenizer.train
+    elif kind == "whitespace":
+        train = WhitespaceTokenizer.train
+    else:
+        raise TokenizerError(f"unknown tokenizer kind {kind!r} (use 'sentencepiece' or 'whitespace')")
+    if joint:
+        tok = train(src_texts + tgt_texts, vocab_size=vocab_size, **kwargs)  # type: ignore[arg-type]
+        return TokenizerPair(tok, tok, True)
+    src = train(src_texts, vocab_size=vocab_size, **kwargs)  # type: ignore[arg-type]
+    tgt = train(tgt_texts, vocab_size=vocab_size, **kwargs)  # type: ignore[arg-type]
+    return TokenizerPair(src, tgt, False)

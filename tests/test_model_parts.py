@@ -1,0 +1,103 @@
+"""Unit tests of the paper's parts: embeddings, positions, masks, attention, config."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from core_model import ModelConfig, Transformer
+from core_model.attention import KeyValueCache, MultiHeadAttention, scaled_dot_product_attention
+from core_model.embedding import TokenEmbedding
+from core_model.masks import causal_mask, decoder_self_mask, padding_mask
+from core_model.positional_encoding import PositionalEncoding, sinusoid_table
+
+
+def test_base_preset_is_the_paper() -> None:
+    cfg = ModelConfig.from_preset("base", src_vocab_size=100, tgt_vocab_size=100)
+    assert (cfg.d_model, cfg.n_heads, cfg.n_encoder_layers, cfg.n_decoder_layers) == (512, 8, 6, 6)
+    assert (cfg.d_ff, cfg.dropout, cfg.norm_first) == (2048, 0.1, False)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown preset"):
+        ModelConfig.from_preset("huge", src_vocab_size=1, tgt_vocab_size=1)
+    with pytest.raises(ValueError, match="divisible"):
+        ModelConfig(src_vocab_size=9, tgt_vocab_size=9, d_model=30, n_heads=4)
+
+
+def test_embedding_is_scaled_by_sqrt_d_model() -> None:
+    embed = TokenEmbedding(10, 16, pad_id=0)
+    ids = torch.tensor([[3, 0]])
+    assert torch.allclose(embed(ids)[0, 0], embed.lookup.weight[3] * 4.0)
+    assert embed(ids)[0, 1].abs().sum() == 0  # padding row stays zero
+
+
+def test_sinusoids_follow_the_formula() -> None:
+    table = sinusoid_table(50, 8)
+    pos, i = 7, 2
+    assert table[pos, 2 * i] == pytest.approx(math.sin(pos / 10000 ** (2 * i / 8)), abs=1e-6)
+    assert table[pos, 2 * i + 1] == pytest.approx(math.cos(pos / 10000 ** (2 * i / 8)), abs=1e-6)
+    pe = PositionalEncoding(8, 50, dropout=0.0)
+    x = torch.zeros(1, 3, 8)
+    assert torch.equal(pe(x, offset=4)[0], table[4:7])
+    with pytest.raises(ValueError, match="max_len"):
+        pe(torch.zeros(1, 51, 8))
+
+
+def test_masks() -> None:
+    ids = torch.tensor([[5, 6, 0]])
+    assert padding_mask(ids, 0).tolist() == [[[[True, True, False]]]]
+    assert causal_mask(3)[0, 0].tolist() == [[True, False, False], [True, True, False], [True] * 3]
+    combined = decoder_self_mask(ids, 0)[0, 0]
+    assert combined.tolist() == [[True, False, False], [True, True, False], [True, True, False]]
+
+
+def test_fused_and_explicit_attention_agree() -> None:
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(d_model=16, n_heads=4, dropout=0.0).eval()
+    x = torch.randn(2, 5, 16)
+    memory = torch.randn(2, 7, 16)
+    mask = padding_mask(torch.tensor([[1] * 7, [1] * 4 + [0] * 3]), 0)
+    fused, none = attn(x, memory, mask=mask)
+    explicit, weights = attn(x, memory, mask=mask, need_weights=True)
+    assert none is None
+    assert torch.allclose(fused, explicit, atol=1e-6)
+    assert weights.shape == (2, 4, 5, 7)
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 5))
+    assert weights[1, :, :, 4:].abs().max() == 0  # padded keys get no attention
+
+
+def test_explicit_attention_is_equation_one() -> None:
+    q, k, v = torch.randn(1, 1, 2, 4), torch.randn(1, 1, 3, 4), torch.randn(1, 1, 3, 4)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    expected = torch.softmax(q @ k.transpose(-1, -2) / 2.0, dim=-1)
+    assert torch.allclose(weights, expected)
+    assert torch.allclose(out, expected @ v)
+
+
+def test_self_attention_cache_appends_one_step_at_a_time() -> None:
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(d_model=8, n_heads=2, dropout=0.0).eval()
+    x = torch.randn(1, 4, 8)
+    full, _ = attn(x, mask=causal_mask(4))
+    cache = KeyValueCache()
+    steps = [attn(x[:, t : t + 1], cache=cache)[0] for t in range(4)]
+    assert cache.key.shape == (1, 2, 4, 4)
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-6)
+
+
+def test_shared_vocabulary_ties_embeddings_and_generator() -> None:
+    cfg = ModelConfig.from_preset("tiny", src_vocab_size=30, tgt_vocab_size=30, shared_vocab=True)
+    model = Transformer(cfg)
+    assert model.src_embed is model.tgt_embed
+    assert model.generator.proj.weight is model.tgt_embed.lookup.weight
+    untied = Transformer(ModelConfig.from_preset("tiny", src_vocab_size=30, tgt_vocab_size=30))
+    assert model.num_parameters() == untied.num_parameters() - 2 * 30 * cfg.d_model
+
+
+def test_pre_norm_has_final_layer_norms() -> None:
+    cfg = ModelConfig.from_preset("tiny", src_vocab_size=20, tgt_vocab_size=20, norm_first=True)
+    model = Transformer(cfg)
+    assert isinstance(model.encoder.final_norm, torch.nn.LayerNorm)
+    logits = model(torch.randint(4, 20, (2, 5)), torch.randint(4, 20, (2, 3)))
+    assert logits.shape == (2, 3, 20) and torch.isfinite(logits).all()

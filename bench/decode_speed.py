@@ -30,7 +30,7 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30
 
 def read_lines(name: str, limit: int) -> list[str]:
     with gzip.open(DATA / name, "rt", encoding="utf-8") as f:
-        return [line.strip() for _, line in zip(range(limit), f)]
+        return [line.strip() for _, line in zip(range(limit), f, strict=False)]
 
 
 def timed(fn) -> float:

@@ -115,7 +115,8 @@ class MultiHeadAttention(nn.Module):
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, p)
         else:
-            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), None
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            weights = None
         b, _, tq, _ = out.shape
         out = out.transpose(1, 2).reshape(b, tq, d)  # concat heads: [B, Tq, D]
         return self.out_proj(out), weights

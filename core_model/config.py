@@ -9,7 +9,9 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Demos and tests: learns a few dozen pairs on a laptop CPU in seconds.
-    "tiny": dict(d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.1),
+    "tiny": dict(
+        d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.1
+    ),
     # A useful small-domain model that still trains on a CPU.
     "small": dict(
         d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.1
@@ -43,7 +45,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
         if self.shared_vocab and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("shared_vocab needs equal source and target vocabulary sizes")
 

@@ -91,7 +91,9 @@ class Decoder(nn.Module):
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
             # Only the last layer's cross-attention is drawn, so only it pays for the weights.
-            y, weights = layer(y, memory, tgt_mask, src_mask, layer_cache, need_weights and i == last)
+            y, weights = layer(
+                y, memory, tgt_mask, src_mask, layer_cache, need_weights and i == last
+            )
         if cache is not None:
             cache.length += y.size(1)
         return self.final_norm(y), (weights.mean(dim=1) if weights is not None else None)

@@ -8,7 +8,6 @@ step — the slow reference that a test checks the cache against.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -181,6 +180,6 @@ def beam_search(
             break
 
     normalised = scores.view(-1) / length_penalty(lengths, length_penalty_alpha)
-    best = (base.view(-1) + normalised.view(batch, k).argmax(dim=1))  # [B]
+    best = base.view(-1) + normalised.view(batch, k).argmax(dim=1)  # [B]
     att = [a[best] for a in attention] if attention is not None else None
     return _collect(model, ys[best], normalised[best], att, src_ids)

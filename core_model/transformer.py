@@ -58,7 +58,7 @@ class Transformer(nn.Module):
         cache: DecoderCache | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """tgt_in_ids [B, T] (BOS + prefix) -> (logits [B, T, V], cross-attention [B, T, S] or None).
+        """tgt_in_ids [B, T] (BOS + prefix) -> (logits [B, T, V], cross-attention [B, T, S] | None).
 
         With a cache, pass only the newest token ([B, 1]): earlier positions' keys and values
         are in the cache, so no causal mask is needed.

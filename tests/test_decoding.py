@@ -85,7 +85,8 @@ def test_beam_finds_at_least_the_greedy_log_probability(model: Transformer) -> N
 
 def test_output_length_is_bounded_and_fixed_length_is_exact(model: Transformer) -> None:
     src = _batch()
-    for r, n in zip(greedy_decode(model, src, max_len_a=1.0, max_len_b=2), (src != 0).sum(1)):
+    outputs = greedy_decode(model, src, max_len_a=1.0, max_len_b=2)
+    for r, n in zip(outputs, (src != 0).sum(1), strict=True):
         assert len(r.tokens) <= int(n) + 2
     for decode in (greedy_decode, beam_search):
         results = decode(model, src, fixed_length=12, need_attention=True)

@@ -1,0 +1,60 @@
+"""Helpers shared by the job/worker/CLI tests: a toy corpus and real worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = ROOT / "tests" / "fixtures" / "toy_zh_en.tsv"
+
+
+def toy_pairs() -> list[tuple[str, str]]:
+    rows = [line.rstrip("\n").split("\t") for line in TOY.read_text(encoding="utf-8").splitlines()]
+    return [(r[0], r[1]) for r in rows if len(r) >= 2]
+
+
+def make_toy_corpus(name: str = "toy") -> int:
+    from workbench import corpus
+
+    info = corpus.create_corpus(name, "zh", "en")
+    corpus.apply_edits(info.id, added=[{"source": s, "target": t} for s, t in toy_pairs()])
+    return info.id
+
+
+def subprocess_env() -> dict[str, str]:
+    """The test's environment (WORKBENCH_HOME / WORKBENCH_DB_URL) plus the repo on the path."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def start_worker(*args: str, log: Path | None = None) -> subprocess.Popen:
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 — closed by the OS
+    return subprocess.Popen(
+        [sys.executable, "-m", "workbench", "worker", *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a process this test started (by PID), if it is still running."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")

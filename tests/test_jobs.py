@@ -1,0 +1,138 @@
+"""Background training: a real worker process claims, trains, cancels, dies and recovers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from jobs_helpers import ROOT, make_toy_corpus, start_worker, stop, subprocess_env, wait_for
+
+from workbench import corpus, jobs, registry
+from workbench.errors import WorkbenchError
+
+QUICK = dict(max_steps=30)  # enough to produce a version; learning is tested elsewhere
+LONG = dict(epochs=200, min_epoch_steps=20)  # runs until cancelled or killed
+
+
+def test_enqueue_rejects_bad_requests(db_url: str) -> None:
+    with pytest.raises(WorkbenchError, match="does not exist"):
+        jobs.enqueue_training(999)
+    empty = corpus.create_corpus("empty", "zh", "en")
+    with pytest.raises(WorkbenchError, match="no training pairs"):
+        jobs.enqueue_training(empty.id)
+    corpus_id = make_toy_corpus()
+    with pytest.raises(WorkbenchError, match="Unknown preset"):
+        jobs.enqueue_training(corpus_id, preset="huge")
+    with pytest.raises(WorkbenchError, match="at least 1"):
+        jobs.enqueue_training(corpus_id, epochs=0)
+    with pytest.raises(WorkbenchError, match="version 5 does not exist"):
+        jobs.enqueue_training(corpus_id, init_version_id=5)
+    with pytest.raises(WorkbenchError, match="Invalid training option"):
+        jobs.enqueue_training(corpus_id, no_such_option=1)
+    assert jobs.list_runs() == []  # nothing was queued by the bad requests
+
+    run_id = jobs.enqueue_training(corpus_id, preset="tiny", epochs=3)
+    run = jobs.get_run(run_id)
+    assert (run.status, run.snapshot_size, run.config["epochs"]) == ("queued", 12, 3)
+    assert len(run.snapshot_hash) == 64
+    assert jobs.cancel_run(run_id) == "cancelled"  # a queued run is cancelled at once
+
+
+def test_two_workers_claim_one_run_exactly_once(db_url: str, tmp_path: Path) -> None:
+    run_id = jobs.enqueue_training(make_toy_corpus(), **QUICK)
+    logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
+    workers = [start_worker("--once", log=log) for log in logs]
+    try:
+        for w in workers:
+            assert w.wait(timeout=240) == 0
+    finally:
+        for w in workers:
+            stop(w)
+    claims = [log.read_text().count(f"run {run_id} claimed") for log in logs]
+    assert sorted(claims) == [0, 1], claims
+    run = jobs.get_run(run_id)
+    assert run.status == "succeeded", run.error
+    version = registry.get_version(run.version_id)
+    assert version.run_id == run_id and version.param_count > 0
+    assert (registry.artifact_dir(version.id) / "model.safetensors").is_file()
+    metrics = jobs.run_metrics(run_id)
+    assert len(metrics) >= 1 and metrics["train_loss"].notna().all()
+
+
+def test_cancel_stops_a_running_run_within_seconds(wb_home: Path, tmp_path: Path) -> None:
+    run_id = jobs.enqueue_training(make_toy_corpus(), **LONG)
+    worker = start_worker("--once", log=tmp_path / "worker.log")
+    try:
+        wait_for(lambda: jobs.get_run(run_id).progress_step > 0, 120, "training progress")
+        assert jobs.cancel_run(run_id) == "running"
+        asked = time.monotonic()
+        wait_for(lambda: jobs.get_run(run_id).status == "cancelled", 30, "cancellation")
+        assert time.monotonic() - asked < 15
+        assert worker.wait(timeout=30) == 0
+    finally:
+        stop(worker)
+    assert jobs.get_run(run_id).version_id is None
+    assert registry.list_versions() == []
+
+
+def test_killed_worker_is_detected_and_edits_never_hit_a_locked_database(
+    wb_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_HEARTBEAT_TIMEOUT", "4")
+    corpus_id = make_toy_corpus()
+    run_id = jobs.enqueue_training(corpus_id, **LONG)
+    worker = start_worker("--once", log=tmp_path / "worker.log")
+    try:
+        wait_for(lambda: jobs.get_run(run_id).progress_step > 0, 120, "training progress")
+        # Another process edits pairs while the worker writes metrics and heartbeats.
+        editor = subprocess.run(
+            [sys.executable, "-c", EDITOR_SCRIPT, str(corpus_id)],
+            cwd=ROOT,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert editor.returncode == 0, editor.stderr[-2000:]
+        assert "locked" not in editor.stderr
+        assert jobs.get_run(run_id).status == "running"
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+        wait_for(lambda: jobs.get_run(run_id).status == "failed", 30, "stale-heartbeat detection")
+    finally:
+        stop(worker)
+    run = jobs.get_run(run_id)
+    assert "worker stopped" in run.error
+    assert "locked" not in (tmp_path / "worker.log").read_text()
+
+
+EDITOR_SCRIPT = """
+import sys
+from workbench import corpus
+corpus_id = int(sys.argv[1])
+for i in range(40):
+    r = corpus.apply_edits(corpus_id, added=[{"source": f"句子{i}", "target": f"sentence {i}"}])
+    corpus.apply_edits(corpus_id, edited={r.added_ids[0]: {"note": "edited"}})
+print("ok")
+"""
+
+
+def test_ensure_worker_starts_one_detached_worker(wb_home: Path) -> None:
+    run_id = jobs.enqueue_training(make_toy_corpus(), **QUICK)
+    pid = jobs.ensure_worker(idle_exit_s=2)
+    assert pid is not None
+    try:
+        wait_for(jobs.worker_alive, 30, "the worker to take its lock")
+        assert jobs.ensure_worker() is None  # one is alive: no second worker
+        wait_for(lambda: jobs.get_run(run_id).status == "succeeded", 240, "the run to finish")
+        wait_for(lambda: not jobs.worker_alive(), 60, "the idle worker to exit")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert (wb_home / "logs" / "worker.log").is_file()

@@ -1,0 +1,306 @@
+"""Training jobs: queue a run with a frozen config and corpus snapshot, watch it, cancel it.
+
+The run row is the contract between the UI/CLI and the worker process: the UI inserts it
+(`queued`), a worker claims it, streams metrics and a heartbeat into it, and finishes it.
+Nothing here trains; see `workbench.worker`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from sqlalchemy import select, update
+
+from core_model.config import PRESETS
+from core_model.training import TrainConfig
+from db.engine import session_scope, workbench_home
+from db.models import Corpus, ModelVersion, RunMetric, TrainingRun, utcnow
+from workbench import corpus
+from workbench.errors import WorkbenchError
+
+HEARTBEAT_INTERVAL_S = 2.0
+ACTIVE_STATUSES = ("queued", "running")
+
+
+def heartbeat_timeout_s() -> float:
+    """Seconds without a heartbeat after which a running run's worker is taken for dead."""
+    return float(os.environ.get("WORKBENCH_HEARTBEAT_TIMEOUT", "30"))
+
+
+def available_devices() -> list[str]:
+    """The devices this machine can train on, best first."""
+    return (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
+
+
+@dataclass
+class RunInfo:
+    id: int
+    corpus_id: int | None
+    corpus_name: str | None
+    status: str
+    device: str
+    config: dict[str, Any]
+    snapshot_size: int
+    snapshot_hash: str
+    progress_step: int
+    progress_total: int
+    eta_s: float | None
+    error: str | None
+    cancel_requested: bool
+    init_version_id: int | None
+    version_id: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def fraction_done(self) -> float:
+        return min(1.0, self.progress_step / self.progress_total) if self.progress_total else 0.0
+
+
+def enqueue_training(
+    corpus_id: int | str,
+    preset: str = "tiny",
+    epochs: int | None = None,
+    device: str = "auto",
+    init_version_id: int | None = None,
+    **overrides: Any,
+) -> int:
+    """Freeze a training config and the corpus' current train/valid pairs; return the run id.
+
+    `epochs=None` leaves the budget to core_model's adaptive rule (a small corpus is
+    repeated until learned). Extra keyword arguments are TrainConfig fields.
+    """
+    if preset not in PRESETS:
+        raise WorkbenchError(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
+    if epochs is not None and epochs < 1:
+        raise WorkbenchError("Epochs must be at least 1 (or empty for the automatic budget).")
+    if device not in ("auto", "cpu") and not device.startswith("cuda"):
+        raise WorkbenchError(f"Unknown device {device!r}; use auto, cpu or cuda.")
+    try:
+        config = TrainConfig(preset=preset, epochs=epochs, device=device, **overrides).to_dict()
+    except TypeError as exc:
+        raise WorkbenchError(f"Invalid training option: {exc}") from None
+    frozen = corpus.snapshot(corpus_id)
+    info = corpus.get_corpus(corpus_id)
+    if not frozen.train_ids:
+        raise WorkbenchError(
+            f"Corpus {info.name!r} has no training pairs yet: add or import some first."
+        )
+    with session_scope() as s:
+        if init_version_id is not None:
+            version = s.get(ModelVersion, init_version_id)
+            if version is None:
+                raise WorkbenchError(f"Model version {init_version_id} does not exist.")
+            if (version.src_lang, version.tgt_lang) != (info.src_lang, info.tgt_lang):
+                raise WorkbenchError(
+                    f"Version {init_version_id} translates {version.src_lang}→{version.tgt_lang}"
+                    f" but corpus {info.name!r} is {info.src_lang}→{info.tgt_lang}."
+                )
+        run = TrainingRun(
+            corpus_id=info.id,
+            config=config,
+            status="queued",
+            device=device,
+            snapshot_pair_ids=frozen.pair_ids,
+            snapshot_hash=frozen.content_hash,
+            snapshot_size=len(frozen.pair_ids),
+            init_version_id=init_version_id,
+        )
+        s.add(run)
+        s.flush()
+        return run.id
+
+
+def cancel_run(run_id: int) -> str:
+    """Ask a run to stop. A queued run is cancelled at once; a running one within seconds.
+
+    Returns the run's status after the request.
+    """
+    with session_scope() as s:
+        run = s.get(TrainingRun, run_id)
+        if run is None:
+            raise WorkbenchError(f"Training run {run_id} does not exist.")
+        if run.status == "queued":
+            run.status, run.finished_at = "cancelled", utcnow()
+        elif run.status == "running":
+            run.cancel_requested = True
+        return run.status
+
+
+def _version_ids(s, run_ids: list[int]) -> dict[int, int]:
+    rows = s.execute(
+        select(ModelVersion.run_id, ModelVersion.id).where(ModelVersion.run_id.in_(run_ids))
+    ).all()
+    return {run_id: version_id for run_id, version_id in rows}
+
+
+def _info(run: TrainingRun, corpus_name: str | None, version_id: int | None) -> RunInfo:
+    return RunInfo(
+        id=run.id,
+        corpus_id=run.corpus_id,
+        corpus_name=corpus_name,
+        status=run.status,
+        device=run.device,
+        config=dict(run.config),
+        snapshot_size=run.snapshot_size,
+        snapshot_hash=run.snapshot_hash,
+        progress_step=run.progress_step,
+        progress_total=run.progress_total,
+        eta_s=run.eta_s,
+        error=run.error,
+        cancel_requested=run.cancel_requested,
+        init_version_id=run.init_version_id,
+        version_id=version_id,
+        created_at=run.created_at,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+    )
+
+
+def get_run(run_id: int) -> RunInfo:
+    reap_stale_runs()
+    with session_scope() as s:
+        row = s.execute(
+            select(TrainingRun, Corpus.name)
+            .outerjoin(Corpus, Corpus.id == TrainingRun.corpus_id)
+            .where(TrainingRun.id == run_id)
+        ).first()
+        if row is None:
+            raise WorkbenchError(f"Training run {run_id} does not exist.")
+        return _info(row[0], row[1], _version_ids(s, [run_id]).get(run_id))
+
+
+def list_runs(corpus_id: int | None = None, limit: int = 200) -> list[RunInfo]:
+    """Newest first. Runs whose worker died are marked failed before listing."""
+    reap_stale_runs()
+    query = (
+        select(TrainingRun, Corpus.name)
+        .outerjoin(Corpus, Corpus.id == TrainingRun.corpus_id)
+        .order_by(TrainingRun.id.desc())
+        .limit(limit)
+    )
+    if corpus_id is not None:
+        query = query.where(TrainingRun.corpus_id == corpus_id)
+    with session_scope() as s:
+        rows = s.execute(query).all()
+        versions = _version_ids(s, [run.id for run, _ in rows])
+        return [_info(run, name, versions.get(run.id)) for run, name in rows]
+
+
+def runs_table(corpus_id: int | None = None) -> pd.DataFrame:
+    """The run history as a table for display."""
+    rows = [
+        {
+            "run": r.id,
+            "corpus": r.corpus_name,
+            "status": r.status,
+            "preset": r.config.get("preset"),
+            "epochs": r.config.get("epochs") or "auto",
+            "device": r.device,
+            "pairs": r.snapshot_size,
+            "progress": f"{r.progress_step}/{r.progress_total}" if r.progress_total else "",
+            "version": r.version_id,
+            "created": r.created_at,
+            "error": r.error or "",
+        }
+        for r in list_runs(corpus_id)
+    ]
+    return pd.DataFrame(rows)
+
+
+METRIC_COLUMNS = ["run_id", "step", "epoch", "train_loss", "valid_loss", "lr", "tokens_per_s"]
+
+
+def run_metrics(run_ids: list[int] | int) -> pd.DataFrame:
+    """Metric rows of one or more runs, ordered by step (for loss/lr curves)."""
+    ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
+    columns = [*METRIC_COLUMNS, "bleu", "chrf"]
+    with session_scope() as s:
+        rows = s.execute(
+            select(*(getattr(RunMetric, c) for c in columns))
+            .where(RunMetric.run_id.in_(ids))
+            .order_by(RunMetric.run_id, RunMetric.step, RunMetric.id)
+        ).all()
+    return pd.DataFrame(rows, columns=columns)
+
+
+def reap_stale_runs() -> list[int]:
+    """Fail running runs whose worker stopped sending heartbeats (killed, machine lost)."""
+    cutoff = utcnow() - timedelta(seconds=heartbeat_timeout_s())
+    with session_scope() as s:
+        stale = s.scalars(
+            select(TrainingRun.id).where(
+                TrainingRun.status == "running", TrainingRun.heartbeat_at < cutoff
+            )
+        ).all()
+        if stale:
+            s.execute(
+                update(TrainingRun)
+                .where(TrainingRun.id.in_(stale), TrainingRun.status == "running")
+                .values(
+                    status="failed",
+                    finished_at=utcnow(),
+                    error="The worker stopped (no heartbeat); start the run again.",
+                )
+            )
+    return list(stale)
+
+
+# -- the local worker process -------------------------------------------------------------
+
+
+def worker_lock_path() -> Path:
+    return workbench_home() / "worker.lock"
+
+
+def worker_alive() -> bool:
+    """A live worker holds a shared lock on worker.lock; the OS drops it when the process dies."""
+    with open(worker_lock_path(), "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
+
+
+def ensure_worker(idle_exit_s: float = 600.0) -> int | None:
+    """Start a detached worker if none is alive on this machine; return its PID (or None).
+
+    The worker outlives the page and the Streamlit server, and exits after `idle_exit_s`
+    seconds with nothing to do.
+    """
+    reap_stale_runs()
+    if worker_alive():
+        return None
+    home = workbench_home()
+    log_dir = home / "logs"
+    log_dir.mkdir(exist_ok=True)
+    root = Path(__file__).resolve().parents[1]
+    python_path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONPATH": python_path}
+    with open(log_dir / "worker.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workbench", "worker", "--idle-exit", str(idle_exit_s)],
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # not killed with the UI's process group
+        )
+    return proc.pid

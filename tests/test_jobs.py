@@ -21,7 +21,7 @@ LONG = dict(epochs=200, min_epoch_steps=20)  # runs until cancelled or killed
 
 
 def test_enqueue_rejects_bad_requests(db_url: str) -> None:
-    with pytest.raises(WorkbenchError, match="does not exist"):
+    with pytest.raises(WorkbenchError, match="corpus 999"):
         jobs.enqueue_training(999)
     empty = corpus.create_corpus("empty", "zh", "en")
     with pytest.raises(WorkbenchError, match="no training pairs"):

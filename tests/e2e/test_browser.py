@@ -1,0 +1,256 @@
+"""End to end in a real headless Chromium: the app as `make run` starts it, on a fresh
+WORKBENCH_HOME. Open it → Train on the demo corpus → wait for the version → translate a demo
+sentence and see the learned translation → fine-tune a second version → compare both on
+Models. A screenshot of each page is taken on the way: into the test's temporary folder, or,
+with UPDATE_SCREENSHOTS=1, into docs/screenshots/ (the README shows them; a CJK font such as
+Debian's fonts-wqy-microhei makes the Chinese text legible):
+
+    UPDATE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/e2e -s
+
+Needs Debian's chromium at /usr/bin/chromium (Playwright's own browser download is never
+used). The Streamlit server and the worker it spawns are stopped by PID at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[2]
+README_SCREENSHOTS = ROOT / "docs" / "screenshots"  # rewritten with UPDATE_SCREENSHOTS=1
+VIEWPORT = {"width": 1440, "height": 1000}
+TRAIN_TIMEOUT_S = 180
+DEMO_SOURCE, DEMO_TARGET = "我想喝一杯茶。", "I would like a cup of tea."
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"
+    ),
+    pytest.mark.skipif(
+        importlib.util.find_spec("workbench.cli") is None,
+        reason="the worker command (python -m workbench worker) is not available yet",
+    ),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}")
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r,
+        ):
+            if r.status == 200:
+                return
+        time.sleep(0.3)
+    raise RuntimeError("streamlit did not answer in time")
+
+
+def _stop(pid: int) -> None:
+    """SIGTERM, then SIGKILL after a grace period; only ever a PID we started."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+
+
+def _worker_pids(home: Path) -> list[int]:
+    """Workers the app spawned for this home: their PID is in the worker log's start line,
+    and their environment names our temporary WORKBENCH_HOME."""
+    log = home / "logs" / "worker.log"
+    if not log.exists():
+        return []
+    pids = []
+    for pid in {int(m) for m in re.findall(r"worker \S+:(\d+) started", log.read_text())}:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue  # already gone
+        if f"WORKBENCH_HOME={home}".encode() in environ.split(b"\0"):
+            pids.append(pid)
+    return pids
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    home = tmp_path / "wb_home"
+    home.mkdir()
+    port = _free_port()
+    env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env.pop("WORKBENCH_DB_URL", None)
+    log = open(tmp_path / "streamlit.log", "wb")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_http(url, proc)
+        yield url, home
+    finally:
+        _stop(proc.pid)
+        for pid in _worker_pids(home):
+            _stop(pid)
+        log.close()
+
+
+def _shot(page, folder: Path, name: str) -> None:
+    """The whole page: Streamlit scrolls inside its own container, so the viewport is grown
+    to the content's height for the picture (full_page alone would stop at the fold)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    page.wait_for_timeout(800)  # let charts finish their transitions
+    height = page.evaluate(
+        "() => document.querySelector('[data-testid=\"stMainBlockContainer\"]')"
+        ".getBoundingClientRect().bottom + window.scrollY"
+    )
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": int(min(max(height, 800), 3000))})
+    page.wait_for_timeout(600)
+    page.screenshot(path=str(folder / f"{name}.png"))
+    page.set_viewport_size(VIEWPORT)
+
+
+def _wait_for_progress(page, fraction: float, timeout_s: float) -> bool:
+    """Wait until the live panel's "step N of M" reaches `fraction`; False if the run ended
+    (or never showed progress) first."""
+    deadline = time.monotonic() + timeout_s
+    pattern = re.compile(r"step ([\d,]+) of ([\d,]+)")
+    while time.monotonic() < deadline:
+        if page.get_by_text("is ready").count():
+            return False
+        label = page.get_by_text(pattern)
+        if label.count():
+            with contextlib.suppress(Exception):
+                step, total = (
+                    int(g.replace(",", ""))
+                    for g in pattern.search(label.first.inner_text(timeout=1000)).groups()
+                )
+                if total and step / total >= fraction:
+                    return True
+        page.wait_for_timeout(500)
+    return False
+
+
+def _no_traceback(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_train_translate_compare_in_a_browser(app: tuple[str, Path], tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    url, home = app
+    shots = README_SCREENSHOTS if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path / "shots"
+    try:
+        _flow(url, shots, sync_playwright, expect)
+    except Exception as exc:
+        raise AssertionError(
+            f"{exc}\n--- worker log ---\n{_tail(home / 'logs' / 'worker.log')}"
+        ) from exc
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    return path.read_text(errors="replace")[-n:] if path.exists() else "(none)"
+
+
+def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--headless", "--no-sandbox", "--disable-gpu",
+                  "--disable-background-networking", "--disable-component-update"],
+        )  # fmt: skip
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.set_default_timeout(60_000)
+
+            # 1. Corpus: the demo corpus is there on a fresh start.
+            page.goto(url)
+            expect(page.get_by_role("heading", name="Corpus")).to_be_visible()
+            expect(page.locator('[data-testid="stDataFrame"]')).to_be_visible()
+            expect(page.get_by_text("48 pairs").first).to_be_visible()
+            _no_traceback(page)
+            _shot(page, shots, "corpus")
+
+            # 2. Train: one click on the demo corpus; the live panel shows the run.
+            page.goto(f"{url}/train")
+            expect(page.get_by_role("heading", name="New training run")).to_be_visible()
+            started = time.monotonic()
+            page.locator(".st-key-train_button button").click()
+            expect(page.get_by_text("Run #1", exact=False).first).to_be_visible()
+            # Screenshot while it learns, once the curves have some history.
+            learning = _wait_for_progress(page, 0.6, TRAIN_TIMEOUT_S)
+            if learning:
+                _shot(page, shots, "train")
+                # A reload is a new session: the run lives in the database and goes on.
+                page.reload()
+                expect(
+                    page.get_by_text(re.compile(r"Run #1 finished|step [\d,]+ of")).first
+                ).to_be_visible()
+            expect(page.get_by_text("version #1 is ready")).to_be_visible(
+                timeout=TRAIN_TIMEOUT_S * 1000
+            )
+            print(f"demo training: click → version ready in {time.monotonic() - started:.1f} s")
+            _no_traceback(page)
+            if not learning:
+                _shot(page, shots, "train")
+
+            # 3. Translate a training sentence of the demo corpus.
+            page.goto(f"{url}/translate")
+            source = page.locator(".st-key-translate_input textarea")
+            source.fill(DEMO_SOURCE)
+            source.press("Control+Enter")
+            page.locator(".st-key-translate button").click()
+            corrected = page.get_by_label("Corrected translation")
+            expect(corrected).to_have_value(DEMO_TARGET, timeout=60_000)
+            expect(page.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible()
+            _no_traceback(page)
+            _shot(page, shots, "translate")
+
+            # 4. Fine-tune version #1 briefly, so there are two versions to compare.
+            page.goto(f"{url}/train")
+            page.get_by_role("combobox", name="Start from version").click()
+            page.get_by_role("option", name=re.compile(r"^#1 ")).click()
+            page.get_by_text("Advanced").click()
+            steps = page.locator(".st-key-train_max_steps input")
+            steps.fill("100")
+            steps.press("Enter")
+            page.locator(".st-key-train_button button", has_text="Fine-tune").click()
+            expect(page.get_by_text("version #2 is ready")).to_be_visible(
+                timeout=TRAIN_TIMEOUT_S * 1000
+            )
+
+            # 5. Models: both versions, compared on the demo corpus' test pairs.
+            page.goto(f"{url}/models")
+            expect(page.get_by_role("heading", name="Models")).to_be_visible()
+            page.get_by_role("tab", name=re.compile("Compare versions")).click()
+            page.locator(".st-key-compare button").click()
+            expect(page.get_by_text(re.compile(r"of 4 sentences differ"))).to_be_visible()
+            _no_traceback(page)
+            _shot(page, shots, "models")
+        finally:
+            browser.close()

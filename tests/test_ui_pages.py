@@ -1,0 +1,490 @@
+"""The Streamlit pages under AppTest, on an empty and on a populated database.
+
+Populated means real: the module fixture trains two tiny versions through the services (queue
+a run, `run_worker(once=True)` in-process), so translating and comparing use real models.
+Clicking Train in a test queues a run but starts no worker process (`ensure_worker` is
+stubbed); the run is then cancelled from the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from db.engine import ENV_DB_URL, ENV_HOME, dispose_engines
+from workbench import corpus, demo, jobs, registry, worker
+
+APP = Path(__file__).resolve().parents[1] / "streamlit_app.py"
+PAGES = {
+    "corpus": "ui/corpus_page.py",
+    "train": "ui/train_page.py",
+    "translate": "ui/translate_page.py",
+    "models": "ui/models_page.py",
+}
+TIMEOUT = 120
+
+
+def open_page(name: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.run()
+    if name != "corpus":
+        at.switch_page(PAGES[name]).run()
+    assert_clean(at)
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    """No traceback element on the page (errors must be one st.error line)."""
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+@pytest.fixture
+def no_demo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty database stays empty (the demo corpus is tested on its own)."""
+    monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
+
+
+@pytest.fixture
+def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jobs, "ensure_worker", lambda *a, **k: None)
+
+
+# -------------------------------------------------------------------------- empty database
+
+
+def test_demo_corpus_is_added_once(wb_home: Path) -> None:
+    info = demo.ensure_demo_corpus()
+    assert info is not None and info.pair_count == 48
+    assert (info.src_lang, info.tgt_lang) == ("zh", "en")
+    assert corpus.corpus_stats(info.id).split_counts == {"train": 41, "valid": 3, "test": 4}
+    assert demo.ensure_demo_corpus() is None
+    assert len(corpus.list_corpora()) == 1
+
+
+def test_first_start_seeds_the_demo_corpus(wb_home: Path) -> None:
+    at = open_page("corpus")
+    assert [c.name for c in corpus.list_corpora()] == [demo.DEMO_NAME]
+    assert len(at.data_editor) == 1
+    assert len(at.data_editor[0].value) == 48
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_empty_database_says_what_to_do(wb_home: Path, no_demo: None, page: str) -> None:
+    at = open_page(page)
+    assert not at.error
+    hint = texts(at.info)
+    assert {
+        "corpus": "No corpus yet",
+        "train": "No corpus yet",
+        "translate": "No model version yet",
+        "models": "No model version yet",
+    }[page] in hint
+
+
+def test_create_rename_and_delete_corpus(wb_home: Path, no_demo: None) -> None:
+    at = open_page("corpus")
+    at.text_input[0].input("Menus")
+    at.button[0].click().run()  # the form's submit button
+    assert_clean(at)
+    assert [c.name for c in corpus.list_corpora()] == ["Menus"]
+    assert "Created corpus" in texts(at.success)
+
+    at.text_input(key=f"rename_{corpus.get_corpus('Menus').id}").input("Menus 2024")
+    at.button(key="rename_corpus").click().run()
+    assert [c.name for c in corpus.list_corpora()] == ["Menus 2024"]
+
+    at.button(key="delete_corpus").click().run()
+    assert corpus.list_corpora(), "deleting must ask first"
+    at.button(key="delete_corpus_confirm").click().run()
+    assert_clean(at)
+    assert corpus.list_corpora() == []
+    assert "No corpus yet" in texts(at.info)
+
+
+def test_invalid_corpus_shows_one_error_line(wb_home: Path, no_demo: None) -> None:
+    at = open_page("corpus")
+    at.text_input[1].input("not a language!")
+    at.text_input[0].input("Broken")
+    at.button[0].click().run()
+    assert_clean(at)
+    assert "language code" in texts(at.error)
+    assert corpus.list_corpora() == []
+
+
+# --------------------------------------------------------------------------- corpus editing
+
+
+@pytest.fixture
+def small_corpus(wb_home: Path, no_demo: None) -> int:
+    info = corpus.create_corpus("Kitchen", "zh", "en")
+    corpus.apply_edits(
+        info.id,
+        added=[
+            {"source": "米饭", "target": "rice"},
+            {"source": "面条", "target": "noodles"},
+            {"source": "茶", "target": "tea"},
+        ],
+    )
+    return info.id
+
+
+def _edit(at: AppTest, **state) -> None:
+    editor = at.data_editor[0]
+    at.session_state[editor.key] = {
+        "edited_rows": state.get("edited_rows", {}),
+        "added_rows": state.get("added_rows", []),
+        "deleted_rows": state.get("deleted_rows", []),
+    }
+    at.run()
+
+
+def test_add_edit_and_delete_pairs_in_one_save(small_corpus: int) -> None:
+    at = open_page("corpus")
+    assert at.data_editor[0].value["source"].tolist() == ["米饭", "面条", "茶"]
+    assert at.button(key="save_edits").disabled
+
+    _edit(
+        at,
+        edited_rows={0: {"target": "cooked rice"}},
+        added_rows=[{"source": "咖啡", "target": "coffee", "split": "test"}, {}],
+        deleted_rows=[2],
+    )
+    assert "3 unsaved change(s)" in texts(at.caption)
+    at.button(key="save_edits").click().run()
+    assert_clean(at)
+    assert "Saved: 1 added, 1 edited, 1 deleted." in texts(at.success)
+    rows = corpus.search_pairs(small_corpus).rows
+    assert rows[["source", "target"]].values.tolist() == [
+        ["米饭", "cooked rice"],
+        ["面条", "noodles"],
+        ["咖啡", "coffee"],
+    ]
+    assert rows["split"].tolist()[-1] == "test"
+    assert at.data_editor[0].value["target"].tolist() == ["cooked rice", "noodles", "coffee"]
+
+
+def test_a_bad_edit_changes_nothing_and_keeps_the_edits(small_corpus: int) -> None:
+    at = open_page("corpus")
+    _edit(at, added_rows=[{"source": "水", "target": "water"}, {"source": "汤", "target": ""}])
+    _edit(
+        at,
+        added_rows=[{"source": "水", "target": "water"}, {"source": "米饭", "target": "rice"}],
+    )
+    at.button(key="save_edits").click().run()
+    assert_clean(at)
+    assert "duplicates" in texts(at.error)
+    assert corpus.get_corpus(small_corpus).pair_count == 3
+    assert "2 unsaved change(s)" in texts(at.caption), "the user's edits must survive"
+
+
+def test_search_and_split_filter(small_corpus: int) -> None:
+    at = open_page("corpus")
+    at.text_input(key="pairs_query").input("noodle").run()
+    assert at.data_editor[0].value["target"].tolist() == ["noodles"]
+    at.text_input(key="pairs_query").input("").run()
+    at.selectbox(key="pairs_split").select("test").run()
+    assert at.data_editor[0].value.empty
+    assert_clean(at)
+
+
+def test_pagination_loads_one_page(small_corpus: int) -> None:
+    corpus.apply_edits(
+        small_corpus, added=[{"source": f"句子{i}", "target": f"sentence {i}"} for i in range(60)]
+    )
+    at = open_page("corpus")
+    assert len(at.data_editor[0].value) == 50
+    at.pagination[0].set_value(2).run()
+    assert len(at.data_editor[0].value) == 13
+    assert at.data_editor[0].value["source"].iloc[0] == "句子47"
+    assert_clean(at)
+
+
+def test_import_previews_before_writing(small_corpus: int) -> None:
+    data = "source\ttarget\n汤\tsoup\n米饭\trice\n\tmissing source\n水\twater\n".encode()
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/upload: Import"
+    at.run()
+    at.file_uploader[0].upload("menu.tsv", data, "text/tab-separated-values").run()
+    assert_clean(at)
+    assert corpus.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {
+        "Rows read": "4",
+        "Will be added": "2",
+        "Duplicates skipped": "1",
+        "Invalid rows skipped": "1",
+    }
+    assert at.button(key="do_import").label == "Import 2 pairs"
+    at.button(key="do_import").click().run()
+    assert_clean(at)
+    assert corpus.get_corpus(small_corpus).pair_count == 5
+    assert "Imported 2 pairs" in texts(at.success)
+
+
+def test_malformed_import_is_one_error_line(small_corpus: int) -> None:
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/upload: Import"
+    at.run()
+    at.file_uploader[0].upload("bad.jsonl", b'{"source": "a"\n', "application/jsonl").run()
+    assert_clean(at)
+    assert "line 1" in texts(at.error)
+    assert corpus.get_corpus(small_corpus).pair_count == 3
+
+
+def test_export_statistics_and_dedupe(small_corpus: int) -> None:
+    corpus.apply_edits(small_corpus, added=[{"source": "茶", "target": "Tea"}])
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/download: Export & clean up"
+    at.run()
+    assert_clean(at)
+    assert at.download_button(key="export_download").label == "Download TSV"
+    at.button(key="dedupe").click().run()
+    at.button(key="dedupe_confirm").click().run()
+    assert_clean(at)
+    assert "Removed 1 near-duplicate pairs." in texts(at.success)
+    assert corpus.get_corpus(small_corpus).pair_count == 3
+
+    at.session_state["corpus_tab"] = ":material/bar_chart: Statistics"
+    at.run()
+    assert_clean(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Pairs"] == "3" and metrics["Train"] == "3"
+
+
+# ------------------------------------------------------------------ populated (real models)
+
+
+@dataclass(frozen=True)
+class Trained:
+    home: Path
+    corpus_id: int
+    version_ids: list[int]  # newest first
+    run_ids: list[int]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
+    """The demo corpus and two real tiny versions (a short and a shorter training)."""
+    home = tmp_path_factory.mktemp("ui_trained")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ENV_HOME, str(home))
+        mp.delenv(ENV_DB_URL, raising=False)
+        dispose_engines()
+        info = demo.ensure_demo_corpus()
+        assert info is not None
+        runs = []
+        for steps in (60, 30):
+            runs.append(jobs.enqueue_training(info.id, preset="tiny", max_steps=steps))
+            assert worker.run_worker(once=True) == 1
+        statuses = [jobs.get_run(r).status for r in runs]
+        assert statuses == ["succeeded", "succeeded"], [jobs.get_run(r).error for r in runs]
+        versions = [v.id for v in registry.list_versions()]
+        yield Trained(home, info.id, versions, runs)
+        dispose_engines()
+    dispose_engines()
+
+
+@pytest.fixture
+def populated(trained: Trained, monkeypatch: pytest.MonkeyPatch) -> Trained:
+    monkeypatch.setenv(ENV_HOME, str(trained.home))
+    monkeypatch.delenv(ENV_DB_URL, raising=False)
+    return trained
+
+
+def test_populated_pages_render(populated: Trained) -> None:
+    for page in PAGES:
+        at = open_page(page)
+        assert not at.error, texts(at.error)
+
+
+def test_train_start_and_cancel_a_run(populated: Trained, no_worker: None) -> None:
+    at = open_page("train")
+    history = at.dataframe[-1].value
+    assert set(history["status"]) == {"succeeded"}
+
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = jobs.list_runs()[0]
+    assert run.status == "queued" and run.config["preset"] == "tiny"
+    assert run.config["epochs"] is None, "epochs default to the automatic budget"
+    assert f"Run #{run.id} queued" in texts(at.success)
+    assert f"Run #{run.id}" in texts(at.markdown)
+
+    at.button(key=f"cancel_{run.id}").click().run()
+    assert_clean(at)
+    assert jobs.get_run(run.id).status == "cancelled"
+
+
+def test_train_with_options(populated: Trained, no_worker: None) -> None:
+    at = open_page("train")
+    at.number_input(key="train_epochs").set_value(3)
+    at.selectbox(key="train_init_version").select(populated.version_ids[0])
+    at.number_input(key="train_max_steps").set_value(10)
+    at.run()
+    assert at.button(key="train_button").label == "Fine-tune"
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = jobs.list_runs()[0]
+    assert (run.config["epochs"], run.config["max_steps"]) == (3, 10)
+    assert run.init_version_id == populated.version_ids[0]
+    jobs.cancel_run(run.id)
+
+
+def test_live_panel_shows_a_running_run(populated: Trained, no_worker: None) -> None:
+    """A run in progress (metrics streamed by a worker) draws progress, ETA and charts."""
+    from db.engine import session_scope
+    from db.models import RunMetric, TrainingRun, utcnow
+
+    run_id = jobs.enqueue_training(populated.corpus_id, preset="tiny")
+    with session_scope() as s:
+        run = s.get(TrainingRun, run_id)
+        run.status, run.heartbeat_at, run.progress_step, run.progress_total = (
+            "running",
+            utcnow(),
+            50,
+            200,
+        )
+        run.eta_s = 75.0
+        for step, loss in ((10, 5.0), (30, 4.0), (50, 3.2)):
+            s.add(
+                RunMetric(
+                    run_id=run_id, step=step, epoch=1, train_loss=loss,
+                    valid_loss=4.5 if step == 50 else None, lr=1e-3, tokens_per_s=1500.0,
+                )
+            )  # fmt: skip
+    try:
+        at = open_page("train")
+        assert at.progress[0].value == 25
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["ETA"] == "1 min 15 s"
+        assert metrics["Tokens / s"] == "1,500"
+        assert metrics["Validation loss"] == "4.500"
+        at.button(key=f"cancel_{run_id}").click().run()
+        assert jobs.get_run(run_id).cancel_requested
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_translate_and_save_a_correction(populated: Trained) -> None:
+    at = open_page("translate")
+    at.text_area(key="translate_input").input("我想喝一杯茶。\n谢谢你的帮助。")
+    at.button(key="translate").click().run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert table["source"].tolist() == ["我想喝一杯茶。", "谢谢你的帮助。"]
+    assert all(isinstance(t, str) and t for t in table["translation"])
+
+    before = corpus.get_corpus(populated.corpus_id).pair_count
+    at.text_area[1].input("Thank you so much for your help.")
+    at.selectbox(key=at.selectbox[-2].key).select(1)  # the sentence picker
+    at.run()
+    at.text_area[1].input("Thank you so much for your help.")
+    at.button[-1].click().run()  # Save as pair
+    assert_clean(at)
+    assert "Saved as pair" in texts(at.success)
+    assert corpus.get_corpus(populated.corpus_id).pair_count == before + 1
+    hits = corpus.search_pairs(populated.corpus_id, "so much").rows
+    assert hits[["source", "target"]].values.tolist() == [
+        ["谢谢你的帮助。", "Thank you so much for your help."]
+    ]
+
+
+def test_translate_with_beam_search(populated: Trained) -> None:
+    at = open_page("translate")
+    at.button_group(key="translate_mode").set_value("Beam search").run()
+    at.text_area(key="translate_input").input("我想喝一杯茶。")
+    at.button(key="translate").click().run()
+    assert_clean(at)
+    assert "beam 4" in texts(at.caption)
+
+
+def test_models_compare_versions(populated: Trained) -> None:
+    at = open_page("models")
+    table = at.dataframe[0].value
+    assert sorted(table["id"]) == sorted(populated.version_ids)
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    metrics = at.dataframe[1].value
+    assert sorted(metrics["version"]) == sorted(populated.version_ids)
+    assert {"bleu", "chrf", "n"} <= set(metrics.columns)
+    sentences = at.dataframe[2].value
+    assert len(sentences) == 4  # the demo corpus' test split
+    assert {"source", "reference", "differs"} <= set(sentences.columns)
+
+
+def test_models_rename_and_notes(populated: Trained) -> None:
+    at = open_page("models")
+    version_id = populated.version_ids[0]
+    at.text_input[0].input("first try")
+    at.text_area[0].input("demo corpus, tiny")
+    at.button[0].click().run()  # the form's Save
+    assert_clean(at)
+    info = registry.get_version(version_id)
+    assert (info.name, info.notes) == ("first try", "demo corpus, tiny")
+
+
+def test_compare_without_test_pairs_says_so(populated: Trained) -> None:
+    empty = corpus.create_corpus("No tests", "zh", "en")
+    try:
+        at = open_page("models")
+        at.selectbox(key="compare_corpus").select(empty.id).run()
+        at.button(key="compare").click().run()
+        assert_clean(at)
+        assert "has no test pairs" in texts(at.warning)
+    finally:
+        corpus.delete_corpus(empty.id)
+
+
+def test_unexpected_error_is_one_line(populated: Trained, monkeypatch) -> None:
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(registry, "versions_table", boom)
+    at = open_page("models")
+    assert "RuntimeError: disk on fire" in texts(at.error)
+
+
+def test_models_delete_asks_first(populated: Trained) -> None:
+    run_id = jobs.enqueue_training(populated.corpus_id, preset="tiny", max_steps=5)
+    assert worker.run_worker(once=True) == 1
+    doomed = jobs.get_run(run_id).version_id
+    assert doomed is not None
+    at = open_page("models")
+    at.selectbox(key="models_version").select(doomed).run()
+    at.button(key="delete_version").click().run()
+    assert registry.get_version(doomed), "deleting must ask first"
+    at.button(key="delete_version_confirm").click().run()
+    assert_clean(at)
+    assert doomed not in [v.id for v in registry.list_versions()]
+    assert f"Deleted version #{doomed}." in texts(at.success)
+
+
+def test_a_queued_run_without_worker_offers_to_start_one(
+    populated: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    from db.engine import session_scope
+    from db.models import TrainingRun, utcnow
+
+    started = []
+    monkeypatch.setattr(jobs, "ensure_worker", lambda *a, **k: started.append(1))
+    run_id = jobs.enqueue_training(populated.corpus_id, preset="tiny")
+    with session_scope() as s:
+        s.get(TrainingRun, run_id).created_at = utcnow() - timedelta(minutes=1)
+    try:
+        at = open_page("train")
+        assert "No worker is running" in texts(at.warning)
+        at.button(key="start_worker").click().run()
+        assert started == [1]
+    finally:
+        jobs.cancel_run(run_id)

@@ -1,0 +1,239 @@
+"""Models page: every stored version with its scores; rename, annotate, download or delete one;
+compare several on a corpus' held-out test pairs (loss curves, BLEU/chrF, side-by-side output).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from ui import common
+from workbench import corpus, evaluation, jobs, registry
+
+COMPARISON = "models_comparison"
+MAX_COMPARE_PAIRS = 500
+
+
+def render() -> None:
+    common.page_header("Models", "Every trained version, its scores, and side-by-side comparisons.")
+    versions = registry.list_versions()
+    if not versions:
+        st.info(
+            "No model version yet: start a run on the Train page; when it succeeds its version "
+            "appears here.",
+            icon=":material/info:",
+        )
+        st.page_link(common.TRAIN_PAGE, label="Go to Train", icon=":material/model_training:")
+        return
+
+    versions_table()
+    manage_tab, compare_tab = st.tabs(
+        [":material/edit: Manage a version", ":material/compare_arrows: Compare versions"],
+        key="models_tab",
+    )
+    with manage_tab:
+        manage(versions)
+    with compare_tab:
+        compare(versions)
+
+
+def versions_table() -> None:
+    table = registry.versions_table()
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "id": st.column_config.NumberColumn("id", format="#%d", width="small"),
+            "name": st.column_config.TextColumn("name", width="medium"),
+            "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
+            "pairs": st.column_config.NumberColumn("pairs", format="localized"),
+            "parameters": st.column_config.NumberColumn("parameters", format="compact"),
+            "train time (s)": st.column_config.NumberColumn("training time", format="%.0f s"),
+            "valid loss": st.column_config.NumberColumn("valid loss", format="%.3f"),
+            "BLEU": st.column_config.NumberColumn("BLEU", format="%.1f"),
+            "chrF": st.column_config.NumberColumn("chrF", format="%.1f"),
+            "notes": st.column_config.TextColumn("notes", width="medium"),
+        },
+    )
+
+
+# --------------------------------------------------------------------------------- manage
+
+
+def manage(versions: list[Any]) -> None:
+    version = common.version_picker(versions, key="models_version")
+    left, right = st.columns([3, 2], gap="large")
+    with left, st.form(f"edit_version_{version.id}", border=False):
+        name = st.text_input("Name", value=version.name)
+        notes = st.text_area(
+            "Notes", value=version.notes, height=100, placeholder="What is special about it?"
+        )
+        if st.form_submit_button("Save", type="primary", icon=":material/save:"):
+            with common.error_boundary("saving the version"):
+                if name != version.name:
+                    registry.rename_version(version.id, name)
+                if notes != version.notes:
+                    registry.set_notes(version.id, notes)
+                common.flash(f"Saved version #{version.id}.")
+                st.rerun()
+    with right:
+        m = version.metrics
+        st.markdown(
+            f"**Trained on** {version.corpus_name or '(deleted corpus)'} · "
+            f"{version.train_pair_count:,} pairs · {version.device} · "
+            f"{common.fmt_duration(version.train_seconds)}  \n"
+            f"**Parameters** {version.param_count:,} · **steps** {m.get('steps', '—')} · "
+            f"**stopped by** {str(m.get('stop_reason', '—')).replace('_', ' ')}"
+        )
+        buttons = st.columns(2)
+        with buttons[0]:
+            st.download_button(
+                "Download .zip",
+                data=lambda: registry.version_zip(version.id),
+                file_name=f"version-{version.id}.zip",
+                mime="application/zip",
+                icon=":material/download:",
+                key=f"download_{version.id}",
+                on_click="ignore",
+                width="stretch",
+            )
+        with buttons[1]:
+            if st.button(
+                "Delete…", icon=":material/delete:", key="delete_version", width="stretch"
+            ):
+                common.ask_confirmation("delete_version")
+    common.confirmation_dialog(
+        "delete_version",
+        "Delete version",
+        f"Delete version **#{version.id} {version.name}** and its files? This cannot be undone.",
+        "Delete version",
+        lambda: _delete(version),
+    )
+
+
+def _delete(version: Any) -> str:
+    registry.delete_version(version.id)
+    st.session_state.pop(common.CURRENT_VERSION, None)
+    st.session_state.pop(COMPARISON, None)
+    return f"Deleted version #{version.id}."
+
+
+# -------------------------------------------------------------------------------- compare
+
+
+def compare(versions: list[Any]) -> None:
+    if len(versions) < 2:
+        st.info(
+            "Comparing needs at least two versions: train another one (another preset, more "
+            "pairs, or fine-tune this one) on the Train page.",
+            icon=":material/info:",
+        )
+        return
+    by_id = {v.id: v for v in versions}
+    chosen = st.multiselect(
+        "Versions to compare",
+        list(by_id),
+        default=list(by_id)[:2],
+        format_func=lambda i: common.version_label(by_id[i]),
+        key="compare_versions",
+    )
+    if len(chosen) < 2:
+        st.caption("Pick two or more versions.")
+        return
+    picked = [by_id[i] for i in chosen]
+
+    curves(picked)
+
+    corpora = corpus.list_corpora()
+    if not corpora:
+        st.info("Comparing needs a corpus with test pairs; none exists.")
+        return
+    first = picked[0]
+    if first.corpus_id in {c.id for c in corpora}:
+        st.session_state.setdefault(common.CURRENT_CORPUS, first.corpus_id)
+    row = st.columns([3, 1], vertical_alignment="bottom")
+    with row[0]:
+        test_corpus = common.corpus_picker(
+            corpora,
+            key="compare_corpus",
+            label="Test pairs from",
+            help="The versions translate this corpus' test split; BLEU and chrF are computed "
+            "against its references.",
+        )
+    if row[1].button("Compare", type="primary", icon=":material/compare_arrows:", key="compare"):
+        with common.error_boundary("comparing the versions"):
+            pairs = corpus.split_pairs(test_corpus.id, "test")
+            if not pairs:
+                st.warning(
+                    f"“{test_corpus.name}” has no test pairs. Mark some pairs as test on the "
+                    "Corpus page (split column), then compare again.",
+                    icon=":material/warning:",
+                )
+                st.session_state.pop(COMPARISON, None)
+            else:
+                pairs = pairs[:MAX_COMPARE_PAIRS]
+                with st.spinner(
+                    f"Translating {len(pairs)} test pairs with {len(chosen)} versions…",
+                    show_time=True,
+                ):
+                    result = evaluation.compare(chosen, pairs)
+                st.session_state[COMPARISON] = {
+                    "versions": list(chosen),
+                    "corpus": test_corpus.name,
+                    "metrics": result.metrics,
+                    "sentences": result.sentences,
+                }
+    shown = st.session_state.get(COMPARISON)
+    if shown and shown["versions"] == list(chosen):
+        comparison_view(shown)
+
+
+def curves(picked: list[Any]) -> None:
+    run_of = {v.run_id: f"#{v.id} {v.name}" for v in picked if v.run_id is not None}
+    if not run_of:
+        return
+    metrics = jobs.run_metrics(list(run_of))
+    if metrics.empty:
+        return
+    metrics = metrics.assign(version=metrics["run_id"].map(run_of))
+    st.markdown("**Loss curves**")
+    st.altair_chart(common.loss_chart(metrics, by="version", height=280), width="stretch")
+
+
+def comparison_view(shown: dict[str, Any]) -> None:
+    metrics: pd.DataFrame = shown["metrics"]
+    sentences: pd.DataFrame = shown["sentences"]
+    st.markdown(f"**Scores on the test split of “{shown['corpus']}”**")
+    st.dataframe(
+        metrics,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "version": st.column_config.NumberColumn("version", format="#%d", width="small"),
+            "bleu": st.column_config.NumberColumn("BLEU", format="%.1f"),
+            "chrf": st.column_config.NumberColumn("chrF", format="%.1f"),
+            "n": st.column_config.NumberColumn("pairs", width="small"),
+        },
+    )
+    differs = int(sentences["differs"].sum()) if "differs" in sentences else 0
+    st.markdown(f"**Side by side** · {differs} of {len(sentences)} sentences differ (highlighted)")
+    only_diff = st.toggle("Show only sentences that differ", key="compare_only_diff")
+    view = sentences[sentences["differs"]] if only_diff else sentences
+
+    def highlight(row: pd.Series) -> list[str]:
+        style = "background-color: rgba(255, 196, 0, 0.18)" if row["differs"] else ""
+        return [style] * len(row)
+
+    st.dataframe(
+        view.style.apply(highlight, axis=1).format(precision=1),
+        hide_index=True,
+        width="stretch",
+        column_config={"differs": None},
+    )
+
+
+if __name__ == "__main__":
+    common.run_page(render)

@@ -1,0 +1,228 @@
+"""Translate page: translate sentences with any version, look at its cross-attention, and save
+a corrected output back into a corpus as a new pair.
+
+Models are loaded (and kept) by `workbench.registry`'s cache, so the second translation with a
+version does not read its files again. The last batch of results is kept in session_state as
+plain lists: it is what the user is looking at, not data.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from ui import common
+from workbench import corpus, registry, translation
+
+RESULTS = "translate_results"
+MAX_LINES = 500
+
+
+def render() -> None:
+    common.page_header(
+        "Translate", "Translate with any stored model version; inspect and correct its output."
+    )
+    versions = registry.list_versions()
+    if not versions:
+        st.info(
+            "No model version yet: train one on the Train page (the demo corpus trains in "
+            "about a minute), then come back here.",
+            icon=":material/info:",
+        )
+        st.page_link(common.TRAIN_PAGE, label="Go to Train", icon=":material/model_training:")
+        return
+
+    with st.container(border=True):
+        top = st.columns([3, 2], gap="medium")
+        with top[0]:
+            version = common.version_picker(versions, key="translate_version")
+        with top[1]:
+            mode = st.segmented_control(
+                "Decoding",
+                ["Greedy", "Beam search"],
+                default="Greedy",
+                key="translate_mode",
+                help="Greedy takes the likeliest next piece; beam search keeps several "
+                "candidate translations and is usually a little better, and slower.",
+            )
+            beam = 1
+            if mode == "Beam search":
+                beam = st.slider("Beam size", 2, 8, 4, key="translate_beam")
+        text = st.text_area(
+            f"Source sentences ({version.src_lang}), one per line",
+            key="translate_input",
+            height=140,
+            placeholder=_examples(version),
+        )
+        if st.button("Translate", type="primary", icon=":material/translate:", key="translate"):
+            lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+            if not lines:
+                st.warning("Type or paste at least one sentence.", icon=":material/edit_note:")
+            elif len(lines) > MAX_LINES:
+                st.warning(f"At most {MAX_LINES} lines at once, got {len(lines)}.")
+            else:
+                with (
+                    common.error_boundary("translating"),
+                    st.spinner(f"Translating {len(lines)} sentence(s)…", show_time=True),
+                ):
+                    results = translation.translate(version.id, lines, beam, with_attention=True)
+                    st.session_state[RESULTS] = {
+                        "version_id": version.id,
+                        "version": common.version_label(version),
+                        "beam": beam,
+                        "items": [_plain(src, r) for src, r in zip(lines, results, strict=True)],
+                    }
+
+    shown = st.session_state.get(RESULTS)
+    if not shown:
+        return
+    results_view(shown, version)
+
+
+def _examples(version: Any) -> str:
+    """A few training sentences of the version's corpus as a hint of what it knows."""
+    if version.corpus_id is None:
+        return "One sentence per line"
+    return _training_examples(common.database_key(), version.corpus_id) or "One sentence per line"
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def _training_examples(database: str, corpus_id: int) -> str:
+    try:
+        page = corpus.search_pairs(corpus_id, split="train", page_size=3)
+    except Exception:  # the corpus may be gone; the hint is optional
+        return ""
+    return "\n".join(page.rows["source"].tolist())
+
+
+def _plain(source: str, result: Any) -> dict[str, Any]:
+    attention = result.attention
+    return {
+        "source": source,
+        "text": result.text,
+        "src_pieces": list(result.src_pieces),
+        "out_pieces": list(result.out_pieces),
+        "attention": attention.tolist() if attention is not None else None,
+    }
+
+
+# ---------------------------------------------------------------------------- results
+
+
+def results_view(shown: dict[str, Any], version: Any) -> None:
+    items = shown["items"]
+    decoding = "greedy" if shown["beam"] == 1 else f"beam {shown['beam']}"
+    st.subheader("Translations", anchor=False)
+    st.caption(f"{shown['version']} · {decoding}")
+    table = pd.DataFrame(
+        {
+            "#": range(1, len(items) + 1),
+            "source": [i["source"] for i in items],
+            "translation": [i["text"] for i in items],
+        }
+    )
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "#": st.column_config.NumberColumn("#", width="small"),
+            "source": st.column_config.TextColumn("source", width="large"),
+            "translation": st.column_config.TextColumn("translation", width="large"),
+        },
+    )
+
+    choice = st.selectbox(
+        "Sentence",
+        range(len(items)),
+        format_func=lambda i: f"{i + 1}. {items[i]['source']}",
+        key=f"translate_pick_{len(items)}_{shown['version_id']}",
+    )
+    item = items[choice]
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        st.markdown("**Cross-attention**")
+        if item["attention"]:
+            st.altair_chart(attention_chart(item), width="stretch")
+            st.caption(
+                "Each row is an output piece; darker cells are the source pieces the last "
+                "decoder layer attended to while producing it (averaged over heads)."
+            )
+        else:
+            st.caption("No attention for an empty sentence.")
+    with right:
+        correction_form(item, shown, version)
+
+
+def attention_chart(item: dict[str, Any]) -> alt.Chart:
+    """Heat-map of [len(out), len(src)] weights; positions keep repeated pieces apart."""
+    src, out, weights = item["src_pieces"], item["out_pieces"], item["attention"]
+    rows = [
+        {"out": o, "src": s, "weight": float(weights[o][s])}
+        for o in range(min(len(out), len(weights)))
+        for s in range(min(len(src), len(weights[o])))
+    ]
+    data = pd.DataFrame(rows)
+    src_labels, out_labels = json.dumps(src), json.dumps(out)
+    cell = 30
+    return (
+        alt.Chart(data)
+        .mark_rect()
+        .encode(
+            x=alt.X(
+                "src:O",
+                title="source pieces",
+                axis=alt.Axis(
+                    labelExpr=f"{src_labels}[datum.value]",
+                    labelAngle=0 if max(map(len, src), default=0) <= 4 else -40,
+                    orient="top",
+                ),
+            ),
+            y=alt.Y(
+                "out:O",
+                title="output pieces",
+                axis=alt.Axis(labelExpr=f"{out_labels}[datum.value]"),
+            ),
+            color=alt.Color(
+                "weight:Q", scale=alt.Scale(scheme="blues", domainMin=0), title="weight"
+            ),
+            tooltip=[
+                alt.Tooltip("weight:Q", format=".2f"),
+                alt.Tooltip("src:O", title="source position"),
+                alt.Tooltip("out:O", title="output position"),
+            ],
+        )
+        .properties(width=max(240, cell * len(src)), height=max(160, cell * len(out)))
+    )
+
+
+def correction_form(item: dict[str, Any], shown: dict[str, Any], version: Any) -> None:
+    st.markdown("**Correct and save as a pair**")
+    corpora = corpus.list_corpora()
+    if not corpora:
+        st.caption("Create a corpus on the Corpus page to save corrections.")
+        return
+    langs = [c for c in corpora if (c.src_lang, c.tgt_lang) == (version.src_lang, version.tgt_lang)]
+    options = langs or corpora
+    if version.corpus_id in {c.id for c in options}:
+        st.session_state.setdefault(common.CURRENT_CORPUS, version.corpus_id)
+    key = f"{shown['version_id']}_{abs(hash(item['source']))}"
+    with st.form(f"correction_{key}", border=False):
+        st.text_input("Source", value=item["source"], disabled=True)
+        target = st.text_area("Corrected translation", value=item["text"], height=90)
+        target_corpus = common.corpus_picker(options, key="translate_corpus", label="Into corpus")
+        if st.form_submit_button("Save as pair", icon=":material/playlist_add:"):
+            with common.error_boundary("saving the pair"):
+                pair_id = translation.save_correction(target_corpus.id, item["source"], target)
+                st.success(
+                    f"Saved as pair #{pair_id} in “{target_corpus.name}”.",
+                    icon=":material/check_circle:",
+                )
+
+
+if __name__ == "__main__":
+    common.run_page(render)

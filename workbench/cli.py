@@ -1,0 +1,291 @@
+"""``python -m workbench <command>``: the command line of DESIGN.md.
+
+Adding a command: write ``_args_<name>(parser)`` (its options) and ``_cmd_<name>(args) -> int``
+(its work; return the exit status), then add one ``Command`` line to ``COMMANDS``.
+
+Every command fails the same way: bad input raises ``WorkbenchError`` and the user sees one
+line ``error: <message>`` with exit status 2; argparse usage errors also print one line and
+exit 2; an unexpected exception prints one ``error: internal error: …`` line and exits 1
+(set ``WORKBENCH_DEBUG=1`` for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one ``error: …`` line (exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"error: {message} (see: {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+# ------------------------------------------------------------------------------ import
+
+
+def _args_import(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, help="pairs file (for --format aligned: the source side)")
+    p.add_argument("--corpus", required=True, help="corpus name (created if missing)")
+    p.add_argument("--src-lang", required=True, help="source language code, e.g. zh")
+    p.add_argument("--tgt-lang", required=True, help="target language code, e.g. en")
+    p.add_argument(
+        "--format",
+        choices=("tsv", "csv", "jsonl", "tatoeba", "aligned"),
+        help="file format (default: from the file extension; aligned when --tgt-file)",
+    )
+    p.add_argument("--tgt-file", type=Path, help="target-side file for --format aligned")
+    p.add_argument("--strict", action="store_true", help="abort on any invalid row")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON line")
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from workbench.corpus import get_or_create_corpus
+    from workbench.importing import import_file, infer_format
+
+    if not args.file.is_file():
+        raise WorkbenchError(f"file not found: {args.file}")
+    if args.tgt_file is not None and args.format not in (None, "aligned"):
+        raise WorkbenchError("--tgt-file is only used with --format aligned")
+    fmt = args.format
+    if fmt is None and args.tgt_file is None:  # before creating the corpus
+        with args.file.open("rb") as fh:
+            fmt = infer_format(args.file, fh.read(65536))
+    info = get_or_create_corpus(args.corpus, args.src_lang, args.tgt_lang)
+    result = import_file(info.id, args.file, fmt, args.tgt_file, strict=args.strict)
+    if args.json:
+        print(json.dumps({"corpus": info.name, **result.as_dict()}, ensure_ascii=False))
+        return EXIT_OK
+    for issue in result.report[:10]:
+        print(f"  line {issue.line}: {issue.severity}: {issue.message}", file=sys.stderr)
+    if len(result.report) > 10:
+        print(f"  … {sum(result.issue_counts.values()) - 10} more issues", file=sys.stderr)
+    print(
+        f"imported {result.added} pairs into {info.name!r} "
+        f"({result.duplicates} duplicates, {result.skipped} invalid rows skipped)"
+    )
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------ export
+
+
+def _args_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, help="output file (.tsv, .jsonl or .csv)")
+    p.add_argument("--corpus", required=True, help="corpus name or id")
+    p.add_argument("--format", choices=("tsv", "jsonl", "csv"), help="default: from extension")
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from workbench.importing import export_pairs
+
+    n = export_pairs(args.corpus, args.file, args.format)
+    print(f"exported {n} pairs to {args.file}")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------- train
+
+
+def _args_train(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--corpus", required=True, help="corpus name or id")
+    p.add_argument("--preset", default="tiny", choices=("tiny", "small", "base"))
+    p.add_argument("--epochs", type=int, help="default: a budget that adapts to the corpus size")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--from-version", type=int, help="fine-tune this version (same tokenizer)")
+    p.add_argument("--max-steps", type=int, help="cap on optimizer steps")
+    p.add_argument("--wait", action="store_true", help="block until the run ends")
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import time
+
+    from workbench import jobs
+    from workbench.corpus import get_corpus
+
+    extra = {"max_steps": args.max_steps} if args.max_steps else {}
+    run_id = jobs.enqueue_training(
+        get_corpus(args.corpus).id,
+        preset=args.preset,
+        epochs=args.epochs,
+        device=args.device,
+        init_version_id=args.from_version,
+        **extra,
+    )
+    pid = jobs.ensure_worker()
+    if pid is not None:
+        print(f"started a worker (pid {pid})", file=sys.stderr)
+    if not args.wait:
+        print(json.dumps({"run_id": run_id, "status": "queued", "version_id": None}))
+        return EXIT_OK
+    last_step = -1
+    while (run := jobs.get_run(run_id)).active:
+        if run.progress_step != last_step and run.progress_total:
+            last_step = run.progress_step
+            eta = f", about {run.eta_s:.0f}s left" if run.eta_s else ""
+            print(f"run {run_id}: step {last_step}/{run.progress_total}{eta}", file=sys.stderr)
+        time.sleep(1.0)
+    print(
+        json.dumps(
+            {
+                "run_id": run.id,
+                "status": run.status,
+                "version_id": run.version_id,
+                "device": run.device,
+                "error": run.error,
+            },
+            ensure_ascii=False,
+        )
+    )
+    return EXIT_OK if run.status == "succeeded" else EXIT_INTERNAL
+
+
+# ------------------------------------------------------------------------------ worker
+
+
+def _args_worker(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--once", action="store_true", help="process one queued run, then exit")
+    p.add_argument("--idle-exit", type=float, help="exit after this many idle seconds")
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from workbench.worker import run_worker
+
+    run_worker(once=args.once, idle_exit_s=args.idle_exit)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- versions
+
+
+def _args_versions(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="one JSON array of versions")
+
+
+def _cmd_versions(args: argparse.Namespace) -> int:
+    from workbench.registry import versions_table
+
+    table = versions_table()
+    if args.json:
+        print(table.to_json(orient="records", date_format="iso", force_ascii=False))
+    elif table.empty:
+        print("no model versions yet: train one with `python -m workbench train`")
+    else:
+        print(table.drop(columns=["notes"]).to_string(index=False))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- translate
+
+
+def _args_translate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", type=int, required=True, help="model version id")
+    p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
+    p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from workbench.translation import translate
+
+    texts = args.text or [line.rstrip("\n") for line in sys.stdin]
+    for result in translate(args.version, texts, beam=args.beam):
+        print(result.text)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- evaluate
+
+
+def _args_evaluate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", type=int, required=True, help="model version id")
+    p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
+    p.add_argument("--ref", type=Path, required=True, help="reference translations")
+    p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise WorkbenchError(f"file not found: {path}") from None
+    except UnicodeDecodeError:
+        raise WorkbenchError(f"{path} is not UTF-8 text") from None
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from workbench.evaluation import evaluate
+
+    sources, references = _read_lines(args.src), _read_lines(args.ref)
+    if len(sources) != len(references):
+        raise WorkbenchError(
+            f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}"
+        )
+    scores = evaluate(args.version, list(zip(sources, references, strict=True)), beam=args.beam)
+    print(json.dumps(scores))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    add_args: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: list[Command] = [
+    Command("import", "import sentence pairs into a corpus", _args_import, _cmd_import),
+    Command("export", "export a corpus as TSV/JSONL/CSV", _args_export, _cmd_export),
+    Command("train", "queue a training run (and start a worker)", _args_train, _cmd_train),
+    Command("worker", "train queued runs in this process", _args_worker, _cmd_worker),
+    Command("versions", "list the model versions", _args_versions, _cmd_versions),
+    Command("translate", "translate sentences with a version", _args_translate, _cmd_translate),
+    Command("evaluate", "BLEU/chrF of a version on a test set", _args_evaluate, _cmd_evaluate),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m workbench", description="Translation workbench")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_args(p)
+        p.set_defaults(_run=cmd.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (``__main__`` passes it to SystemExit)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or EXIT_OK)
+    except WorkbenchError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:
+        if os.environ.get("WORKBENCH_DEBUG"):
+            traceback.print_exc()
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"error: internal error: {type(exc).__name__}: {first}", file=sys.stderr)
+        return EXIT_INTERNAL

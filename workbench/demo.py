@@ -1,0 +1,40 @@
+"""A built-in demo corpus, so a brand-new workbench has something to train on at once.
+
+`demo_zh_en.tsv` holds 48 short everyday Chinese sentences (unsegmented) with English
+translations, written for this project. Their splits are fixed in the file: 41 train, 3 valid,
+4 test, so the first model learns the training pairs by heart within a minute or two on a laptop
+CPU (tiny preset, automatic budget) and the Models page has test pairs to compare versions on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench import corpus, importing
+from workbench.corpus import CorpusInfo
+from workbench.errors import WorkbenchError
+
+DEMO_NAME = "Everyday phrases (demo)"
+DEMO_SRC_LANG, DEMO_TGT_LANG = "zh", "en"
+DEMO_FILE = Path(__file__).with_name("demo_zh_en.tsv")
+
+
+def ensure_demo_corpus() -> CorpusInfo | None:
+    """Add the demo corpus when the database has no corpus at all; return it, else None.
+
+    Idempotent: once any corpus exists (the demo or the user's own) this does nothing, so a
+    user who deletes the demo after creating their own corpus never sees it come back.
+    Two sessions racing on an empty database create it once (corpus names are unique).
+    """
+    if corpus.list_corpora():
+        return None
+    try:
+        info = corpus.create_corpus(DEMO_NAME, DEMO_SRC_LANG, DEMO_TGT_LANG)
+    except WorkbenchError:  # another session created it a moment ago
+        return None
+    try:
+        importing.import_file(info.id, DEMO_FILE, "tsv", strict=True)
+    except BaseException:
+        corpus.delete_corpus(info.id)  # never leave an empty, half-made demo behind
+        raise
+    return corpus.get_corpus(info.id)

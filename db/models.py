@@ -1,0 +1,230 @@
+"""The workbench schema as typed SQLAlchemy 2.x declarative models.
+
+Every datetime column is a timezone-aware UTC ``datetime`` in Python on every backend
+(``UTCDateTime``), so code comparing heartbeats with ``utcnow()`` works the same on SQLite
+(which has no time zones) and PostgreSQL.
+
+Search support lives outside this metadata because it is backend-specific and created by the
+migration: on SQLite an FTS5 table ``pairs_fts`` (trigram tokenizer) kept in sync by triggers,
+on PostgreSQL ``pg_trgm`` GIN indexes ``ix_pairs_source_trgm`` / ``ix_pairs_target_trgm``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    func,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+SPLITS = ("train", "valid", "test")
+RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """The current time as an aware UTC datetime (the only kind stored in the database)."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores UTC; always returns aware UTC datetimes (naive input is taken as UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        # SQLite keeps no offset: store naive UTC text so ordering/comparison stay lexical.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {  # noqa: RUF012 (SQLAlchemy reads it as a class attribute)
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON(),
+        list[int]: JSON(),
+    }
+
+
+# Never reuse ids on SQLite: run snapshots, UI state and models/<id>/ folders refer to them.
+_AUTOINCREMENT = {"sqlite_autoincrement": True}
+
+
+def _created() -> Any:
+    return mapped_column(UTCDateTime(), default=utcnow, server_default=func.now())
+
+
+class Corpus(Base):
+    """A named collection of sentence pairs in one direction (src_lang -> tgt_lang)."""
+
+    __tablename__ = "corpora"
+    __table_args__ = (_AUTOINCREMENT,)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    src_lang: Mapped[str] = mapped_column(String(32))
+    tgt_lang: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = _created()
+
+
+class Pair(Base):
+    """One parallel sentence pair; text is stored normalised (NFC, collapsed whitespace).
+
+    ``content_hash`` is a digest of the normalised (source, target); it is unique per corpus,
+    which makes exact duplicates impossible and import de-duplication an index lookup.
+    """
+
+    __tablename__ = "pairs"
+    __table_args__ = (
+        UniqueConstraint("corpus_id", "content_hash"),
+        Index("ix_pairs_corpus_id_id", "corpus_id", "id"),  # pages in id order
+        Index("ix_pairs_corpus_id_split_id", "corpus_id", "split", "id"),
+        CheckConstraint("split IN ('train', 'valid', 'test')", name="split"),
+        _AUTOINCREMENT,
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"))
+    source: Mapped[str] = mapped_column(Text)
+    target: Mapped[str] = mapped_column(Text)
+    split: Mapped[str] = mapped_column(String(8), default="train")
+    note: Mapped[str] = mapped_column(Text, default="", server_default="")
+    content_hash: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), default=utcnow, onupdate=utcnow, server_default=func.now()
+    )
+
+
+class TrainingRun(Base):
+    """One training job: frozen config + corpus snapshot, claimed and driven by a worker."""
+
+    __tablename__ = "training_runs"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')", name="status"
+        ),
+        Index("ix_training_runs_status_id", "status", "id"),
+        _AUTOINCREMENT,
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    corpus_id: Mapped[int | None] = mapped_column(
+        ForeignKey("corpora.id", ondelete="SET NULL"), index=True
+    )
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    device: Mapped[str] = mapped_column(String(32), default="cpu")
+    snapshot_pair_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    snapshot_hash: Mapped[str] = mapped_column(String(64), default="")
+    snapshot_size: Mapped[int] = mapped_column(Integer, default=0)
+    worker_id: Mapped[str | None] = mapped_column(String(128))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    error: Mapped[str | None] = mapped_column(Text)
+    # No FK: a version may be deleted while old runs still name it as their starting point.
+    init_version_id: Mapped[int | None] = mapped_column(Integer)
+    progress_step: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    progress_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    eta_s: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = _created()
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class RunMetric(Base):
+    """A progress row streamed by the worker (one per logging step / validation)."""
+
+    __tablename__ = "run_metrics"
+    __table_args__ = (Index("ix_run_metrics_run_id_step", "run_id", "step"), _AUTOINCREMENT)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("training_runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    epoch: Mapped[float | None] = mapped_column(Float)
+    train_loss: Mapped[float | None] = mapped_column(Float)
+    valid_loss: Mapped[float | None] = mapped_column(Float)
+    lr: Mapped[float | None] = mapped_column(Float)
+    tokens_per_s: Mapped[float | None] = mapped_column(Float)
+    bleu: Mapped[float | None] = mapped_column(Float)
+    chrf: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = _created()
+
+
+class ModelVersion(Base):
+    """A trained model registered in the workbench; files live in ``artifact_path``."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (_AUTOINCREMENT,)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("training_runs.id", ondelete="SET NULL"), index=True
+    )
+    corpus_id: Mapped[int | None] = mapped_column(
+        ForeignKey("corpora.id", ondelete="SET NULL"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(200), default="")
+    notes: Mapped[str] = mapped_column(Text, default="", server_default="")
+    artifact_path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64), default="")
+    param_count: Mapped[int] = mapped_column(Integer, default=0)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    device: Mapped[str] = mapped_column(String(32), default="cpu")
+    src_lang: Mapped[str] = mapped_column(String(32), default="")
+    tgt_lang: Mapped[str] = mapped_column(String(32), default="")
+    train_pair_count: Mapped[int] = mapped_column(Integer, default=0)
+    train_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = _created()
+
+
+class TranslationLog(Base):
+    """Optional history of translations made in the UI (and their corrections)."""
+
+    __tablename__ = "translation_log"
+    __table_args__ = (_AUTOINCREMENT,)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="SET NULL"), index=True
+    )
+    source: Mapped[str] = mapped_column(Text)
+    output: Mapped[str] = mapped_column(Text)
+    corrected: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created()

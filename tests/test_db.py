@@ -1,0 +1,139 @@
+"""Storage layer: engine settings, migrations == models, cascades, concurrency of first start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import func, inspect, select, text
+
+from db.engine import database_url, get_engine, session_scope, workbench_home
+from db.migrate import current_revision, head_revision, include_name
+from db.models import Base, Corpus, ModelVersion, Pair, RunMetric, TrainingRun
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _diffs(url: str) -> list:
+    with get_engine(url).connect() as conn:
+        ctx = MigrationContext.configure(
+            conn, opts={"include_name": include_name, "compare_type": True}
+        )
+        return compare_metadata(ctx, Base.metadata)
+
+
+def test_default_url_is_sqlite_file_in_home(wb_home: Path) -> None:
+    assert workbench_home() == wb_home.resolve()
+    assert database_url() == f"sqlite:///{wb_home.resolve() / 'workbench.db'}"
+    get_engine()
+    assert (wb_home / "workbench.db").exists()
+
+
+def test_default_home_is_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WORKBENCH_HOME", raising=False)
+    assert workbench_home() == (tmp_path / "workbench_data").resolve()
+    assert (tmp_path / "workbench_data").is_dir()
+
+
+def test_sqlite_pragmas(wb_home: Path) -> None:
+    with get_engine().connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+
+
+def test_migrations_produce_exactly_the_models(db_url: str) -> None:
+    assert _diffs(db_url) == []
+    with get_engine(db_url).connect() as conn:
+        assert current_revision(conn) == head_revision()
+
+
+def test_schema_comparison_detects_drift(db_url: str) -> None:
+    """The no-diff test above is meaningful: a missing index is reported."""
+    with get_engine(db_url).begin() as conn:
+        conn.execute(text("DROP INDEX ix_run_metrics_run_id_step"))
+    diffs = _diffs(db_url)
+    assert any(d[0] == "add_index" and d[1].name == "ix_run_metrics_run_id_step" for d in diffs)
+
+
+def test_search_support_created(db_url: str) -> None:
+    insp = inspect(get_engine(db_url))
+    if db_url.startswith("sqlite"):
+        assert "pairs_fts" in insp.get_table_names()
+    else:
+        names = {ix["name"] for ix in insp.get_indexes("pairs")}
+        assert {"ix_pairs_source_trgm", "ix_pairs_target_trgm"} <= names
+
+
+def test_cascades_and_set_null(db_url: str) -> None:
+    with session_scope() as s:
+        c = Corpus(name="c", src_lang="zh", tgt_lang="en")
+        s.add(c)
+        s.flush()
+        s.add(Pair(corpus_id=c.id, source="a", target="b", split="train", content_hash="h1"))
+        run = TrainingRun(corpus_id=c.id, config={"preset": "tiny"}, snapshot_pair_ids=[1, 2])
+        s.add(run)
+        s.flush()
+        s.add(RunMetric(run_id=run.id, step=1, train_loss=3.5))
+        s.add(ModelVersion(run_id=run.id, corpus_id=c.id, artifact_path="x", metrics={"b": 1}))
+        cid, rid = c.id, run.id
+    with session_scope() as s:
+        s.delete(s.get(TrainingRun, rid))
+    with session_scope() as s:
+        assert s.scalar(select(func.count()).select_from(RunMetric)) == 0
+        v = s.scalars(select(ModelVersion)).one()
+        assert v.run_id is None and v.metrics == {"b": 1}
+        s.delete(s.get(Corpus, cid))
+    with session_scope() as s:
+        assert s.scalar(select(func.count()).select_from(Pair)) == 0
+        assert s.scalars(select(ModelVersion)).one().corpus_id is None
+
+
+def test_datetimes_are_aware_utc(db_url: str) -> None:
+    beat = datetime(2030, 1, 2, 3, 4, 5, 678, tzinfo=UTC) + timedelta(hours=0)
+    with session_scope() as s:
+        run = TrainingRun(config={}, heartbeat_at=beat.astimezone(), status="running")
+        s.add(run)
+        s.flush()
+        rid = run.id
+    with session_scope() as s:
+        run = s.get(TrainingRun, rid)
+        assert run.heartbeat_at == beat and run.heartbeat_at.tzinfo is not None
+        assert run.created_at.tzinfo is not None
+        assert abs((datetime.now(UTC) - run.created_at).total_seconds()) < 60
+        assert run.cancel_requested is False and run.snapshot_pair_ids == []
+
+
+def test_session_scope_rolls_back(db_url: str) -> None:
+    with pytest.raises(RuntimeError), session_scope() as s:
+        s.add(Corpus(name="gone", src_lang="zh", tgt_lang="en"))
+        s.flush()
+        raise RuntimeError
+    with session_scope() as s:
+        assert s.scalar(select(func.count()).select_from(Corpus)) == 0
+
+
+def test_concurrent_first_start_migrates_once(db_url: str) -> None:
+    """Several processes opening a brand-new database at once all succeed."""
+    code = (
+        "from db.engine import get_engine; from db.migrate import current_revision\n"
+        "with get_engine().connect() as c: print(current_revision(c))\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err.decode()[-2000:]
+        assert out.decode().strip() == head_revision()
+    assert _diffs(db_url) == []

@@ -1,0 +1,9 @@
+"""The one exception type the application layer raises for bad input."""
+
+
+class WorkbenchError(Exception):
+    """A user-facing problem, explained in one line (the CLI prints ``error: <message>``).
+
+    Raise it for anything the user can fix: unknown corpus, malformed file, invalid pair.
+    Programming errors stay ordinary exceptions.
+    """

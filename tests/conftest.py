@@ -144,7 +144,7 @@ def pg_server() -> Iterator[PgServer]:
     )  # fmt: skip
     if init.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"initdb failed: {init.stderr.strip()[-300:]}")
+        pytest.fail(f"initdb failed: {init.stderr.strip()[-300:]}")  # installed but broken
     port = _free_port()
     log = open(root / "postgres.log", "wb")  # noqa: SIM115 (closed at teardown)
     proc = subprocess.Popen(

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from jobs_helpers import ROOT, TOY, subprocess_env, toy_pairs
 
+from workbench import corpus
+
 
 def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -86,5 +88,10 @@ def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Pa
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, done.stderr)
         assert "Traceback" not in done.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"source": "你好", "target": "hello"}\n{not json\n', encoding="utf-8")
+    failed = cli("import", "--corpus", "new", "--src-lang", "zh", "--tgt-lang", "en", str(bad))
+    assert failed.returncode != 0 and "line 2" in failed.stderr
+    assert corpus.list_corpora() == []  # not even the new, empty corpus is left behind
     empty = cli("versions")
     assert empty.returncode == 0 and "no model versions yet" in empty.stdout

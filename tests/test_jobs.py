@@ -7,13 +7,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from jobs_helpers import ROOT, make_toy_corpus, start_worker, stop, subprocess_env, wait_for
+from sqlalchemy import update
 
-from workbench import corpus, jobs, registry
+from db.engine import session_scope
+from db.models import TrainingRun, utcnow
+from workbench import corpus, jobs, registry, worker
 from workbench.errors import WorkbenchError
 
 QUICK = dict(max_steps=30)  # enough to produce a version; learning is tested elsewhere
@@ -67,16 +72,16 @@ def test_two_workers_claim_one_run_exactly_once(db_url: str, tmp_path: Path) -> 
 
 def test_cancel_stops_a_running_run_within_seconds(wb_home: Path, tmp_path: Path) -> None:
     run_id = jobs.enqueue_training(make_toy_corpus(), **LONG)
-    worker = start_worker("--once", log=tmp_path / "worker.log")
+    proc = start_worker("--once", log=tmp_path / "worker.log")
     try:
         wait_for(lambda: jobs.get_run(run_id).progress_step > 0, 120, "training progress")
         assert jobs.cancel_run(run_id) == "running"
         asked = time.monotonic()
         wait_for(lambda: jobs.get_run(run_id).status == "cancelled", 30, "cancellation")
         assert time.monotonic() - asked < 15
-        assert worker.wait(timeout=30) == 0
+        assert proc.wait(timeout=30) == 0
     finally:
-        stop(worker)
+        stop(proc)
     assert jobs.get_run(run_id).version_id is None
     assert registry.list_versions() == []
 
@@ -87,7 +92,7 @@ def test_killed_worker_is_detected_and_edits_never_hit_a_locked_database(
     monkeypatch.setenv("WORKBENCH_HEARTBEAT_TIMEOUT", "4")
     corpus_id = make_toy_corpus()
     run_id = jobs.enqueue_training(corpus_id, **LONG)
-    worker = start_worker("--once", log=tmp_path / "worker.log")
+    proc = start_worker("--once", log=tmp_path / "worker.log")
     try:
         wait_for(lambda: jobs.get_run(run_id).progress_step > 0, 120, "training progress")
         # Another process edits pairs while the worker writes metrics and heartbeats.
@@ -102,11 +107,11 @@ def test_killed_worker_is_detected_and_edits_never_hit_a_locked_database(
         assert editor.returncode == 0, editor.stderr[-2000:]
         assert "locked" not in editor.stderr
         assert jobs.get_run(run_id).status == "running"
-        os.kill(worker.pid, signal.SIGKILL)
-        worker.wait(timeout=10)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
         wait_for(lambda: jobs.get_run(run_id).status == "failed", 30, "stale-heartbeat detection")
     finally:
-        stop(worker)
+        stop(proc)
     run = jobs.get_run(run_id)
     assert "worker stopped" in run.error
     assert "locked" not in (tmp_path / "worker.log").read_text()
@@ -136,3 +141,40 @@ def test_ensure_worker_starts_one_detached_worker(wb_home: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert (wb_home / "logs" / "worker.log").is_file()
+
+
+def test_racing_claims_take_a_run_exactly_once(db_url: str) -> None:
+    """Eight workers hit one queued run at the same instant (threads behind a barrier)."""
+    corpus_id = make_toy_corpus()
+    run_ids = [jobs.enqueue_training(corpus_id, **QUICK) for _ in range(3)]
+    barrier = threading.Barrier(8)
+    claimed: list[int | None] = []
+
+    def claim(n: int) -> None:
+        barrier.wait()
+        claimed.append(worker.claim_next_run(f"racer-{n}"))
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    taken = [r for r in claimed if r is not None]
+    assert sorted(taken) == run_ids  # every run once, none twice
+    assert claimed.count(None) == 5
+    owners = {jobs.get_run(r).status for r in run_ids}
+    assert owners == {"running"}
+
+
+def test_cancel_and_reap_never_undo_a_workers_claim(db_url: str) -> None:
+    run_id = jobs.enqueue_training(make_toy_corpus(), **QUICK)
+    assert worker.claim_next_run("me") == run_id
+    assert jobs.cancel_run(run_id) == "running"  # a claimed run is asked, not overwritten
+    assert jobs.get_run(run_id).cancel_requested
+    assert jobs.reap_stale_runs() == 0  # its heartbeat is fresh
+    # A run reaped as stale is not brought back by its old worker's late writes.
+    with session_scope() as s:
+        s.execute(update(TrainingRun).values(heartbeat_at=utcnow() - timedelta(hours=1)))
+    assert jobs.reap_stale_runs() == 1
+    assert worker._finish(run_id, "me", "succeeded") is False
+    assert jobs.get_run(run_id).status == "failed"

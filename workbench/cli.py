@@ -52,7 +52,7 @@ def _args_import(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from workbench.corpus import get_or_create_corpus
+    from workbench.corpus import delete_corpus, get_or_create_corpus, list_corpora
     from workbench.importing import import_file, infer_format
 
     if not args.file.is_file():
@@ -63,8 +63,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if fmt is None and args.tgt_file is None:  # before creating the corpus
         with args.file.open("rb") as fh:
             fmt = infer_format(args.file, fh.read(65536))
+    existed = any(c.name == args.corpus for c in list_corpora())
     info = get_or_create_corpus(args.corpus, args.src_lang, args.tgt_lang)
-    result = import_file(info.id, args.file, fmt, args.tgt_file, strict=args.strict)
+    try:
+        result = import_file(info.id, args.file, fmt, args.tgt_file, strict=args.strict)
+    except WorkbenchError:
+        if not existed:  # a bad file changes nothing: not even an empty new corpus is left
+            delete_corpus(info.id)
+        raise
     if args.json:
         print(json.dumps({"corpus": info.name, **result.as_dict()}, ensure_ascii=False))
         return EXIT_OK
@@ -99,13 +105,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------- train
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _args_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", required=True, help="corpus name or id")
     p.add_argument("--preset", default="tiny", choices=("tiny", "small", "base"))
-    p.add_argument("--epochs", type=int, help="default: a budget that adapts to the corpus size")
+    p.add_argument(
+        "--epochs", type=_positive_int, help="default: a budget that adapts to the corpus size"
+    )
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--from-version", type=int, help="fine-tune this version (same tokenizer)")
-    p.add_argument("--max-steps", type=int, help="cap on optimizer steps")
+    p.add_argument("--max-steps", type=_positive_int, help="cap on optimizer steps")
     p.add_argument("--wait", action="store_true", help="block until the run ends")
 
 
@@ -130,8 +145,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if not args.wait:
         print(json.dumps({"run_id": run_id, "status": "queued", "version_id": None}))
         return EXIT_OK
-    last_step = -1
+    last_step, polls = -1, 0
     while (run := jobs.get_run(run_id)).active:
+        polls += 1
+        if run.status == "queued" and polls % 5 == 0:
+            jobs.ensure_worker()  # the worker may have exited idle just before the enqueue
         if run.progress_step != last_step and run.progress_total:
             last_step = run.progress_step
             eta = f", about {run.eta_s:.0f}s left" if run.eta_s else ""
@@ -192,7 +210,7 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 
 def _args_translate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", type=int, required=True, help="model version id")
-    p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
+    p.add_argument("--beam", type=_positive_int, default=1, help="beam size (1 = greedy)")
     p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
 
 

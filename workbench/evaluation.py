@@ -11,7 +11,7 @@ import sacrebleu
 from core_model.metrics import bleu_tokenizer_for, score
 from workbench.errors import WorkbenchError
 from workbench.registry import get_version
-from workbench.translation import translate
+from workbench.translation import MAX_SENTENCES, translate
 
 
 def _check(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
@@ -20,10 +20,19 @@ def _check(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
     return [s for s, _ in pairs], [t for _, t in pairs]
 
 
+def _outputs(version_id: int, sources: list[str], beam: int) -> list[str]:
+    """Translations of any number of sentences (the service takes them in chunks)."""
+    return [
+        r.text
+        for start in range(0, len(sources), MAX_SENTENCES)
+        for r in translate(version_id, sources[start : start + MAX_SENTENCES], beam=beam)
+    ]
+
+
 def evaluate(version_id: int, pairs: Sequence[tuple[str, str]], beam: int = 1) -> dict:
     """{'bleu', 'chrf', 'n'} of the version's translations against the references."""
     sources, references = _check(pairs)
-    outputs = [r.text for r in translate(version_id, sources, beam=beam)]
+    outputs = _outputs(version_id, sources, beam)
     return score(outputs, references, bleu_tokenizer_for(references))
 
 
@@ -46,7 +55,7 @@ def compare(
     output_columns = []
     for version_id in version_ids:
         label = f"#{version_id}"
-        outputs = [r.text for r in translate(version_id, sources, beam=beam)]
+        outputs = _outputs(version_id, sources, beam)
         metric_rows.append(
             {"version": version_id, "name": get_version(version_id).name}
             | score(outputs, references, tokenize)

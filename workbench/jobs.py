@@ -19,10 +19,11 @@ from typing import Any
 import pandas as pd
 import torch
 from sqlalchemy import select, update
+from sqlalchemy.orm import defer
 
 from core_model.config import PRESETS
 from core_model.training import TrainConfig
-from db.engine import session_scope, workbench_home
+from db.engine import database_url, session_scope, workbench_home
 from db.models import Corpus, ModelVersion, RunMetric, TrainingRun, utcnow
 from workbench import corpus
 from workbench.errors import WorkbenchError
@@ -32,8 +33,16 @@ ACTIVE_STATUSES = ("queued", "running")
 
 
 def heartbeat_timeout_s() -> float:
-    """Seconds without a heartbeat after which a running run's worker is taken for dead."""
-    return float(os.environ.get("WORKBENCH_HEARTBEAT_TIMEOUT", "30"))
+    """Seconds without a heartbeat after which a running run's worker is taken for dead.
+
+    Longer than SQLite's busy timeout: a heartbeat may wait that long behind a big import.
+    """
+    return float(os.environ.get("WORKBENCH_HEARTBEAT_TIMEOUT", "90"))
+
+
+def is_local_database() -> bool:
+    """SQLite means one machine: no GPU worker elsewhere can pick up a CUDA run."""
+    return database_url().startswith("sqlite")
 
 
 def available_devices() -> list[str]:
@@ -90,6 +99,8 @@ def enqueue_training(
         raise WorkbenchError("Epochs must be at least 1 (or empty for the automatic budget).")
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
         raise WorkbenchError(f"Unknown device {device!r}; use auto, cpu or cuda.")
+    if device.startswith("cuda") and "cuda" not in available_devices() and is_local_database():
+        raise WorkbenchError("No CUDA GPU on this machine: train on cpu (or auto).")
     try:
         config = TrainConfig(preset=preset, epochs=epochs, device=device, **overrides).to_dict()
     except TypeError as exc:
@@ -128,17 +139,25 @@ def enqueue_training(
 def cancel_run(run_id: int) -> str:
     """Ask a run to stop. A queued run is cancelled at once; a running one within seconds.
 
-    Returns the run's status after the request.
+    Both are conditional UPDATEs, so a worker claiming the run at the same moment either
+    never sees it or sees the cancel request. Returns the run's status after the request.
     """
     with session_scope() as s:
-        run = s.get(TrainingRun, run_id)
-        if run is None:
-            raise WorkbenchError(f"Training run {run_id} does not exist.")
-        if run.status == "queued":
-            run.status, run.finished_at = "cancelled", utcnow()
-        elif run.status == "running":
-            run.cancel_requested = True
-        return run.status
+        cancelled = s.execute(
+            update(TrainingRun)
+            .where(TrainingRun.id == run_id, TrainingRun.status == "queued")
+            .values(status="cancelled", finished_at=utcnow())
+        ).rowcount
+        if not cancelled:
+            s.execute(
+                update(TrainingRun)
+                .where(TrainingRun.id == run_id, TrainingRun.status == "running")
+                .values(cancel_requested=True)
+            )
+        status = s.scalar(select(TrainingRun.status).where(TrainingRun.id == run_id))
+    if status is None:
+        raise WorkbenchError(f"Training run {run_id} does not exist.")
+    return status
 
 
 def _version_ids(s, run_ids: list[int]) -> dict[int, int]:
@@ -176,6 +195,7 @@ def get_run(run_id: int) -> RunInfo:
     with session_scope() as s:
         row = s.execute(
             select(TrainingRun, Corpus.name)
+            .options(defer(TrainingRun.snapshot_pair_ids))
             .outerjoin(Corpus, Corpus.id == TrainingRun.corpus_id)
             .where(TrainingRun.id == run_id)
         ).first()
@@ -189,6 +209,7 @@ def list_runs(corpus_id: int | None = None, limit: int = 200) -> list[RunInfo]:
     reap_stale_runs()
     query = (
         select(TrainingRun, Corpus.name)
+        .options(defer(TrainingRun.snapshot_pair_ids))  # up to 1M ids: never for a listing
         .outerjoin(Corpus, Corpus.id == TrainingRun.corpus_id)
         .order_by(TrainingRun.id.desc())
         .limit(limit)
@@ -238,26 +259,23 @@ def run_metrics(run_ids: list[int] | int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def reap_stale_runs() -> list[int]:
-    """Fail running runs whose worker stopped sending heartbeats (killed, machine lost)."""
+def reap_stale_runs() -> int:
+    """Fail running runs whose worker stopped sending heartbeats (killed, machine lost).
+
+    The staleness test is part of the UPDATE, so a heartbeat landing meanwhile wins.
+    Returns how many runs were marked failed.
+    """
     cutoff = utcnow() - timedelta(seconds=heartbeat_timeout_s())
     with session_scope() as s:
-        stale = s.scalars(
-            select(TrainingRun.id).where(
-                TrainingRun.status == "running", TrainingRun.heartbeat_at < cutoff
+        return s.execute(
+            update(TrainingRun)
+            .where(TrainingRun.status == "running", TrainingRun.heartbeat_at < cutoff)
+            .values(
+                status="failed",
+                finished_at=utcnow(),
+                error="The worker stopped (no heartbeat); start the run again.",
             )
-        ).all()
-        if stale:
-            s.execute(
-                update(TrainingRun)
-                .where(TrainingRun.id.in_(stale), TrainingRun.status == "running")
-                .values(
-                    status="failed",
-                    finished_at=utcnow(),
-                    error="The worker stopped (no heartbeat); start the run again.",
-                )
-            )
-    return list(stale)
+        ).rowcount
 
 
 # -- the local worker process -------------------------------------------------------------
@@ -282,25 +300,31 @@ def ensure_worker(idle_exit_s: float = 600.0) -> int | None:
     """Start a detached worker if none is alive on this machine; return its PID (or None).
 
     The worker outlives the page and the Streamlit server, and exits after `idle_exit_s`
-    seconds with nothing to do.
+    seconds with nothing to do. Callers are serialised by spawn.lock, and the new worker
+    inherits a shared lock on worker.lock from the start (not only once it has imported
+    torch), so two quick clicks never start two workers.
     """
     reap_stale_runs()
-    if worker_alive():
-        return None
     home = workbench_home()
-    log_dir = home / "logs"
-    log_dir.mkdir(exist_ok=True)
-    root = Path(__file__).resolve().parents[1]
-    python_path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONPATH": python_path}
-    with open(log_dir / "worker.log", "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench", "worker", "--idle-exit", str(idle_exit_s)],
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # not killed with the UI's process group
-        )
-    return proc.pid
+    with open(home / "spawn.lock", "a+") as spawn_lock:
+        fcntl.flock(spawn_lock, fcntl.LOCK_EX)
+        if worker_alive():
+            return None
+        log_dir = home / "logs"
+        log_dir.mkdir(exist_ok=True)
+        root = Path(__file__).resolve().parents[1]
+        python_path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONPATH": python_path}
+        with open(worker_lock_path(), "a+") as held, open(log_dir / "worker.log", "ab") as log:
+            fcntl.flock(held, fcntl.LOCK_SH)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "workbench", "worker", "--idle-exit", str(idle_exit_s)],
+                cwd=root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(held.fileno(),),  # the child keeps the shared lock alive
+                start_new_session=True,  # not killed with the UI's process group
+            )
+        return proc.pid

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from core_model.artifact import WEIGHTS_FILE, ArtifactError, LoadedModel, load_model, sha256_file
 from db.engine import session_scope, workbench_home
@@ -78,7 +78,11 @@ def _resolve(artifact_path: str) -> Path:
 
 
 def register_version(run_id: int, model_dir: Path, metrics: dict[str, Any]) -> int:
-    """Move a finished run's model folder into models/<id>/ and record it; returns the id."""
+    """Record a finished run's model and move its folder into models/<id>/; returns the id.
+
+    The row is committed first and removed again if the move fails, so a folder under
+    models/ always has a row and a row never points at nothing.
+    """
     weights = model_dir / WEIGHTS_FILE
     if not weights.is_file():
         raise ArtifactError(f"training produced no {WEIGHTS_FILE} in {model_dir}")
@@ -102,13 +106,18 @@ def register_version(run_id: int, model_dir: Path, metrics: dict[str, Any]) -> i
         )
         s.add(version)
         s.flush()
-        relative = Path("models") / str(version.id)
-        destination = workbench_home() / relative
+        version.artifact_path = f"models/{version.id}"
+        version.name = f"{corpus.name if corpus else 'model'} v{version.id}"
+        version_id, relative = version.id, version.artifact_path
+    destination = workbench_home() / relative
+    try:
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(model_dir), destination)
-        version.artifact_path = relative.as_posix()
-        version.name = f"{corpus.name if corpus else 'model'} v{version.id}"
-        return version.id
+    except OSError as exc:
+        with session_scope() as s:
+            s.execute(delete(ModelVersion).where(ModelVersion.id == version_id))
+        raise ArtifactError(f"could not store the model files ({exc})") from exc
+    return version_id
 
 
 def list_versions() -> list[VersionInfo]:

@@ -25,6 +25,7 @@ from db.engine import session_scope, workbench_home
 from db.models import Corpus, RunMetric, TrainingRun, utcnow
 from workbench import jobs
 from workbench.corpus import snapshot_from_ids
+from workbench.errors import WorkbenchError
 from workbench.registry import artifact_dir, register_version
 
 log = logging.getLogger("workbench.worker")
@@ -35,15 +36,14 @@ def worker_id() -> str:
 
 
 def claim_next_run(worker: str) -> int | None:
-    """Take the oldest queued run. The conditional UPDATE makes the claim atomic on SQLite
-    and PostgreSQL alike: of two workers racing for a run, exactly one updates a row."""
+    """Take the oldest queued run this machine can train. The conditional UPDATE makes the
+    claim atomic on SQLite and PostgreSQL alike: of two racing workers, exactly one updates
+    the row. A worker without CUDA leaves runs that asked for it to a GPU worker."""
+    query = select(TrainingRun.id).where(TrainingRun.status == "queued")
+    if not torch.cuda.is_available():
+        query = query.where(TrainingRun.device.not_like("cuda%"))
     with session_scope() as s:
-        candidates = s.scalars(
-            select(TrainingRun.id)
-            .where(TrainingRun.status == "queued")
-            .order_by(TrainingRun.id)
-            .limit(5)
-        ).all()
+        candidates = s.scalars(query.order_by(TrainingRun.id).limit(5)).all()
     for run_id in candidates:
         now = utcnow()
         with session_scope() as s:
@@ -61,9 +61,10 @@ class Heartbeat(threading.Thread):
     """Beats every few seconds from its own thread (so a long validation never looks like a
     dead worker) and picks up cancel requests on the way."""
 
-    def __init__(self, run_id: int) -> None:
+    def __init__(self, run_id: int, worker: str) -> None:
         super().__init__(daemon=True, name=f"heartbeat-{run_id}")
         self.run_id = run_id
+        self.worker = worker
         self.cancel = threading.Event()
         self.stop = threading.Event()
 
@@ -71,20 +72,29 @@ class Heartbeat(threading.Thread):
         while not self.stop.wait(jobs.HEARTBEAT_INTERVAL_S):
             try:
                 with session_scope() as s:
-                    s.execute(
-                        update(TrainingRun)
-                        .where(TrainingRun.id == self.run_id)
-                        .values(heartbeat_at=utcnow())
-                    )
-                    if s.scalar(
+                    beat = s.execute(
+                        _owned(self.run_id, self.worker).values(heartbeat_at=utcnow())
+                    ).rowcount
+                    requested = s.scalar(
                         select(TrainingRun.cancel_requested).where(TrainingRun.id == self.run_id)
-                    ):
-                        self.cancel.set()
+                    )
+                if requested or not beat:  # cancelled, or no longer ours (reaped as stale)
+                    self.cancel.set()
             except Exception:  # a busy database must not kill training; the next beat retries
                 log.exception("heartbeat failed for run %s", self.run_id)
 
 
-def _record_progress(run_id: int, event: ProgressEvent) -> None:
+def _owned(run_id: int, worker: str):
+    """An UPDATE of the run that only applies while this worker still owns it: a run the
+    reaper already failed is never brought back to life by a late write."""
+    return update(TrainingRun).where(
+        TrainingRun.id == run_id,
+        TrainingRun.status == "running",
+        TrainingRun.worker_id == worker,
+    )
+
+
+def _record_progress(run_id: int, worker: str, event: ProgressEvent) -> None:
     with session_scope() as s:
         s.add(
             RunMetric(
@@ -100,9 +110,7 @@ def _record_progress(run_id: int, event: ProgressEvent) -> None:
             )
         )
         s.execute(
-            update(TrainingRun)
-            .where(TrainingRun.id == run_id)
-            .values(
+            _owned(run_id, worker).values(
                 progress_step=event.step,
                 progress_total=event.total_steps,
                 eta_s=event.eta_s,
@@ -111,78 +119,94 @@ def _record_progress(run_id: int, event: ProgressEvent) -> None:
         )
 
 
-def _finish(run_id: int, status: str, error: str | None = None) -> None:
+def _finish(run_id: int, worker: str, status: str, error: str | None = None) -> bool:
+    """Close the run; False when it was no longer ours (then nothing is written)."""
     with session_scope() as s:
-        s.execute(
-            update(TrainingRun)
-            .where(TrainingRun.id == run_id)
-            .values(status=status, error=error, finished_at=utcnow(), eta_s=0.0)
+        return bool(
+            s.execute(
+                _owned(run_id, worker).values(
+                    status=status, error=error, finished_at=utcnow(), eta_s=0.0
+                )
+            ).rowcount
         )
 
 
-def execute_run(run_id: int) -> str:
-    """Train one claimed run to its end; return its final status."""
+def _load_run(run_id: int) -> tuple[TrainingRun, Corpus | None]:
     with session_scope() as s:
         run = s.get(TrainingRun, run_id)
         corpus = s.get(Corpus, run.corpus_id) if run.corpus_id is not None else None
+        s.expunge_all()
+        return run, corpus
+
+
+def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir) -> str:
+    """The training itself; raises TrainingError & co. with a sentence for the user."""
+    run, corpus = _load_run(run_id)
+    try:
         config = TrainConfig.from_dict(run.config)
-        init_version_id = run.init_version_id
-        s.expunge(run)
-    heartbeat = Heartbeat(run_id)
+    except (TypeError, ValueError) as exc:
+        raise TrainingError(f"The run's saved settings are invalid: {exc}") from None
+    device = resolve_device(config.device)
+    with session_scope() as s:
+        s.execute(_owned(run_id, worker).values(device=str(device)))
+    if corpus is None:
+        raise TrainingError("The corpus of this run was deleted.")
+    frozen = snapshot_from_ids(corpus.id, run.snapshot_pair_ids)
+    if not frozen.train_pairs:
+        raise TrainingError("The corpus snapshot has no training pairs (were they deleted?).")
+    init_id = run.init_version_id
+    result = train(
+        frozen.train_pairs,
+        frozen.valid_pairs,
+        config,
+        out_dir=out_dir,
+        callback=lambda event: _record_progress(run_id, worker, event),
+        should_cancel=cancel.is_set,
+        init_from=artifact_dir(init_id) if init_id is not None else None,
+        extra_config={
+            "corpus": {
+                "id": corpus.id,
+                "name": corpus.name,
+                "src_lang": corpus.src_lang,
+                "tgt_lang": corpus.tgt_lang,
+                "snapshot_hash": frozen.content_hash,
+                # pairs edited or deleted between queueing and training change the hash
+                "snapshot_changed": frozen.content_hash != run.snapshot_hash,
+                "pairs": len(frozen.pair_ids),
+            },
+            "run_id": run_id,
+        },
+    )
+    if result.cancelled:
+        _finish(run_id, worker, "cancelled")
+        return "cancelled"
+    register_version(run_id, out_dir, result.metrics)
+    _finish(run_id, worker, "succeeded")
+    return "succeeded"
+
+
+def execute_run(run_id: int, worker: str) -> str:
+    """Train one claimed run to its end (heartbeat alongside); return its final status."""
+    heartbeat = Heartbeat(run_id, worker)
     heartbeat.start()
     out_dir = workbench_home() / "runs" / str(run_id)
+    status, error = "failed", None
     try:
-        device = resolve_device(config.device)
-        with session_scope() as s:
-            s.execute(
-                update(TrainingRun).where(TrainingRun.id == run_id).values(device=str(device))
-            )
-        if corpus is None:
-            raise TrainingError("The corpus of this run was deleted.")
-        frozen = snapshot_from_ids(corpus.id, run.snapshot_pair_ids)
-        train_pairs, valid_pairs = frozen.train_pairs, frozen.valid_pairs
-        if not train_pairs:
-            raise TrainingError("The corpus snapshot has no training pairs (were they deleted?).")
-        init_from = artifact_dir(init_version_id) if init_version_id is not None else None
-        result = train(
-            train_pairs,
-            valid_pairs,
-            config,
-            out_dir=out_dir,
-            callback=lambda event: _record_progress(run_id, event),
-            should_cancel=heartbeat.cancel.is_set,
-            init_from=init_from,
-            extra_config={
-                "corpus": {
-                    "id": corpus.id,
-                    "name": corpus.name,
-                    "src_lang": corpus.src_lang,
-                    "tgt_lang": corpus.tgt_lang,
-                    "snapshot_hash": run.snapshot_hash,
-                    "pairs": run.snapshot_size,
-                },
-                "run_id": run_id,
-            },
-        )
-        if result.cancelled:
-            _finish(run_id, "cancelled")
-            shutil.rmtree(out_dir, ignore_errors=True)
-            return "cancelled"
-        register_version(run_id, out_dir, result.metrics)
-        _finish(run_id, "succeeded")
-        return "succeeded"
-    except (TrainingError, ArtifactError) as exc:
-        _finish(run_id, "failed", str(exc))
+        status = _train_run(run_id, worker, heartbeat.cancel, out_dir)
+    except (TrainingError, ArtifactError, WorkbenchError) as exc:
+        error = str(exc)
     except torch.cuda.OutOfMemoryError:
-        _finish(run_id, "failed", "The GPU ran out of memory; choose a smaller preset.")
+        error = "The GPU ran out of memory; choose a smaller preset."
     except Exception as exc:  # anything unexpected: keep the worker alive, tell the user
         log.exception("run %s failed", run_id)
-        _finish(run_id, "failed", f"Training failed unexpectedly: {type(exc).__name__}: {exc}")
+        error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
     finally:
         heartbeat.stop.set()
         heartbeat.join(timeout=10)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    return "failed"
+        shutil.rmtree(out_dir, ignore_errors=True)  # a registered model was moved out already
+    if error is not None:
+        _finish(run_id, worker, "failed", error)
+    return status
 
 
 def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | None = None) -> int:
@@ -203,7 +227,7 @@ def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | Non
         run_id = claim_next_run(me)
         if run_id is not None:
             log.info("run %s claimed", run_id)
-            status = execute_run(run_id)
+            status = execute_run(run_id, me)
             log.info("run %s %s", run_id, status)
             processed += 1
             idle_since = time.monotonic()

@@ -191,7 +191,9 @@ def load_model(
     try:
         cfg = ModelConfig.from_dict(data["model"])
     except (TypeError, ValueError) as exc:
-        raise ArtifactError(f"{CONFIG_FILE} in {d}: invalid model config ({_one_line(exc)})") from exc
+        raise ArtifactError(
+            f"{CONFIG_FILE} in {d}: invalid model config ({_one_line(exc)})"
+        ) from exc
     try:
         tokenizers = TokenizerPair.load(d / TOKENIZER_DIR)
     except TokenizerError as exc:

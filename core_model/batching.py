@@ -30,7 +30,7 @@ def encode_source(tokenizers: TokenizerPair, text: str, max_len: int) -> list[in
     Training and translation both call this, so they see identical inputs.
     """
     ids = tokenizers.src.encode(text)[: max(0, max_len - 1)]
-    return ids + [EOS_ID]
+    return [*ids, EOS_ID]
 
 
 def encode_pairs(

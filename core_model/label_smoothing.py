@@ -13,7 +13,10 @@ from torch.nn import functional as F
 
 
 def label_smoothed_nll_loss(
-    logits: torch.Tensor, target: torch.Tensor, epsilon: float = 0.1, ignore_index: int = 0
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    epsilon: float = 0.1,
+    ignore_index: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """logits [N, V] (any float dtype), target [N] -> (smoothed loss sum, nll sum) over non-pad.
 
@@ -44,6 +47,9 @@ class LabelSmoothingLoss(nn.Module):
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         loss, _ = label_smoothed_nll_loss(
-            logits.reshape(-1, logits.size(-1)), target.reshape(-1), self.epsilon, self.ignore_index
+            logits.reshape(-1, logits.size(-1)),
+            target.reshape(-1),
+            self.epsilon,
+            self.ignore_index,
         )
         return loss / (target != self.ignore_index).sum().clamp(min=1)

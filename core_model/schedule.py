@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 
 def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """The paper's schedule (equation in §5.3), optionally scaled by `factor`; step counts from 1."""
+    """The paper's schedule (§5.3), optionally scaled by `factor`; steps count from 1."""
     step = max(1, step)
     warmup = max(1, warmup)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
@@ -27,7 +27,7 @@ def constant_lr(step: int, lr: float, warmup: int = 0) -> float:
 
 @dataclass
 class LRSchedule:
-    """Stateless on purpose: `lr_at(step)` is all the loop needs, so resuming only needs the step."""
+    """Stateless on purpose: `lr_at(step)` is all the loop needs, so a resume needs the step."""
 
     kind: str  # 'noam' | 'constant'
     d_model: int

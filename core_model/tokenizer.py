@@ -12,6 +12,7 @@ Both reserve PAD=0, BOS=1, EOS=2, UNK=3 so that the model config never depends o
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -81,7 +82,12 @@ class SentencePieceTokenizer:
     def __init__(self, model_proto: bytes) -> None:
         self.model_proto = bytes(model_proto)
         self._sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
-        ids = [self._sp.pad_id(), self._sp.bos_id(), self._sp.eos_id(), self._sp.unk_id()]
+        ids = [
+            self._sp.pad_id(),
+            self._sp.bos_id(),
+            self._sp.eos_id(),
+            self._sp.unk_id(),
+        ]
         if ids != [PAD_ID, BOS_ID, EOS_ID, UNK_ID]:
             raise TokenizerError(f"SentencePiece model reserves ids {ids}, expected [0, 1, 2, 3]")
 
@@ -92,20 +98,30 @@ class SentencePieceTokenizer:
         texts: Iterable[str],
         vocab_size: int = 8000,
         model_type: str = "unigram",
-        character_coverage: float = 0.9995,
+        character_coverage: float | None = None,
         split_by_whitespace: bool = True,
+        normalization: str = "identity",
         max_sentences: int = 2_000_000,
     ) -> SentencePieceTokenizer:
         """Learn subwords from `texts`.
 
         `vocab_size` is an upper bound: small corpora cannot support large vocabularies, so the
         limit is soft (`hard_vocab_limit=False`) and, if SentencePiece still refuses, we retry with
-        the size it suggests. `character_coverage` 0.9995 keeps (almost) every CJK character.
+        the size it suggests. `character_coverage` (None = auto): 1.0 for small corpora, where
+        every character is precious (a name's capital letter seen once must not become UNK);
+        0.9995 from a million characters on, which keeps (almost) every CJK character while
+        dropping noise.
+        `normalization` 'identity' keeps text exactly as typed (NFKC would turn a Chinese
+        full-width '？' into '?', so a model could never reproduce its own training targets);
+        pass 'nmt_nfkc' for SentencePiece's usual normalisation.
         """
         sentences = [t for t in (clean_text(x).strip() for x in texts) if t]
         if not sentences:
             raise TokenizerError("cannot train a tokenizer on an empty corpus")
         size = max(int(vocab_size), len(SPECIAL_PIECES) + 1)
+        if character_coverage is None:
+            n_chars = sum(len(t) for t in sentences)
+            character_coverage = 1.0 if n_chars < 1_000_000 else 0.9995
         last_error: Exception | None = None
         for _ in range(4):
             buf = io.BytesIO()
@@ -117,6 +133,7 @@ class SentencePieceTokenizer:
                     model_type=model_type,
                     character_coverage=character_coverage,
                     split_by_whitespace=split_by_whitespace,
+                    normalization_rule_name=normalization,
                     hard_vocab_limit=False,
                     pad_id=PAD_ID,
                     bos_id=BOS_ID,
@@ -165,6 +182,17 @@ class SentencePieceTokenizer:
         (d / "spm.model").write_bytes(self.model_proto)
         meta = {"kind": self.kind, "vocab_size": self.vocab_size}
         (d / _META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+    def state(self) -> dict:
+        """JSON-able content (for sending a tokenizer between processes without files)."""
+        return {
+            "kind": self.kind,
+            "model_proto": base64.b64encode(self.model_proto).decode(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> SentencePieceTokenizer:
+        return cls(base64.b64decode(state["model_proto"]))
 
     @classmethod
     def load(cls, directory: str | Path) -> SentencePieceTokenizer:
@@ -247,6 +275,14 @@ class WhitespaceTokenizer:
         meta = {"kind": self.kind, "vocab_size": self.vocab_size}
         (d / _META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
+    def state(self) -> dict:
+        """JSON-able content (for sending a tokenizer between processes without files)."""
+        return {"kind": self.kind, "words": self.words}
+
+    @classmethod
+    def from_state(cls, state: dict) -> WhitespaceTokenizer:
+        return cls(state["words"])
+
     @classmethod
     def load(cls, directory: str | Path) -> WhitespaceTokenizer:
         path = Path(directory) / "vocab.txt"
@@ -259,7 +295,10 @@ class WhitespaceTokenizer:
         return cls(words)
 
 
-_KINDS: dict[str, type] = {"sentencepiece": SentencePieceTokenizer, "whitespace": WhitespaceTokenizer}
+_KINDS: dict[str, type] = {
+    "sentencepiece": SentencePieceTokenizer,
+    "whitespace": WhitespaceTokenizer,
+}
 
 
 def load_tokenizer(directory: str | Path) -> Tokenizer:
@@ -304,6 +343,21 @@ class TokenizerPair:
         }
         (d / _META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
+    def to_bytes(self) -> bytes:
+        """Serialize both tokenizers (DDP: rank 0 trains them, the other ranks receive them)."""
+        data = {"shared": self.shared, "src": self.src.state()}  # type: ignore[attr-defined]
+        if not self.shared:
+            data["tgt"] = self.tgt.state()  # type: ignore[attr-defined]
+        return json.dumps(data).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> TokenizerPair:
+        data = json.loads(blob.decode("utf-8"))
+        src = _KINDS[data["src"]["kind"]].from_state(data["src"])
+        if data["shared"]:
+            return cls(src, src, True)
+        return cls(src, _KINDS[data["tgt"]["kind"]].from_state(data["tgt"]), False)
+
     @classmethod
     def load(cls, directory: str | Path) -> TokenizerPair:
         d = Path(directory)
@@ -347,7 +401,9 @@ def train_tokenizers(
     elif kind == "whitespace":
         train = WhitespaceTokenizer.train
     else:
-        raise TokenizerError(f"unknown tokenizer kind {kind!r} (use 'sentencepiece' or 'whitespace')")
+        raise TokenizerError(
+            f"unknown tokenizer kind {kind!r} (use 'sentencepiece' or 'whitespace')"
+        )
     if joint:
         tok = train(src_texts + tgt_texts, vocab_size=vocab_size, **kwargs)  # type: ignore[arg-type]
         return TokenizerPair(tok, tok, True)

@@ -14,28 +14,27 @@ import torch
 from core_model.artifact import LoadedModel
 from core_model.batching import encode_source, pad_sources
 from core_model.decoding import beam_search, greedy_decode
-from core_model.tokenizer import EOS_ID, TokenizerPair, clean_text
+from core_model.tokenizer import TokenizerPair, clean_text
 from core_model.transformer import Transformer
 
 
 @dataclass
 class TranslationResult:
     text: str
-    src_pieces: list[str]  # source pieces + "</s>", aligned with attention columns
-    out_pieces: list[str]  # output pieces + "</s>", aligned with attention rows
+    src_pieces: list[str]  # source pieces + "</s>", one per attention column
+    out_pieces: list[str]  # output pieces (+ "</s>" when produced), one per attention row
     attention: torch.Tensor | None = None  # [len(out_pieces), len(src_pieces)] or None
     score: float = 0.0
 
 
 def _batches(lengths: Sequence[int], max_tokens: int, max_sentences: int) -> list[list[int]]:
-    """Indices sorted by length, cut into batches of ≤ max_tokens source positions."""
+    """Positions sorted by length, cut into batches of ≤ max_tokens source positions."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
     for i in order:
-        if current and (
-            lengths[i] * (len(current) + 1) > max_tokens or len(current) >= max_sentences
-        ):
+        too_long = lengths[i] * (len(current) + 1) > max_tokens
+        if current and (too_long or len(current) >= max_sentences):
             batches.append(current)
             current = []
         current.append(i)
@@ -60,12 +59,11 @@ def translate_ids(
     model.eval()
     device = next(model.parameters()).device
     max_len = model.cfg.max_len
-    src_ids = [encode_source(tokenizers, t, max_len) if clean_text(t).strip() else [] for t in texts]
-    results: list[TranslationResult | None] = [None] * len(texts)
+    src_ids = [
+        encode_source(tokenizers, t, max_len) if clean_text(t).strip() else [] for t in texts
+    ]
+    results: list[TranslationResult] = [TranslationResult("", [], []) for _ in texts]
     todo = [i for i, ids in enumerate(src_ids) if ids]
-    for i, ids in enumerate(src_ids):
-        if not ids:
-            results[i] = TranslationResult("", [], [], None, 0.0)
     if beam > 1:  # beam search multiplies the batch by the beam width
         max_tokens = max(1, max_tokens // beam)
         max_sentences = max(1, max_sentences // beam)
@@ -74,26 +72,30 @@ def translate_ids(
         src = pad_sources([src_ids[i] for i in idx]).to(device)  # [B, S]
         if beam > 1:
             decoded = beam_search(
-                model, src, beam_size=beam, max_len_a=max_len_a, max_len_b=max_len_b,
+                model,
+                src,
+                beam_size=beam,
+                max_len_a=max_len_a,
+                max_len_b=max_len_b,
                 need_attention=with_attention,
             )
         else:
             decoded = greedy_decode(
                 model, src, max_len_a=max_len_a, max_len_b=max_len_b, need_attention=with_attention
             )
-        for i, res in zip(idx, decoded):
-            text = tokenizers.tgt.decode(res.tokens)
-            src_pieces = tokenizers.src.ids_to_pieces(src_ids[i][:-1]) + ["</s>"]
-            out_pieces = tokenizers.tgt.ids_to_pieces(res.tokens) + ["</s>"]
+        for i, res in zip(idx, decoded, strict=True):
+            src_pieces = [*tokenizers.src.ids_to_pieces(src_ids[i][:-1]), "</s>"]
+            out_pieces = [*tokenizers.tgt.ids_to_pieces(res.tokens), "</s>"]
             att = None
             if with_attention and res.attention is not None:
-                att = res.attention.float().cpu()  # [T_out(+EOS), S]
-                att = att[: len(out_pieces), : len(src_pieces)]
-                out_pieces = out_pieces[: att.size(0)]
+                att = res.attention.float().cpu()  # [T_out (+1 if EOS was produced), S]
+                if att.size(0) < len(out_pieces):  # stopped at the length limit: no EOS row
+                    out_pieces = out_pieces[:-1]
+            text = tokenizers.tgt.decode(res.tokens)
             results[i] = TranslationResult(text, src_pieces, out_pieces, att, float(res.score))
     if was_training:
         model.train()
-    return [r for r in results if r is not None]
+    return results
 
 
 def translate(
@@ -103,12 +105,18 @@ def translate(
     with_attention: bool = False,
     **kwargs: object,
 ) -> list[TranslationResult]:
-    """Translate `texts` with a loaded model folder; one result per input, in input order."""
+    """Translate `texts` with a loaded model folder; one result per input, in input order.
+
+    kwargs: max_tokens, max_sentences (batch limits), max_len_a, max_len_b (output length
+    bound a·|src| + b).
+    """
     if beam < 1:
         raise ValueError("beam must be at least 1")
     return translate_ids(
-        loaded.model, loaded.tokenizers, list(texts), beam, with_attention, **kwargs  # type: ignore[arg-type]
+        loaded.model,
+        loaded.tokenizers,
+        list(texts),
+        beam,
+        with_attention,
+        **kwargs,  # type: ignore[arg-type]
     )
-
-
-__all__ = ["TranslationResult", "translate", "translate_ids", "EOS_ID"]

@@ -85,7 +85,7 @@ class Decoder(nn.Module):
         cache: DecoderCache | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Returns (hidden [B, T, D], last layer's cross-attention averaged over heads [B, T, S])."""
+        """Returns (hidden [B, T, D], last-layer cross-attention, mean over heads [B, T, S])."""
         weights = None
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):

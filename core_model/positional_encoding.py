@@ -9,7 +9,7 @@ from torch import nn
 
 
 def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)); [max_len, D]."""
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same); returns [max_len, D]."""
     position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # [L, 1]
     inv_freq = torch.exp(
         torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)

@@ -17,9 +17,8 @@ import streamlit as st
 
 from ui import common
 from workbench import corpus, importing
-from workbench.corpus import CorpusInfo
+from workbench.corpus import SPLITS, CorpusInfo
 
-SPLITS = ("train", "valid", "test")
 PAGE_SIZES = (25, 50, 100, 200)
 UPLOAD_TYPES = ["tsv", "tab", "txt", "csv", "jsonl", "ndjson", "json", "gz"]
 FORMAT_HELP = {

@@ -165,7 +165,7 @@ def compare(versions: list[Any]) -> None:
         )
     if row[1].button("Compare", type="primary", icon=":material/compare_arrows:", key="compare"):
         with common.error_boundary("comparing the versions"):
-            pairs = corpus.split_pairs(test_corpus.id, "test")
+            pairs = corpus.split_pairs(test_corpus.id, "test", limit=MAX_COMPARE_PAIRS)
             if not pairs:
                 st.warning(
                     f"“{test_corpus.name}” has no test pairs. Mark some pairs as test on the "
@@ -174,7 +174,6 @@ def compare(versions: list[Any]) -> None:
                 )
                 st.session_state.pop(COMPARISON, None)
             else:
-                pairs = pairs[:MAX_COMPARE_PAIRS]
                 with st.spinner(
                     f"Translating {len(pairs)} test pairs with {len(chosen)} versions…",
                     show_time=True,

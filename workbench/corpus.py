@@ -761,8 +761,10 @@ def deduplicate(corpus_id: CorpusRef) -> int:
 # --------------------------------------------------------------------- training input
 
 
-def split_pairs(corpus_id: CorpusRef, split: str) -> list[tuple[str, str]]:
-    """All (source, target) pairs of one split, in id order."""
+def split_pairs(
+    corpus_id: CorpusRef, split: str, limit: int | None = None
+) -> list[tuple[str, str]]:
+    """The (source, target) pairs of one split in id order; the first `limit` if given."""
     value = validate_split(split)
     if value is None:
         raise WorkbenchError("split must not be empty")
@@ -772,6 +774,7 @@ def split_pairs(corpus_id: CorpusRef, split: str) -> list[tuple[str, str]]:
             select(Pair.source, Pair.target)
             .where(Pair.corpus_id == corpus.id, Pair.split == value)
             .order_by(Pair.id)
+            .limit(limit)
         )
         return [(a, b) for a, b in rows]
 

@@ -51,8 +51,10 @@ def translate_ids(
     with_attention: bool = False,
     max_tokens: int = 4000,
     max_sentences: int = 128,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
+    # Output bound a·|src| + b in pieces. Generous: zh→en outputs have several times more
+    # pieces than their sources, and the bound only ever stops a model that never emits EOS.
+    max_len_a: float = 3.0,
+    max_len_b: int = 50,
 ) -> list[TranslationResult]:
     """Translate with an in-memory model (the training loop's validation uses this too)."""
     was_training = model.training

@@ -44,11 +44,6 @@ class VersionInfo:
     artifact_path: str
     created_at: datetime
 
-    @property
-    def label(self) -> str:
-        """How a version is named in pickers: '#3 demo (zh→en)'."""
-        return f"#{self.id} {self.name} ({self.src_lang}→{self.tgt_lang})"
-
 
 def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:
     return VersionInfo(

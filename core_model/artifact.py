@@ -61,9 +61,9 @@ def unique_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     the dropped names are restored by `load_state_dict` through the tie itself.
     """
     out: dict[str, torch.Tensor] = {}
-    seen: set[tuple[int, tuple[int, ...]]] = set()
+    seen: set[tuple[int, tuple[int, ...], tuple[int, ...]]] = set()
     for name, tensor in model.state_dict().items():
-        key = (tensor.untyped_storage().data_ptr(), tuple(tensor.shape))
+        key = (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
         if key in seen:
             continue
         seen.add(key)
@@ -125,7 +125,7 @@ def unique_state_dict_names(model: torch.nn.Module) -> list[str]:
     """Names `unique_state_dict` keeps (first name of every tied group)."""
     names, seen = [], set()
     for name, tensor in model.state_dict().items():
-        key = (tensor.untyped_storage().data_ptr(), tuple(tensor.shape))
+        key = (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
         if key not in seen:
             seen.add(key)
             names.append(name)

@@ -71,6 +71,7 @@ class TrainConfig:
     max_adaptive_steps: int = 20000  # adaptive: most optimizer steps
     adaptive_passes: int = 30  # adaptive: target passes over a mid-size corpus
     min_epoch_steps: int = 50  # an "epoch" has at least this many steps (tiny corpora repeat)
+    min_valid_pairs: int = 20  # fewer validation pairs: reported, not used to stop or select
     memorise_max_pairs: int = 200  # adaptive + no validation pairs + corpus at most this big:
     memorise_epochs: int = 2  # stop after this many epochs reproducing every training pair
     memorise_max_steps: int = 1000  # step budget while waiting for that
@@ -78,7 +79,7 @@ class TrainConfig:
     max_tokens_per_batch: int = 4096  # padded tokens (max(src, tgt) · sentences) per batch
     max_len: int = 256  # tokens per side; longer sentences are truncated
     # optimisation
-    lr_schedule: str = "auto"  # 'noam' | 'constant' | 'auto' (constant for short runs)
+    lr_schedule: str = "auto"  # 'noam' | 'constant' | 'linear' | 'auto' (constant when short)
     lr: float | None = None  # peak rate; None => the paper's peak for d_model, warm-up 4000
     lr_factor: float = 1.0  # scale of the Noam curve (used when lr is None)
     warmup_steps: int | None = None  # None => adapted to the budget
@@ -134,7 +135,7 @@ class ProgressEvent:
     eta_s: float | None
     bleu: float | None = None
     chrf: float | None = None
-    kind: str = "step"  # 'step' (periodic) | 'epoch' (after validation) | 'done'
+    kind: str = "step"  # 'start' | 'step' (periodic) | 'epoch' (after validation) | 'done'
     elapsed_s: float = 0.0
 
 
@@ -178,24 +179,45 @@ def cpu_supports_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def cpu_threads(requested: int | None, n_params: int) -> int:
+def idle_cores(sample_s: float = 0.2) -> float | None:
+    """Cores left idle by other processes right now (Linux /proc/stat over `sample_s`).
+
+    Measured while this process sleeps, so its own work does not count; None where unknown.
+    """
+
+    def snapshot() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat") as f:
+                values = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        return values[3] + values[4], sum(values[:8])  # idle + iowait, total
+
+    a = snapshot()
+    time.sleep(sample_s)
+    b = snapshot()
+    if a is None or b is None or b[1] <= a[1]:
+        return None
+    return (b[0] - a[0]) / (b[1] - a[1]) * (os.cpu_count() or 1)
+
+
+def cpu_threads(requested: int | None, n_params: int, default: int) -> int:
     """Threads for CPU training when not set explicitly.
 
     OpenMP threads spin-wait for each other at every op, so a thread whose core is taken by
     another process stalls them all: on a busy 2-core machine two threads measured 4-10x
     slower than one. Hence: 1 thread for small models (< 2M parameters, too small to gain
-    anyway), otherwise as many as there are idle cores (1-minute load average), at least 1.
+    anyway), otherwise as many threads as there are idle cores (at least 1, at most
+    `default`, torch's setting). Re-checked every epoch.
     """
     if requested:
         return max(1, int(requested))
-    default = torch.get_num_threads()
     if n_params < 2_000_000:
         return 1
-    try:
-        idle = (os.cpu_count() or default) - os.getloadavg()[0]
-    except (AttributeError, OSError):
+    idle = idle_cores()
+    if idle is None:
         return default
-    return max(1, min(default, int(idle + 0.5)))
+    return max(1, min(default, int(idle + 0.3)))
 
 
 def resolve_device(name: str) -> torch.device:
@@ -232,7 +254,7 @@ def _check_config(cfg: TrainConfig) -> None:
     """Reject bad settings before any work is done (one clear sentence each)."""
     choices = {
         "precision": ("auto", "fp32", "bf16"),
-        "lr_schedule": ("auto", "noam", "constant"),
+        "lr_schedule": ("auto", "noam", "constant", "linear"),
         "tokenizer": ("sentencepiece", "whitespace"),
         "early_stop_metric": ("auto", "bleu", "loss"),
     }
@@ -297,13 +319,13 @@ def make_schedule(cfg: TrainConfig, d_model: int, total_steps: int) -> LRSchedul
     kind = cfg.lr_schedule
     if kind == "auto":
         kind = "constant" if total_steps < 2000 else "noam"
-    if kind not in ("noam", "constant"):
+    if kind not in ("noam", "constant", "linear"):
         raise TrainingError(f"Unknown learning-rate schedule {cfg.lr_schedule!r}.")
     default_peak = cfg.lr_factor * noam_lr(4000, d_model, 4000)
     peak = cfg.lr if cfg.lr is not None else default_peak
-    if kind == "constant":
+    if kind in ("constant", "linear"):
         warmup = cfg.warmup_steps if cfg.warmup_steps is not None else min(100, total_steps // 10)
-        return LRSchedule("constant", d_model, warmup, lr=peak)
+        return LRSchedule(kind, d_model, warmup, lr=peak)
     warmup = (
         cfg.warmup_steps if cfg.warmup_steps is not None else max(50, min(4000, total_steps // 10))
     )
@@ -563,11 +585,15 @@ class _Run:
         if not self.train_ex:
             raise TrainingError("The training corpus is empty after tokenization.")
         self.valid_translate = valid_clean[: max(0, cfg.valid_max_sentences)]
-        # Adaptive budget, no validation set, small corpus: watch whether the training pairs are
-        # reproduced exactly and stop once they are (the "train on 20 pairs" use case).
+        # A handful of validation pairs is noise: report it, but do not stop or pick weights by it.
+        self.select_on_valid = len(self.valid_ex) >= cfg.min_valid_pairs
+        # Adaptive budget, small corpus, no usable validation set: watch whether the training
+        # pairs are reproduced exactly and stop once they are (the "train on 20 pairs" case).
         self.memorise_check = (
             train_clean
-            if cfg.epochs is None and not valid_clean and len(train_clean) <= cfg.memorise_max_pairs
+            if cfg.epochs is None
+            and not self.select_on_valid
+            and len(train_clean) <= cfg.memorise_max_pairs
             else []
         )
         metric = cfg.early_stop_metric
@@ -578,10 +604,9 @@ class _Run:
         self.model.to(device).train()
         n_params = self.model.num_parameters()
         self.amp = resolve_precision(cfg.precision, device, n_params)
-        if device.type == "cpu" and not dd.on:  # ranks keep torchrun's OMP_NUM_THREADS
-            torch.set_num_threads(cpu_threads(cfg.num_threads, n_params))
-        elif device.type == "cpu" and cfg.num_threads:
-            torch.set_num_threads(cfg.num_threads)
+        self.n_params = n_params
+        self.default_threads = torch.get_num_threads()
+        self._set_threads()
         self.optimizer = self._make_optimizer()
         first = make_batches(self.train_ex, cfg.max_tokens_per_batch, seed=cfg.seed)
         n_batches = len(shard_batches(first, 0, dd.world))
@@ -604,6 +629,19 @@ class _Run:
             self.net = nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[device.index] if device.type == "cuda" else None
             )
+
+    def _set_threads(self) -> None:
+        """CPU threads for the next epoch (DDP ranks keep torchrun's OMP_NUM_THREADS so that
+        every rank computes identically)."""
+        if self.device.type != "cpu":
+            return
+        if self.dd.on:
+            if self.cfg.num_threads:
+                torch.set_num_threads(self.cfg.num_threads)
+            return
+        torch.set_num_threads(
+            cpu_threads(self.cfg.num_threads, self.n_params, self.default_threads)
+        )
 
     def _train_tokenizers(self, pairs: list[tuple[str, str]]) -> TokenizerPair:
         """Rank 0 trains the tokenizers; other ranks receive the identical bytes."""
@@ -649,6 +687,13 @@ class _Run:
             return None
         return self.cfg.time_budget_s - self._elapsed()
 
+    def _progress(self) -> float:
+        """Share of the budget used: steps, or wall-clock time when that runs out first."""
+        done = self.step / max(1, self.budget.total_steps)
+        if self.cfg.time_budget_s:
+            done = max(done, self._elapsed() / self.cfg.time_budget_s)
+        return min(1.0, done)
+
     def _eta(self) -> float | None:
         done = self.step - self.start_step
         by_steps = (
@@ -669,7 +714,7 @@ class _Run:
             epoch=self.epoch,
             train_loss=train_loss,
             valid_loss=rec.get("valid_loss"),
-            lr=self.schedule.lr_at(max(1, self.step)),
+            lr=self.schedule.lr_at(max(1, self.step), self._progress()),
             tokens_per_s=self.throughput,
             eta_s=self._eta(),
             bleu=rec.get("bleu"),
@@ -685,10 +730,13 @@ class _Run:
     def loop(self) -> None:
         self.t_start = time.monotonic()
         self.start_step = self.step
+        self._emit("start", None)  # tokenizers and model are ready: the UI can show the plan
         for epoch in range(self.epoch + 1, self.budget.epochs + 1):
             if self.step >= self.budget.total_steps:
                 break
             self.epoch = epoch
+            if epoch > 1:
+                self._set_threads()
             trained = self._train_epoch(epoch)
             if self.cancelled:
                 self.stop_reason = "cancelled"
@@ -758,7 +806,7 @@ class _Run:
         cfg = self.cfg
         batch = collate(self.train_ex, idx).to(self.device)
         self.step += 1
-        lr = self.schedule.lr_at(self.step)
+        lr = self.schedule.lr_at(self.step, self._progress())
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         with _autocast(self.device, self.amp):
@@ -831,12 +879,12 @@ class _Run:
                 "epoch": self.epoch,
                 "step": self.step,
                 "train_loss": trained[0] / max(1, trained[1]),
-                "lr": self.schedule.lr_at(self.step),
+                "lr": self.schedule.lr_at(self.step, self._progress()),
                 "tokens_per_s": self.throughput,
             }
             record.update(self._validate())
             record["elapsed_s"] = self._elapsed()
-            current = _selection_score(record, self.metric)
+            current = _selection_score(record, self.metric) if self.select_on_valid else None
             if current is not None and (self.best_score is None or current > self.best_score):
                 self.best_score, self.best_epoch, self.bad_epochs = (
                     current,
@@ -946,17 +994,19 @@ class _Run:
         """Load the final weights into the model; return (name, their validation scores).
 
         Candidates: the last weights, the best epoch (by validation) and, with average_last > 1,
-        the average of the last N epoch weights. Without validation data: the average if asked
-        for, else the last weights.
+        the average of the last N epoch weights. Without (enough) validation data: the average if
+        asked for, else the last weights.
         """
+        keys = ("valid_loss", "bleu", "chrf")
         avg = None
         if self.cfg.average_last > 1 and len(self.ring) > 1:
             avg = average_state_dicts(list(self.ring))
-        if not (self.valid_ex or self.valid_translate):
+        if not self.select_on_valid:
             if avg is not None:
                 self.model.load_state_dict(avg, strict=False)
                 return f"average_last_{len(self.ring)}", {}
-            return "last", {}
+            rec = self.history[-1] if self.history else {}
+            return "last", {k: rec[k] for k in keys if k in rec and rec.get("step") == self.step}
         last_state = _state_copy(self.model)
         last_rec = self.history[-1] if self.history else {}
         if last_rec.get("step") != self.step:  # stopped mid-epoch: score the last weights now
@@ -975,7 +1025,6 @@ class _Run:
             key=lambda c: _selection_score(c[2], self.metric) or float("-inf"),
         )
         self.model.load_state_dict(state, strict=False)
-        keys = ("valid_loss", "bleu", "chrf")
         return name, {k: rec[k] for k in keys if k in rec}
 
 

@@ -92,6 +92,10 @@ def test_noam_schedule_is_the_paper_formula() -> None:
     assert math.isclose(LRSchedule("noam", 256, 500, factor=f).peak(), 1e-3)
     assert constant_lr(5, 1e-3, warmup=10) == pytest.approx(5e-4)
     assert constant_lr(50, 1e-3, warmup=10) == 1e-3
+    linear = LRSchedule("linear", 256, 10, lr=1e-3)
+    assert linear.lr_at(5, progress=0.05) == pytest.approx(5e-4)
+    assert linear.lr_at(50, progress=0.5) == pytest.approx(5e-4)
+    assert linear.lr_at(100, progress=1.0) == 0.0
 
 
 def test_schedule_resolution() -> None:
@@ -226,10 +230,18 @@ def test_early_stopping_and_average(monkeypatch: pytest.MonkeyPatch) -> None:
     # validation that never improves: stop after `patience` epochs past the first
     monkeypatch.setattr(tr._Run, "_validate", lambda self: {"valid_loss": 1.0, "bleu": 5.0})
     pairs = toy_pairs()
-    res = train(pairs, pairs[:2], quick(epochs=20, patience=2, average_last=3))
+    res = train(pairs, pairs[:2], quick(epochs=20, patience=2, average_last=3, min_valid_pairs=1))
     assert res.metrics["stop_reason"] == "early_stopping"
     assert res.metrics["epochs"] == 3 and res.metrics["best_epoch"] == 1
     assert res.metrics["selected"] in ("last", "best", "average_last_3")
+
+
+def test_tiny_validation_set_neither_stops_nor_selects() -> None:
+    # 2 validation pairs are noise: the run must still go on until the training pairs are learnt
+    pairs = toy_pairs()
+    res = train(pairs, pairs[:2], TrainConfig(preset="tiny", device="cpu"))
+    assert res.metrics["stop_reason"] == "memorised" and res.metrics["selected"] == "last"
+    assert all("bleu" in h and "train_exact_match" in h for h in res.history)
 
 
 def test_average_state_dicts() -> None:

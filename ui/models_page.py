@@ -20,12 +20,10 @@ def render() -> None:
     common.page_header("Models", "Every trained version, its scores, and side-by-side comparisons.")
     versions = registry.list_versions()
     if not versions:
-        st.info(
+        common.no_versions_notice(
             "No model version yet: start a run on the Train page; when it succeeds its version "
-            "appears here.",
-            icon=":material/info:",
+            "appears here."
         )
-        st.page_link(common.TRAIN_PAGE, label="Go to Train", icon=":material/model_training:")
         return
 
     versions_table()

@@ -223,9 +223,7 @@ def _run_card(run: RunInfo) -> None:
         )
         if metrics.empty:
             return
-        charts = st.columns([3, 2])
-        charts[0].altair_chart(common.loss_chart(metrics), width="stretch")
-        charts[1].altair_chart(common.lr_chart(metrics), width="stretch")
+        common.curves(metrics)
 
 
 def _last_outcome(runs: list[RunInfo]) -> None:
@@ -259,7 +257,6 @@ def history() -> None:
     if table.empty:
         st.caption("Finished runs will be listed here.")
         return
-    table = table.assign(version=table["version"].astype("Int64"))
     st.dataframe(
         table,
         hide_index=True,
@@ -280,9 +277,7 @@ def history() -> None:
         if metrics.empty:
             st.caption("This run recorded no progress.")
         else:
-            charts = st.columns([3, 2])
-            charts[0].altair_chart(common.loss_chart(metrics), width="stretch")
-            charts[1].altair_chart(common.lr_chart(metrics), width="stretch")
+            common.curves(metrics)
 
 
 if __name__ == "__main__":

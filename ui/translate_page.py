@@ -28,12 +28,10 @@ def render() -> None:
     )
     versions = registry.list_versions()
     if not versions:
-        st.info(
+        common.no_versions_notice(
             "No model version yet: train one on the Train page (the demo corpus trains in "
-            "about a minute), then come back here.",
-            icon=":material/info:",
+            "about a minute), then come back here."
         )
-        st.page_link(common.TRAIN_PAGE, label="Go to Train", icon=":material/model_training:")
         return
 
     with st.container(border=True):

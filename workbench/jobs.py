@@ -240,7 +240,10 @@ def runs_table(corpus_id: int | None = None) -> pd.DataFrame:
         }
         for r in list_runs(corpus_id)
     ]
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if not table.empty:  # runs without a version hold None: keep the ids integers
+        table["version"] = table["version"].astype("Int64")
+    return table
 
 
 METRIC_COLUMNS = ["run_id", "step", "epoch", "train_loss", "valid_loss", "lr", "tokens_per_s"]

@@ -6,13 +6,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from core_model.dropout import Dropout
+
 
 class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float) -> None:
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # [B, L, D] -> [B, L, d_ff] -> [B, L, D]

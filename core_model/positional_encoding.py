@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from core_model.dropout import Dropout
+
 
 def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same); returns [max_len, D]."""
@@ -26,7 +28,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int, dropout: float) -> None:
         super().__init__()
         self.register_buffer("table", sinusoid_table(max_len, d_model), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         # x [B, L, D]; offset = index of x's first position (incremental decoding)

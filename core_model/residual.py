@@ -12,6 +12,8 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from core_model.dropout import Dropout
+
 Extra = TypeVar("Extra")
 
 
@@ -19,7 +21,7 @@ class ResidualSublayer(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(

@@ -9,6 +9,7 @@ import torch
 
 from core_model import ModelConfig, Transformer
 from core_model.attention import KeyValueCache, MultiHeadAttention, scaled_dot_product_attention
+from core_model.dropout import Dropout
 from core_model.embedding import TokenEmbedding
 from core_model.masks import causal_mask, decoder_self_mask, padding_mask
 from core_model.positional_encoding import PositionalEncoding, sinusoid_table
@@ -42,6 +43,26 @@ def test_sinusoids_follow_the_formula() -> None:
     assert torch.equal(pe(x, offset=4)[0], table[4:7])
     with pytest.raises(ValueError, match="max_len"):
         pe(torch.zeros(1, 51, 8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_zeroes_p_and_rescales_the_rest(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    drop = Dropout(0.25)
+    x = torch.ones(400, 500, dtype=dtype, requires_grad=True)
+    y = drop(x)
+    assert y.dtype == dtype
+    kept = y != 0
+    assert kept.float().mean().item() == pytest.approx(0.75, abs=0.005)
+    assert torch.all(y[kept] == torch.tensor(1 / 0.75, dtype=dtype))  # survivors scaled
+    y.sum().backward()
+    assert torch.equal(x.grad != 0, kept)  # gradient flows only where kept
+    torch.manual_seed(0)
+    assert torch.equal(drop(x), y)  # seeded: same mask
+    drop.eval()
+    assert drop(x) is x
+    with pytest.raises(ValueError, match="dropout"):
+        Dropout(1.0)
 
 
 def test_masks() -> None:

@@ -1,4 +1,4 @@
-"""Helpers shared by the job/worker/CLI tests: a toy corpus and real worker processes."""
+"""Helpers shared by the job/worker/CLI tests: a toy corpus, the CLI and real worker processes."""
 
 from __future__ import annotations
 
@@ -31,6 +31,19 @@ def subprocess_env() -> dict[str, str]:
     """The test's environment (WORKBENCH_HOME / WORKBENCH_DB_URL) plus the repo on the path."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path}
+
+
+def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``python -m workbench ARGS`` in a real process with the test's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def start_worker(*args: str, log: Path | None = None) -> subprocess.Popen:

@@ -7,25 +7,11 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
-from jobs_helpers import ROOT, TOY, subprocess_env, toy_pairs
+from jobs_helpers import TOY, cli, toy_pairs
 
 from workbench import corpus
-
-
-def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "workbench", *args],
-        cwd=ROOT,
-        env=subprocess_env(),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:

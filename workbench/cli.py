@@ -205,6 +205,24 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _args_register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("folder", type=Path, help="model folder, e.g. from core_model.distributed")
+    p.add_argument("--corpus", help="link the version to this corpus (and take its languages)")
+    p.add_argument("--src-lang", help="source language code, e.g. de")
+    p.add_argument("--tgt-lang", help="target language code, e.g. en")
+    p.add_argument("--name", help="version name (default: '<corpus> v<id>')")
+
+
+def _cmd_register(args: argparse.Namespace) -> int:
+    from workbench.registry import import_version
+
+    version_id = import_version(
+        args.folder, args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, name=args.name
+    )
+    print(json.dumps({"version_id": version_id}))
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- translate
 
 
@@ -272,6 +290,7 @@ COMMANDS: list[Command] = [
     Command("train", "queue a training run (and start a worker)", _args_train, _cmd_train),
     Command("worker", "train queued runs in this process", _args_worker, _cmd_worker),
     Command("versions", "list the model versions", _args_versions, _cmd_versions),
+    Command("register", "add a model folder trained elsewhere", _args_register, _cmd_register),
     Command("translate", "translate sentences with a version", _args_translate, _cmd_translate),
     Command("evaluate", "BLEU/chrF of a version on a test set", _args_evaluate, _cmd_evaluate),
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import uuid
 import zipfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +23,7 @@ from sqlalchemy import delete, select
 from core_model.artifact import WEIGHTS_FILE, ArtifactError, LoadedModel, load_model, sha256_file
 from db.engine import session_scope, workbench_home
 from db.models import Corpus, ModelVersion, TrainingRun
+from workbench.corpus import get_corpus
 from workbench.errors import WorkbenchError
 
 
@@ -73,7 +75,66 @@ def _resolve(artifact_path: str) -> Path:
 
 
 def register_version(run_id: int, model_dir: Path, metrics: dict[str, Any]) -> int:
-    """Record a finished run's model and move its folder into models/<id>/; returns the id.
+    """Record a finished run's model and move its folder into models/<id>/; returns the id."""
+    with session_scope() as s:
+        run = s.get(TrainingRun, run_id)
+        corpus_id = run.corpus_id if run is not None else None
+    return _store_version(model_dir, metrics, run_id=run_id, corpus_id=corpus_id)
+
+
+def import_version(
+    folder: Path,
+    corpus: str | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    name: str | None = None,
+) -> int:
+    """Register a model folder trained outside the workbench (e.g. under torchrun); returns the id.
+
+    The folder is loaded first, so a corrupt or mismatched one is refused before anything is
+    written; it is then copied, never moved: the user's folder stays theirs. Languages default
+    to the linked corpus's, else to those recorded in the folder's config.json.
+    """
+    try:
+        saved = load_model(folder).config
+    except ArtifactError as exc:
+        raise WorkbenchError(f"cannot import {folder}: {exc}") from exc
+    corpus_info = get_corpus(corpus) if corpus else None
+    recorded = saved.get("corpus") if isinstance(saved.get("corpus"), dict) else {}
+    langs = vars(corpus_info) if corpus_info else recorded
+    metrics = saved.get("metrics") if isinstance(saved.get("metrics"), dict) else {}
+    staging = workbench_home() / "runs" / f"import-{uuid.uuid4().hex}"
+    try:
+        shutil.copytree(folder, staging)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise WorkbenchError(f"cannot copy {folder} ({exc.strerror or exc})") from exc
+    try:
+        return _store_version(
+            staging,
+            metrics,
+            corpus_id=corpus_info.id if corpus_info else None,
+            src_lang=src_lang or langs.get("src_lang"),
+            tgt_lang=tgt_lang or langs.get("tgt_lang"),
+            name=name,
+        )
+    except ArtifactError as exc:
+        raise WorkbenchError(str(exc)) from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already unless storing failed
+
+
+def _store_version(
+    model_dir: Path,
+    metrics: dict[str, Any],
+    *,
+    run_id: int | None = None,
+    corpus_id: int | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    name: str | None = None,
+) -> int:
+    """Insert the version row, then move `model_dir` into models/<id>/.
 
     The row is committed first and removed again if the move fails, so a folder under
     models/ always has a row and a row never points at nothing.
@@ -83,8 +144,7 @@ def register_version(run_id: int, model_dir: Path, metrics: dict[str, Any]) -> i
         raise ArtifactError(f"training produced no {WEIGHTS_FILE} in {model_dir}")
     digest = sha256_file(weights)
     with session_scope() as s:
-        run = s.get(TrainingRun, run_id)
-        corpus = s.get(Corpus, run.corpus_id) if run and run.corpus_id is not None else None
+        corpus = s.get(Corpus, corpus_id) if corpus_id is not None else None
         version = ModelVersion(
             run_id=run_id,
             corpus_id=corpus.id if corpus else None,
@@ -93,16 +153,16 @@ def register_version(run_id: int, model_dir: Path, metrics: dict[str, Any]) -> i
             sha256=digest,
             param_count=int(metrics.get("parameters", 0)),
             metrics=metrics,
-            device=str(metrics.get("device", run.device if run else "cpu")),
-            src_lang=corpus.src_lang if corpus else "",
-            tgt_lang=corpus.tgt_lang if corpus else "",
-            train_pair_count=int(metrics.get("train_pairs", run.snapshot_size if run else 0)),
+            device=str(metrics.get("device", "cpu")),
+            src_lang=src_lang or (corpus.src_lang if corpus else ""),
+            tgt_lang=tgt_lang or (corpus.tgt_lang if corpus else ""),
+            train_pair_count=int(metrics.get("train_pairs", 0)),
             train_seconds=float(metrics.get("train_time_s", 0.0)),
         )
         s.add(version)
         s.flush()
         version.artifact_path = f"models/{version.id}"
-        version.name = f"{corpus.name if corpus else 'model'} v{version.id}"
+        version.name = name or f"{corpus.name if corpus else 'model'} v{version.id}"
         version_id, relative = version.id, version.artifact_path
     destination = workbench_home() / relative
     try:

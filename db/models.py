@@ -160,6 +160,8 @@ class TrainingRun(Base):
     error: Mapped[str | None] = mapped_column(Text)
     # No FK: a version may be deleted while old runs still name it as their starting point.
     init_version_id: Mapped[int | None] = mapped_column(Integer)
+    # Claims so far: a run whose worker died is re-queued and resumed, up to a limit.
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     progress_step: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     progress_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     eta_s: Mapped[float | None] = mapped_column(Float)

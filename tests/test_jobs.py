@@ -14,15 +14,16 @@ from pathlib import Path
 
 import pytest
 from jobs_helpers import ROOT, make_toy_corpus, start_worker, stop, subprocess_env, wait_for
-from sqlalchemy import update
+from sqlalchemy import select, update
 
+from core_model import checkpoint as ckpt
 from db.engine import session_scope
-from db.models import TrainingRun, utcnow
+from db.models import RunMetric, TrainingRun, utcnow
 from workbench import corpus, jobs, registry, worker
 from workbench.errors import WorkbenchError
 
 QUICK = dict(max_steps=30)  # enough to produce a version; learning is tested elsewhere
-LONG = dict(epochs=200, min_epoch_steps=20)  # runs until cancelled or killed
+LONG = dict(epochs=200, min_epoch_steps=20)  # runs until cancelled
 
 
 def test_enqueue_rejects_bad_requests(db_url: str) -> None:
@@ -86,12 +87,14 @@ def test_cancel_stops_a_running_run_within_seconds(wb_home: Path, tmp_path: Path
     assert registry.list_versions() == []
 
 
-def test_killed_worker_is_detected_and_edits_never_hit_a_locked_database(
+def test_killed_worker_is_resumed_from_its_checkpoint_and_edits_never_hit_a_locked_database(
     wb_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WORKBENCH_HEARTBEAT_TIMEOUT", "4")
     corpus_id = make_toy_corpus()
-    run_id = jobs.enqueue_training(corpus_id, **LONG)
+    # Long epochs: the kill lands well after one checkpoint and well before the next.
+    run_id = jobs.enqueue_training(corpus_id, epochs=200, min_epoch_steps=300, progress_every_s=0.2)
+    checkpoint = jobs.run_dir(run_id) / "checkpoint"
     proc = start_worker("--once", log=tmp_path / "worker.log")
     try:
         wait_for(lambda: jobs.get_run(run_id).progress_step > 0, 120, "training progress")
@@ -107,14 +110,45 @@ def test_killed_worker_is_detected_and_edits_never_hit_a_locked_database(
         assert editor.returncode == 0, editor.stderr[-2000:]
         assert "locked" not in editor.stderr
         assert jobs.get_run(run_id).status == "running"
+        wait_for(checkpoint.is_dir, 120, "the first epoch checkpoint")
+        saved = ckpt.read_state(checkpoint)["step"]
+        wait_for(lambda: jobs.get_run(run_id).progress_step >= saved + 30, 60, "steps past it")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        wait_for(lambda: jobs.get_run(run_id).status == "failed", 30, "stale-heartbeat detection")
+        wait_for(lambda: jobs.get_run(run_id).status == "queued", 30, "stale-heartbeat detection")
     finally:
         stop(proc)
-    run = jobs.get_run(run_id)
-    assert "worker stopped" in run.error
     assert "locked" not in (tmp_path / "worker.log").read_text()
+    assert "resumes the run from its last checkpoint" in jobs.get_run(run_id).error
+    saved = ckpt.read_state(checkpoint)["step"]
+    dead_attempt = _metric_rows(run_id)
+    assert max(step for _, step in dead_attempt) > saved  # it got past its checkpoint
+    last_dead_id = max(row_id for row_id, _ in dead_attempt)
+
+    def resumed_steps() -> list[int]:
+        return [step for row_id, step in _metric_rows(run_id) if row_id > last_dead_id]
+
+    second = start_worker("--once", log=tmp_path / "worker2.log")
+    try:
+        wait_for(lambda: max(resumed_steps(), default=0) > saved, 120, "the resumed attempt")
+        steps = [step for _, step in _metric_rows(run_id)]
+        assert steps == sorted(steps)  # the curve goes on from the checkpoint, never back
+        assert resumed_steps()[0] == saved  # the new attempt started at the checkpoint, not 0
+        assert jobs.cancel_run(run_id) == "running"
+        wait_for(lambda: jobs.get_run(run_id).status == "cancelled", 60, "the cancel")
+        second.wait(timeout=60)
+    finally:
+        stop(second)
+    with session_scope() as s:
+        assert s.get(TrainingRun, run_id).attempts == 2
+    assert not jobs.run_dir(run_id).exists()  # ended: its checkpoint is cleaned up
+
+
+def _metric_rows(run_id: int) -> list[tuple[int, int]]:
+    """(row id, step) of the run's metric rows, in the order the workers wrote them."""
+    with session_scope() as s:
+        query = select(RunMetric.id, RunMetric.step).where(RunMetric.run_id == run_id)
+        return [(row_id, step) for row_id, step in s.execute(query.order_by(RunMetric.id))]
 
 
 EDITOR_SCRIPT = """
@@ -173,8 +207,39 @@ def test_cancel_and_reap_never_undo_a_workers_claim(db_url: str) -> None:
     assert jobs.get_run(run_id).cancel_requested
     assert jobs.reap_stale_runs() == 0  # its heartbeat is fresh
     # A run reaped as stale is not brought back by its old worker's late writes.
-    with session_scope() as s:
-        s.execute(update(TrainingRun).values(heartbeat_at=utcnow() - timedelta(hours=1)))
+    _go_stale(run_id)
     assert jobs.reap_stale_runs() == 1
     assert worker._finish(run_id, "me", "succeeded") is False
-    assert jobs.get_run(run_id).status == "failed"
+    assert jobs.get_run(run_id).status == "queued"
+
+
+def test_a_dead_workers_run_is_requeued_until_the_attempts_run_out(db_url: str) -> None:
+    run_id = jobs.enqueue_training(make_toy_corpus(), **QUICK)
+    for attempt in range(1, jobs.MAX_ATTEMPTS + 1):
+        assert worker.claim_next_run(f"worker-{attempt}") == run_id
+        with session_scope() as s:
+            assert s.get(TrainingRun, run_id).attempts == attempt
+        _go_stale(run_id)
+        assert jobs.reap_stale_runs() == 1
+        run = jobs.get_run(run_id)
+        if attempt < jobs.MAX_ATTEMPTS:
+            assert run.status == "queued" and "resumes the run" in run.error
+    assert run.status == "failed"
+    assert f"stopped {jobs.MAX_ATTEMPTS} times" in run.error
+    assert worker.claim_next_run("late") is None
+    # The failed run's checkpoint folder goes when a worker next starts; a queued run's stays.
+    waiting = jobs.enqueue_training(make_toy_corpus("other"), **QUICK)
+    for kept_or_not in (run_id, waiting):
+        (jobs.run_dir(kept_or_not) / "checkpoint").mkdir(parents=True)
+    assert jobs.sweep_run_folders() == 1
+    assert not jobs.run_dir(run_id).exists() and jobs.run_dir(waiting).is_dir()
+
+
+def _go_stale(run_id: int) -> None:
+    """Age the run's heartbeat past the timeout, as if its worker had died an hour ago."""
+    with session_scope() as s:
+        s.execute(
+            update(TrainingRun)
+            .where(TrainingRun.id == run_id)
+            .values(heartbeat_at=utcnow() - timedelta(hours=1))
+        )

@@ -468,22 +468,26 @@ def test_models_delete_asks_first(populated: Trained) -> None:
     assert f"Deleted version #{doomed}." in texts(at.success)
 
 
-def test_a_queued_run_without_worker_offers_to_start_one(
+def test_a_dead_workers_run_waits_for_a_worker_to_resume_it(
     populated: Trained, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from datetime import timedelta
 
     from db.engine import session_scope
     from db.models import TrainingRun, utcnow
+    from workbench import worker
 
     started = []
     monkeypatch.setattr(jobs, "ensure_worker", lambda *a, **k: started.append(1))
     run_id = jobs.enqueue_training(populated.corpus_id, preset="tiny")
+    assert worker.claim_next_run("a worker that then died") == run_id
     with session_scope() as s:
-        s.get(TrainingRun, run_id).created_at = utcnow() - timedelta(minutes=1)
+        run = s.get(TrainingRun, run_id)
+        run.created_at = run.heartbeat_at = utcnow() - timedelta(minutes=5)
     try:
-        at = open_page("train")
+        at = open_page("train")  # listing the runs re-queues the stale one
         assert "No worker is running" in texts(at.warning)
+        assert "resumes the run from its last checkpoint" in texts(at.caption)
         at.button(key="start_worker").click().run()
         assert started == [1]
     finally:

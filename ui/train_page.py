@@ -198,6 +198,8 @@ def _run_card(run: RunInfo) -> None:
             with common.error_boundary("cancelling the run"):
                 jobs.cancel_run(run.id)
                 st.rerun()
+        if run.error:  # an active run's note: its worker died and it is being resumed
+            st.caption(run.error)
         if run.status == "queued":
             st.caption("Waiting for the worker…")
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from workbench import corpus
 from workbench.errors import WorkbenchError
 
 HEARTBEAT_INTERVAL_S = 2.0
+MAX_ATTEMPTS = 3  # claims of one run before a dead worker fails it instead of re-queueing
 ACTIVE_STATUSES = ("queued", "running")
 
 
@@ -263,22 +265,65 @@ def run_metrics(run_ids: list[int] | int) -> pd.DataFrame:
 
 
 def reap_stale_runs() -> int:
-    """Fail running runs whose worker stopped sending heartbeats (killed, machine lost).
+    """Take back running runs whose worker stopped sending heartbeats (killed, machine lost).
 
-    The staleness test is part of the UPDATE, so a heartbeat landing meanwhile wins.
-    Returns how many runs were marked failed.
+    Such a run goes back to the queue, and the next worker resumes it from its last epoch
+    checkpoint; after MAX_ATTEMPTS claims it is failed instead, so a run that kills its
+    worker every time (say, out of memory) does not loop forever. The staleness test is part
+    of each UPDATE, so a heartbeat landing meanwhile wins. Returns how many runs were taken.
     """
     cutoff = utcnow() - timedelta(seconds=heartbeat_timeout_s())
+    stale = (TrainingRun.status == "running", TrainingRun.heartbeat_at < cutoff)
     with session_scope() as s:
-        return s.execute(
+        requeued = s.execute(
             update(TrainingRun)
-            .where(TrainingRun.status == "running", TrainingRun.heartbeat_at < cutoff)
+            .where(*stale, TrainingRun.attempts < MAX_ATTEMPTS)
+            .values(
+                status="queued",
+                worker_id=None,
+                heartbeat_at=None,
+                eta_s=None,
+                error="The worker stopped (no heartbeat); the next worker resumes the run "
+                "from its last checkpoint.",
+            )
+        ).rowcount
+        failed = s.execute(
+            update(TrainingRun)
+            .where(*stale)
             .values(
                 status="failed",
                 finished_at=utcnow(),
-                error="The worker stopped (no heartbeat); start the run again.",
+                error=f"The worker stopped {MAX_ATTEMPTS} times (no heartbeat); "
+                "start the run again.",
             )
         ).rowcount
+    return requeued + failed
+
+
+def run_dir(run_id: int) -> Path:
+    """Where a run's worker trains: its epoch checkpoint, then the model before registration."""
+    return workbench_home() / "runs" / str(run_id)
+
+
+def sweep_run_folders() -> int:
+    """Delete the folders of runs that are no longer queued or running (cancelled while
+    re-queued, failed by the reaper); returns how many were removed."""
+    root = workbench_home() / "runs"
+    found = {int(p.name): p for p in root.glob("*") if p.is_dir() and p.name.isdigit()}
+    if not found:
+        return 0
+    with session_scope() as s:
+        active = set(
+            s.scalars(
+                select(TrainingRun.id).where(
+                    TrainingRun.id.in_(found), TrainingRun.status.in_(ACTIVE_STATUSES)
+                )
+            )
+        )
+    done = [path for run_id, path in found.items() if run_id not in active]
+    for path in done:
+        shutil.rmtree(path, ignore_errors=True)
+    return len(done)
 
 
 # -- the local worker process -------------------------------------------------------------

@@ -15,10 +15,12 @@ import shutil
 import socket
 import threading
 import time
+from pathlib import Path
 
 import torch
-from sqlalchemy import select, update
+from sqlalchemy import delete, func, select, update
 
+from core_model import checkpoint as ckpt
 from core_model.artifact import ArtifactError
 from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device, train
 from db.engine import session_scope, workbench_home
@@ -50,7 +52,13 @@ def claim_next_run(worker: str) -> int | None:
             claimed = s.execute(
                 update(TrainingRun)
                 .where(TrainingRun.id == run_id, TrainingRun.status == "queued")
-                .values(status="running", worker_id=worker, heartbeat_at=now, started_at=now)
+                .values(
+                    status="running",
+                    worker_id=worker,
+                    heartbeat_at=now,
+                    started_at=func.coalesce(TrainingRun.started_at, now),
+                    attempts=TrainingRun.attempts + 1,
+                )
             ).rowcount
         if claimed == 1:
             return run_id
@@ -139,7 +147,27 @@ def _load_run(run_id: int) -> tuple[TrainingRun, Corpus | None]:
         return run, corpus
 
 
-def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir) -> str:
+def _resume_point(run_id: int, out_dir: Path) -> Path | None:
+    """The checkpoint an earlier, dead attempt of this run left behind, if any.
+
+    Metric rows that attempt wrote after its checkpoint are dropped, so the resumed run's
+    curve continues from the checkpoint instead of doubling back.
+    """
+    found = ckpt.find_checkpoint(out_dir) if out_dir.is_dir() else None
+    if found is None:
+        return None
+    try:
+        step = int(ckpt.read_state(found)["step"])
+    except (ArtifactError, KeyError, TypeError, ValueError):
+        log.warning("run %s: unreadable checkpoint in %s, starting afresh", run_id, found)
+        return None
+    with session_scope() as s:
+        s.execute(delete(RunMetric).where(RunMetric.run_id == run_id, RunMetric.step > step))
+    log.info("run %s: resuming from the checkpoint at step %s", run_id, step)
+    return found
+
+
+def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir: Path) -> str:
     """The training itself; raises TrainingError & co. with a sentence for the user."""
     run, corpus = _load_run(run_id)
     try:
@@ -155,11 +183,13 @@ def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir) -> st
     if not frozen.train_pairs:
         raise TrainingError("The corpus snapshot has no training pairs (were they deleted?).")
     init_id = run.init_version_id
+    resume = _resume_point(run_id, out_dir)
     result = train(
         frozen.train_pairs,
         frozen.valid_pairs,
         config,
         out_dir=out_dir,
+        resume_from=resume,
         callback=lambda event: _record_progress(run_id, worker, event),
         should_cancel=cancel.is_set,
         init_from=artifact_dir(init_id) if init_id is not None else None,
@@ -189,7 +219,7 @@ def execute_run(run_id: int, worker: str) -> str:
     """Train one claimed run to its end (heartbeat alongside); return its final status."""
     heartbeat = Heartbeat(run_id, worker)
     heartbeat.start()
-    out_dir = workbench_home() / "runs" / str(run_id)
+    out_dir = jobs.run_dir(run_id)
     status, error = "failed", None
     try:
         status = _train_run(run_id, worker, heartbeat.cancel, out_dir)
@@ -200,13 +230,23 @@ def execute_run(run_id: int, worker: str) -> str:
     except Exception as exc:  # anything unexpected: keep the worker alive, tell the user
         log.exception("run %s failed", run_id)
         error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
-    finally:
+    finally:  # on KeyboardInterrupt & co. the folder stays: the run is resumed from it
         heartbeat.stop.set()
         heartbeat.join(timeout=10)
-        shutil.rmtree(out_dir, ignore_errors=True)  # a registered model was moved out already
     if error is not None:
         _finish(run_id, worker, "failed", error)
+    if _closed_by(run_id, worker):  # a run taken back meanwhile keeps its checkpoint
+        shutil.rmtree(out_dir, ignore_errors=True)  # a registered model was moved out already
     return status
+
+
+def _closed_by(run_id: int, worker: str) -> bool:
+    """Whether this worker ended the run (it was not re-queued or re-claimed meanwhile)."""
+    with session_scope() as s:
+        row = s.execute(
+            select(TrainingRun.worker_id, TrainingRun.status).where(TrainingRun.id == run_id)
+        ).first()
+    return row is None or (row.worker_id == worker and row.status not in jobs.ACTIVE_STATUSES)
 
 
 def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | None = None) -> int:
@@ -222,6 +262,7 @@ def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | Non
     processed = 0
     idle_since = time.monotonic()
     log.info("worker %s started (home %s)", me, workbench_home())
+    jobs.sweep_run_folders()
     while True:
         jobs.reap_stale_runs()
         run_id = claim_next_run(me)

@@ -137,3 +137,29 @@ def test_concurrent_first_start_migrates_once(db_url: str) -> None:
         assert p.returncode == 0, err.decode()[-2000:]
         assert out.decode().strip() == head_revision()
     assert _diffs(db_url) == []
+
+
+def test_a_database_of_an_older_revision_is_upgraded_with_its_rows(tmp_path: Path) -> None:
+    """A workbench from before 0002 (no run attempts) keeps its runs when the app upgrades it."""
+    from db.engine import create_workbench_engine
+    from db.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_workbench_engine(url)
+    upgrade(engine, "0001")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO training_runs (config, status, device, snapshot_pair_ids, "
+                "snapshot_hash, snapshot_size, created_at) "
+                "VALUES ('{}', 'running', 'cpu', '[]', '', 0, '2026-01-01 00:00:00')"
+            )
+        )
+    upgrade(engine)
+    with engine.connect() as conn:
+        assert current_revision(conn) == head_revision()
+        assert conn.execute(text("SELECT status, attempts FROM training_runs")).one() == (
+            "running",
+            0,
+        )
+    engine.dispose()

@@ -36,7 +36,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "multi30k"
 # 26.9; + linear decay to 0 over the time budget 29.5). A 'small' Transformer (d_model 256,
 # 3+3 layers) made pre-norm, a joint 8k SentencePiece vocabulary (tied embeddings), ~2.5k-token
 # batches, bf16 autocast (2x on this CPU), no dropout (a 30-minute run is far from
-# overfitting; dropout also costs ~15% of a CPU step), label smoothing 0.1, the average of the
+# overfitting, and dropout costs CPU time), label smoothing 0.1, the average of the
 # last epochs if it validates better, beam 4 at test time (§6.1).
 # Measured (2 shared cores, AVX512-BF16, --minutes 30): test BLEU 37.3, chrF 57.1, 2126 steps,
 # ~6k tokens/s, 7.6M parameters; --minutes 10: BLEU 29.8.

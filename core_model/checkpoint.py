@@ -53,11 +53,16 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
 
 
 def find_checkpoint(path: str | Path | None) -> Path | None:
-    """`path` itself if it is a checkpoint folder, else `path`/checkpoint if that is one."""
+    """`path` itself if it is a checkpoint folder, else `path`/checkpoint if that is one.
+
+    A process killed between the two renames of `save_checkpoint` leaves checkpoint.tmp (the
+    new one, complete once its state file exists: that is written last) and checkpoint.old
+    (the previous one); they are tried next, newest first.
+    """
     if path is None:
         return None
     p = Path(path)
-    for cand in (p, p / "checkpoint"):
+    for cand in (p, p / "checkpoint", p / "checkpoint.tmp", p / "checkpoint.old"):
         if (cand / STATE_FILE).is_file():
             return cand
     return None

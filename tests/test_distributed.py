@@ -52,8 +52,11 @@ def test_two_gloo_ranks_end_with_identical_weights_and_register_as_a_version(
     (broken / WEIGHTS_FILE).write_bytes(b"not a safetensors file")
     before = db_fingerprint()
     refused = cli("register", str(broken), "--src-lang", "zh", "--tgt-lang", "en")
-    assert refused.returncode != 0
-    assert refused.stderr.count("\n") == 1 and refused.stderr.startswith("error: cannot import")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].startswith("error: cannot import")
+    # torchrun's folder records no languages: they must be given.
+    unnamed = cli("register", str(tmp_path / "model"))
+    assert unnamed.returncode != 0 and "records no languages" in unnamed.stderr
     assert db_fingerprint() == before
     assert not list(wb_home.glob("runs/import-*"))  # no half-copied folder left behind
 

@@ -127,16 +127,19 @@ def test_corrupt_and_deleted_versions_give_clear_errors(trained: dict) -> None:
 def test_a_model_folder_from_elsewhere_is_imported_as_a_copy(trained: dict, tmp_path: Path) -> None:
     folder = tmp_path / "exported"
     shutil.copytree(registry.artifact_dir(trained["v1"]), folder)
+    before = registry.list_versions()
     with pytest.raises(WorkbenchError, match="no corpus"):
         registry.import_version(folder, corpus="no such corpus")
-    assert [v.id for v in registry.list_versions()] == [trained["v1"]]
+    assert registry.list_versions() == before
 
     new = registry.import_version(folder, corpus="toy")
-    info = registry.get_version(new)
-    assert (info.corpus_name, info.src_lang, info.tgt_lang) == ("toy", "zh", "en")
-    assert info.name == f"toy v{new}" and info.run_id is None
-    assert info.sha256 == registry.get_version(trained["v1"]).sha256
-    assert folder.is_dir()  # the user's folder is left where it was
-    source, target = toy_pairs()[0]
-    assert translation.translate(new, [source])[0].text == target
-    registry.delete_version(new)
+    try:
+        info = registry.get_version(new)
+        assert (info.corpus_name, info.src_lang, info.tgt_lang) == ("toy", "zh", "en")
+        assert info.name == f"toy v{new}" and info.run_id is None
+        assert info.sha256 == registry.get_version(trained["v1"]).sha256
+        assert folder.is_dir()  # the user's folder is left where it was
+        source, target = toy_pairs()[0]
+        assert translation.translate(new, [source])[0].text == target
+    finally:
+        registry.delete_version(new)

@@ -4,6 +4,7 @@ checkpoint/resume, fine-tuning, model selection and the user-facing errors."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,9 @@ def test_checkpoint_resume_equals_uninterrupted_run(tmp_path: Path) -> None:
 
     first = train(pairs, None, cfg, out_dir=tmp_path / "run", should_cancel=cancel_in_epoch_2)
     assert first.cancelled and find_checkpoint(tmp_path / "run") is not None
+    # As if killed between save_checkpoint's two renames: only checkpoint.old is left.
+    os.replace(tmp_path / "run" / "checkpoint", tmp_path / "run" / "checkpoint.old")
+    assert find_checkpoint(tmp_path / "run") == tmp_path / "run" / "checkpoint.old"
     resumed = train(pairs, None, cfg, out_dir=tmp_path / "run", resume_from=tmp_path / "run")
     assert resumed.metrics["steps"] == full.metrics["steps"] == 30
     assert same_weights(weights(resumed.model), weights(full.model))

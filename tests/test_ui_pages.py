@@ -487,7 +487,7 @@ def test_a_dead_workers_run_waits_for_a_worker_to_resume_it(
     try:
         at = open_page("train")  # listing the runs re-queues the stale one
         assert "No worker is running" in texts(at.warning)
-        assert "resumes the run from its last checkpoint" in texts(at.caption)
+        assert jobs.RESUME_NOTE in texts(at.caption)
         at.button(key="start_worker").click().run()
         assert started == [1]
     finally:

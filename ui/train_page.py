@@ -186,9 +186,10 @@ def _run_card(run: RunInfo) -> None:
     with st.container(border=True):
         title = st.columns([4, 1], vertical_alignment="center")
         preset = run.config.get("preset", "?")
+        resumed = f" · attempt {run.attempts} of {jobs.MAX_ATTEMPTS}" if run.attempts > 1 else ""
         title[0].markdown(
             f"**{STATUS_ICONS.get(run.status, '')} Run #{run.id}** · {run.corpus_name} · "
-            f"{preset} · {run.device} · {run.snapshot_size:,} pairs · _{run.status}_"
+            f"{preset} · {run.device} · {run.snapshot_size:,} pairs · _{run.status}_{resumed}"
         )
         if run.cancel_requested:
             title[1].button("Cancelling…", disabled=True, key=f"cancel_{run.id}", width="stretch")
@@ -198,7 +199,7 @@ def _run_card(run: RunInfo) -> None:
             with common.error_boundary("cancelling the run"):
                 jobs.cancel_run(run.id)
                 st.rerun()
-        if run.error:  # an active run's note: its worker died and it is being resumed
+        if run.error:  # a re-queued run's note: its worker died, the next one resumes it
             st.caption(run.error)
         if run.status == "queued":
             st.caption("Waiting for the worker…")

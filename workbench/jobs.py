@@ -31,6 +31,9 @@ from workbench.errors import WorkbenchError
 
 HEARTBEAT_INTERVAL_S = 2.0
 MAX_ATTEMPTS = 3  # claims of one run before a dead worker fails it instead of re-queueing
+RESUME_NOTE = (
+    "Its worker stopped (no heartbeat): the next worker resumes it from its last checkpoint."
+)
 ACTIVE_STATUSES = ("queued", "running")
 
 
@@ -67,6 +70,7 @@ class RunInfo:
     eta_s: float | None
     error: str | None
     cancel_requested: bool
+    attempts: int
     init_version_id: int | None
     version_id: int | None
     created_at: datetime
@@ -148,7 +152,7 @@ def cancel_run(run_id: int) -> str:
         cancelled = s.execute(
             update(TrainingRun)
             .where(TrainingRun.id == run_id, TrainingRun.status == "queued")
-            .values(status="cancelled", finished_at=utcnow())
+            .values(status="cancelled", finished_at=utcnow(), error=None)
         ).rowcount
         if not cancelled:
             s.execute(
@@ -184,6 +188,7 @@ def _info(run: TrainingRun, corpus_name: str | None, version_id: int | None) -> 
         eta_s=run.eta_s,
         error=run.error,
         cancel_requested=run.cancel_requested,
+        attempts=run.attempts,
         init_version_id=run.init_version_id,
         version_id=version_id,
         created_at=run.created_at,
@@ -267,37 +272,47 @@ def run_metrics(run_ids: list[int] | int) -> pd.DataFrame:
 def reap_stale_runs() -> int:
     """Take back running runs whose worker stopped sending heartbeats (killed, machine lost).
 
-    Such a run goes back to the queue, and the next worker resumes it from its last epoch
-    checkpoint; after MAX_ATTEMPTS claims it is failed instead, so a run that kills its
-    worker every time (say, out of memory) does not loop forever. The staleness test is part
-    of each UPDATE, so a heartbeat landing meanwhile wins. Returns how many runs were taken.
+    Such a run goes back to the queue, with the device it asked for (not the one the dead
+    worker resolved), and the next worker resumes it from its last epoch checkpoint. After
+    MAX_ATTEMPTS claims it is failed instead, so a run that kills its worker every time (say,
+    out of memory) does not loop forever; a run whose cancel was pending is cancelled. Each
+    UPDATE re-tests staleness, so a heartbeat landing meanwhile wins. Returns how many runs
+    were taken back.
     """
     cutoff = utcnow() - timedelta(seconds=heartbeat_timeout_s())
     stale = (TrainingRun.status == "running", TrainingRun.heartbeat_at < cutoff)
+    taken = 0
     with session_scope() as s:
-        requeued = s.execute(
-            update(TrainingRun)
-            .where(*stale, TrainingRun.attempts < MAX_ATTEMPTS)
-            .values(
-                status="queued",
-                worker_id=None,
-                heartbeat_at=None,
-                eta_s=None,
-                error="The worker stopped (no heartbeat); the next worker resumes the run "
-                "from its last checkpoint.",
-            )
-        ).rowcount
-        failed = s.execute(
-            update(TrainingRun)
-            .where(*stale)
-            .values(
-                status="failed",
-                finished_at=utcnow(),
-                error=f"The worker stopped {MAX_ATTEMPTS} times (no heartbeat); "
-                "start the run again.",
-            )
-        ).rowcount
-    return requeued + failed
+        rows = s.execute(
+            select(
+                TrainingRun.id,
+                TrainingRun.config,
+                TrainingRun.attempts,
+                TrainingRun.cancel_requested,
+            ).where(*stale)
+        ).all()
+        for row in rows:
+            if row.cancel_requested:
+                values: dict[str, Any] = {"status": "cancelled", "finished_at": utcnow()}
+            elif row.attempts < MAX_ATTEMPTS:
+                values = {
+                    "status": "queued",
+                    "worker_id": None,
+                    "heartbeat_at": None,
+                    "eta_s": None,
+                    "device": str((row.config or {}).get("device", "auto")),
+                    "error": RESUME_NOTE,
+                }
+            else:
+                values = {
+                    "status": "failed",
+                    "finished_at": utcnow(),
+                    "error": f"The worker stopped {MAX_ATTEMPTS} times (no heartbeat); "
+                    "start the run again.",
+                }
+            update_row = update(TrainingRun).where(TrainingRun.id == row.id, *stale)
+            taken += s.execute(update_row.values(**values)).rowcount
+    return taken
 
 
 def run_dir(run_id: int) -> Path:

@@ -7,8 +7,10 @@ one version reads its files once.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import shutil
+import time
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -92,8 +94,8 @@ def import_version(
     """Register a model folder trained outside the workbench (e.g. under torchrun); returns the id.
 
     The folder is loaded first, so a corrupt or mismatched one is refused before anything is
-    written; it is then copied, never moved: the user's folder stays theirs. Languages default
-    to the linked corpus's, else to those recorded in the folder's config.json.
+    written; it is then copied, never moved: the user's folder stays theirs. Languages are
+    required: given, else the linked corpus's, else those recorded in the folder's config.json.
     """
     try:
         saved = load_model(folder).config
@@ -103,7 +105,17 @@ def import_version(
     recorded = saved.get("corpus") if isinstance(saved.get("corpus"), dict) else {}
     langs = vars(corpus_info) if corpus_info else recorded
     metrics = saved.get("metrics") if isinstance(saved.get("metrics"), dict) else {}
-    staging = workbench_home() / "runs" / f"import-{uuid.uuid4().hex}"
+    src_lang, tgt_lang = src_lang or langs.get("src_lang"), tgt_lang or langs.get("tgt_lang")
+    if not (src_lang and tgt_lang):
+        raise WorkbenchError(
+            f"{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"
+        )
+    staging_root = workbench_home() / "runs"
+    for old in staging_root.glob("import-*"):  # left by an import that was killed mid-copy
+        with contextlib.suppress(OSError):  # another import may be sweeping it right now
+            if time.time() - old.stat().st_mtime > 86400:
+                shutil.rmtree(old, ignore_errors=True)
+    staging = staging_root / f"import-{uuid.uuid4().hex}"
     try:
         shutil.copytree(folder, staging)
     except OSError as exc:
@@ -114,8 +126,8 @@ def import_version(
             staging,
             metrics,
             corpus_id=corpus_info.id if corpus_info else None,
-            src_lang=src_lang or langs.get("src_lang"),
-            tgt_lang=tgt_lang or langs.get("tgt_lang"),
+            src_lang=src_lang,
+            tgt_lang=tgt_lang,
             name=name,
         )
     except ArtifactError as exc:

@@ -9,6 +9,7 @@ a model version on success. A failure is recorded as one sentence a user can act
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -58,6 +59,7 @@ def claim_next_run(worker: str) -> int | None:
                     heartbeat_at=now,
                     started_at=func.coalesce(TrainingRun.started_at, now),
                     attempts=TrainingRun.attempts + 1,
+                    error=None,  # a re-queued run's note; the card shows its attempt instead
                 )
             ).rowcount
         if claimed == 1:
@@ -103,28 +105,31 @@ def _owned(run_id: int, worker: str):
 
 
 def _record_progress(run_id: int, worker: str, event: ProgressEvent) -> None:
+    """Write a progress row, only while this worker owns the run: a worker that was paused past
+    the heartbeat timeout must not mix its rows into the attempt that took the run over."""
     with session_scope() as s:
-        s.add(
-            RunMetric(
-                run_id=run_id,
-                step=event.step,
-                epoch=event.epoch,
-                train_loss=event.train_loss,
-                valid_loss=event.valid_loss,
-                lr=event.lr,
-                tokens_per_s=event.tokens_per_s,
-                bleu=event.bleu,
-                chrf=event.chrf,
-            )
-        )
-        s.execute(
+        owned = s.execute(
             _owned(run_id, worker).values(
                 progress_step=event.step,
                 progress_total=event.total_steps,
                 eta_s=event.eta_s,
                 heartbeat_at=utcnow(),
             )
-        )
+        ).rowcount
+        if owned:
+            s.add(
+                RunMetric(
+                    run_id=run_id,
+                    step=event.step,
+                    epoch=event.epoch,
+                    train_loss=event.train_loss,
+                    valid_loss=event.valid_loss,
+                    lr=event.lr,
+                    tokens_per_s=event.tokens_per_s,
+                    bleu=event.bleu,
+                    chrf=event.chrf,
+                )
+            )
 
 
 def _finish(run_id: int, worker: str, status: str, error: str | None = None) -> bool:
@@ -147,24 +152,33 @@ def _load_run(run_id: int) -> tuple[TrainingRun, Corpus | None]:
         return run, corpus
 
 
-def _resume_point(run_id: int, out_dir: Path) -> Path | None:
-    """The checkpoint an earlier, dead attempt of this run left behind, if any.
+def _resume_point(run: TrainingRun, config: TrainConfig, out_dir: Path) -> Path | None:
+    """The checkpoint an earlier, dead attempt of this run left in `out_dir`, if any.
 
-    Metric rows that attempt wrote after its checkpoint are dropped, so the resumed run's
-    curve continues from the checkpoint instead of doubling back.
+    A first attempt starts from an empty folder (one left by a run of an older database with
+    the same id is not ours). Metric rows a dead attempt wrote after its checkpoint are
+    dropped, all of them when there is no usable checkpoint (it died before its first epoch,
+    or trained on another machine's disk), so the curve continues instead of doubling back.
     """
-    found = ckpt.find_checkpoint(out_dir) if out_dir.is_dir() else None
-    if found is None:
-        return None
-    try:
-        step = int(ckpt.read_state(found)["step"])
-    except (ArtifactError, KeyError, TypeError, ValueError):
-        log.warning("run %s: unreadable checkpoint in %s, starting afresh", run_id, found)
-        return None
-    with session_scope() as s:
-        s.execute(delete(RunMetric).where(RunMetric.run_id == run_id, RunMetric.step > step))
-    log.info("run %s: resuming from the checkpoint at step %s", run_id, step)
-    return found
+    found = ckpt.find_checkpoint(out_dir) if run.attempts > 1 else None
+    step = None
+    if found is not None:
+        try:
+            state = ckpt.read_state(found)
+            if state.get("training") == json.loads(json.dumps(config.to_dict())):
+                step = int(state["step"])
+        except (ArtifactError, KeyError, TypeError, ValueError):
+            pass
+    if step is None:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    if run.attempts > 1:
+        kept_until = -1 if step is None else step
+        with session_scope() as s:
+            s.execute(
+                delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > kept_until)
+            )
+        log.info("run %s: attempt %s starts at step %s", run.id, run.attempts, max(kept_until, 0))
+    return found if step is not None else None
 
 
 def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir: Path) -> str:
@@ -183,7 +197,7 @@ def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir: Path)
     if not frozen.train_pairs:
         raise TrainingError("The corpus snapshot has no training pairs (were they deleted?).")
     init_id = run.init_version_id
-    resume = _resume_point(run_id, out_dir)
+    resume = _resume_point(run, config, out_dir)
     result = train(
         frozen.train_pairs,
         frozen.valid_pairs,
@@ -210,6 +224,11 @@ def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir: Path)
     if result.cancelled:
         _finish(run_id, worker, "cancelled")
         return "cancelled"
+    # A fresh heartbeat both proves the run is still ours and keeps the reaper off it for a
+    # full timeout, far longer than registering takes.
+    with session_scope() as s:
+        if not s.execute(_owned(run_id, worker).values(heartbeat_at=utcnow())).rowcount:
+            return "taken over"
     register_version(run_id, out_dir, result.metrics)
     _finish(run_id, worker, "succeeded")
     return "succeeded"

@@ -236,8 +236,16 @@ def test_a_dead_workers_run_is_requeued_until_the_attempts_run_out(db_url: str) 
     waiting = jobs.enqueue_training(make_toy_corpus("other"), **QUICK)
     for kept_or_not in (run_id, waiting):
         (jobs.run_dir(kept_or_not) / "checkpoint").mkdir(parents=True)
-    assert jobs.sweep_run_folders() == 1
+    # So does the staging copy of a `register` killed two days ago; today's is still in use.
+    runs = jobs.run_dir(run_id).parent
+    stale_import, fresh_import = runs / "import-killed", runs / "import-running"
+    for staging in (stale_import, fresh_import):
+        staging.mkdir()
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(stale_import, (two_days_ago, two_days_ago))
+    assert jobs.sweep_run_folders() == 2
     assert not jobs.run_dir(run_id).exists() and jobs.run_dir(waiting).is_dir()
+    assert not stale_import.exists() and fresh_import.is_dir()
 
 
 def _go_stale(run_id: int) -> None:

@@ -7,11 +7,13 @@ Nothing here trains; see `workbench.worker`.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,7 +28,7 @@ from core_model.config import PRESETS
 from core_model.training import TrainConfig
 from db.engine import database_url, session_scope, workbench_home
 from db.models import Corpus, ModelVersion, RunMetric, TrainingRun, utcnow
-from workbench import corpus
+from workbench import corpus, registry
 from workbench.errors import WorkbenchError
 
 HEARTBEAT_INTERVAL_S = 2.0
@@ -320,22 +322,27 @@ def run_dir(run_id: int) -> Path:
     return workbench_home() / "runs" / str(run_id)
 
 
-def sweep_run_folders() -> int:
-    """Delete the folders of runs that are no longer queued or running (cancelled while
-    re-queued, failed by the reaper); returns how many were removed."""
+def sweep_run_folders(import_max_age_s: float = 86400.0) -> int:
+    """Delete what runs/ no longer needs: folders of runs that are not queued or running
+    (cancelled while re-queued, failed by the reaper) and import staging copies older than
+    `import_max_age_s` (left by a killed `register`). Returns how many were removed."""
     root = workbench_home() / "runs"
     found = {int(p.name): p for p in root.glob("*") if p.is_dir() and p.name.isdigit()}
-    if not found:
-        return 0
-    with session_scope() as s:
-        active = set(
-            s.scalars(
-                select(TrainingRun.id).where(
-                    TrainingRun.id.in_(found), TrainingRun.status.in_(ACTIVE_STATUSES)
+    active: set[int] = set()
+    if found:
+        with session_scope() as s:
+            active = set(
+                s.scalars(
+                    select(TrainingRun.id).where(
+                        TrainingRun.id.in_(found), TrainingRun.status.in_(ACTIVE_STATUSES)
+                    )
                 )
             )
-        )
     done = [path for run_id, path in found.items() if run_id not in active]
+    for path in root.glob(f"{registry.IMPORT_STAGING_PREFIX}*"):
+        with contextlib.suppress(OSError):  # another process may be removing it right now
+            if time.time() - path.stat().st_mtime > import_max_age_s:
+                done.append(path)
     for path in done:
         shutil.rmtree(path, ignore_errors=True)
     return len(done)

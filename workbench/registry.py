@@ -7,10 +7,8 @@ one version reads its files once.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import shutil
-import time
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -24,9 +22,11 @@ from sqlalchemy import delete, select
 
 from core_model.artifact import WEIGHTS_FILE, ArtifactError, LoadedModel, load_model, sha256_file
 from db.engine import session_scope, workbench_home
-from db.models import Corpus, ModelVersion, TrainingRun
+from db.models import Corpus, ModelVersion
 from workbench.corpus import get_corpus
 from workbench.errors import WorkbenchError
+
+IMPORT_STAGING_PREFIX = "import-"  # folders under runs/ that an import copies into
 
 
 @dataclass
@@ -76,14 +76,6 @@ def _resolve(artifact_path: str) -> Path:
     return path if path.is_absolute() else workbench_home() / path
 
 
-def register_version(run_id: int, model_dir: Path, metrics: dict[str, Any]) -> int:
-    """Record a finished run's model and move its folder into models/<id>/; returns the id."""
-    with session_scope() as s:
-        run = s.get(TrainingRun, run_id)
-        corpus_id = run.corpus_id if run is not None else None
-    return _store_version(model_dir, metrics, run_id=run_id, corpus_id=corpus_id)
-
-
 def import_version(
     folder: Path,
     corpus: str | None = None,
@@ -110,19 +102,15 @@ def import_version(
         raise WorkbenchError(
             f"{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"
         )
-    staging_root = workbench_home() / "runs"
-    for old in staging_root.glob("import-*"):  # left by an import that was killed mid-copy
-        with contextlib.suppress(OSError):  # another import may be sweeping it right now
-            if time.time() - old.stat().st_mtime > 86400:
-                shutil.rmtree(old, ignore_errors=True)
-    staging = staging_root / f"import-{uuid.uuid4().hex}"
+    # Staged under runs/, where the worker's sweep removes what a killed import left behind.
+    staging = workbench_home() / "runs" / f"{IMPORT_STAGING_PREFIX}{uuid.uuid4().hex}"
     try:
         shutil.copytree(folder, staging)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise WorkbenchError(f"cannot copy {folder} ({exc.strerror or exc})") from exc
     try:
-        return _store_version(
+        return register_version(
             staging,
             metrics,
             corpus_id=corpus_info.id if corpus_info else None,
@@ -136,7 +124,7 @@ def import_version(
         shutil.rmtree(staging, ignore_errors=True)  # gone already unless storing failed
 
 
-def _store_version(
+def register_version(
     model_dir: Path,
     metrics: dict[str, Any],
     *,
@@ -146,7 +134,8 @@ def _store_version(
     tgt_lang: str | None = None,
     name: str | None = None,
 ) -> int:
-    """Insert the version row, then move `model_dir` into models/<id>/.
+    """Record a model (a finished run's, or an imported copy) and move `model_dir` into
+    models/<id>/; returns the id.
 
     The row is committed first and removed again if the move fails, so a folder under
     models/ always has a row and a row never points at nothing.

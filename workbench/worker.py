@@ -160,8 +160,11 @@ def _resume_point(run: TrainingRun, config: TrainConfig, out_dir: Path) -> Path 
     dropped, all of them when there is no usable checkpoint (it died before its first epoch,
     or trained on another machine's disk), so the curve continues instead of doubling back.
     """
-    found = ckpt.find_checkpoint(out_dir) if run.attempts > 1 else None
-    step = None
+    if run.attempts == 1:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return None
+    found = ckpt.find_checkpoint(out_dir)
+    step = -1  # no usable checkpoint: start over, dropping every row of the dead attempt
     if found is not None:
         try:
             state = ckpt.read_state(found)
@@ -169,16 +172,12 @@ def _resume_point(run: TrainingRun, config: TrainConfig, out_dir: Path) -> Path 
                 step = int(state["step"])
         except (ArtifactError, KeyError, TypeError, ValueError):
             pass
-    if step is None:
+    if step < 0:
         shutil.rmtree(out_dir, ignore_errors=True)
-    if run.attempts > 1:
-        kept_until = -1 if step is None else step
-        with session_scope() as s:
-            s.execute(
-                delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > kept_until)
-            )
-        log.info("run %s: attempt %s starts at step %s", run.id, run.attempts, max(kept_until, 0))
-    return found if step is not None else None
+    with session_scope() as s:
+        s.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > step))
+    log.info("run %s: attempt %s starts at step %s", run.id, run.attempts, max(step, 0))
+    return found if step >= 0 else None
 
 
 def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir: Path) -> str:
@@ -229,7 +228,7 @@ def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir: Path)
     with session_scope() as s:
         if not s.execute(_owned(run_id, worker).values(heartbeat_at=utcnow())).rowcount:
             return "taken over"
-    register_version(run_id, out_dir, result.metrics)
+    register_version(out_dir, result.metrics, run_id=run_id, corpus_id=corpus.id)
     _finish(run_id, worker, "succeeded")
     return "succeeded"
 

@@ -165,6 +165,12 @@ class TrainingRun(Base):
     progress_step: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     progress_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     eta_s: Mapped[float | None] = mapped_column(Float)
+    # Why the run ended (a core_model StopReason value); None while it runs or if it failed.
+    stop_reason: Mapped[str | None] = mapped_column(String(32))
+    # The latest progress: which limit binds (steps or time) and what may stop it early.
+    progress_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # A note for the user that is not an error, e.g. that the run was resumed.
+    note: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = _created()
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
@@ -178,6 +184,8 @@ class RunMetric(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("training_runs.id", ondelete="CASCADE"))
+    # 'start' | 'step' (periodic) | 'epoch' (after validation) | 'done'
+    kind: Mapped[str] = mapped_column(String(8), default="step", server_default="step")
     step: Mapped[int] = mapped_column(Integer)
     epoch: Mapped[float | None] = mapped_column(Float)
     train_loss: Mapped[float | None] = mapped_column(Float)

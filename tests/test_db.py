@@ -163,3 +163,35 @@ def test_a_database_of_an_older_revision_is_upgraded_with_its_rows(tmp_path: Pat
             0,
         )
     engine.dispose()
+
+
+def test_upgrade_to_0003_backfills_metric_kinds_and_moves_the_resume_note(tmp_path: Path) -> None:
+    """Rows written before 0003: epoch ends (a new validation loss) become kind 'epoch', and a
+    queued run's resume note moves out of `error` into `note`."""
+    from db.engine import create_workbench_engine
+    from db.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_workbench_engine(url)
+    upgrade(engine, "0002")
+    with engine.begin() as conn:
+        for status, error in (("queued", "resumed note"), ("failed", "it broke")):
+            conn.execute(
+                text(
+                    "INSERT INTO training_runs (config, status, device, snapshot_pair_ids, "
+                    "snapshot_hash, snapshot_size, error, created_at) VALUES "
+                    f"('{{}}', '{status}', 'cpu', '[]', '', 0, '{error}', '2026-01-01 00:00:00')"
+                )
+            )
+        for step, valid in ((10, None), (20, 4.0), (30, 4.0), (40, 3.5)):
+            conn.execute(
+                text("INSERT INTO run_metrics (run_id, step, valid_loss) VALUES (1, :s, :v)"),
+                {"s": step, "v": valid},
+            )
+    upgrade(engine)
+    with engine.connect() as conn:
+        kinds = conn.execute(text("SELECT step, kind FROM run_metrics ORDER BY step")).all()
+        assert kinds == [(10, "step"), (20, "epoch"), (30, "step"), (40, "epoch")]
+        runs = conn.execute(text("SELECT status, error, note FROM training_runs ORDER BY id"))
+        assert runs.all() == [("queued", None, "resumed note"), ("failed", "it broke", None)]
+    engine.dispose()

@@ -119,7 +119,7 @@ def test_killed_worker_is_resumed_from_its_checkpoint_and_edits_never_hit_a_lock
     finally:
         stop(proc)
     assert "locked" not in (tmp_path / "worker.log").read_text()
-    assert jobs.get_run(run_id).error == jobs.RESUME_NOTE
+    assert jobs.get_run(run_id).note == jobs.RESUME_NOTE
     saved = ckpt.read_state(checkpoint)["step"]
     dead_attempt = _metric_rows(run_id)
     assert max(step for _, step in dead_attempt) > saved  # it got past its checkpoint
@@ -221,13 +221,13 @@ def test_a_dead_workers_run_is_requeued_until_the_attempts_run_out(db_url: str) 
         assert worker.claim_next_run(f"worker-{attempt}") == run_id
         with session_scope() as s:
             run_row = s.get(TrainingRun, run_id)
-            assert run_row.attempts == attempt and run_row.error is None
+            assert run_row.attempts == attempt and run_row.note is None
             run_row.device = "cuda:0"  # what a GPU worker resolved "auto" to
         _go_stale(run_id)
         assert jobs.reap_stale_runs() == 1
         run = jobs.get_run(run_id)
         if attempt < jobs.MAX_ATTEMPTS:
-            assert run.status == "queued" and run.error == jobs.RESUME_NOTE
+            assert run.status == "queued" and run.note == jobs.RESUME_NOTE
             assert run.device == "auto"  # any worker may resume it, not only a GPU one
     assert run.status == "failed"
     assert f"stopped {jobs.MAX_ATTEMPTS} times" in run.error

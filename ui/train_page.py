@@ -199,8 +199,8 @@ def _run_card(run: RunInfo) -> None:
             with common.error_boundary("cancelling the run"):
                 jobs.cancel_run(run.id)
                 st.rerun()
-        if run.error:  # a re-queued run's note: its worker died, the next one resumes it
-            st.caption(run.error)
+        if run.note:  # e.g. a re-queued run: its worker died, the next one resumes it
+            st.caption(run.note)
         if run.status == "queued":
             st.caption("Waiting for the worker…")
             return

@@ -71,6 +71,9 @@ class RunInfo:
     progress_total: int
     eta_s: float | None
     error: str | None
+    note: str | None
+    stop_reason: str | None
+    progress_detail: dict[str, Any]
     cancel_requested: bool
     attempts: int
     init_version_id: int | None
@@ -189,6 +192,9 @@ def _info(run: TrainingRun, corpus_name: str | None, version_id: int | None) -> 
         progress_total=run.progress_total,
         eta_s=run.eta_s,
         error=run.error,
+        note=run.note,
+        stop_reason=run.stop_reason,
+        progress_detail=dict(run.progress_detail or {}),
         cancel_requested=run.cancel_requested,
         attempts=run.attempts,
         init_version_id=run.init_version_id,
@@ -303,7 +309,7 @@ def reap_stale_runs() -> int:
                     "heartbeat_at": None,
                     "eta_s": None,
                     "device": str((row.config or {}).get("device", "auto")),
-                    "error": RESUME_NOTE,
+                    "note": RESUME_NOTE,
                 }
             else:
                 values = {

@@ -59,7 +59,7 @@ def claim_next_run(worker: str) -> int | None:
                     heartbeat_at=now,
                     started_at=func.coalesce(TrainingRun.started_at, now),
                     attempts=TrainingRun.attempts + 1,
-                    error=None,  # a re-queued run's note; the card shows its attempt instead
+                    note=None,  # a re-queued run's note; the card shows its attempt instead
                 )
             ).rowcount
         if claimed == 1:

@@ -2,7 +2,9 @@
 
 ``WORKBENCH_HOME`` (default ``./workbench_data``) holds the SQLite file and model artifacts;
 ``WORKBENCH_DB_URL`` (any SQLAlchemy URL, e.g. ``postgresql+psycopg://user@host/db``)
-overrides the database.
+overrides the database. A URL that cannot be used (malformed, unknown backend, missing
+driver, a SQLite file in a folder that does not exist) raises ``DatabaseConfigError`` with a
+one-line message; no folder is ever created for a URL given explicitly.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
@@ -25,8 +28,15 @@ DEFAULT_HOME = "./workbench_data"
 # Writers wait this long for the lock (a million-pair import holds it for about a minute).
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 
+# Ids are INTEGER columns: 32-bit on PostgreSQL, so no row id is ever larger than this.
+MAX_ID = 2**31 - 1
+
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
+
+
+class DatabaseConfigError(ValueError):
+    """The configured database URL cannot be used; the message is one line for the user."""
 
 
 def workbench_home() -> Path:
@@ -59,19 +69,39 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def create_workbench_engine(url: str) -> Engine:
     """A new engine for ``url`` with the workbench's connection settings (not migrated)."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        kwargs: dict[str, Any] = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}}
-        if parsed.database in (None, "", ":memory:"):
-            # One shared connection, otherwise every session would see its own empty DB.
-            kwargs["poolclass"] = StaticPool
-            kwargs["connect_args"]["check_same_thread"] = False
-        else:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, **kwargs)
-        event.listen(engine, "connect", _set_sqlite_pragmas)
-        return engine
-    return create_engine(url, pool_pre_ping=True)
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise DatabaseConfigError(
+            f"{ENV_DB_URL} is not a database URL (expected e.g. sqlite:///path/to/file.db or "
+            "postgresql+psycopg://user@host/db)"
+        ) from None
+    shown = parsed.render_as_string(hide_password=True)
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            kwargs: dict[str, Any] = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}}
+            if parsed.database in (None, "", ":memory:"):
+                # One shared connection, otherwise every session would see its own empty DB.
+                kwargs["poolclass"] = StaticPool
+                kwargs["connect_args"]["check_same_thread"] = False
+            elif not parsed.database.startswith("file:"):
+                folder = Path(parsed.database).expanduser().parent
+                if not folder.is_dir():
+                    raise DatabaseConfigError(
+                        f"the folder of the SQLite database {shown} does not exist: {folder}"
+                    )
+            engine = create_engine(parsed, **kwargs)
+            event.listen(engine, "connect", _set_sqlite_pragmas)
+            return engine
+        return create_engine(parsed, pool_pre_ping=True)
+    except NoSuchModuleError:
+        raise DatabaseConfigError(
+            f"unknown database backend in {shown} (use sqlite:/// or postgresql+psycopg://)"
+        ) from None
+    except ImportError as exc:
+        raise DatabaseConfigError(
+            f"the database driver for {shown} is not installed ({exc.name or exc})"
+        ) from None
 
 
 def get_engine(url: str | None = None) -> Engine:

@@ -91,7 +91,11 @@ def _created() -> Any:
 
 
 class Corpus(Base):
-    """A named collection of sentence pairs in one direction (src_lang -> tgt_lang)."""
+    """A named collection of sentence pairs in one direction (src_lang -> tgt_lang).
+
+    A row with an ``import_token`` is not a corpus yet: it is the hidden staging area of a
+    large import in progress (see ``workbench.importing``), which no listing shows.
+    """
 
     __tablename__ = "corpora"
     __table_args__ = (_AUTOINCREMENT,)
@@ -101,6 +105,8 @@ class Corpus(Base):
     src_lang: Mapped[str] = mapped_column(String(32))
     tgt_lang: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = _created()
+    # The staging import's token (it names the import's lock file); NULL for every corpus.
+    import_token: Mapped[str | None] = mapped_column(String(32))
 
 
 class Pair(Base):

@@ -326,3 +326,79 @@ def test_numpy_ids_are_accepted(wb_home: Path) -> None:
         cid, edited={rows["id"].iloc[0]: {"note": "n"}}, deleted=[rows["id"].iloc[1]]
     )
     assert (res.updated, res.deleted) == (1, 1)
+
+
+# ------------------------------------------------------------------ text rule and names
+
+
+def test_every_write_path_applies_the_one_text_rule(db_url: str) -> None:
+    """NUL, ESC, BEL, bidi overrides, stray BOMs and lone surrogates never reach the database
+    (on PostgreSQL a NUL used to be an internal DataError), and the removal is counted."""
+    info = _corpus(pairs=[])
+    res = C.apply_edits(
+        info.id,
+        added=[
+            {"source": "你\x00好\x1b[2J", "target": "\ufeffhel\u202elo\x07", "note": "n\ud800"},
+            {"source": "再见", "target": "bye"},
+        ],
+    )
+    assert res.added == 2 and res.cleaned == 6
+    pid = C.add_pair(info.id, "谢谢\x00", "thanks\u2066", note="\x1bcorrection")
+    pid2 = C.apply_edits(info.id, edited={pid: {"target": "thank\x9b you"}}).updated
+    assert pid2 == 1
+    rows = C.search_pairs(info.id).rows
+    stored = list(zip(rows["source"], rows["target"], rows["note"], strict=True))
+    assert stored == [
+        ("你好[2J", "hello", "n"),
+        ("再见", "bye", ""),
+        ("谢谢", "thank you", "correction"),
+    ]
+    with pytest.raises(WorkbenchError, match="source is empty"):
+        C.add_pair(info.id, "\u200b\u200d", "zero-width only")
+    with pytest.raises(WorkbenchError, match="duplicates"):  # identity is the cleaned text
+        C.add_pair(info.id, "你好[2J", "hello")
+
+
+def test_one_name_rule_for_corpora_and_versions(db_url: str) -> None:
+    from db.engine import session_scope
+    from db.models import ModelVersion
+    from workbench import registry
+
+    info = C.create_corpus("names", "zh", "en")
+    with session_scope() as s:
+        version = ModelVersion(name="v", artifact_path="models/x", metrics={})
+        s.add(version)
+        s.flush()
+        vid = version.id
+    for bad in ("evil\x1b[31m", "nul\x00", "rtl\u202eexe", "7", "#7"):
+        with pytest.raises(WorkbenchError):
+            C.create_corpus(bad, "zh", "en")
+        with pytest.raises(WorkbenchError):
+            C.rename_corpus(info.id, bad)
+        with pytest.raises(WorkbenchError):
+            registry.rename_version(vid, bad)
+    registry.rename_version(vid, "  good   name ")
+    registry.set_notes(vid, "line one\x1b\nline two\x00")
+    got = registry.get_version(vid)
+    assert (got.name, got.notes) == ("good name", "line one\nline two")
+    assert [c.name for c in C.list_corpora()] == ["names"]
+
+
+def test_a_numeric_name_never_hides_a_corpus_id(db_url: str) -> None:
+    """New names may not be numbers; a legacy corpus named like another's id is ambiguous
+    as a bare number, and '#N' always means the id."""
+    from db.engine import session_scope
+    from db.models import Corpus
+
+    first = C.create_corpus("first", "zh", "en")
+    with session_scope() as s:  # a database from before the name rule
+        s.add(Corpus(name=str(first.id), src_lang="de", tgt_lang="en"))
+    legacy = next(c for c in C.list_corpora() if c.name == str(first.id))
+    with pytest.raises(WorkbenchError, match=f"'#{first.id}'"):
+        C.get_corpus(str(first.id))
+    assert C.get_corpus(f"#{first.id}").id == first.id
+    assert C.get_corpus(f"id:{legacy.id}").id == legacy.id
+    assert C.get_corpus(str(legacy.id)).id == legacy.id  # unambiguous: no corpus of that name
+    for huge in (2**40, 2**70, f"#{2**70}", str(2**70)):
+        with pytest.raises(WorkbenchError, match="no corpus"):
+            C.get_corpus(huge)

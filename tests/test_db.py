@@ -195,3 +195,51 @@ def test_upgrade_to_0003_backfills_metric_kinds_and_moves_the_resume_note(tmp_pa
         runs = conn.execute(text("SELECT status, error, note FROM training_runs ORDER BY id"))
         assert runs.all() == [("queued", None, "resumed note"), ("failed", "it broke", None)]
     engine.dispose()
+
+
+def test_upgrade_to_0004_keeps_corpora_visible(tmp_path: Path) -> None:
+    """Corpora and pairs written before 0004 stay real corpora (no import_token)."""
+    from db.engine import create_workbench_engine
+    from db.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_workbench_engine(url)
+    upgrade(engine, "0003")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO corpora (name, src_lang, tgt_lang, created_at) "
+                "VALUES ('old', 'zh', 'en', '2026-01-01 00:00:00')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO pairs (corpus_id, source, target, split, note, content_hash, "
+                "created_at, updated_at) VALUES (1, '你好', 'hello', 'train', '', 'h', "
+                "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+            )
+        )
+    upgrade(engine)
+    with engine.connect() as conn:
+        assert current_revision(conn) == head_revision() == "0004"
+        assert conn.execute(text("SELECT name, import_token FROM corpora")).all() == [("old", None)]
+    engine.dispose()
+
+
+def test_a_database_url_that_cannot_work_is_one_line_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    from db.engine import DatabaseConfigError, create_workbench_engine
+
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(DatabaseConfigError, match="does not exist"):
+        create_workbench_engine(f"sqlite:///{missing}/x.db")
+    assert not (tmp_path / "no").exists()
+    for url, match in (
+        ("not a url", "not a database URL"),
+        ("nosuch://x", "unknown database backend"),
+        ("mysql://user:secret@host/db", r"driver .* is not installed"),
+    ):
+        with pytest.raises(DatabaseConfigError, match=match) as info:
+            create_workbench_engine(url)
+        assert "secret" not in str(info.value) and "\n" not in str(info.value)

@@ -2,9 +2,9 @@
 
 Text rules (applied on every write, so stored text is always canonical):
 
-* **Normalisation** — Unicode NFC, then every run of whitespace (including the ideographic
-  space U+3000, tabs, newlines) becomes one space, and the ends are stripped.
-* **Identity** — ``content_hash`` = BLAKE2b-128 of the normalised ``source \\x1f target``; it is
+* **Cleaning and normalisation** — ``workbench.text_rules``: control and invisible
+  characters removed (and counted), Unicode NFC, whitespace collapsed to single spaces.
+* **Identity** — ``content_hash`` = ``text_rules.pair_hash`` of the normalised pair; it is
   unique per corpus, so the same pair can never be stored twice.
 * **Split rule** — a pair written without an explicit split goes to ``train`` while the corpus
   (counting the pairs in the same write) has fewer than ``TINY_CORPUS`` (20) pairs, so a tiny
@@ -30,9 +30,16 @@ from sqlalchemy import Connection, case, delete, func, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.engine import session_scope
+from db.engine import MAX_ID, session_scope
 from db.models import SPLITS, Corpus, Pair, utcnow
 from workbench.errors import WorkbenchError
+from workbench.text_rules import (
+    clean_text,
+    explicit_id,
+    normalize_text,
+    pair_hash,
+    validate_name,
+)
 
 if TYPE_CHECKING:  # pandas is imported lazily: the CLI and worker start faster without it
     import pandas as pd
@@ -40,13 +47,16 @@ if TYPE_CHECKING:  # pandas is imported lazily: the CLI and worker start faster 
 TINY_CORPUS = 20
 SPLIT_BUCKETS = (("train", 90), ("valid", 95), ("test", 100))  # cumulative, of 100
 MAX_CHARS = 2000  # per side; longer "sentences" are almost always paste accidents
-MAX_NAME = 200
 COUNT_CAP = 10_000  # filtered searches count at most this many matches (then "10,000+")
 LIKE_SCAN_CAP = 100_000  # unindexed (short) queries count matches among this many pairs
 STATS_SAMPLE = 5_000
 FTS_MIN_QUERY = 3  # the trigram index needs at least 3 characters
 
 CorpusRef = int | str
+CORPUS_REF_HELP = (
+    "a corpus name, or its id written #ID (a plain number is taken as an id when no corpus "
+    "has that name)"
+)
 _LANG_RE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$")
 _CJK_RE = re.compile(
     r"[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
@@ -55,17 +65,6 @@ _CJK_RE = re.compile(
 
 
 # ----------------------------------------------------------------------------- text rules
-
-
-def normalize_text(text: str) -> str:
-    """NFC + whitespace collapsed to single spaces + stripped (the stored form of all text)."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
-
-
-def pair_hash(source: str, target: str) -> str:
-    """The 32-hex-digit identity of an already *normalised* pair."""
-    data = f"{source}\x1f{target}".encode()
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def hash_split(content_hash: str) -> str:
@@ -145,6 +144,9 @@ class EditResult:
     updated: int = 0
     deleted: int = 0
     added_ids: list[int] = field(default_factory=list)
+    # Control or invisible characters (NUL, ESC, bidi overrides, stray BOMs …) removed from
+    # the written text by the text rule; worth telling the user when not 0.
+    cleaned: int = 0
 
 
 @dataclass(frozen=True)
@@ -184,19 +186,6 @@ class CorpusSnapshot:
 # ----------------------------------------------------------------------------- corpora
 
 
-def _validate_name(name: str) -> str:
-    if not isinstance(name, str):
-        raise WorkbenchError("corpus name must be text")
-    clean = normalize_text(name)
-    if not clean:
-        raise WorkbenchError("corpus name must not be empty")
-    if len(clean) > MAX_NAME:
-        raise WorkbenchError(f"corpus name is longer than {MAX_NAME} characters")
-    if any(unicodedata.category(ch) == "Cc" for ch in clean):
-        raise WorkbenchError("corpus name must not contain control characters")
-    return clean
-
-
 def _validate_lang(lang: str, what: str) -> str:
     value = (lang or "").strip()
     if not _LANG_RE.match(value):
@@ -211,15 +200,37 @@ def _info(session: Session, corpus: Corpus) -> CorpusInfo:
     )
 
 
+def _by_id(session: Session, corpus_id: int) -> Corpus | None:
+    if not 0 < corpus_id <= MAX_ID:  # beyond the INTEGER column: no such row
+        return None
+    corpus = session.get(Corpus, corpus_id)
+    return corpus if corpus is not None and corpus.import_token is None else None
+
+
 def _resolve(session: Session, ref: CorpusRef) -> Corpus:
-    """A corpus by id (int, or a digit string that is not a name) or by name."""
+    """A visible corpus by reference (see ``CORPUS_REF_HELP``)."""
     corpus: Corpus | None = None
     if isinstance(ref, str):
-        corpus = session.scalar(select(Corpus).where(Corpus.name == normalize_text(ref)))
-        if corpus is None and ref.strip().isdigit():
-            corpus = session.get(Corpus, int(ref))
+        explicit = explicit_id(ref)
+        if explicit is not None:
+            corpus = _by_id(session, explicit)
+        else:
+            corpus = session.scalar(
+                select(Corpus).where(
+                    Corpus.name == normalize_text(ref), Corpus.import_token.is_(None)
+                )
+            )
+            if ref.strip().isdigit():
+                by_id = _by_id(session, int(ref))
+                if corpus is not None and by_id is not None and by_id.id != corpus.id:
+                    raise WorkbenchError(
+                        f"{ref.strip()!r} is both the name of corpus #{corpus.id} and the id of "
+                        f"corpus {by_id.name!r}: write '#{ref.strip()}' for the id, or rename "
+                        "the corpus"
+                    )
+                corpus = corpus or by_id
     elif isinstance(ref, numbers.Integral) and not isinstance(ref, bool):  # numpy ints too
-        corpus = session.get(Corpus, int(ref))
+        corpus = _by_id(session, int(ref))
     if corpus is None:
         raise WorkbenchError(f"no corpus {ref!r}")
     return corpus
@@ -231,7 +242,7 @@ class _NameTaken(WorkbenchError):
 
 def create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
     """A new empty corpus; names are unique (after whitespace normalisation)."""
-    clean = _validate_name(name)
+    clean = validate_name(name)
     src, tgt = _validate_lang(src_lang, "source"), _validate_lang(tgt_lang, "target")
     try:
         with session_scope() as s:
@@ -262,7 +273,7 @@ def get_or_create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
 
 
 def rename_corpus(corpus_id: CorpusRef, new_name: str) -> CorpusInfo:
-    clean = _validate_name(new_name)
+    clean = validate_name(new_name)
     try:
         with session_scope() as s:
             corpus = _resolve(s, corpus_id)
@@ -289,6 +300,7 @@ def list_corpora() -> list[CorpusInfo]:
     stmt = (
         select(Corpus, func.coalesce(counts.c.n, 0))
         .outerjoin(counts, counts.c.corpus_id == Corpus.id)
+        .where(Corpus.import_token.is_(None))
         .order_by(Corpus.name)
     )
     with session_scope() as s:
@@ -453,6 +465,7 @@ class _Row:
     split: str | None
     note: str
     content_hash: str
+    removed: int = 0  # control/invisible characters the text rule removed
 
 
 def _blank(value: Any) -> bool:
@@ -467,9 +480,11 @@ def _blank(value: Any) -> bool:
 def _clean_pair(
     source: Any, target: Any, split: Any, note: Any, where: str
 ) -> tuple[_Row | None, str | None]:
-    """(row, None) or (None, error message)."""
+    """(row, None) or (None, error message); ``row.removed`` counts the characters that the
+    text rule took out of the source, target and note."""
     source, target = ("" if _blank(v) else v for v in (source, target))
-    src, tgt = normalize_text(str(source)), normalize_text(str(target))
+    (src, n_src), (tgt, n_tgt) = clean_text(str(source)), clean_text(str(target))
+    clean_note, n_note = ("", 0) if _blank(note) else clean_text(str(note))
     if not src:
         return None, f"{where}: source is empty"
     if not tgt:
@@ -481,8 +496,8 @@ def _clean_pair(
         clean_split = validate_split(split)
     except WorkbenchError as exc:
         return None, f"{where}: {exc}"
-    clean_note = "" if _blank(note) else normalize_text(str(note))
-    return _Row(src, tgt, clean_split, clean_note, pair_hash(src, tgt)), None
+    row = _Row(src, tgt, clean_split, clean_note, pair_hash(src, tgt), n_src + n_tgt + n_note)
+    return row, None
 
 
 def _raise_collected(errors: list[str]) -> None:
@@ -647,7 +662,9 @@ def apply_edits(
             ]
             s.add_all(objs)
             s.flush()
-            return EditResult(len(objs), len(changed), len(deleted_ids), [o.id for o in objs])
+            cleaned = sum(r.removed for _l, _pid, r in labelled)
+            ids_added = [o.id for o in objs]
+            return EditResult(len(objs), len(changed), len(deleted_ids), ids_added, cleaned)
     except IntegrityError as exc:  # a concurrent writer created the same pair meanwhile
         raise WorkbenchError(f"the edit conflicts with a concurrent change: {exc.orig}") from None
 

@@ -1,0 +1,33 @@
+"""Large imports stage their pairs in a hidden corpus and publish them in one short step.
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-23
+
+- ``corpora.import_token``: set on the hidden staging corpus of a large SQLite import while
+  it runs (the token names the import's lock file, so a killed import's leftovers can be
+  told from a live one's and swept); NULL for every real corpus, including all existing ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0004"
+down_revision: str | None = "0003"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.add_column("corpora", sa.Column("import_token", sa.String(length=32), nullable=True))
+
+
+def downgrade() -> None:
+    # Staging corpora are not real ones: drop them (their pairs cascade) with the column.
+    op.execute("DELETE FROM corpora WHERE import_token IS NOT NULL")
+    with op.batch_alter_table("corpora") as batch:
+        batch.drop_column("import_token")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from workbench import corpus as C
 from workbench import importing as I
 from workbench.errors import WorkbenchError
 
+ROOT = Path(__file__).resolve().parents[1]
 TSV = "我今天很忙。\tI am busy today.\n外面在下雨。\tIt is raining outside.\n"
 ATTR = "CC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #2 (b)"
 
@@ -260,3 +264,136 @@ def test_bulk_import_of_many_rows(db_url: str) -> None:
     assert hit.total == 1 and hit.rows.loc[0, "source"] == "第11999句。"
     counts = C.corpus_stats(info.id).split_counts
     assert 0.85 < counts["train"] / 12_000 < 0.95
+
+
+# ------------------------------------------------------- text rule, limits and streaming
+
+
+def test_control_characters_are_removed_and_counted_in_the_report() -> None:
+    tsv = "a\x07b\tc\x1b[31md\n正常\tfine\n\x00\t\n".replace("\x00", "\u200b").encode()
+    parsed = I.parse_pairs(tsv, "tsv")
+    assert _pairs(parsed) == [("ab", "c[31md"), ("正常", "fine")]
+    [issue] = [i for i in parsed.report if i.kind == "control_chars"]
+    assert (issue.line, issue.severity) == (1, "warning")
+    assert "removed 2" in issue.message and "BEL" in issue.message and "ESC" in issue.message
+    rows = [
+        {"source": "nul\u0000here", "target": "rtl\u202eexe", "note": "\ufeffnote"},
+        {"source": "lone\ud800surrogate", "target": "ok"},
+        {"source": "\u0007", "target": "only a bell"},
+    ]
+    data = "\n".join(json.dumps(r) for r in rows).encode()  # ASCII JSON with \\u escapes
+    parsed = I.parse_pairs(data, "jsonl")
+    assert _pairs(parsed) == [("nulhere", "rtlexe"), ("lonesurrogate", "ok")]
+    assert parsed.pairs[0].note == "note"
+    assert parsed.issue_counts["control_chars"] == 2 and parsed.skipped == 1
+    assert "after removing 1 invisible" in parsed.errors[0].message
+
+
+@pytest.mark.parametrize("content", [b"\x00\xffbinary junk", b"plain\ttext\n"])
+def test_a_file_named_gz_must_be_gzip(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "pairs.tsv.gz"
+    path.write_bytes(content)
+    with pytest.raises(WorkbenchError, match="is not a gzip file"):
+        I.parse_pairs(path)
+
+
+def test_size_and_line_length_are_capped_while_streaming(monkeypatch) -> None:
+    monkeypatch.setattr(I, "MAX_INPUT_BYTES", 1000)
+    with pytest.raises(WorkbenchError, match="larger than 1,000 bytes uncompressed"):
+        I.parse_pairs(gzip.compress(b"a\tb\n" * 1000), "tsv")
+    with pytest.raises(WorkbenchError, match="larger than 1,000 bytes: split"):
+        I.parse_pairs(b"a\tb\n" * 1000, "tsv")
+    monkeypatch.setattr(I, "MAX_LINE_BYTES", 100)
+    with pytest.raises(WorkbenchError, match="line 3: longer than 100 bytes"):
+        I.parse_pairs(b"a\tb\n\n" + b"x" * 150 + b"\ty\n", "tsv")
+    with pytest.raises(WorkbenchError, match="line 1: longer than 100 bytes"):
+        I.parse_pairs(b"x" * 500, "tsv")  # one endless line, no newline at all
+    assert len(I.parse_pairs(b"a\tb\n" * 20 + b"c\td", "tsv").pairs) == 2
+
+
+def test_line_numbers_survive_block_boundaries(monkeypatch) -> None:
+    """Blank lines are skipped in bulk; errors still name the right line across blocks."""
+    monkeypatch.setattr(I, "_BLOCK", 16)
+    data = "a\tb\n\n\r\n中文\t句子\n" + "\n" * 40 + "c\td\nbroken\n"
+    parsed_lines = [p.line for p in I.parse_pairs(data.encode()[:-7], "tsv").pairs]
+    assert parsed_lines == [1, 4, 45]
+    with pytest.raises(WorkbenchError, match="line 46: expected 2 to 4"):
+        I.parse_pairs(data.encode(), "tsv")
+    with pytest.raises(WorkbenchError, match="line 6: not valid UTF-8"):
+        I.parse_pairs(b"ok\tfine\n" * 5 + b"x\t\xff\n", "tsv")
+
+
+def test_gzip_of_newlines_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    """A 256 KB gzip of newlines is 256 MB of text: it used to be held whole (bytes, str and
+    a list of 256 million lines, ~2.5 GB); streaming keeps memory flat."""
+    path = tmp_path / "newlines.tsv.gz"
+    with gzip.open(path, "wb", compresslevel=9) as fh:
+        for _ in range(256):
+            fh.write(b"\n" * (1 << 20))
+    fh_size = path.stat().st_size
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "from workbench.importing import parse_pairs\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "parsed = parse_pairs(sys.argv[1])\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(parsed.rows, (after - before) // 1024)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows, grown_mib = map(int, proc.stdout.split())
+    assert rows == 0 and fh_size < 400_000
+    assert grown_mib < 100, f"peak memory grew by {grown_mib} MiB"
+
+
+def test_preview_keeps_a_bounded_sample(wb_home: Path, monkeypatch) -> None:
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 64)
+    info = C.create_corpus("c", "zh", "en")
+    C.apply_edits(info.id, added=[{"source": "句子3", "target": "sentence 3"}])
+    data = "\n".join(f"句子{i}\tsentence {i}" for i in range(500)).encode()
+    preview = I.preview_import(info.id, data, "tsv", sample=7)
+    assert preview.accepted == 499 and len(preview.pairs) == 7
+    assert [p.line for p in preview.pairs] == [1, 2, 3, 5, 6, 7, 8]
+    assert preview.duplicates == 1 and preview.rows == 500
+    assert C.get_corpus(info.id).pair_count == 1  # a preview writes nothing
+
+
+def test_an_open_upload_is_read_again_from_its_start(wb_home: Path) -> None:
+    info = C.create_corpus("c", "zh", "en")
+    upload = io.BytesIO(TSV.encode())
+    upload.name = "menu.tsv"  # type: ignore[attr-defined]  (like Streamlit's UploadedFile)
+    assert I.preview_import(info.id, upload).accepted == 2
+    upload.read()  # whatever position a previous reader left
+    assert I.import_file(info.id, upload).added == 2
+
+
+def test_a_new_corpus_is_created_only_with_its_pairs(
+    db_url: str, db_fingerprint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """import_file(create_langs=…) makes the corpus appear together with its pairs: a bad file
+    (here failing after several chunks were written) leaves no empty corpus behind."""
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 3)
+    C.create_corpus("other", "zh", "en")
+    rows = "\n".join(f"句子{i}\tsentence {i}" for i in range(10))
+    before = db_fingerprint()
+    with pytest.raises(WorkbenchError, match="line 11"):
+        I.import_file("fresh", (rows + "\nbroken\n").encode(), "tsv", create_langs=("zh", "en"))
+    assert db_fingerprint() == before
+    assert [c.name for c in C.list_corpora()] == ["other"]
+    res = I.import_file("fresh", rows.encode(), "tsv", create_langs=("zh", "en"))
+    fresh = C.get_corpus("fresh")
+    assert (res.added, res.corpus_id, fresh.pair_count) == (10, fresh.id, 10)
+    assert (fresh.src_lang, fresh.tgt_lang) == ("zh", "en")
+    again = I.import_file("fresh", TSV.encode(), "tsv", create_langs=("zh", "en"))
+    assert again.corpus_id == fresh.id and C.get_corpus("fresh").pair_count == 12
+    with pytest.raises(WorkbenchError, match="is zh→en, not de→en"):
+        I.import_file("fresh", TSV.encode(), "tsv", create_langs=("de", "en"))
+    with pytest.raises(WorkbenchError, match="no corpus '42'; a new corpus name cannot be a"):
+        I.import_file("42", TSV.encode(), "tsv", create_langs=("zh", "en"))

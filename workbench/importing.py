@@ -12,55 +12,84 @@ Formats (UTF-8, optional BOM, optionally gzip-compressed):
                source follows the corpus languages (for a zh→en corpus: source = column 2,
                target = column 1); the attribution (CC-BY) is kept as the pair's note.
 
+Files are read as a stream, in blocks: memory does not grow with the file. A file may
+decompress to at most ``MAX_INPUT_BYTES`` and no line may be longer than ``MAX_LINE_BYTES``
+(a gzip "bomb" or a binary file is refused early, by name, instead of exhausting memory).
+
 Two kinds of problems:
 
 * **Malformed file** (bad encoding, wrong column count, bad JSON, aligned files of different
-  length): ``parse_pairs`` raises ``WorkbenchError`` naming the line, and nothing is written.
+  length, not gzip although named ``.gz``, over the limits): ``WorkbenchError`` naming the
+  line, and nothing is written.
 * **Row issues**, collected in a report the UI can preview before writing. Errors (empty
   side, over-long side, invalid split) skip the row; duplicates (within the file or already
   in the corpus) are skipped and counted; warnings (extreme length ratio, source identical
-  to target) are imported.
+  to target, control or invisible characters removed by ``workbench.text_rules``) are
+  imported.
 
-An import is one transaction: either every accepted row is written or none is.
+An import is all-or-nothing: either every accepted row is written or none is. On SQLite,
+whose write lock is one for the whole database, an import larger than one chunk
+(``IMPORT_CHUNK`` pairs) does not hold that lock throughout, which would stall every other
+writer (a training run's progress, edits in the UI) for a minute or more: each chunk is
+written in its own short transaction into a hidden *staging corpus* (``corpora.import_token``
+set; no listing, search or lookup shows it), and the pairs are then published in one
+transaction that moves them into the corpus, skipping pairs added there meanwhile. A failed
+import removes its staging corpus; a killed one leaves it behind, and the next import
+sweeps it (a live import holds a lock file next to the database, a dead one does not).
+Importing into a corpus that does not exist yet (``create_langs``) creates it only when the
+pairs are published, so a failed or killed import leaves no empty corpus behind.
+PostgreSQL locks rows, not the database: there an import is one transaction.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import fcntl
 import gzip
 import io
 import json
 import os
 import queue
+import re
 import sqlite3
+import stat
 import tempfile
 import threading
+import uuid
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from hashlib import blake2b as _blake2b
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
-from unicodedata import normalize as _nfc
+from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from db.engine import session_scope
-from db.models import Pair, utcnow
+from db.engine import get_engine, session_scope
+from db.models import Corpus, Pair, utcnow
 from workbench.corpus import (
     MAX_CHARS,
     CorpusRef,
+    _by_id,
     _existing_hashes,
     _has_fts,
     _resolve,
+    _validate_lang,
     default_split,
-    normalize_text,
     rough_token_count,
     validate_split,
 )
 from workbench.errors import WorkbenchError
+from workbench.text_rules import (
+    clean_text,
+    hash_encoded,
+    looks_like_id,
+    normalize_text,
+    removed_characters,
+    validate_name,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,10 +98,15 @@ FORMATS = ("tsv", "csv", "jsonl", "aligned", "tatoeba")
 EXPORT_FORMATS = ("tsv", "jsonl", "csv")
 MAX_RATIO = 9.0  # token-length ratio above which a pair is flagged (warning)
 MAX_REPORT = 5_000  # issues kept verbatim; ParsedImport.issue_counts counts all of them
+MAX_INPUT_BYTES = 1 << 30  # decompressed size of one file (a million pairs is ~120 MB)
+MAX_LINE_BYTES = 1 << 20  # one line; a pair's sides are at most MAX_CHARS characters each
+PREVIEW_SAMPLE = 20  # pairs a preview keeps (it counts all of them)
 ENGLISH = {"en", "eng"}
 _HEADER = ["source", "target", "split", "note"]
+_BLOCK = 1 << 20  # bytes read at a time
 
 Severity = Literal["error", "warning", "duplicate"]
+Data = bytes | str | Path | IO[bytes]  # content, a path, or an open binary file (an upload)
 
 
 @dataclass(frozen=True)
@@ -96,12 +130,15 @@ class ParsedPair(NamedTuple):
 
 @dataclass
 class ParsedImport:
-    """What a file would import: accepted ``pairs`` plus the row-issue ``report``."""
+    """What a file would import: the ``accepted`` count of pairs to add (``pairs`` holds all of
+    them for ``parse_pairs``, only the first few for ``preview_import``) plus the row-issue
+    ``report`` (at most ``MAX_REPORT`` entries; ``issue_counts`` counts every issue)."""
 
     pairs: list[ParsedPair]
     report: list[ValidationIssue]
     issue_counts: Counter = field(default_factory=Counter)  # kind -> count (never truncated)
     rows: int = 0  # data rows read (blank lines and header excluded)
+    accepted: int = 0  # pairs that would be added
 
     @property
     def errors(self) -> list[ValidationIssue]:
@@ -176,7 +213,7 @@ def infer_format(path: str | Path, head: bytes = b"") -> str:
     if ext == "csv":
         return "csv"
     if ext in ("tsv", "tab", "txt"):
-        first = _decompress(head, partial=True).split(b"\n", 1)[0].decode("utf-8", "replace")
+        first = _head_text(head).split("\n", 1)[0]
         cols = first.split("\t")
         if len(cols) == 3 and ("tatoeba" in cols[2].lower() or "cc-by" in cols[2].lower()):
             return "tatoeba"
@@ -186,59 +223,139 @@ def infer_format(path: str | Path, head: bytes = b"") -> str:
     )
 
 
-def _decompress(data: bytes, partial: bool = False) -> bytes:
-    if data[:2] != b"\x1f\x8b":
-        return data
-    try:
-        if partial:
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
-                try:
-                    return fh.read(65536)
-                except EOFError:
-                    return b""
-        return gzip.decompress(data)
-    except (OSError, EOFError) as exc:
-        raise WorkbenchError(f"not a valid gzip file ({exc})") from None
+def _head_text(head: bytes) -> str:
+    """The readable start of a (possibly gzip-compressed) file, for sniffing only."""
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, 65536)
+        except zlib.error as exc:
+            raise WorkbenchError(f"not a valid gzip file ({exc})") from None
+    return head.decode("utf-8", "replace")
 
 
-def _read_bytes(data: bytes | str | Path, what: str = "file") -> tuple[bytes, str | None]:
-    """(raw bytes, file name or None). ``str`` means a path; text content must be bytes."""
+@contextlib.contextmanager
+def _opened(data: Data, what: str) -> Iterator[tuple[IO[bytes], str | None]]:
+    """(binary stream at its start, file name or None). ``str`` means a path."""
     if isinstance(data, bytes | bytearray | memoryview):
-        return bytes(data), None
+        yield io.BytesIO(data), None
+        return
+    if not isinstance(data, str | Path):  # an open file, e.g. Streamlit's UploadedFile
+        data.seek(0)
+        name = getattr(data, "name", None)
+        yield data, name if isinstance(name, str) else None
+        return
     path = Path(data)
     try:
-        return path.read_bytes(), path.name
+        fh = path.open("rb")
     except FileNotFoundError:
         raise WorkbenchError(f"{what} not found: {path}") from None
     except IsADirectoryError:
         raise WorkbenchError(f"{what} is a directory: {path}") from None
     except OSError as exc:
         raise WorkbenchError(f"cannot read {path}: {exc.strerror}") from None
+    with fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise WorkbenchError(f"{what} is not a regular file: {path}")
+        yield fh, path.name
 
 
-def _decode(data: bytes, what: str = "file") -> str:
-    data = _decompress(data)
+def _blocks(stream: IO[bytes], name: str | None, what: str) -> Iterator[bytes]:
+    """The decompressed bytes of ``stream`` in blocks, at most ``MAX_INPUT_BYTES`` in all."""
+    magic = stream.read(2)
+    stream.seek(0)
+    compressed = magic == b"\x1f\x8b"
+    if not compressed and name and name.lower().endswith(".gz"):
+        raise WorkbenchError(f"{what} {name!r} is not a gzip file, although its name ends in .gz")
+    source: IO[bytes] = gzip.GzipFile(fileobj=stream, mode="rb") if compressed else stream
+    total = 0
+    size = min(_BLOCK, MAX_LINE_BYTES)  # so a line inside a block is never over the limit
+    while True:
+        try:
+            block = source.read(size)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise WorkbenchError(f"{what} is not a valid gzip file ({exc})") from None
+        except OSError as exc:
+            raise WorkbenchError(f"cannot read {what}: {exc.strerror or exc}") from None
+        if not block:
+            return
+        total += len(block)
+        if total > MAX_INPUT_BYTES:
+            raise WorkbenchError(
+                f"{what} is larger than {_size(MAX_INPUT_BYTES)}"
+                f"{' uncompressed' if compressed else ''}: split it into smaller files"
+            )
+        yield block
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+_NONBLANK = re.compile(r"[^\n]+")
+
+
+def _lines(data: Data, what: str = "file", skip_blank: bool = True) -> Iterator[tuple[int, str]]:
+    """(line number, line without its ``\\n`` / ``\\r\\n``) of a UTF-8 file, read as a stream.
+
+    Lines are split on ``\\n`` only (other Unicode line breaks may be part of a sentence).
+    ``skip_blank`` leaves out empty lines at C speed (a file of a billion newlines is read
+    in seconds, not minutes). Raises ``WorkbenchError`` naming the line for invalid UTF-8,
+    a NUL byte (a binary file) or a line over ``MAX_LINE_BYTES``.
+    """
+    with _opened(data, what) as (stream, name):
+        pending = b""  # the unfinished last line of the bytes read so far
+        done = 0  # lines yielded or skipped so far
+        first = True
+        for block in _blocks(stream, name, what):
+            buf = pending + block if pending else block
+            cut = buf.rfind(b"\n")
+            head_end = buf.find(b"\n") if cut >= 0 else len(buf)
+            if head_end > MAX_LINE_BYTES:
+                raise WorkbenchError(
+                    f"{what} line {done + 1}: longer than {_size(MAX_LINE_BYTES)} "
+                    "(is this a text file?)"
+                )
+            if cut < 0:
+                pending = buf
+                continue
+            pending = buf[cut + 1 :]
+            chunk = _decode(buf[: cut + 1], done, what, first)
+            first = False
+            yield from _split(chunk, done, skip_blank)
+            done += chunk.count("\n")
+        if pending:
+            chunk = _decode(pending, done, what, first)
+            yield from _split(chunk + "\n", done, skip_blank)
+
+
+def _decode(data: bytes, lines_before: int, what: str, first: bool) -> str:
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig" if first else "utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line = lines_before + data.count(b"\n", 0, exc.start) + 1
         raise WorkbenchError(
             f"{what} line {line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}); "
             "save the file as UTF-8"
         ) from None
     nul = text.find("\x00")
     if nul >= 0:
-        line = text.count("\n", 0, nul) + 1
+        line = lines_before + text.count("\n", 0, nul) + 1
         raise WorkbenchError(f"{what} line {line}: contains a NUL byte (is this a text file?)")
     return text
 
 
-def _lines(text: str) -> list[str]:
-    """Split on \\n only (other Unicode line breaks may be part of a sentence)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+def _split(text: str, lines_before: int, skip_blank: bool) -> Iterator[tuple[int, str]]:
+    """The lines of ``text`` (which ends with ``\\n``) numbered from ``lines_before + 1``."""
+    if skip_blank:
+        n, pos = lines_before + 1, 0  # n: the number of the line at pos
+        for m in _NONBLANK.finditer(text):
+            n += text.count("\n", pos, m.start())
+            pos = m.start()
+            line = m.group()
+            yield n, line[:-1] if line.endswith("\r") else line
+        return
+    for n, line in enumerate(text.split("\n")[:-1], start=lines_before + 1):
+        yield n, line[:-1] if line.endswith("\r") else line
 
 
 def _is_header(cols: list[str]) -> bool:
@@ -248,8 +365,8 @@ def _is_header(cols: list[str]) -> bool:
 RawRow = tuple[int, str, str, Any, Any]  # (line, source, target, split, note)
 
 
-def _rows_tsv(text: str) -> Iterator[RawRow]:
-    for n, line in enumerate(_lines(text), start=1):
+def _rows_tsv(lines: Iterator[tuple[int, str]]) -> Iterator[RawRow]:
+    for n, line in lines:
         if not line.strip():
             continue
         cols = line.split("\t")
@@ -264,12 +381,19 @@ def _rows_tsv(text: str) -> Iterator[RawRow]:
         yield n, cols[0], cols[1], cols[2], cols[3]
 
 
-def _rows_csv(text: str) -> Iterator[RawRow]:
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+def _rows_csv(lines: Iterator[tuple[int, str]]) -> Iterator[RawRow]:
+    where = [0]  # the number of the line the reader took last: a record's last line
+
+    def feed() -> Iterator[str]:
+        for n, line in lines:
+            where[0] = n
+            yield line + "\n"
+
+    reader = csv.reader(feed(), strict=True)
     first = True
     try:
         for cols in reader:
-            n = reader.line_num
+            n = where[0]
             if not cols or all(not c.strip() for c in cols):
                 first = False
                 continue
@@ -285,11 +409,11 @@ def _rows_csv(text: str) -> Iterator[RawRow]:
             cols += [""] * (4 - len(cols))
             yield n, cols[0], cols[1], cols[2], cols[3]
     except csv.Error as exc:
-        raise WorkbenchError(f"line {reader.line_num}: malformed CSV ({exc})") from None
+        raise WorkbenchError(f"line {where[0]}: malformed CSV ({exc})") from None
 
 
-def _rows_jsonl(text: str) -> Iterator[RawRow]:
-    for n, line in enumerate(_lines(text), start=1):
+def _rows_jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[RawRow]:
+    for n, line in lines:
         if not line.strip():
             continue
         try:
@@ -309,20 +433,29 @@ def _rows_jsonl(text: str) -> Iterator[RawRow]:
         yield n, obj["source"], obj["target"], obj.get("split"), obj.get("note")
 
 
-def _rows_aligned(src_text: str, tgt_text: str) -> Iterator[RawRow]:
-    src, tgt = _lines(src_text), _lines(tgt_text)
-    if len(src) != len(tgt):
-        first = min(len(src), len(tgt)) + 1
+def _rows_aligned(src: Data, tgt: Data) -> Iterator[RawRow]:
+    src_lines = _lines(src, "source file", skip_blank=False)
+    tgt_lines = _lines(tgt, "target file", skip_blank=False)
+    n = 0
+    while True:
+        a, b = next(src_lines, None), next(tgt_lines, None)
+        if a is None or b is None:
+            break
+        n = a[0]
+        if a[1].strip() or b[1].strip():
+            yield n, a[1], b[1], None, None
+    if a is not None or b is not None:  # one file ended first: count the rest of the other
+        src_total = n + (a is not None) + sum(1 for _ in src_lines)
+        tgt_total = n + (b is not None) + sum(1 for _ in tgt_lines)
         raise WorkbenchError(
-            f"line {first}: aligned files differ in length "
-            f"(source has {len(src)} lines, target has {len(tgt)})"
+            f"line {n + 1}: aligned files differ in length "
+            f"(source has {src_total} lines, target has {tgt_total})"
         )
-    for n, (a, b) in enumerate(zip(src, tgt, strict=True), start=1):
-        if a.strip() or b.strip():
-            yield n, a, b, None, None
 
 
-def _rows_tatoeba(text: str, src_lang: str | None, tgt_lang: str | None) -> Iterator[RawRow]:
+def _rows_tatoeba(
+    lines: Iterator[tuple[int, str]], src_lang: str | None, tgt_lang: str | None
+) -> Iterator[RawRow]:
     src_is_en = (src_lang or "en").lower() in ENGLISH
     tgt_is_en = (tgt_lang or "").lower() in ENGLISH
     if not src_is_en and not tgt_is_en:
@@ -330,7 +463,7 @@ def _rows_tatoeba(text: str, src_lang: str | None, tgt_lang: str | None) -> Iter
             f"Tatoeba files pair English (column 1) with another language (column 2), "
             f"but the corpus is {src_lang}→{tgt_lang}"
         )
-    for n, line in enumerate(_lines(text), start=1):
+    for n, line in lines:
         if not line.strip():
             continue
         cols = line.split("\t")
@@ -354,22 +487,24 @@ class _Validator:
 
     def __init__(self) -> None:
         self.parsed = ParsedImport(pairs=[], report=[])
-        self._seen: dict[str, int] = {}  # content hash -> first line
+        self.seen: dict[str, int] = {}  # content hash -> first line
 
     def check(self, raw: RawRow) -> ParsedPair | None:
         """The validated pair, or None (and a report entry) for a skipped row.
 
-        Hot path of million-row imports, hence inlined normalisation and hashing (kept
-        identical to ``corpus.normalize_text`` / ``corpus.pair_hash``; tests check it).
+        The hot path of million-row imports: text goes through the one text rule
+        (``text_rules.clean_text``), so imported pairs are stored exactly as edited ones.
         """
         n, source, target, split, note = raw
         parsed = self.parsed
         parsed.rows += 1
-        src = " ".join((source if source.isascii() else _nfc("NFC", source)).split())
-        tgt = " ".join((target if target.isascii() else _nfc("NFC", target)).split())
+        src, removed_src = clean_text(source)
+        tgt, removed_tgt = clean_text(target)
         if not src or not tgt:
             side = "source" if not src else "target"
-            parsed._add(ValidationIssue(n, "empty", f"{side} is empty", "error"))
+            removed = removed_src if not src else removed_tgt
+            why = f" (after removing {removed} invisible characters)" if removed else ""
+            parsed._add(ValidationIssue(n, "empty", f"{side} is empty{why}", "error"))
             return None
         if len(src) > MAX_CHARS or len(tgt) > MAX_CHARS:
             side = "source" if len(src) > MAX_CHARS else "target"
@@ -385,13 +520,13 @@ class _Validator:
         else:
             split = None
         sb, tb = src.encode(), tgt.encode()
-        h = _blake2b(sb + b"\x1f" + tb, digest_size=16).hexdigest()
-        first = self._seen.get(h)
+        h = hash_encoded(sb, tb)
+        first = self.seen.get(h)
         if first is not None:
             msg = f"duplicate of line {first}"
             parsed._add(ValidationIssue(n, "duplicate_in_file", msg, "duplicate"))
             return None
-        self._seen[h] = n
+        self.seen[h] = n
         if len(src) == len(tgt) and src.casefold() == tgt.casefold():
             parsed._add(ValidationIssue(n, "identical", "source and target are identical"))
         else:
@@ -403,61 +538,70 @@ class _Validator:
                 if max(a, b) >= 10 and max(a, b) > MAX_RATIO * max(1, min(a, b)):
                     msg = f"extreme length ratio ({a} vs {b} tokens): misaligned?"
                     parsed._add(ValidationIssue(n, "ratio", msg))
-        note_text = normalize_text(note) if note and isinstance(note, str) else ""
+        note_text, removed_note = clean_text(note) if note and isinstance(note, str) else ("", 0)
+        removed = removed_src + removed_tgt + removed_note
+        if removed:
+            names = removed_characters(f"{source}{target}{note if removed_note else ''}")
+            shown = ", ".join(dict.fromkeys(names[:8]))
+            msg = f"removed {removed} control or invisible character(s): {shown}"
+            parsed._add(ValidationIssue(n, "control_chars", msg))
         return ParsedPair(n, src, tgt, split, note_text, h)
 
 
 def _raw_rows(
-    data: bytes | str | Path,
+    data: Data,
     fmt: str | None,
-    tgt_data: bytes | str | Path | None,
+    tgt_data: Data | None,
     src_lang: str | None,
     tgt_lang: str | None,
 ) -> Iterator[RawRow]:
-    """Read + decode now (so encoding errors surface first); rows are parsed lazily and a
-    structural error raises ``WorkbenchError`` when its line is reached."""
-    raw, name = _read_bytes(data, "file")
-    if fmt is None:
-        if tgt_data is not None:
-            fmt = "aligned"
-        elif name is None:
-            raise WorkbenchError(f"format is required for uploaded data ({'|'.join(FORMATS)})")
-        else:
-            fmt = infer_format(name, raw[:65536])
-    fmt = fmt.lower()
-    if fmt not in FORMATS:
-        raise WorkbenchError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    """The rows of a file, parsed lazily as it is read: a problem raises ``WorkbenchError``
+    when its line is reached (the format is decided up front)."""
+    fmt = _format_of(data, fmt, tgt_data)
     if fmt == "aligned":
         if tgt_data is None:
             raise WorkbenchError("the aligned format needs a target file (--tgt-file)")
-        tgt_raw, _ = _read_bytes(tgt_data, "target file")
-        return _rows_aligned(_decode(raw, "source file"), _decode(tgt_raw, "target file"))
+        return _rows_aligned(data, tgt_data)
     if tgt_data is not None:
         raise WorkbenchError(f"a target file only makes sense with --format aligned, not {fmt}")
-    text = _decode(raw)
-    del raw
+    lines = _lines(data)
     if fmt == "tsv":
-        return _rows_tsv(text)
+        return _rows_tsv(lines)
     if fmt == "csv":
-        return _rows_csv(text)
+        return _rows_csv(lines)
     if fmt == "jsonl":
-        return _rows_jsonl(text)
-    return _rows_tatoeba(text, src_lang, tgt_lang)
+        return _rows_jsonl(lines)
+    return _rows_tatoeba(lines, src_lang, tgt_lang)
+
+
+def _format_of(data: Data, fmt: str | None, tgt_data: Data | None) -> str:
+    if fmt is None:
+        if tgt_data is not None:
+            return "aligned"
+        with _opened(data, "file") as (stream, name):
+            if name is None:
+                raise WorkbenchError(f"format is required for uploaded data ({'|'.join(FORMATS)})")
+            fmt = infer_format(name, stream.read(65536))
+    fmt = fmt.lower()
+    if fmt not in FORMATS:
+        raise WorkbenchError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    return fmt
 
 
 def parse_pairs(
-    data: bytes | str | Path,
+    data: Data,
     fmt: str | None = None,
-    tgt_data: bytes | str | Path | None = None,
+    tgt_data: Data | None = None,
     *,
     src_lang: str | None = None,
     tgt_lang: str | None = None,
 ) -> ParsedImport:
-    """Parse and validate a file without touching the database.
+    """Parse and validate a file without touching the database; ``pairs`` holds every
+    accepted pair (use ``preview_import`` for a bounded look at a big file).
 
-    ``data``/``tgt_data`` are bytes or a path; ``fmt`` is inferred from the path when None
-    (``aligned`` when ``tgt_data`` is given). ``src_lang``/``tgt_lang`` orient Tatoeba files.
-    Raises ``WorkbenchError`` (naming the line) for a malformed file.
+    ``data``/``tgt_data`` are bytes, a path or an open binary file; ``fmt`` is inferred from
+    the file name when None (``aligned`` when ``tgt_data`` is given). ``src_lang``/``tgt_lang``
+    orient Tatoeba files. Raises ``WorkbenchError`` (naming the line) for a malformed file.
     """
     validator = _Validator()
     pairs = validator.parsed.pairs
@@ -465,23 +609,43 @@ def parse_pairs(
         pair = validator.check(raw)
         if pair is not None:
             pairs.append(pair)
+    validator.parsed.accepted = len(pairs)
     return validator.parsed
 
 
 def preview_import(
     corpus_id: CorpusRef,
-    data: bytes | str | Path,
+    data: Data,
     fmt: str | None = None,
-    tgt: bytes | str | Path | None = None,
+    tgt: Data | None = None,
+    *,
+    sample: int = PREVIEW_SAMPLE,
 ) -> ParsedImport:
-    """``parse_pairs`` for a corpus: oriented by its languages, and with pairs it already
-    holds moved from ``pairs`` to the report (``duplicate_in_corpus``). Writes nothing."""
+    """What importing would do, in bounded memory: the whole file is read and validated, and
+    pairs the corpus already holds are reported (``duplicate_in_corpus``), but only the first
+    ``sample`` pairs to add are kept in ``pairs``; ``accepted`` counts all of them. Writes
+    nothing. Oriented by the corpus languages (Tatoeba)."""
     with session_scope() as s:
         corpus = _resolve(s, corpus_id)
         cid, src_lang, tgt_lang = corpus.id, corpus.src_lang, corpus.tgt_lang
-    parsed = parse_pairs(data, fmt, tgt, src_lang=src_lang, tgt_lang=tgt_lang)
-    with session_scope() as s:
-        parsed.pairs = _drop_existing(s.connection(), cid, parsed.pairs, parsed)
+    validator = _Validator()
+    parsed = validator.parsed
+    chunk: list[ParsedPair] = []
+
+    def flush() -> None:
+        with session_scope() as s:
+            kept = _drop_existing(s.connection(), cid, chunk, parsed)
+        parsed.accepted += len(kept)
+        parsed.pairs.extend(kept[: max(0, sample - len(parsed.pairs))])
+        chunk.clear()
+
+    for raw in _raw_rows(data, fmt, tgt, src_lang, tgt_lang):
+        pair = validator.check(raw)
+        if pair is not None:
+            chunk.append(pair)
+            if len(chunk) >= IMPORT_CHUNK:
+                flush()
+    flush()
     return parsed
 
 
@@ -499,11 +663,15 @@ def _drop_existing(
     kept = []
     for p in pairs:
         if p.content_hash in existing:
-            msg = f"already in the corpus (pair {existing[p.content_hash]})"
-            parsed._add(ValidationIssue(p.line, "duplicate_in_corpus", msg, "duplicate"))
+            parsed._add(_in_corpus(p.line, existing[p.content_hash]))
         else:
             kept.append(p)
     return kept
+
+
+def _in_corpus(line: int, pair_id: int | None) -> ValidationIssue:
+    message = "already in the corpus" + (f" (pair {pair_id})" if pair_id is not None else "")
+    return ValidationIssue(line, "duplicate_in_corpus", message, "duplicate")
 
 
 # ------------------------------------------------------------------------------ writing
@@ -540,7 +708,8 @@ class _ParserGate:
 def _validated_chunks(
     rows: Iterator[RawRow], validator: _Validator, strict: bool, gate: _ParserGate
 ) -> Iterator[list[ParsedPair]]:
-    """Parse + validate on a helper thread while the caller writes the previous chunk.
+    """Parse + validate on a helper thread while the caller writes the previous chunk;
+    yields non-empty chunks of at most ``IMPORT_CHUNK`` pairs.
 
     Any exception of the parser (a malformed line) is re-raised here, in the caller,
     which then rolls its transaction back.
@@ -576,7 +745,8 @@ def _validated_chunks(
                 if len(chunk) >= IMPORT_CHUNK:
                     put(chunk)
                     chunk = []
-            put(chunk)
+            if chunk:
+                put(chunk)
             put(_DONE)
         except BaseException as exc:  # handed to the consumer
             put(exc)
@@ -596,53 +766,79 @@ def _validated_chunks(
         thread.join()
 
 
+@dataclass(frozen=True)
+class _Target:
+    """Where an import goes: an existing corpus (``id``) or one to create on success."""
+
+    id: int | None
+    name: str
+    src_lang: str
+    tgt_lang: str
+
+
+def _target(corpus: CorpusRef, create_langs: tuple[str, str] | None) -> _Target:
+    with session_scope() as s:
+        try:
+            found = _resolve(s, corpus)
+        except WorkbenchError as exc:
+            if create_langs is None or not isinstance(corpus, str):
+                raise
+            if looks_like_id(corpus):
+                raise WorkbenchError(f"{exc}; a new corpus name cannot be a number") from None
+            src, tgt = (
+                _validate_lang(create_langs[0], "source"),
+                _validate_lang(create_langs[1], "target"),
+            )
+            return _Target(None, validate_name(corpus), src, tgt)
+        target = _Target(found.id, found.name, found.src_lang, found.tgt_lang)
+    if create_langs is not None and tuple(create_langs) != (target.src_lang, target.tgt_lang):
+        src, tgt = create_langs
+        raise WorkbenchError(
+            f"corpus {target.name!r} is {target.src_lang}→{target.tgt_lang}, not {src}→{tgt}"
+        )
+    return target
+
+
 def import_file(
     corpus_id: CorpusRef,
-    path_or_bytes: bytes | str | Path,
+    path_or_bytes: Data,
     fmt: str | None = None,
-    tgt: bytes | str | Path | None = None,
+    tgt: Data | None = None,
     *,
     strict: bool = False,
+    create_langs: tuple[str, str] | None = None,
 ) -> ImportResult:
-    """Import a file into a corpus in one transaction (all-or-nothing).
+    """Import a file into a corpus, all-or-nothing (see the module docstring).
 
-    A malformed file raises ``WorkbenchError`` and nothing is written. Row errors (empty or
-    over-long side, bad split) are skipped and reported, or with ``strict=True`` abort the
-    import. Pairs already in the corpus or repeated in the file are skipped as duplicates.
+    ``path_or_bytes``/``tgt`` are bytes, a path or an open binary file (re-read from its
+    start). A malformed file raises ``WorkbenchError`` and nothing is written. Row errors
+    (empty or over-long side, bad split) are skipped and reported, or with ``strict=True``
+    abort the import. Pairs already in the corpus or repeated in the file are skipped as
+    duplicates. With ``create_langs=(src_lang, tgt_lang)``, a corpus name that does not
+    exist yet is created with those languages together with the pairs (an existing one must
+    have them).
     """
-    with session_scope() as s:
-        corpus = _resolve(s, corpus_id)
-        cid, src_lang, tgt_lang = corpus.id, corpus.src_lang, corpus.tgt_lang
-    rows = _raw_rows(path_or_bytes, fmt, tgt, src_lang, tgt_lang)
+    target = _target(corpus_id, create_langs)
+    engine = get_engine()
+    sweep_import_staging()
+    rows = _raw_rows(path_or_bytes, fmt, tgt, target.src_lang, target.tgt_lang)
     validator = _Validator()
-    parsed = validator.parsed
-    added = 0
+    gate = _ParserGate()
+    chunks = _validated_chunks(rows, validator, strict, gate)
     try:
-        with session_scope() as s:
-            conn = s.connection()
-            gate = _ParserGate()
-            writer: _SqliteWriter | _CoreWriter
-            if conn.dialect.name == "sqlite":
-                writer = _SqliteWriter(conn, gate)
+        try:
+            first = next(chunks, None)
+            second = next(chunks, None) if first is not None else None
+            ahead = [c for c in (first, second) if c is not None]
+            if second is not None and _can_stage(engine):
+                cid, added = _import_staged(target, ahead, chunks, validator, gate)
             else:
-                writer = _CoreWriter(conn)
-            try:
-                _resolve(s, cid)  # still there, now that we hold the write lock?
-                existing = s.scalar(select(func.count()).where(Pair.corpus_id == cid)) or 0
-                for chunk in _validated_chunks(rows, validator, strict, gate):
-                    if existing:  # (in-file duplicates are already gone)
-                        chunk = _drop_existing(conn, cid, chunk, parsed)
-                    # The first chunk is written once IMPORT_CHUNK pairs or EOF are seen, so
-                    # the tiny-corpus rule (size after the write < 20) is decided correctly.
-                    size_after = existing + added + len(chunk)
-                    writer.insert(cid, chunk, size_after)
-                    added += len(chunk)
-            except BaseException:
-                writer.abort()
-                raise
-            writer.finish()
+                cid, added = _import_at_once(target, ahead, chunks, validator, gate)
+        finally:
+            chunks.close()
     except IntegrityError as exc:
         raise WorkbenchError(f"import conflicts with a concurrent change: {exc.orig}") from None
+    parsed = validator.parsed
     return ImportResult(
         added=added,
         duplicates=parsed.duplicates,
@@ -652,6 +848,220 @@ def import_file(
         rows=parsed.rows,
         issue_counts=dict(parsed.issue_counts),
     )
+
+
+def _writer(conn: Connection, gate: _ParserGate) -> _SqliteWriter | _CoreWriter:
+    return _SqliteWriter(conn, gate) if conn.dialect.name == "sqlite" else _CoreWriter(conn)
+
+
+def _import_at_once(
+    target: _Target,
+    ahead: list[list[ParsedPair]],
+    chunks: Iterator[list[ParsedPair]],
+    validator: _Validator,
+    gate: _ParserGate,
+) -> tuple[int, int]:
+    """One transaction for everything (small files; every file on PostgreSQL)."""
+    parsed, added = validator.parsed, 0
+    with session_scope() as s:
+        conn = s.connection()
+        writer = _writer(conn, gate)
+        try:
+            cid = _publish_target(s, target)  # still there, now that we hold the write lock?
+            if cid is None:
+                corpus = Corpus(
+                    name=target.name, src_lang=target.src_lang, tgt_lang=target.tgt_lang
+                )
+                s.add(corpus)
+                s.flush()
+                cid = corpus.id
+            existing = s.scalar(select(func.count()).where(Pair.corpus_id == cid)) or 0
+            for chunk in _chain(ahead, chunks):
+                if existing:  # (in-file duplicates are already gone)
+                    chunk = _drop_existing(conn, cid, chunk, parsed)
+                # The first chunk is written once IMPORT_CHUNK pairs or EOF are seen, so the
+                # tiny-corpus rule (size after the write < 20) is decided correctly.
+                writer.insert(cid, chunk, existing + added + len(chunk))
+                added += len(chunk)
+        except BaseException:
+            writer.abort()
+            raise
+        writer.finish()
+    return cid, added
+
+
+def _chain(
+    ahead: list[list[ParsedPair]], chunks: Iterator[list[ParsedPair]]
+) -> Iterator[list[ParsedPair]]:
+    yield from ahead
+    yield from chunks
+
+
+def _publish_target(s: Any, target: _Target) -> int | None:
+    """The target corpus's id now (None: to be created); raises if it went away or if a
+    corpus of that name but other languages appeared meanwhile."""
+    if target.id is not None:
+        if _by_id(s, target.id) is None:
+            raise WorkbenchError(f"corpus {target.name!r} was deleted during the import")
+        return target.id
+    found = s.scalar(
+        select(Corpus).where(Corpus.name == target.name, Corpus.import_token.is_(None))
+    )
+    if found is None:
+        return None
+    if (found.src_lang, found.tgt_lang) != (target.src_lang, target.tgt_lang):
+        raise WorkbenchError(
+            f"a corpus named {target.name!r} ({found.src_lang}→{found.tgt_lang}) was created "
+            "during the import"
+        )
+    return found.id
+
+
+# ----------------------------------------------------------------------- staged imports
+
+_STAGING_NAME = "(import {token})"  # unique (names are), never shown
+
+
+def _can_stage(engine: Engine) -> bool:
+    """Staging is for SQLite files (an in-memory database imports in one transaction)."""
+    database = engine.url.database
+    return engine.dialect.name == "sqlite" and bool(database) and database != ":memory:"
+
+
+def _staging_lock_path(engine: Engine, token: str) -> Path:
+    """The lock file a live staged import holds, next to the SQLite file."""
+    return Path(f"{engine.url.database}.import-{token}.lock")
+
+
+def _import_staged(
+    target: _Target,
+    ahead: list[list[ParsedPair]],
+    chunks: Iterator[list[ParsedPair]],
+    validator: _Validator,
+    gate: _ParserGate,
+) -> tuple[int, int]:
+    """Stage chunk by chunk (short transactions), then publish in one short transaction."""
+    token = uuid.uuid4().hex
+    lock_path = _staging_lock_path(get_engine(), token)
+    parsed, added = validator.parsed, 0
+    with open(lock_path, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held until we are done: we are alive
+        staging_id: int | None = None
+        try:
+            with session_scope() as s:
+                staging = Corpus(
+                    name=_STAGING_NAME.format(token=token),
+                    src_lang=target.src_lang,
+                    tgt_lang=target.tgt_lang,
+                    import_token=token,
+                )
+                s.add(staging)
+                s.flush()
+                staging_id = staging.id
+            with session_scope() as s:
+                existing = 0
+                if target.id is not None:
+                    count = select(func.count()).where(Pair.corpus_id == target.id)
+                    existing = s.scalar(count) or 0
+            for chunk in _chain(ahead, chunks):
+                with session_scope() as s:
+                    conn = s.connection()
+                    writer = _SqliteWriter(conn, gate)
+                    try:
+                        if s.get(Corpus, staging_id) is None:
+                            raise WorkbenchError("the import's staging area was removed; retry")
+                        if target.id is not None:
+                            chunk = _drop_existing(conn, target.id, chunk, parsed)
+                        writer.insert(staging_id, chunk, existing + added + len(chunk))
+                    except BaseException:
+                        writer.abort()
+                        raise
+                    writer.finish()
+                added += len(chunk)
+            with session_scope() as s:
+                cid, added = _publish(s, target, staging_id, added, validator)
+            staging_id = None
+            return cid, added
+        except BaseException:
+            if staging_id is not None:
+                with contextlib.suppress(Exception):  # else the next import sweeps it
+                    _drop_staging(staging_id)
+            raise
+        finally:
+            lock_path.unlink(missing_ok=True)
+
+
+def _publish(
+    s: Any, target: _Target, staging_id: int, added: int, validator: _Validator
+) -> tuple[int, int]:
+    """Move the staged pairs into the target corpus (or make the staging corpus the new
+    corpus) in the caller's transaction; returns (corpus id, pairs added)."""
+    conn = s.connection()
+    if not conn.connection.driver_connection.in_transaction:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")  # the checks below hold until commit
+    if s.get(Corpus, staging_id) is None:
+        raise WorkbenchError("the import's staging area was removed; retry")
+    cid = _publish_target(s, target)
+    if cid is None:  # a new corpus: the staging corpus becomes it, pairs stay where they are
+        s.execute(
+            update(Corpus)
+            .where(Corpus.id == staging_id)
+            .values(name=target.name, import_token=None)
+        )
+        return staging_id, added
+    staged, kept = Pair.__table__.alias("staged"), Pair.__table__.alias("kept")
+    clashes = conn.execute(
+        select(staged.c.id, staged.c.content_hash, kept.c.id)
+        .join(
+            kept,
+            (kept.c.corpus_id == cid) & (kept.c.content_hash == staged.c.content_hash),
+        )
+        .where(staged.c.corpus_id == staging_id)
+    ).all()
+    for _sid, content_hash, pair_id in clashes:  # added to the corpus during the import
+        validator.parsed._add(_in_corpus(validator.seen.get(content_hash, 0), pair_id))
+    ids = [sid for sid, _h, _p in clashes]
+    for start in range(0, len(ids), 900):
+        conn.execute(delete(Pair).where(Pair.id.in_(ids[start : start + 900])))
+    conn.execute(update(Pair).where(Pair.corpus_id == staging_id).values(corpus_id=cid))
+    conn.execute(delete(Corpus).where(Corpus.id == staging_id))
+    return cid, added - len(ids)
+
+
+def _drop_staging(staging_id: int, batch: int | None = None) -> None:
+    """Delete a staging corpus and its pairs in short transactions (a million rows in one
+    would hold the write lock for as long as the import itself)."""
+    batch = batch or IMPORT_CHUNK
+    while True:
+        with session_scope() as s:
+            doomed = select(Pair.id).where(Pair.corpus_id == staging_id).limit(batch)
+            if not s.execute(delete(Pair).where(Pair.id.in_(doomed))).rowcount:
+                s.execute(delete(Corpus).where(Corpus.id == staging_id))
+                return
+
+
+def sweep_import_staging() -> int:
+    """Remove the staging corpora of imports that are no longer running (killed: their lock
+    file is not held); returns how many. Every SQLite import calls it first."""
+    engine = get_engine()
+    if not _can_stage(engine):
+        return 0
+    with session_scope() as s:
+        staged = s.execute(
+            select(Corpus.id, Corpus.import_token).where(Corpus.import_token.is_not(None))
+        ).all()
+    swept = 0
+    for staging_id, token in staged:
+        path = _staging_lock_path(engine, token)
+        with open(path, "a+b") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live import
+            _drop_staging(staging_id)
+            path.unlink(missing_ok=True)
+            swept += 1
+    return swept
 
 
 def _row_values(corpus_id: int, p: ParsedPair, size_after: int, stamp: Any) -> tuple:
@@ -698,7 +1108,8 @@ class _SqliteWriter:
     see the same corpus. The per-row FTS trigger is dropped for the duration and each chunk
     is indexed with one set-based ``INSERT … SELECT`` (about twice as fast); the trigger is
     recreated before commit. DDL is transactional in SQLite, so a failure rolls back the
-    rows, the index entries and the trigger change together.
+    rows, the index entries and the trigger change together, and no other connection ever
+    sees the trigger missing.
     """
 
     CACHE_KIB = 256 * 1024  # a big page cache for the random-order unique-hash index
@@ -768,17 +1179,17 @@ def _export_lines(corpus_id: int, fmt: str) -> Iterator[str]:
         if fmt == "tsv":
             yield "\t".join(_HEADER) + "\n"
             for row in result:
-                yield "\t".join(_one_line(v) for v in row) + "\n"
+                yield "\t".join(_stored(v) for v in row) + "\n"
         elif fmt == "jsonl":
-            for src, tgt, split, note in result:
-                obj = {"source": src, "target": tgt, "split": split, "note": note}
+            for row in result:
+                obj = dict(zip(_HEADER, (_stored(v) for v in row), strict=True))
                 yield json.dumps(obj, ensure_ascii=False) + "\n"
         else:
             buf = io.StringIO()
             writer = csv.writer(buf, lineterminator="\n")
             writer.writerow(_HEADER)
             for row in result:
-                writer.writerow(row)
+                writer.writerow([_stored(v) for v in row])
                 if buf.tell() > 1 << 20:
                     yield buf.getvalue()
                     buf.seek(0)
@@ -786,10 +1197,12 @@ def _export_lines(corpus_id: int, fmt: str) -> Iterator[str]:
             yield buf.getvalue()
 
 
-def _one_line(value: str | None) -> str:
-    """Stored text is normalised (no tabs/newlines); guard anyway so TSV stays parseable."""
+def _stored(value: str | None) -> str:
+    """``value`` as the text rule stores it. Text written since the rule is already in that
+    form (the cheap ``isprintable`` test passes it through); older databases may hold NULs,
+    controls or tabs, which would make the export impossible to import again."""
     value = value or ""
-    return normalize_text(value) if ("\t" in value or "\n" in value or "\r" in value) else value
+    return value if value.isprintable() else normalize_text(value)
 
 
 def _export_format(path: str | Path | None, fmt: str | None) -> str:

@@ -1,0 +1,150 @@
+"""Large SQLite imports stage in short transactions and publish in one (workbench.importing).
+
+SQLite has one write lock for the whole database: an import that held it throughout made a
+training run's progress write and any edit in the UI wait until they gave up. These tests
+use real SQLite files, real threads and a real SIGKILLed process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from db.engine import session_scope
+from db.models import Corpus, Pair
+from workbench import corpus as C
+from workbench import importing as I
+from workbench.errors import WorkbenchError
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = [f"句子{i}\tsentence number {i}" for i in range(1, 1001)]  # line n holds pair n
+
+
+def _all_rows() -> tuple[int, int]:
+    """(corpora, pairs) in the database, hidden staging ones included."""
+    with session_scope() as s:
+        return s.scalar(select(func.count()).select_from(Corpus)), s.scalar(
+            select(func.count()).select_from(Pair)
+        )
+
+
+def test_a_long_import_lets_other_writers_in_and_shows_nothing_until_published(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 100)
+    info = C.create_corpus("big", "zh", "en")
+    C.add_pair(info.id, "已有", "existing")
+    paused, resume = threading.Event(), threading.Event()
+    check = I._Validator.check
+
+    def pausing_check(self: I._Validator, raw: I.RawRow):
+        if raw[0] == 450:  # four chunks are staged or being staged by now
+            paused.set()
+            resume.wait(120)
+        return check(self, raw)
+
+    monkeypatch.setattr(I._Validator, "check", pausing_check)
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = I.import_file(info.id, "\n".join(ROWS).encode(), "tsv")
+        except BaseException as exc:  # reported by the assertions below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        assert paused.wait(60)
+        # Another writer gets the write lock within seconds (it used to wait for the whole
+        # import, which held the lock from its first row to its last).
+        probe = sqlite3.connect(wb_home / "workbench.db", timeout=15)
+        probe.execute("BEGIN IMMEDIATE")
+        probe.rollback()
+        probe.close()
+        # A UI edit goes through: one pair the import has staged already, one it has not read.
+        C.add_pair(info.id, "句子10", "sentence number 10")
+        C.add_pair(info.id, "句子600", "sentence number 600")
+        # Nothing of the import is visible yet.
+        assert C.get_corpus(info.id).pair_count == 3
+        assert [c.name for c in C.list_corpora()] == ["big"]
+        assert C.search_pairs(info.id, "sentence number 3").total == 0
+        assert _all_rows()[0] == 2  # the hidden staging corpus exists meanwhile
+    finally:
+        resume.set()
+        worker.join(120)
+    assert "error" not in outcome, outcome.get("error")
+    result = outcome["result"]
+    assert (result.added, result.duplicates) == (998, 2)
+    clash = {i.line for i in result.report if i.kind == "duplicate_in_corpus"}
+    assert clash == {10, 600}
+    assert C.get_corpus(info.id).pair_count == 1001
+    assert C.search_pairs(info.id, "sentence number 999").total == 1
+    assert _all_rows() == (1, 1001)  # the staging corpus is gone
+    assert not list(wb_home.glob("*.import-*.lock"))
+
+
+def test_the_corpus_deleted_during_a_staged_import_fails_it_cleanly(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 10)
+    info = C.create_corpus("doomed", "zh", "en")
+    check = I._Validator.check
+
+    def deleting_check(self: I._Validator, raw: I.RawRow):
+        if raw[0] == 50:
+            C.delete_corpus(info.id)
+        return check(self, raw)
+
+    monkeypatch.setattr(I._Validator, "check", deleting_check)
+    with pytest.raises(WorkbenchError, match="was deleted during the import"):
+        I.import_file(info.id, "\n".join(ROWS[:80]).encode(), "tsv")
+    assert _all_rows() == (0, 0)
+
+
+KILLED_IMPORT = """
+import os, signal, sys
+import workbench.importing as I
+I.IMPORT_CHUNK = 50
+insert = I._SqliteWriter.insert
+calls = []
+def dying_insert(self, *args):
+    calls.append(1)
+    if len(calls) == 3:  # two chunks are committed, the third is half-written
+        os.kill(os.getpid(), signal.SIGKILL)
+    return insert(self, *args)
+I._SqliteWriter.insert = dying_insert
+I.import_file(sys.argv[1], sys.argv[2], "tsv", create_langs=("zh", "en"))
+"""
+
+
+def test_a_killed_import_is_invisible_and_swept(wb_home: Path, tmp_path: Path) -> None:
+    data = tmp_path / "pairs.tsv"
+    data.write_text("\n".join(ROWS), encoding="utf-8")
+    C.create_corpus("other", "zh", "en")
+    env = {**os.environ, "WORKBENCH_HOME": str(wb_home)}
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_IMPORT, "fresh", str(data)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert [c.name for c in C.list_corpora()] == ["other"]  # no empty "fresh" corpus
+    assert _all_rows() == (2, 100)  # the dead import's staged chunks, hidden
+    assert I.sweep_import_staging() == 1
+    assert _all_rows() == (1, 0)
+    assert not list(wb_home.glob("*.import-*.lock"))
+    # The next import sweeps by itself, and a live import is never swept.
+    assert I.import_file("fresh", data, "tsv", create_langs=("zh", "en")).added == 1000
+    assert I.sweep_import_staging() == 0

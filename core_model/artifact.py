@@ -8,7 +8,25 @@
 ```
 
 Loading validates everything it reads and turns every failure into one `ArtifactError` line,
-because users point the workbench at folders that may be half-copied or hand-edited.
+because users point the workbench at folders that may be half-copied or hand-edited: every
+model config value is checked against sane bounds (`ModelConfig`), and the weights file's
+tensor names and shapes are checked against the config *before* anything is allocated.
+
+What a model folder consists of is exactly `model_files`: config.json, model.safetensors
+and the regular files under tokenizer/. Anything else in the folder (notes, a symbolic link
+to /etc/shadow) is not part of the model and is never read, copied or zipped; a symbolic
+link or special file (FIFO, device) among the model files is refused, and so is a folder
+of more than `MAX_ARTIFACT_BYTES`.
+
+Checksums. config.json records `weights_sha256` (the weights alone; checked on load with
+`verify=True`). `artifact_digest` covers the whole model: the `model` section of config.json
+(canonical JSON) and the bytes of every other model file (weights, tokenizer). The registry
+stores it as a version's sha256 and checks it before loading, so a hand-edited model config
+is caught like a flipped byte in the weights. Versions registered before the digest existed
+stored the weights' sha256 instead; `matches_recorded_sha256` still accepts that (their
+config is then not covered, as before), so old folders stay loadable. The digest leaves out
+config.json's other keys (training settings, metrics, corpus), which describe the model but
+do not change what it computes.
 """
 
 from __future__ import annotations
@@ -16,12 +34,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from core_model.config import ModelConfig
@@ -34,6 +53,8 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_DIR = "tokenizer"
 _RESERVED = {"format", "format_version", "model", "weights_sha256"}
+MAX_ARTIFACT_BYTES = 2 << 30  # all files of one model; the paper's "base" model is ~250 MB
+MAX_TOKENIZER_FILES = 64
 
 
 class ArtifactError(Exception):
@@ -79,6 +100,104 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def model_files(directory: str | Path) -> list[str]:
+    """The files the model folder consists of, as sorted relative POSIX paths (see the module
+    docstring); ArtifactError for a link, a special file, too many files or too many bytes."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise ArtifactError(f"model folder {d} does not exist")
+    found: list[str] = []
+    total = 0
+    for rel in (CONFIG_FILE, WEIGHTS_FILE):
+        total += _regular_size(d, rel)
+        found.append(rel)
+    info = _lstat(d, TOKENIZER_DIR)
+    if info is not None:
+        if not stat.S_ISDIR(info.st_mode):
+            raise ArtifactError(f"{TOKENIZER_DIR} in {d} is not a folder (or is a link)")
+        for root, dirs, names in os.walk(d / TOKENIZER_DIR):
+            for name in sorted(dirs + names):
+                rel = (Path(root) / name).relative_to(d).as_posix()
+                info = _lstat(d, rel)
+                if info is not None and stat.S_ISDIR(info.st_mode):
+                    continue  # walked into next (os.walk does not follow links)
+                total += _regular_size(d, rel)
+                found.append(rel)
+                if len(found) - 2 > MAX_TOKENIZER_FILES:
+                    raise ArtifactError(f"{TOKENIZER_DIR} in {d} has too many files")
+    if total > MAX_ARTIFACT_BYTES:
+        raise ArtifactError(
+            f"model folder {d} is larger than {MAX_ARTIFACT_BYTES >> 20} MiB ({total >> 20} MiB)"
+        )
+    return sorted(found)
+
+
+def _lstat(d: Path, rel: str) -> os.stat_result | None:
+    try:
+        return os.lstat(d / rel)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ArtifactError(f"cannot read {rel} in {d} ({exc.strerror})") from exc
+
+
+def _regular_size(d: Path, rel: str) -> int:
+    info = _lstat(d, rel)
+    if info is None:
+        raise ArtifactError(f"model folder {d} has no {rel}")
+    if stat.S_ISLNK(info.st_mode):
+        raise ArtifactError(f"{rel} in {d} is a symbolic link: a model folder holds real files")
+    if not stat.S_ISREG(info.st_mode):
+        raise ArtifactError(f"{rel} in {d} is not a regular file")
+    return info.st_size
+
+
+def copy_model(source: str | Path, destination: str | Path) -> None:
+    """Copy the model files (only those) into the new folder `destination`, never following
+    a link and never copying more than `MAX_ARTIFACT_BYTES` even if a file grows meanwhile."""
+    src, dst = Path(source), Path(destination)
+    budget = MAX_ARTIFACT_BYTES
+    for rel in model_files(src):
+        target = dst / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(src / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            raise ArtifactError(f"cannot read {rel} in {src} ({exc.strerror})") from exc
+        with os.fdopen(fd, "rb") as fin, open(target, "xb") as fout:
+            if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
+                raise ArtifactError(f"{rel} in {src} is not a regular file")
+            while block := fin.read(min(1 << 20, budget + 1)):
+                budget -= len(block)
+                if budget < 0:
+                    raise ArtifactError(
+                        f"model folder {src} is larger than {MAX_ARTIFACT_BYTES >> 20} MiB"
+                    )
+                fout.write(block)
+
+
+def artifact_digest(directory: str | Path) -> str:
+    """sha256 over the model config and every model file but config.json (module docstring)."""
+    d = Path(directory)
+    files = model_files(d)
+    model = read_config(d)["model"]
+    h = hashlib.sha256(b"translation-workbench model digest 1\n")
+    h.update(json.dumps(model, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+    for rel in files:
+        if rel != CONFIG_FILE:
+            h.update(f"{rel}\t{sha256_file(d / rel)}\n".encode())
+    return h.hexdigest()
+
+
+def matches_recorded_sha256(directory: str | Path, recorded: str) -> bool:
+    """Whether the folder matches a registry's recorded sha256: its `artifact_digest`, or for
+    versions registered before the digest existed the sha256 of the weights file alone."""
+    d = Path(directory)
+    if artifact_digest(d) == recorded:
+        return True
+    return sha256_file(d / WEIGHTS_FILE) == recorded
+
+
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
@@ -105,20 +224,41 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> None:
         state = load_file(str(path))
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise ArtifactError(f"{path.name} is corrupt or truncated ({_one_line(exc)})") from exc
-    expected = model.state_dict()
-    tied = set(expected) - set(unique_state_dict_names(model))
-    missing = sorted(set(expected) - set(state) - tied)
-    unexpected = sorted(set(state) - set(expected))
+    _match_shapes(path, {k: tuple(v.shape) for k, v in state.items()}, model)
+    model.load_state_dict(state, strict=False)
+
+
+def _match_shapes(path: Path, shapes: dict[str, tuple[int, ...]], model: torch.nn.Module) -> None:
+    """ArtifactError unless the file's tensors are `model`'s (tied aliases may be absent)."""
+    expected = model.state_dict(keep_vars=True)
+    unique: dict[int, str] = {}
+    for name, tensor in expected.items():
+        unique.setdefault(id(tensor), name)
+    tied = set(expected) - set(unique.values())
+    missing = sorted(set(expected) - set(shapes) - tied)
+    unexpected = sorted(set(shapes) - set(expected))
     if missing or unexpected:
         detail = f"missing {missing[:3]}" if missing else f"unexpected {unexpected[:3]}"
         raise ArtifactError(f"{path.name} does not match the model config: {detail}")
-    for name, tensor in state.items():
-        if tuple(tensor.shape) != tuple(expected[name].shape):
+    for name, shape in shapes.items():
+        if shape != tuple(expected[name].shape):
             raise ArtifactError(
                 f"{path.name} does not match the model config: {name} has shape "
-                f"{tuple(tensor.shape)}, expected {tuple(expected[name].shape)}"
+                f"{shape}, expected {tuple(expected[name].shape)}"
             )
-    model.load_state_dict(state, strict=False)
+
+
+def _check_weights_before_loading(path: Path, cfg: ModelConfig) -> None:
+    """Names and shapes from the file's header against a model built on the meta device:
+    a config that does not fit its weights is refused before any memory is allocated."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise ArtifactError(f"{path.name} is corrupt or truncated ({_one_line(exc)})") from exc
+    with torch.device("meta"):
+        skeleton = Transformer(cfg)
+    _match_shapes(path, shapes, skeleton)
 
 
 def unique_state_dict_names(model: torch.nn.Module) -> list[str]:
@@ -173,7 +313,10 @@ def read_config(directory: str | Path) -> dict[str, Any]:
         raise ArtifactError(f"{CONFIG_FILE} in {d} is not valid JSON ({_one_line(exc)})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise ArtifactError(f"{CONFIG_FILE} in {d} has no 'model' section")
-    if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+    version = data.get("format_version", FORMAT_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ArtifactError(f"{CONFIG_FILE} in {d} has an invalid format_version {version!r}")
+    if version > FORMAT_VERSION:
         raise ArtifactError(f"{d} was written by a newer version (format {data['format_version']})")
     return data
 
@@ -190,7 +333,7 @@ def load_model(
     data = read_config(d)
     try:
         cfg = ModelConfig.from_dict(data["model"])
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ArtifactError(
             f"{CONFIG_FILE} in {d}: invalid model config ({_one_line(exc)})"
         ) from exc
@@ -213,6 +356,7 @@ def load_model(
     recorded = data.get("weights_sha256")
     if verify and recorded and sha256_file(weights) != recorded:
         raise ArtifactError(f"{WEIGHTS_FILE} in {d} does not match its recorded sha256 (corrupt?)")
+    _check_weights_before_loading(weights, cfg)
     model = Transformer(cfg)
     load_weights(model, weights)
     model.to(device).eval()

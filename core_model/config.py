@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+
+# Sane bounds for every integer field, inclusive (a config.json may be hand-edited: a value
+# out of range must be a one-line error, never a division by zero or a 25 GB allocation).
+# They are far beyond the paper's "big" model, and keep any buffer allocated from the
+# config alone (the positional table: max_len x d_model floats) under 512 MB.
+BOUNDS: dict[str, tuple[int, int]] = {
+    "src_vocab_size": (4, 1_000_000),  # at least the four special tokens
+    "tgt_vocab_size": (4, 1_000_000),
+    "d_model": (1, 8192),
+    "n_heads": (1, 256),
+    "n_encoder_layers": (1, 64),
+    "n_decoder_layers": (1, 64),
+    "d_ff": (1, 65_536),
+    "max_len": (2, 16_384),  # room for BOS and EOS
+    "pad_id": (0, 999_999),
+    "bos_id": (0, 999_999),
+    "eos_id": (0, 999_999),
+    "unk_id": (0, 999_999),
+}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Demos and tests: learns a few dozen pairs on a laptop CPU in seconds.
@@ -44,12 +64,35 @@ class ModelConfig:
     unk_id: int = UNK_ID
 
     def __post_init__(self) -> None:
+        """Validate every field (type and bounds), each failure one ValueError line."""
+        for name, (low, high) in BOUNDS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+            if not low <= value <= high:
+                raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+        for name in ("norm_first", "shared_vocab"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        dropout = self.dropout
+        if isinstance(dropout, bool) or not isinstance(dropout, int | float):
+            raise ValueError(f"dropout must be a number, got {dropout!r}")
+        if not (math.isfinite(dropout) and 0.0 <= dropout < 1.0):
+            raise ValueError(f"dropout must be at least 0 and below 1, got {dropout}")
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
             )
         if self.shared_vocab and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("shared_vocab needs equal source and target vocabulary sizes")
+        specials = {"pad_id": self.pad_id, "bos_id": self.bos_id}
+        specials |= {"eos_id": self.eos_id, "unk_id": self.unk_id}
+        if len(set(specials.values())) != len(specials):
+            raise ValueError(f"the special token ids must differ, got {specials}")
+        smallest = min(self.src_vocab_size, self.tgt_vocab_size)
+        for name, value in specials.items():
+            if value >= smallest:
+                raise ValueError(f"{name} ({value}) must be below the vocabulary size ({smallest})")
 
     @property
     def d_head(self) -> int:
@@ -66,8 +109,16 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        """From a config.json ``model`` section; a ValueError names the first bad key."""
+        if not isinstance(data, dict):
+            raise ValueError("the model config must be a JSON object")
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown model config keys: {', '.join(sorted(unknown))}")
+        missing = [
+            f.name for f in fields(cls) if f.name.endswith("vocab_size") and f.name not in data
+        ]
+        if missing:
+            raise ValueError(f"missing model config keys: {', '.join(missing)}")
         return cls(**data)

@@ -197,3 +197,96 @@ def test_translate_very_long_line(saved: Path) -> None:
     loaded = load_model(saved)
     (res,) = translate(loaded, ["我" * 10_000], max_len_a=0.0, max_len_b=5)
     assert isinstance(res.text, str)
+
+
+# ------------------------------------------------------------ hand-edited config values
+
+GOOD = dict(src_vocab_size=50, tgt_vocab_size=60, d_model=32, n_heads=4, d_ff=64)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"n_heads": 0}, "n_heads must be between"),
+        ({"max_len": 100_000_000}, "max_len must be between"),
+        ({"d_model": -8}, "d_model must be between"),
+        ({"src_vocab_size": 2}, "src_vocab_size must be between"),
+        ({"tgt_vocab_size": 10**12}, "tgt_vocab_size must be between"),
+        ({"n_encoder_layers": 0}, "n_encoder_layers must be between"),
+        ({"n_decoder_layers": 100_000}, "n_decoder_layers must be between"),
+        ({"d_ff": 2.5}, "d_ff must be an integer"),
+        ({"d_model": True}, "d_model must be an integer"),
+        ({"n_heads": "4"}, "n_heads must be an integer"),
+        ({"dropout": 1.0}, "dropout must be at least 0 and below 1"),
+        ({"dropout": float("nan")}, "dropout must be at least 0 and below 1"),
+        ({"dropout": "0.1"}, "dropout must be a number"),
+        ({"norm_first": "yes"}, "norm_first must be true or false"),
+        ({"shared_vocab": 1}, "shared_vocab must be true or false"),
+        ({"eos_id": 0}, "special token ids must differ"),
+        ({"unk_id": 55}, "unk_id .* must be below the vocabulary size"),
+        ({"d_model": 30}, "divisible"),
+    ],
+)
+def test_model_config_values_are_bounded(change: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match) as info:
+        ModelConfig(**{**GOOD, **change})
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"n_heads": 0},  # used to be ZeroDivisionError ("internal error")
+        {"max_len": 100_000_000},  # used to allocate a 25.6 GB positional table
+        {"dropout": 2},
+        {"d_ff": "big"},
+        {"norm_first": None},
+    ],
+)
+def test_hand_edited_config_values_give_one_line_errors(
+    saved: Path, tmp_path: Path, edit: dict
+) -> None:
+    d = copy_of(saved, tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["model"].update(edit)
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ArtifactError, match="invalid model config") as info:
+        load_model(d)
+    assert "\n" not in str(info.value)
+
+
+def test_weights_are_checked_against_the_config_before_allocating(
+    saved: Path, tmp_path: Path
+) -> None:
+    """A config far bigger than its weights (here ~350 GB of parameters) is refused from the
+    safetensors header, before the model is built."""
+    import resource
+
+    d = copy_of(saved, tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["model"].update(d_model=8192, n_heads=8, d_ff=65_536, n_encoder_layers=64)
+    (d / "config.json").write_text(json.dumps(cfg))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ArtifactError, match="does not match the model config"):
+        load_model(d, verify=False)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB
+
+
+def test_model_files_digest_and_copy(saved: Path, tmp_path: Path) -> None:
+    from core_model.artifact import artifact_digest, copy_model, model_files
+
+    files = model_files(saved)
+    assert files == sorted(files)
+    assert {"config.json", "model.safetensors", "tokenizer/tokenizer.json"} <= set(files)
+    assert all(
+        f in ("config.json", "model.safetensors") or f.startswith("tokenizer/") for f in files
+    )
+    copy_model(saved, tmp_path / "copy")
+    assert artifact_digest(tmp_path / "copy") == artifact_digest(saved)
+    cfg = json.loads((tmp_path / "copy" / "config.json").read_text())
+    cfg["metrics"] = {"bleu": 99}  # descriptive keys are outside the digest
+    (tmp_path / "copy" / "config.json").write_text(json.dumps(cfg, indent=4))
+    assert artifact_digest(tmp_path / "copy") == artifact_digest(saved)
+    cfg["model"]["dropout"] = 0.2
+    (tmp_path / "copy" / "config.json").write_text(json.dumps(cfg))
+    assert artifact_digest(tmp_path / "copy") != artifact_digest(saved)

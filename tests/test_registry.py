@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import zipfile
 from collections.abc import Iterator
@@ -143,3 +144,139 @@ def test_a_model_folder_from_elsewhere_is_imported_as_a_copy(trained: dict, tmp_
         assert translation.translate(new, [source])[0].text == target
     finally:
         registry.delete_version(new)
+
+
+# ------------------------------------------------- folders from elsewhere: links, checksums
+
+
+@pytest.fixture
+def outside_folder(wb_home: Path, tmp_path: Path) -> Path:
+    """A small model folder made outside the workbench (untrained: only its files matter)."""
+    import torch
+
+    from core_model.artifact import save_model
+    from core_model.config import ModelConfig
+    from core_model.tokenizer import train_tokenizers
+    from core_model.transformer import Transformer
+
+    pairs = toy_pairs()
+    tok = train_tokenizers([s for s, _ in pairs], [t for _, t in pairs], vocab_size=120)
+    cfg = ModelConfig.from_preset(
+        "tiny", src_vocab_size=tok.src.vocab_size, tgt_vocab_size=tok.tgt.vocab_size
+    )
+    torch.manual_seed(0)
+    folder = tmp_path / "outside"
+    extra = {"corpus": {"src_lang": "zh", "tgt_lang": "en"}, "metrics": {"bleu": 1.0}}
+    save_model(folder, Transformer(cfg), tok, extra)
+    return folder
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_register_copies_only_the_model_files(outside_folder: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "shadow"
+    secret.write_text("root:secret-hash")
+    big_dir = tmp_path / "system"
+    for i in range(5):
+        (big_dir / f"d{i}").mkdir(parents=True)
+        (big_dir / f"d{i}" / "f").write_text("x")
+    model_files = _files(outside_folder)
+    (outside_folder / "notes.txt").symlink_to(secret)
+    (outside_folder / "system").symlink_to(big_dir, target_is_directory=True)
+    (outside_folder / "README.md").write_text("not part of the model")
+    version = registry.import_version(outside_folder, name="from outside")
+    stored = registry.artifact_dir(version)
+    assert _files(stored) == model_files
+    assert not any(p.is_symlink() for p in stored.rglob("*"))
+    names = zipfile.ZipFile(io.BytesIO(registry.version_zip(version))).namelist()
+    assert sorted(names) == [f"version-{version}/{f}" for f in model_files]
+    # A file that found its way into a version folder is never zipped either.
+    (stored / "leak.txt").symlink_to(secret)
+    names = zipfile.ZipFile(io.BytesIO(registry.version_zip(version))).namelist()
+    assert f"version-{version}/leak.txt" not in names
+    assert registry.get_version(version).name == "from outside"
+
+
+@pytest.mark.parametrize("damage", ["weights_link", "tokenizer_link", "tokenizer_dir_link", "fifo"])
+@pytest.mark.timeout(60)
+def test_register_refuses_links_and_special_files_among_model_files(
+    outside_folder: Path, tmp_path: Path, damage: str
+) -> None:
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    if damage == "weights_link":
+        (outside_folder / "model.safetensors").rename(moved / "w")
+        (outside_folder / "model.safetensors").symlink_to(moved / "w")
+    elif damage == "tokenizer_link":
+        (outside_folder / "tokenizer" / "src" / "spm.model").rename(moved / "spm")
+        (outside_folder / "tokenizer" / "src" / "spm.model").symlink_to(moved / "spm")
+    elif damage == "tokenizer_dir_link":
+        (outside_folder / "tokenizer").rename(moved / "tok")
+        (outside_folder / "tokenizer").symlink_to(moved / "tok", target_is_directory=True)
+    else:
+        (outside_folder / "tokenizer" / "tgt" / "spm.model").unlink()
+        os.mkfifo(outside_folder / "tokenizer" / "tgt" / "spm.model")  # reading would block
+    with pytest.raises(WorkbenchError, match=r"link|not a regular file"):
+        registry.import_version(outside_folder)
+    assert registry.list_versions() == []
+    assert not list((registry.workbench_home() / "runs").glob("import-*"))
+
+
+def test_register_bounds_the_size_and_checks_names_languages_metrics(
+    outside_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from core_model import artifact
+
+    with pytest.raises(WorkbenchError, match="control or invisible"):
+        registry.import_version(outside_folder, name="v\x1b[2J")
+    with pytest.raises(WorkbenchError, match="language"):
+        registry.import_version(outside_folder, src_lang="zh\x1b", tgt_lang="en")
+    config = json.loads((outside_folder / "config.json").read_text())
+    config["metrics"] = {"parameters": "many", "train_pairs": 1e300, "bleu": 2.5, "x\x00": 1}
+    (outside_folder / "config.json").write_text(json.dumps(config))
+    version = registry.import_version(outside_folder)
+    info = registry.get_version(version)
+    assert info.param_count > 1000 and info.train_pair_count == 0  # counted, not trusted
+    assert info.metrics["bleu"] == 2.5 and "x" in info.metrics
+    monkeypatch.setattr(artifact, "MAX_ARTIFACT_BYTES", 10_000)
+    with pytest.raises(WorkbenchError, match="larger than"):
+        registry.import_version(outside_folder)
+    assert [v.id for v in registry.list_versions()] == [version]
+
+
+def test_the_recorded_checksum_covers_the_model_config(outside_folder: Path) -> None:
+    """A hand-edited config.json of a stored version is caught like a flipped weight byte;
+    versions recorded with the weights-only sha256 of older releases still load."""
+    import json
+
+    from core_model.artifact import sha256_file
+    from db.engine import session_scope
+    from db.models import ModelVersion
+
+    version = registry.import_version(outside_folder)
+    folder = registry.artifact_dir(version)
+    registry.load_version(version)
+    config_path = folder / "config.json"
+    original = config_path.read_text()
+    edited = json.loads(original)
+    edited["model"]["dropout"] = 0.3  # loads fine, computes differently
+    config_path.write_text(json.dumps(edited))
+    registry._load_cached.cache_clear()
+    with pytest.raises(WorkbenchError, match="corrupt or was edited"):
+        registry.load_version(version)
+    config_path.write_text(original)
+    edited = json.loads(original)
+    edited["metrics"] = {"bleu": 99.0}  # descriptive keys are not part of the model
+    config_path.write_text(json.dumps(edited))
+    registry._load_cached.cache_clear()
+    registry.load_version(version)
+    with session_scope() as s:  # a version registered by an older release
+        s.get(ModelVersion, version).sha256 = sha256_file(folder / "model.safetensors")
+    registry._load_cached.cache_clear()
+    registry.load_version(version)
+    with pytest.raises(WorkbenchError, match="does not exist"):
+        registry.get_version(2**63)

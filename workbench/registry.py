@@ -1,8 +1,11 @@
 """The model registry: versions are a DB row plus a folder `<WORKBENCH_HOME>/models/<id>/`.
 
-The row keeps the sha256 of the weights, checked on load so a damaged file is reported,
-never silently used. Loaded models are kept in a small LRU cache: translating twice with
-one version reads its files once.
+The row keeps the folder's `artifact_digest` (model config + weights + tokenizer; see
+core_model/artifact.py), checked on load so a damaged or hand-edited folder is reported,
+never silently used. Only the model files (`model_files`) are ever copied in, loaded or
+zipped: links and special files are refused, anything else in a folder is ignored. Loaded
+models are kept in a small LRU cache: translating twice with one version reads its files
+once. Version names follow the one name rule of `workbench.text_rules`.
 """
 
 from __future__ import annotations
@@ -20,11 +23,21 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import delete, select
 
-from core_model.artifact import WEIGHTS_FILE, ArtifactError, LoadedModel, load_model, sha256_file
-from db.engine import session_scope, workbench_home
+from core_model.artifact import (
+    WEIGHTS_FILE,
+    ArtifactError,
+    LoadedModel,
+    artifact_digest,
+    copy_model,
+    load_model,
+    matches_recorded_sha256,
+    model_files,
+)
+from db.engine import MAX_ID, session_scope, workbench_home
 from db.models import Corpus, ModelVersion
-from workbench.corpus import get_corpus
+from workbench.corpus import _validate_lang, get_corpus
 from workbench.errors import WorkbenchError
+from workbench.text_rules import clean_text, strip_invisible, validate_name
 
 IMPORT_STAGING_PREFIX = "import-"  # folders under runs/ that an import copies into
 
@@ -85,31 +98,40 @@ def import_version(
 ) -> int:
     """Register a model folder trained outside the workbench (e.g. under torchrun); returns the id.
 
-    The folder is loaded first, so a corrupt or mismatched one is refused before anything is
-    written; it is then copied, never moved: the user's folder stays theirs. Languages are
-    required: given, else the linked corpus's, else those recorded in the folder's config.json.
+    Only the model files are copied (never moved: the user's folder stays theirs), links and
+    special files are refused and the size is bounded (`model_files`); the copy is then
+    loaded, so a corrupt, mismatched or hand-edited one is refused before the registry
+    changes, and what is registered is exactly what was checked. Languages are required:
+    given, else the linked corpus's, else those recorded in the folder's config.json. The
+    folder's metrics are informative only: kept when they are plain finite values.
     """
-    try:
-        saved = load_model(folder).config
-    except ArtifactError as exc:
-        raise WorkbenchError(f"cannot import {folder}: {exc}") from exc
+    if name is not None:
+        name = validate_name(name, "version name")
     corpus_info = get_corpus(corpus) if corpus else None
-    recorded = saved.get("corpus") if isinstance(saved.get("corpus"), dict) else {}
-    langs = vars(corpus_info) if corpus_info else recorded
-    metrics = saved.get("metrics") if isinstance(saved.get("metrics"), dict) else {}
-    src_lang, tgt_lang = src_lang or langs.get("src_lang"), tgt_lang or langs.get("tgt_lang")
-    if not (src_lang and tgt_lang):
-        raise WorkbenchError(
-            f"{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"
-        )
+    folder = Path(folder)
     # Staged under runs/, where the worker's sweep removes what a killed import left behind.
     staging = workbench_home() / "runs" / f"{IMPORT_STAGING_PREFIX}{uuid.uuid4().hex}"
     try:
-        shutil.copytree(folder, staging)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise WorkbenchError(f"cannot copy {folder} ({exc.strerror or exc})") from exc
-    try:
+        try:
+            copy_model(folder, staging)
+            loaded = load_model(staging)
+        except ArtifactError as exc:
+            raise WorkbenchError(f"cannot import {folder}: {exc}") from exc
+        except OSError as exc:
+            raise WorkbenchError(f"cannot copy {folder} ({exc.strerror or exc})") from exc
+        saved = loaded.config
+        recorded = saved.get("corpus") if isinstance(saved.get("corpus"), dict) else {}
+        langs = vars(corpus_info) if corpus_info else recorded
+        src_lang, tgt_lang = src_lang or langs.get("src_lang"), tgt_lang or langs.get("tgt_lang")
+        if not (src_lang and tgt_lang):
+            raise WorkbenchError(
+                f"{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"
+            )
+        src_lang = _validate_lang(str(src_lang), "source")
+        tgt_lang = _validate_lang(str(tgt_lang), "target")
+        metrics = _plain_metrics(saved.get("metrics"))
+        metrics["parameters"] = sum(p.numel() for p in loaded.model.parameters())
+        del loaded
         return register_version(
             staging,
             metrics,
@@ -122,6 +144,32 @@ def import_version(
         raise WorkbenchError(str(exc)) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already unless storing failed
+
+
+def _plain_metrics(raw: Any) -> dict[str, Any]:
+    """The JSON scalars of a hand-made metrics section that every database can store:
+    finite numbers, booleans and short clean strings, under short clean names."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = clean_text(key)[0][:64] if isinstance(key, str) else ""
+        if not name:
+            continue
+        if isinstance(value, str):
+            out[name] = clean_text(value)[0][:200]
+        elif isinstance(value, int | float) and abs(value) < 2**53:  # not NaN, not inf
+            out[name] = value
+    return out
+
+
+def _bounded(value: Any, kind: type, default: Any, high: float) -> Any:
+    """``kind(value)`` when it is a finite number in [0, high], else ``default``."""
+    try:
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if 0 <= number <= high else default  # (False for NaN)
 
 
 def register_version(
@@ -143,7 +191,9 @@ def register_version(
     weights = model_dir / WEIGHTS_FILE
     if not weights.is_file():
         raise ArtifactError(f"training produced no {WEIGHTS_FILE} in {model_dir}")
-    digest = sha256_file(weights)
+    digest = artifact_digest(model_dir)
+    if name is not None:
+        name = validate_name(name, "version name")
     with session_scope() as s:
         corpus = s.get(Corpus, corpus_id) if corpus_id is not None else None
         version = ModelVersion(
@@ -152,13 +202,13 @@ def register_version(
             name="",
             artifact_path="",
             sha256=digest,
-            param_count=int(metrics.get("parameters", 0)),
+            param_count=_bounded(metrics.get("parameters", 0), int, 0, MAX_ID),
             metrics=metrics,
-            device=str(metrics.get("device", "cpu")),
+            device=clean_text(str(metrics.get("device", "cpu")))[0][:32] or "cpu",
             src_lang=src_lang or (corpus.src_lang if corpus else ""),
             tgt_lang=tgt_lang or (corpus.tgt_lang if corpus else ""),
-            train_pair_count=int(metrics.get("train_pairs", 0)),
-            train_seconds=float(metrics.get("train_time_s", 0.0)),
+            train_pair_count=_bounded(metrics.get("train_pairs", 0), int, 0, MAX_ID),
+            train_seconds=_bounded(metrics.get("train_time_s", 0.0), float, 0.0, 1e12),
         )
         s.add(version)
         s.flush()
@@ -210,6 +260,8 @@ def versions_table() -> pd.DataFrame:
 
 
 def get_version(version_id: int) -> VersionInfo:
+    if not 0 < int(version_id) <= MAX_ID:  # beyond the INTEGER column: no such row
+        raise WorkbenchError(f"Model version {version_id} does not exist.")
     with session_scope() as s:
         row = s.execute(
             select(ModelVersion, Corpus.name)
@@ -226,11 +278,8 @@ def artifact_dir(version_id: int) -> Path:
 
 
 def rename_version(version_id: int, name: str) -> None:
-    name = " ".join(name.split())
-    if not name:
-        raise WorkbenchError("A version name cannot be empty.")
-    if len(name) > 200:
-        raise WorkbenchError("A version name is at most 200 characters.")
+    """Rename a version; the name rule is that of corpora (`text_rules.validate_name`)."""
+    name = validate_name(name, "version name")
     with session_scope() as s:
         version = s.get(ModelVersion, version_id)
         if version is None:
@@ -243,7 +292,7 @@ def set_notes(version_id: int, notes: str) -> None:
         version = s.get(ModelVersion, version_id)
         if version is None:
             raise WorkbenchError(f"Model version {version_id} does not exist.")
-        version.notes = notes.strip()
+        version.notes = strip_invisible(notes)[0]
 
 
 def delete_version(version_id: int) -> None:
@@ -263,8 +312,10 @@ def _load_cached(folder: str, sha256: str, device: str) -> LoadedModel:
     weights = Path(folder) / WEIGHTS_FILE
     if not weights.is_file():
         raise ArtifactError(f"the files of this version are missing ({weights})")
-    if sha256 and sha256_file(weights) != sha256:
-        raise ArtifactError("its weights do not match the recorded sha256 (the file is corrupt)")
+    if sha256 and not matches_recorded_sha256(folder, sha256):
+        raise ArtifactError(
+            "its files do not match the recorded sha256 (a file is corrupt or was edited)"
+        )
     return load_model(folder, device=device, verify=False)
 
 
@@ -279,13 +330,17 @@ def load_version(version_id: int, device: str = "cpu") -> LoadedModel:
 
 
 def version_zip(version_id: int) -> bytes:
-    """The version folder as a zip (config.json, model.safetensors, tokenizer/)."""
+    """The version's model files as a zip (config.json, model.safetensors, tokenizer/):
+    nothing else that may lie in its folder, and never what a link points to."""
     folder = artifact_dir(version_id)
     if not folder.is_dir():
         raise WorkbenchError(f"The files of model version {version_id} are missing.")
+    try:
+        files = model_files(folder)
+    except ArtifactError as exc:
+        raise WorkbenchError(f"Model version {version_id} cannot be zipped: {exc}") from None
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                zf.write(path, Path(f"version-{version_id}") / path.relative_to(folder))
+        for rel in files:
+            zf.write(folder / rel, f"version-{version_id}/{rel}")
     return buffer.getvalue()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,156 @@ def test_failed_import_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out.tsv"
     assert run(home, "export", "--corpus", "c", str(out)).returncode == 0
     assert len(out.read_text("utf-8").splitlines()) == 1 + 3
+
+
+# ------------------------------------------------------------ hostile input, failing disks
+
+
+KILLED_CLI_IMPORT = """
+import os, signal, sys
+import workbench.importing as I
+I.IMPORT_CHUNK = 50
+insert = I._SqliteWriter.insert
+calls = []
+def dying_insert(self, *args):
+    calls.append(1)
+    if len(calls) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return insert(self, *args)
+I._SqliteWriter.insert = dying_insert
+from workbench.cli import main
+main(["import", "--corpus", "fresh", "--src-lang", "zh", "--tgt-lang", "en", sys.argv[1]])
+"""
+
+
+def test_a_killed_import_leaves_no_empty_corpus_behind(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    data = tmp_path / "pairs.tsv"
+    data.write_text("\n".join(f"句子{i}\tsentence {i}" for i in range(500)), encoding="utf-8")
+    env = {**os.environ, "WORKBENCH_HOME": str(home)}
+    env.pop("WORKBENCH_DB_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_CLI_IMPORT, str(data)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    line = assert_one_line_error(run(home, "export", "--corpus", "fresh", str(tmp_path / "o")))
+    assert "no corpus 'fresh'" in line
+    common = ["--corpus", "fresh", "--src-lang", "zh", "--tgt-lang", "en"]
+    proc = run(home, "import", *common, str(data))
+    assert proc.returncode == 0 and "imported 500 pairs" in proc.stdout, proc.stderr
+
+
+def _db(home: Path, sql: str, *params) -> None:
+    import sqlite3
+
+    with sqlite3.connect(home / "workbench.db") as conn:
+        conn.execute(sql, params)
+
+
+def test_output_escapes_control_characters(tmp_path: Path) -> None:
+    """Names stored before the name rule (or hostile file names) cannot act on the terminal."""
+    home = tmp_path / "h"
+    src = tmp_path / "pairs.tsv"
+    src.write_text(TSV, encoding="utf-8")
+    common = ["--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en"]
+    assert run(home, "import", *common, str(src)).returncode == 0
+    evil = "evil\x1b]0;pwned\x07\x1b[2J\u202e"
+    _db(home, "UPDATE corpora SET name = ?", evil)
+    _db(
+        home,
+        "INSERT INTO model_versions (name, notes, artifact_path, sha256, param_count, metrics,"
+        " device, src_lang, tgt_lang, train_pair_count, train_seconds, created_at) VALUES"
+        " (?, '', 'models/1', '', 0, '{}', 'cpu', 'zh', 'en', 0, 0, '2026-01-01 00:00:00')",
+        evil,
+    )
+    for args in (["versions"], ["versions", "--json"]):
+        proc = run(home, *args)
+        assert proc.returncode == 0, proc.stderr
+        assert not any(ch in proc.stdout for ch in "\x1b\x07\u202e"), repr(proc.stdout)
+    proc = run(home, "versions")
+    assert "evil\\x1b]0;pwned\\x07\\x1b[2J\\u202e" in proc.stdout
+    assert json.loads(run(home, "versions", "--json").stdout)[0]["name"] == evil
+    out = tmp_path / "out\x1b[2J.tsv"
+    proc = run(home, "export", "--corpus", "#1", str(out))
+    assert proc.returncode == 0 and "\x1b" not in proc.stdout and "out\\x1b[2J" in proc.stdout
+    line = assert_one_line_error(run(home, "export", "--corpus", "x\x1b[2J", str(out)))
+    assert "\x1b" not in line
+
+
+@pytest.mark.parametrize(
+    ("args", "db_url", "message"),
+    [
+        (["versions"], "not a url", "WORKBENCH_DB_URL is not a database URL"),
+        (["versions"], "sqlite:///{missing}/x.db", "does not exist"),
+        (["versions"], "nosuchdb://x", "unknown database backend"),
+        (["translate", "--version", "99999999999999999999", "hi"], None, "ids are 1 to"),
+        (["evaluate", "--version", "0", "--src", "a", "--ref", "b"], None, "ids are 1 to"),
+        (["export", "--corpus", "#99999999999999999999", "{out}"], None, "no corpus"),
+        (["export", "--corpus", b"bad\xffname", "{out}"], None, "--corpus is not valid UTF-8"),
+        (["translate", "--version", "1", b"caf\xe9"], None, "an argument is not valid UTF-8"),
+        (
+            ["import", "--corpus", b"\xff", "--src-lang", "zh", "--tgt-lang", "en", "{good}"],
+            None,
+            "--corpus is not valid UTF-8",
+        ),
+    ],
+)
+def test_bad_environment_and_arguments_are_one_error_line(
+    tmp_path: Path, args: list, db_url: str | None, message: str
+) -> None:
+    missing = tmp_path / "no" / "such" / "folder"
+    good = tmp_path / "good.tsv"
+    good.write_text(TSV, encoding="utf-8")
+    fill = {"out": str(tmp_path / "out.tsv"), "good": str(good), "missing": str(missing)}
+    argv = [a.format(**fill) if isinstance(a, str) else a for a in args]
+    url = db_url.format(**fill) if db_url else None
+    line = assert_one_line_error(run(tmp_path / "h", *argv, db_url=url))
+    assert message in line and "internal error" not in line
+    assert not missing.parent.exists()  # no folder is created for a given database URL
+
+
+DISK_FULL = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+from workbench.__main__ import main
+"""
+
+
+def test_a_full_disk_is_one_error_line(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    small, big = tmp_path / "small.tsv", tmp_path / "big.tsv"
+    small.write_text(TSV, encoding="utf-8")
+    big.write_text(
+        "\n".join(f"第{i}句很长很长的句子。\tSentence {i} is rather long." for i in range(20_000)),
+        encoding="utf-8",
+    )
+    common = ["--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en"]
+    assert run(home, "import", *common, str(small)).returncode == 0
+    limit = (home / "workbench.db").stat().st_size + 200_000
+    env = {**os.environ, "WORKBENCH_HOME": str(home)}
+    env.pop("WORKBENCH_DB_URL", None)
+    for argv in (["import", *common, str(big)], ["export", "--corpus", "c", str(tmp_path / "o")]):
+        code = DISK_FULL + f"sys.argv[1:] = {argv!r}\nraise SystemExit(main())\n"
+        if argv[0] == "export":  # the export itself must be what hits the limit
+            limit = 10
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(limit)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        line = assert_one_line_error(proc, code=1)
+        assert "internal error" not in line, line
+        assert "disk full" in line or "disk I/O error" in line, line
+    out = tmp_path / "out.tsv"
+    assert run(home, "export", "--corpus", "c", str(out)).returncode == 0
+    assert len(out.read_text("utf-8").splitlines()) == 1 + 3  # the failed import wrote nothing

@@ -4,14 +4,21 @@ Adding a command: write ``_args_<name>(parser)`` (its options) and ``_cmd_<name>
 (its work; return the exit status), then add one ``Command`` line to ``COMMANDS``.
 
 Every command fails the same way: bad input raises ``WorkbenchError`` and the user sees one
-line ``error: <message>`` with exit status 2; argparse usage errors also print one line and
-exit 2; an unexpected exception prints one ``error: internal error: …`` line and exits 1
-(set ``WORKBENCH_DEBUG=1`` for the traceback).
+line ``error: <message>`` with exit status 2 (a malformed ``WORKBENCH_DB_URL`` and arguments
+that are not valid UTF-8 too); argparse usage errors also print one line and exit 2; a
+failure of the environment (disk full, database unreachable or unwritable) prints one
+``error: …`` line and exits 1; an unexpected exception prints one
+``error: internal error: …`` line and exits 1 (set ``WORKBENCH_DEBUG=1`` for the traceback).
+
+Output meant for people passes through ``_print``, which escapes control characters
+(``text_rules.escape_controls``): a corpus or version name, a file name or a line of an
+imported file can never act on the terminal. JSON output escapes them the JSON way.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -19,10 +26,39 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
+from db.engine import MAX_ID, DatabaseConfigError
 from workbench.errors import WorkbenchError
+from workbench.text_rules import escape_controls
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+CORPUS_HELP = (
+    "corpus name, or #ID for a corpus by id (a bare number means an id only when no corpus "
+    "has that name)"
+)
+
+
+def _print(text: str, file: TextIO | None = None) -> None:
+    """Print for people: control characters shown as escapes (see the module docstring)."""
+    print(escape_controls(text), file=file or sys.stdout)
+
+
+def _print_json(data: Any) -> None:
+    """One JSON line; besides JSON's own escapes, every character that could act on a
+    terminal (C1 controls, bidi overrides, line separators) is written as a \\u escape."""
+    print(escape_controls(json.dumps(data, ensure_ascii=False), json=True))
+
+
+def _row_id(text: str) -> int:
+    """An id argument: a positive integer that a database row can have."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an id: {text!r}") from None
+    if not 1 <= value <= MAX_ID:
+        raise argparse.ArgumentTypeError(f"ids are 1 to {MAX_ID}, got {value}")
+    return value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,7 +74,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _args_import(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="pairs file (for --format aligned: the source side)")
-    p.add_argument("--corpus", required=True, help="corpus name (created if missing)")
+    p.add_argument("--corpus", required=True, help=f"{CORPUS_HELP}; a new name creates the corpus")
     p.add_argument("--src-lang", required=True, help="source language code, e.g. zh")
     p.add_argument("--tgt-lang", required=True, help="target language code, e.g. en")
     p.add_argument(
@@ -52,34 +88,33 @@ def _args_import(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from workbench.corpus import delete_corpus, get_or_create_corpus, list_corpora
-    from workbench.importing import import_file, infer_format
+    from workbench.corpus import get_corpus
+    from workbench.importing import import_file
 
     if not args.file.is_file():
         raise WorkbenchError(f"file not found: {args.file}")
     if args.tgt_file is not None and args.format not in (None, "aligned"):
         raise WorkbenchError("--tgt-file is only used with --format aligned")
-    fmt = args.format
-    if fmt is None and args.tgt_file is None:  # before creating the corpus
-        with args.file.open("rb") as fh:
-            fmt = infer_format(args.file, fh.read(65536))
-    existed = any(c.name == args.corpus for c in list_corpora())
-    info = get_or_create_corpus(args.corpus, args.src_lang, args.tgt_lang)
-    try:
-        result = import_file(info.id, args.file, fmt, args.tgt_file, strict=args.strict)
-    except WorkbenchError:
-        if not existed:  # a bad file changes nothing: not even an empty new corpus is left
-            delete_corpus(info.id)
-        raise
+    # A new corpus is created together with its pairs: a bad file, or an import killed
+    # half-way, leaves no empty corpus behind.
+    result = import_file(
+        args.corpus,
+        args.file,
+        args.format,
+        args.tgt_file,
+        strict=args.strict,
+        create_langs=(args.src_lang, args.tgt_lang),
+    )
+    name = get_corpus(result.corpus_id).name
     if args.json:
-        print(json.dumps({"corpus": info.name, **result.as_dict()}, ensure_ascii=False))
+        _print_json({"corpus": name, **result.as_dict()})
         return EXIT_OK
     for issue in result.report[:10]:
-        print(f"  line {issue.line}: {issue.severity}: {issue.message}", file=sys.stderr)
+        _print(f"  line {issue.line}: {issue.severity}: {issue.message}", file=sys.stderr)
     if len(result.report) > 10:
-        print(f"  … {sum(result.issue_counts.values()) - 10} more issues", file=sys.stderr)
-    print(
-        f"imported {result.added} pairs into {info.name!r} "
+        _print(f"  … {sum(result.issue_counts.values()) - 10} more issues", file=sys.stderr)
+    _print(
+        f"imported {result.added} pairs into {name!r} "
         f"({result.duplicates} duplicates, {result.skipped} invalid rows skipped)"
     )
     return EXIT_OK
@@ -90,7 +125,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def _args_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="output file (.tsv, .jsonl or .csv)")
-    p.add_argument("--corpus", required=True, help="corpus name or id")
+    p.add_argument("--corpus", required=True, help=CORPUS_HELP)
     p.add_argument("--format", choices=("tsv", "jsonl", "csv"), help="default: from extension")
 
 
@@ -98,7 +133,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from workbench.importing import export_pairs
 
     n = export_pairs(args.corpus, args.file, args.format)
-    print(f"exported {n} pairs to {args.file}")
+    _print(f"exported {n} pairs to {args.file}")
     return EXIT_OK
 
 
@@ -197,17 +232,26 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 
     table = versions_table()
     if args.json:
-        print(table.to_json(orient="records", date_format="iso", force_ascii=False))
+        print(
+            escape_controls(
+                table.to_json(orient="records", date_format="iso", force_ascii=False), json=True
+            )
+        )
     elif table.empty:
         print("no model versions yet: train one with `python -m workbench train`")
     else:
-        print(table.drop(columns=["notes"]).to_string(index=False))
+        shown = table.drop(columns=["notes"])
+        for column in ("name", "corpus", "device"):  # stored text, escaped cell by cell
+            shown[column] = shown[column].map(lambda v: v if v is None else escape_controls(v))
+        print(shown.to_string(index=False))
     return EXIT_OK
 
 
 def _args_register(p: argparse.ArgumentParser) -> None:
     p.add_argument("folder", type=Path, help="model folder, e.g. from core_model.distributed")
-    p.add_argument("--corpus", help="link the version to this corpus (and take its languages)")
+    p.add_argument(
+        "--corpus", help=f"link the version to this corpus (and take its languages): {CORPUS_HELP}"
+    )
     p.add_argument("--src-lang", help="source language code, e.g. de")
     p.add_argument("--tgt-lang", help="target language code, e.g. en")
     p.add_argument("--name", help="version name (default: '<corpus> v<id>')")
@@ -227,7 +271,7 @@ def _cmd_register(args: argparse.Namespace) -> int:
 
 
 def _args_translate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--version", type=int, required=True, help="model version id")
+    p.add_argument("--version", type=_row_id, required=True, help="model version id")
     p.add_argument("--beam", type=_positive_int, default=1, help="beam size (1 = greedy)")
     p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
 
@@ -235,9 +279,12 @@ def _args_translate(p: argparse.ArgumentParser) -> None:
 def _cmd_translate(args: argparse.Namespace) -> int:
     from workbench.translation import translate
 
-    texts = args.text or [line.rstrip("\n") for line in sys.stdin]
+    try:
+        texts = args.text or [line.rstrip("\n") for line in sys.stdin]
+    except UnicodeDecodeError:
+        raise WorkbenchError("standard input is not UTF-8 text") from None
     for result in translate(args.version, texts, beam=args.beam):
-        print(result.text)
+        _print(result.text)
     return EXIT_OK
 
 
@@ -245,7 +292,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _args_evaluate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--version", type=int, required=True, help="model version id")
+    p.add_argument("--version", type=_row_id, required=True, help="model version id")
     p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
     p.add_argument("--ref", type=Path, required=True, help="reference translations")
     p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
@@ -311,18 +358,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (``__main__`` passes it to SystemExit)."""
     args = build_parser().parse_args(argv)
     try:
+        _check_text_arguments(args)
         return int(args._run(args) or EXIT_OK)
-    except WorkbenchError as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+    except (WorkbenchError, DatabaseConfigError) as exc:
+        _error(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _error("interrupted")
         return 130
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:
         if os.environ.get("WORKBENCH_DEBUG"):
             traceback.print_exc()
+        environment = _environment_failure(exc)
+        if environment:
+            _error(environment)
+            return EXIT_INTERNAL
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"error: internal error: {type(exc).__name__}: {first}", file=sys.stderr)
+        _error(f"internal error: {type(exc).__name__}: {first}")
         return EXIT_INTERNAL
+
+
+def _error(message: str) -> None:
+    print(f"error: {escape_controls(' '.join(message.split()))}", file=sys.stderr)
+
+
+def _check_text_arguments(args: argparse.Namespace) -> None:
+    """Refuse text arguments that are not valid UTF-8 (Python hands such bytes over as lone
+    surrogates, which no database or terminal accepts). File names may be any bytes."""
+    for key, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and any("\ud800" <= ch <= "\udfff" for ch in item):
+                what = "an argument" if key == "text" else f"--{key.replace('_', '-')}"
+                raise WorkbenchError(f"{what} is not valid UTF-8 text")
+
+
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _environment_failure(exc: BaseException) -> str | None:
+    """A one-line explanation when ``exc`` is the environment failing, not the program."""
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, OSError):
+        if exc.errno in _DISK_FULL:
+            return f"disk full: cannot write {exc.filename or 'a file'} ({exc.strerror})"
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror or type(exc).__name__}{where}"
+    if isinstance(exc, DBAPIError):
+        reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else ""
+        if "full" in reason:  # SQLite: "database or disk is full"
+            return f"disk full: the database cannot be written ({reason})"
+        return f"database error: {reason or type(exc.orig).__name__}"
+    return None

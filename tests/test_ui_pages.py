@@ -229,6 +229,36 @@ def test_import_previews_before_writing(small_corpus: int) -> None:
     assert "Imported 2 pairs" in texts(at.success)
 
 
+def test_import_preview_keeps_only_a_sample_in_the_session(small_corpus: int) -> None:
+    """The session holds counts, the capped report and the first rows, never the whole parse;
+    the import reads the upload again."""
+    data = "\n".join(f"句子{i}\t\x1bsentence {i}" for i in range(300)).encode()
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/upload: Import"
+    at.run()
+    at.file_uploader[0].upload("many.tsv", data, "text/tab-separated-values").run()
+    assert_clean(at)
+    _ident, parsed = at.session_state["_import_preview"]
+    assert parsed.accepted == 300 and len(parsed.pairs) == 20
+    assert {m.label: m.value for m in at.metric}["Will be added"] == "300"
+    assert at.button(key="do_import").label == "Import 300 pairs"
+    at.button(key="do_import").click().run()
+    assert_clean(at)
+    assert corpus.get_corpus(small_corpus).pair_count == 303
+    assert "control or invisible characters removed from 300 rows" in texts(at.success)
+
+
+def test_the_upload_size_is_limited_on_purpose() -> None:
+    import tomllib
+
+    from workbench import importing
+
+    config = tomllib.loads((APP.parent / ".streamlit" / "config.toml").read_text("utf-8"))
+    limit = config["server"]["maxUploadSize"]  # MB; Streamlit's default (200) is not a choice
+    assert isinstance(limit, int) and 1 <= limit < 200
+    assert limit << 20 < importing.MAX_INPUT_BYTES
+
+
 def test_malformed_import_is_one_error_line(small_corpus: int) -> None:
     at = open_page("corpus")
     at.session_state["corpus_tab"] = ":material/upload: Import"

@@ -278,7 +278,8 @@ def import_panel(current: CorpusInfo) -> None:
             "Pairs file",
             type=UPLOAD_TYPES,
             key=f"upload_{nonce}",
-            help="UTF-8 text, optionally gzip-compressed (.gz).",
+            help="UTF-8 text, optionally gzip-compressed (.gz); at most "
+            f"{st.get_option('server.maxUploadSize')} MB per file.",
         )
     guessed = _guess_format(upload)
     with right:
@@ -314,14 +315,14 @@ def import_panel(current: CorpusInfo) -> None:
         return
     counts = st.columns(4)
     counts[0].metric("Rows read", f"{parsed.rows:,}")
-    counts[1].metric("Will be added", f"{len(parsed.pairs):,}")
+    counts[1].metric("Will be added", f"{parsed.accepted:,}")
     counts[2].metric("Duplicates skipped", f"{parsed.duplicates:,}")
     counts[3].metric("Invalid rows skipped", f"{parsed.skipped:,}")
 
     shown = min(PREVIEW_ROWS, len(parsed.pairs))
     st.markdown(
         f"**Preview** (the first {common.plural(shown, 'pair')} to be added)"
-        if shown < len(parsed.pairs)
+        if shown < parsed.accepted
         else f"**Preview** ({common.plural(shown, 'pair')} to be added)"
     )
     preview = pd.DataFrame(
@@ -340,8 +341,10 @@ def import_panel(current: CorpusInfo) -> None:
     st.dataframe(preview, hide_index=True, width="stretch")
     if parsed.report:
         warnings = len(parsed.warnings)
+        total = sum(parsed.issue_counts.values())
+        listed = f" (the first {len(parsed.report):,} listed)" if total > len(parsed.report) else ""
         with st.expander(
-            f"Validation report: {len(parsed.report):,} issue(s)"
+            f"Validation report: {total:,} issue(s){listed}"
             + (f", {warnings:,} warning(s) imported anyway" if warnings else ""),
             expanded=bool(parsed.errors),
             icon=":material/rule:",
@@ -351,24 +354,29 @@ def import_panel(current: CorpusInfo) -> None:
         st.success("Every row is valid.", icon=":material/check_circle:")
 
     if st.button(
-        f"Import {common.plural(len(parsed.pairs), 'pair')}",
+        f"Import {common.plural(parsed.accepted, 'pair')}",
         type="primary",
         icon=":material/upload:",
         key="do_import",
-        disabled=not parsed.pairs,
+        disabled=not parsed.accepted,
     ):
         with (
             common.error_boundary("importing the file"),
             st.spinner("Importing…", show_time=True),
         ):
-            result = importing.import_file(
-                current.id, upload.getvalue(), fmt, target.getvalue() if target else None
-            )
+            # The upload is read again as a stream: the preview kept only a sample.
+            result = importing.import_file(current.id, upload, fmt, target)
             st.session_state["upload_nonce"] = nonce + 1
             st.session_state.pop("_import_preview", None)
+            cleaned = result.issue_counts.get("control_chars", 0)
             common.flash(
                 f"Imported {result.added:,} pairs into “{current.name}” "
-                f"({result.duplicates:,} duplicates and {result.skipped:,} invalid rows skipped)."
+                f"({result.duplicates:,} duplicates and {result.skipped:,} invalid rows skipped"
+                + (
+                    f"; control or invisible characters removed from {cleaned:,} rows)."
+                    if cleaned
+                    else ")."
+                )
             )
             st.rerun()
 
@@ -377,13 +385,18 @@ def _guess_format(upload: Any) -> str:
     if upload is None:
         return "tsv"
     try:
-        return importing.infer_format(upload.name, upload.getvalue()[:65536])
+        upload.seek(0)
+        return importing.infer_format(upload.name, upload.read(65536))
     except Exception:  # unknown extension: let the user choose
         return "tsv"
 
 
 def _preview(current: CorpusInfo, upload: Any, fmt: str, target: Any) -> Any:
-    """Parse + validate once per (file, format, corpus); reruns reuse the result."""
+    """Parse + validate once per (file, format, corpus); reruns reuse the result.
+
+    Only a bounded summary is kept in the session (counts, the capped report and the first
+    ``PREVIEW_ROWS`` pairs), never the whole parse: a big upload must not cost its size
+    again in every browser session that previews it."""
     ident = (
         current.id,
         current.pair_count,
@@ -396,9 +409,7 @@ def _preview(current: CorpusInfo, upload: Any, fmt: str, target: Any) -> Any:
         return cached[1]
     parsed = None
     with common.error_boundary("reading the file"), st.spinner("Checking the file…"):
-        parsed = importing.preview_import(
-            current.id, upload.getvalue(), fmt, target.getvalue() if target else None
-        )
+        parsed = importing.preview_import(current.id, upload, fmt, target, sample=PREVIEW_ROWS)
         st.session_state["_import_preview"] = (ident, parsed)
     return parsed
 

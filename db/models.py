@@ -93,8 +93,9 @@ def _created() -> Any:
 class Corpus(Base):
     """A named collection of sentence pairs in one direction (src_lang -> tgt_lang).
 
-    A row with an ``import_token`` is not a corpus yet: it is the hidden staging area of a
-    large import in progress (see ``workbench.importing``), which no listing shows.
+    A row with an ``import_token`` is hidden while a large import fills it (see
+    ``workbench.importing``): a staging corpus of the import's own, or an empty corpus
+    receiving pairs in place. No listing shows it.
     """
 
     __tablename__ = "corpora"
@@ -105,7 +106,7 @@ class Corpus(Base):
     src_lang: Mapped[str] = mapped_column(String(32))
     tgt_lang: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = _created()
-    # The staging import's token (it names the import's lock file); NULL for every corpus.
+    # The filling import's token (it names the import's lock file); NULL when not hidden.
     import_token: Mapped[str | None] = mapped_column(String(32))
 
 

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,16 @@ def _all_rows() -> tuple[int, int]:
         return s.scalar(select(func.count()).select_from(Corpus)), s.scalar(
             select(func.count()).select_from(Pair)
         )
+
+
+def _soon(condition, seconds: float = 60) -> bool:
+    """Whether ``condition()`` becomes true within ``seconds`` (the import runs on a thread)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_a_long_import_lets_other_writers_in_and_shows_nothing_until_published(
@@ -64,6 +75,8 @@ def test_a_long_import_lets_other_writers_in_and_shows_nothing_until_published(
     worker.start()
     try:
         assert paused.wait(60)
+        # The hidden staging corpus holds the first chunk (so line 10 clashes at publish).
+        assert _soon(lambda: _all_rows()[0] == 2 and _all_rows()[1] > 100), "nothing staged"
         # Another writer gets the write lock within seconds (it used to wait for the whole
         # import, which held the lock from its first row to its last).
         probe = sqlite3.connect(wb_home / "workbench.db", timeout=15)
@@ -77,7 +90,6 @@ def test_a_long_import_lets_other_writers_in_and_shows_nothing_until_published(
         assert C.get_corpus(info.id).pair_count == 3
         assert [c.name for c in C.list_corpora()] == ["big"]
         assert C.search_pairs(info.id, "sentence number 3").total == 0
-        assert _all_rows()[0] == 2  # the hidden staging corpus exists meanwhile
     finally:
         resume.set()
         worker.join(120)
@@ -97,6 +109,7 @@ def test_the_corpus_deleted_during_a_staged_import_fails_it_cleanly(
 ) -> None:
     monkeypatch.setattr(I, "IMPORT_CHUNK", 10)
     info = C.create_corpus("doomed", "zh", "en")
+    C.add_pair(info.id, "已有", "existing")  # not empty: staged apart, moved at the end
     check = I._Validator.check
 
     def deleting_check(self: I._Validator, raw: I.RawRow):
@@ -108,6 +121,49 @@ def test_the_corpus_deleted_during_a_staged_import_fails_it_cleanly(
     with pytest.raises(WorkbenchError, match="was deleted during the import"):
         I.import_file(info.id, "\n".join(ROWS[:80]).encode(), "tsv")
     assert _all_rows() == (0, 0)
+
+
+def test_an_empty_corpus_receives_a_large_import_in_place(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into an empty corpus the pairs are staged under its own id while it is hidden (busy
+    for everyone else), so publishing is un-hiding it: one row, whatever the size."""
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 100)
+    info = C.create_corpus("empty", "zh", "en")
+    C.create_corpus("other", "zh", "en")
+    paused, resume = threading.Event(), threading.Event()
+    check = I._Validator.check
+
+    def pausing_check(self: I._Validator, raw: I.RawRow):
+        if raw[0] == 450:
+            paused.set()
+            resume.wait(120)
+        return check(self, raw)
+
+    monkeypatch.setattr(I._Validator, "check", pausing_check)
+    outcome: dict = {}
+    worker = threading.Thread(
+        target=lambda: outcome.update(r=I.import_file(info.id, "\n".join(ROWS).encode(), "tsv"))
+    )
+    worker.start()
+    try:
+        assert paused.wait(60)
+        assert _soon(lambda: [c.name for c in C.list_corpora()] == ["other"])
+        for touch in (
+            lambda: C.get_corpus("empty"),
+            lambda: C.add_pair(info.id, "新", "new"),
+            lambda: C.delete_corpus(info.id),
+            lambda: I.import_file(info.id, b"a\tb\n", "tsv"),
+        ):
+            with pytest.raises(WorkbenchError, match="receiving a large import"):
+                touch()
+        assert _all_rows()[0] == 2  # no staging corpus of its own
+    finally:
+        resume.set()
+        worker.join(120)
+    assert outcome["r"].added == 1000 and outcome["r"].corpus_id == info.id
+    assert C.get_corpus(info.id).pair_count == 1000
+    assert [c.name for c in C.list_corpora()] == ["empty", "other"]
 
 
 KILLED_IMPORT = """
@@ -126,13 +182,10 @@ I.import_file(sys.argv[1], sys.argv[2], "tsv", create_langs=("zh", "en"))
 """
 
 
-def test_a_killed_import_is_invisible_and_swept(wb_home: Path, tmp_path: Path) -> None:
-    data = tmp_path / "pairs.tsv"
-    data.write_text("\n".join(ROWS), encoding="utf-8")
-    C.create_corpus("other", "zh", "en")
-    env = {**os.environ, "WORKBENCH_HOME": str(wb_home)}
+def _killed_import(home: Path, corpus: str, data: Path) -> None:
+    env = {**os.environ, "WORKBENCH_HOME": str(home)}
     proc = subprocess.run(
-        [sys.executable, "-c", KILLED_IMPORT, "fresh", str(data)],
+        [sys.executable, "-c", KILLED_IMPORT, corpus, str(data)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -140,6 +193,13 @@ def test_a_killed_import_is_invisible_and_swept(wb_home: Path, tmp_path: Path) -
         timeout=120,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+
+
+def test_a_killed_import_is_invisible_and_swept(wb_home: Path, tmp_path: Path) -> None:
+    data = tmp_path / "pairs.tsv"
+    data.write_text("\n".join(ROWS), encoding="utf-8")
+    C.create_corpus("other", "zh", "en")
+    _killed_import(wb_home, "fresh", data)
     assert [c.name for c in C.list_corpora()] == ["other"]  # no empty "fresh" corpus
     assert _all_rows() == (2, 100)  # the dead import's staged chunks, hidden
     assert I.sweep_import_staging() == 1
@@ -148,3 +208,11 @@ def test_a_killed_import_is_invisible_and_swept(wb_home: Path, tmp_path: Path) -
     # The next import sweeps by itself, and a live import is never swept.
     assert I.import_file("fresh", data, "tsv", create_langs=("zh", "en")).added == 1000
     assert I.sweep_import_staging() == 0
+    # Killed while staging in place into an empty corpus: the sweep gives it back, empty.
+    C.delete_corpus("fresh")
+    C.create_corpus("fresh", "zh", "en")
+    _killed_import(wb_home, "fresh", data)
+    with pytest.raises(WorkbenchError, match="receiving a large import"):
+        C.get_corpus("fresh")
+    assert I.sweep_import_staging() == 1
+    assert C.get_corpus("fresh").pair_count == 0 and _all_rows() == (2, 0)

@@ -53,6 +53,7 @@ STATS_SAMPLE = 5_000
 FTS_MIN_QUERY = 3  # the trigram index needs at least 3 characters
 
 CorpusRef = int | str
+STAGING_NAME = "(import {token})"  # a hidden staging corpus (workbench.importing)
 CORPUS_REF_HELP = (
     "a corpus name, or its id written #ID (a plain number is taken as an id when no corpus "
     "has that name)"
@@ -200,11 +201,22 @@ def _info(session: Session, corpus: Corpus) -> CorpusInfo:
     )
 
 
+def _visible(corpus: Corpus | None) -> Corpus | None:
+    """``corpus`` unless it is hidden by a large import in progress (see ``importing``): a
+    staging corpus does not exist for anyone else; an (empty) corpus receiving pairs is busy."""
+    if corpus is None or corpus.import_token is None:
+        return corpus
+    if corpus.name == STAGING_NAME.format(token=corpus.import_token):
+        return None
+    raise WorkbenchError(
+        f"corpus {corpus.name!r} is receiving a large import; try again when it is done"
+    )
+
+
 def _by_id(session: Session, corpus_id: int) -> Corpus | None:
     if not 0 < corpus_id <= MAX_ID:  # beyond the INTEGER column: no such row
         return None
-    corpus = session.get(Corpus, corpus_id)
-    return corpus if corpus is not None and corpus.import_token is None else None
+    return _visible(session.get(Corpus, corpus_id))
 
 
 def _resolve(session: Session, ref: CorpusRef) -> Corpus:
@@ -215,10 +227,8 @@ def _resolve(session: Session, ref: CorpusRef) -> Corpus:
         if explicit is not None:
             corpus = _by_id(session, explicit)
         else:
-            corpus = session.scalar(
-                select(Corpus).where(
-                    Corpus.name == normalize_text(ref), Corpus.import_token.is_(None)
-                )
+            corpus = _visible(
+                session.scalar(select(Corpus).where(Corpus.name == normalize_text(ref)))
             )
             if ref.strip().isdigit():
                 by_id = _by_id(session, int(ref))

@@ -6,7 +6,10 @@ All text is generated here (made-up syllable words and random CJK characters), n
 data. The import goes through the public ``workbench.importing.import_file`` (parse,
 validate, de-duplicate, one transaction, FTS index); searches through
 ``workbench.corpus.search_pairs`` (page of 50 + capped count). As a baseline the same
-queries run as a plain LIKE scan. The last line printed is one JSON object.
+queries run as a plain LIKE scan. On SQLite a second process meanwhile takes the database's
+write lock again and again (as a worker's progress write or a UI edit would) and reports the
+longest it had to wait: about the longest time the import held the lock in one piece. The
+last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +49,23 @@ def write_corpus(path: Path, n: int, seed: int = 0) -> list[str]:
             tgt = " ".join(rng.choices(vocab, k=rng.randint(4, 16))).capitalize() + f" {i}."
             fh.write(f"{src}\t{tgt}\n")
     return vocab
+
+
+# Takes and releases the write lock in a loop until its stop file appears; prints the longest
+# wait (seconds) and how often it got the lock.
+WRITER_PROBE = """
+import os, sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], timeout=3600, isolation_level=None)
+longest, taken = 0.0, 0
+while not os.path.exists(sys.argv[2]):
+    start = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    longest = max(longest, time.perf_counter() - start)
+    conn.execute("ROLLBACK")
+    taken += 1
+    time.sleep(0.02)
+print(longest, taken)
+"""
 
 
 def timed(fn, repeat: int = 5) -> float:
@@ -86,10 +107,26 @@ def main() -> None:
     get_engine()  # migrations are not part of the import time
     info = C.create_corpus(f"bench-{args.pairs}", "zh", "en")
     load_before = os.getloadavg()[0]
+    probe, stop = None, work / "probe.stop"
+    engine = get_engine()
+    if engine.dialect.name == "sqlite":
+        stop.unlink(missing_ok=True)
+        probe = subprocess.Popen(
+            [sys.executable, "-c", WRITER_PROBE, str(engine.url.database), str(stop)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.5)
     t, cpu = time.perf_counter(), time.process_time()
     result = import_file(info.id, data, "tsv")
     import_s, import_cpu = time.perf_counter() - t, time.process_time() - cpu
     print(f"imported {result.added} pairs in {import_s:.1f}s (cpu {import_cpu:.1f}s)")
+    lock_wait_s = lock_takes = None
+    if probe is not None:
+        stop.touch()
+        longest, taken = probe.communicate(timeout=600)[0].split()
+        lock_wait_s, lock_takes = round(float(longest), 2), int(taken)
+        print(f"another writer waited at most {lock_wait_s}s ({lock_takes} lock takes)")
 
     rng = random.Random(1)
     common = max(vocab[:2000], key=len)  # a longish word: a few hundred/thousand matches
@@ -130,6 +167,9 @@ def main() -> None:
         "import_cpu_seconds": round(import_cpu, 2),  # both threads; wall can be less
         "loadavg_1m_before_import": round(load_before, 2),  # other processes on the box
         "pairs_per_s": round(result.added / import_s),
+        # SQLite: the longest a concurrent writer waited during the import (≈ longest hold).
+        "writer_max_wait_s": lock_wait_s,
+        "writer_lock_takes": lock_takes,
         "search_page_ms": search_ms,
         "search_pages_ms": pages,
         "search_totals": totals,

@@ -225,6 +225,7 @@ def test_output_escapes_control_characters(tmp_path: Path) -> None:
         (["export", "--corpus", "#99999999999999999999", "{out}"], None, "no corpus"),
         (["export", "--corpus", b"bad\xffname", "{out}"], None, "--corpus is not valid UTF-8"),
         (["translate", "--version", "1", b"caf\xe9"], None, "an argument is not valid UTF-8"),
+        (["versions", "\x1b[2J", b"\xff"], None, "unrecognized arguments: \\x1b[2J \\udcff"),
         (
             ["import", "--corpus", b"\xff", "--src-lang", "zh", "--tgt-lang", "en", "{good}"],
             None,

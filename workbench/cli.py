@@ -65,7 +65,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one ``error: …`` line (exit 2)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"error: {message} (see: {self.prog} --help)", file=sys.stderr)
+        _error(f"{message} (see: {self.prog} --help)")  # may quote an argument
         raise SystemExit(EXIT_USAGE)
 
 

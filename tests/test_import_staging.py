@@ -154,6 +154,7 @@ def test_an_empty_corpus_receives_a_large_import_in_place(
             lambda: C.add_pair(info.id, "新", "new"),
             lambda: C.delete_corpus(info.id),
             lambda: I.import_file(info.id, b"a\tb\n", "tsv"),
+            lambda: I.import_file("empty", b"a\tb\n", "tsv", create_langs=("zh", "en")),
         ):
             with pytest.raises(WorkbenchError, match="receiving a large import"):
                 touch()

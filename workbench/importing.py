@@ -84,6 +84,7 @@ from workbench.corpus import (
     _has_fts,
     _resolve,
     _validate_lang,
+    _visible,
     default_split,
     rough_token_count,
     validate_split,
@@ -784,19 +785,23 @@ class _Target:
 
 
 def _target(corpus: CorpusRef, create_langs: tuple[str, str] | None) -> _Target:
+    creating = create_langs is not None and isinstance(corpus, str) and not looks_like_id(corpus)
     with session_scope() as s:
-        try:
-            found = _resolve(s, corpus)
-        except WorkbenchError as exc:
-            if create_langs is None or not isinstance(corpus, str):
-                raise
-            if looks_like_id(corpus):
+        if creating:
+            name = validate_name(corpus)
+            found = _visible(s.scalar(select(Corpus).where(Corpus.name == name)))
+        else:
+            try:
+                found = _resolve(s, corpus)
+            except WorkbenchError as exc:
+                if create_langs is None:
+                    raise
                 raise WorkbenchError(f"{exc}; a new corpus name cannot be a number") from None
-            src, tgt = (
-                _validate_lang(create_langs[0], "source"),
-                _validate_lang(create_langs[1], "target"),
-            )
-            return _Target(None, validate_name(corpus), src, tgt)
+        if found is None:
+            assert create_langs is not None
+            src = _validate_lang(create_langs[0], "source")
+            tgt = _validate_lang(create_langs[1], "target")
+            return _Target(None, name, src, tgt)
         target = _Target(found.id, found.name, found.src_lang, found.tgt_lang)
     if create_langs is not None and tuple(create_langs) != (target.src_lang, target.tgt_lang):
         src, tgt = create_langs

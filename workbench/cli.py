@@ -29,14 +29,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from db.engine import MAX_ID, DatabaseConfigError
+from workbench.corpus import CORPUS_REF_HELP
 from workbench.errors import WorkbenchError
 from workbench.text_rules import escape_controls
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
-CORPUS_HELP = (
-    "corpus name, or #ID for a corpus by id (a bare number means an id only when no corpus "
-    "has that name)"
-)
 
 
 def _print(text: str, file: TextIO | None = None) -> None:
@@ -74,7 +71,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _args_import(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="pairs file (for --format aligned: the source side)")
-    p.add_argument("--corpus", required=True, help=f"{CORPUS_HELP}; a new name creates the corpus")
+    p.add_argument(
+        "--corpus", required=True, help=f"{CORPUS_REF_HELP}; a new name creates the corpus"
+    )
     p.add_argument("--src-lang", required=True, help="source language code, e.g. zh")
     p.add_argument("--tgt-lang", required=True, help="target language code, e.g. en")
     p.add_argument(
@@ -125,7 +124,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def _args_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="output file (.tsv, .jsonl or .csv)")
-    p.add_argument("--corpus", required=True, help=CORPUS_HELP)
+    p.add_argument("--corpus", required=True, help=CORPUS_REF_HELP)
     p.add_argument("--format", choices=("tsv", "jsonl", "csv"), help="default: from extension")
 
 
@@ -250,7 +249,8 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 def _args_register(p: argparse.ArgumentParser) -> None:
     p.add_argument("folder", type=Path, help="model folder, e.g. from core_model.distributed")
     p.add_argument(
-        "--corpus", help=f"link the version to this corpus (and take its languages): {CORPUS_HELP}"
+        "--corpus",
+        help=f"link the version to this corpus (and take its languages): {CORPUS_REF_HELP}",
     )
     p.add_argument("--src-lang", help="source language code, e.g. de")
     p.add_argument("--tgt-lang", help="target language code, e.g. en")

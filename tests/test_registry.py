@@ -154,10 +154,9 @@ def outside_folder(wb_home: Path, tmp_path: Path) -> Path:
     """A small model folder made outside the workbench (untrained: only its files matter)."""
     import torch
 
+    from core_model import ModelConfig, Transformer
     from core_model.artifact import save_model
-    from core_model.config import ModelConfig
     from core_model.tokenizer import train_tokenizers
-    from core_model.transformer import Transformer
 
     pairs = toy_pairs()
     tok = train_tokenizers([s for s, _ in pairs], [t for _, t in pairs], vocab_size=120)

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,44 @@ class TrainConfig:
         return cls(**data)
 
 
+class StopReason(StrEnum):
+    """Why a run ended. Values are stored in the database (`training_runs.stop_reason`)."""
+
+    EPOCHS = "epochs"  # every planned epoch was trained
+    STEP_LIMIT = "max_steps"  # the step budget (max_steps, or the automatic ceiling) ran out
+    TIME_BUDGET = "time_budget"  # the wall-clock budget ran out
+    EARLY_STOPPING = "early_stopping"  # validation stopped improving for `patience` epochs
+    MEMORISED = "memorised"  # a small corpus is reproduced exactly
+    CANCELLED = "cancelled"
+
+    def describe(self, patience: int | None = None) -> str:
+        """The reason in words, for people ("why did my run stop at step 200?")."""
+        if self is StopReason.EARLY_STOPPING and patience:
+            return f"validation stopped improving for {patience} epochs"
+        return _STOP_WORDS[self]
+
+
+_STOP_WORDS = {
+    StopReason.EPOCHS: "finished its planned epochs",
+    StopReason.STEP_LIMIT: "reached its step limit",
+    StopReason.TIME_BUDGET: "time budget reached",
+    StopReason.EARLY_STOPPING: "validation stopped improving",
+    StopReason.MEMORISED: "learned every training pair",
+    StopReason.CANCELLED: "cancelled",
+}
+
+
 @dataclass
 class ProgressEvent:
+    """What a run reports while it trains (`kind`: 'start' | 'step' | 'epoch' | 'done').
+
+    Progress follows what will actually happen: `limit` says which budget binds ('steps' or
+    'time'), `fraction` is the share of it used, and `total_steps` is the step the run is
+    expected to end at (projected from the current speed under a time budget). `watch` says
+    what may end the run earlier: {"rule": "patience", "bad_epochs": k, "patience": p} or
+    {"rule": "memorise", "reproduced": share of training pairs}, empty when nothing does.
+    """
+
     step: int
     total_steps: int
     epoch: int
@@ -135,8 +172,12 @@ class ProgressEvent:
     eta_s: float | None
     bleu: float | None = None
     chrf: float | None = None
-    kind: str = "step"  # 'start' | 'step' (periodic) | 'epoch' (after validation) | 'done'
+    kind: str = "step"
     elapsed_s: float = 0.0
+    fraction: float = 0.0
+    limit: str = "steps"
+    watch: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str | None = None  # a StopReason value, on the 'done' event
 
 
 @dataclass
@@ -515,7 +556,7 @@ class _Run:
         self.ring: deque[dict[str, torch.Tensor]] = deque(maxlen=max(1, cfg.average_last))
         self.bad_epochs = 0
         self.cancelled = False
-        self.stop_reason = "epochs"
+        self.stop_reason = StopReason.EPOCHS
         self.throughput = 0.0
         self.last_record: dict[str, Any] = {}
         self.memorised_epochs = 0
@@ -694,6 +735,25 @@ class _Run:
             done = max(done, self._elapsed() / self.cfg.time_budget_s)
         return min(1.0, done)
 
+    def _time_binds(self) -> bool:
+        """Whether the clock, not the step budget, is expected to end the run."""
+        if not self.cfg.time_budget_s:
+            return False
+        return self._elapsed() / self.cfg.time_budget_s >= self.step / max(
+            1, self.budget.total_steps
+        )
+
+    def _expected_total(self) -> int:
+        """The step the run is expected to end at: the step budget, or under a binding time
+        budget the steps the current speed reaches before the clock runs out."""
+        total = self.budget.total_steps
+        done = self.step - self.start_step
+        left = self._time_left()
+        if left is not None and done > 0 and self._time_binds():
+            rate = done / max(1e-9, self._elapsed())
+            total = min(total, self.step + int(max(0.0, left) * rate))
+        return max(total, self.step)
+
     def _eta(self) -> float | None:
         done = self.step - self.start_step
         by_steps = (
@@ -704,13 +764,27 @@ class _Run:
             return None if left is None else max(0.0, left)
         return by_steps if left is None else max(0.0, min(by_steps, left))
 
+    def _watch(self) -> dict[str, Any]:
+        """What may stop the run before its budget ends (see ProgressEvent.watch)."""
+        if self.memorise_check:
+            share = self.last_record.get("train_exact_match")
+            return {"rule": "memorise", "reproduced": share, "pairs": len(self.memorise_check)}
+        if self.cfg.patience and self.select_on_valid:
+            return {
+                "rule": "patience",
+                "bad_epochs": self.bad_epochs,
+                "patience": self.cfg.patience,
+                "metric": self.metric,
+            }
+        return {}
+
     def _emit(self, kind: str, train_loss: float | None, **override: Any) -> None:
         if self.callback is None or not self.dd.main:
             return
         rec = self.last_record
         event = ProgressEvent(
             step=self.step,
-            total_steps=self.budget.total_steps,
+            total_steps=self._expected_total(),
             epoch=self.epoch,
             train_loss=train_loss,
             valid_loss=rec.get("valid_loss"),
@@ -721,6 +795,9 @@ class _Run:
             chrf=rec.get("chrf"),
             kind=kind,
             elapsed_s=self._elapsed(),
+            fraction=self._progress(),
+            limit="time" if self._time_binds() else "steps",
+            watch=self._watch(),
         )
         for k, v in override.items():
             setattr(event, k, v)
@@ -739,18 +816,18 @@ class _Run:
                 self._set_threads()
             trained = self._train_epoch(epoch)
             if self.cancelled:
-                self.stop_reason = "cancelled"
+                self.stop_reason = StopReason.CANCELLED
                 return
             if not trained:
                 break
             stop = self._end_epoch(trained)
             if stop:
-                self.stop_reason = "memorised" if stop == 2 else "early_stopping"
+                self.stop_reason = StopReason.MEMORISED if stop == 2 else StopReason.EARLY_STOPPING
                 return
-            if self.stop_reason in ("time_budget", "max_steps"):
+            if self.stop_reason in (StopReason.TIME_BUDGET, StopReason.STEP_LIMIT):
                 return
         if self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
-            self.stop_reason = "max_steps"
+            self.stop_reason = StopReason.STEP_LIMIT
 
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches for `epoch`: fresh length buckets per pass, seeded by epoch."""
@@ -769,7 +846,7 @@ class _Run:
         window_start = last_emit = time.monotonic()
         for idx in self._epoch_batches(epoch):
             if self.step >= self.budget.total_steps:
-                self.stop_reason = "max_steps"
+                self.stop_reason = StopReason.STEP_LIMIT
                 break
             left = self._time_left()
             cancel = bool(self.should_cancel is not None and self.should_cancel())
@@ -780,7 +857,7 @@ class _Run:
                 self.cancelled = True
                 break
             if flags[1] > 0:
-                self.stop_reason = "time_budget"
+                self.stop_reason = StopReason.TIME_BUDGET
                 break
             loss_sum, n_tok, n_all = self._train_step(idx)
             epoch_loss += loss_sum
@@ -940,12 +1017,16 @@ class _Run:
             "steps": self.step,
             "epochs": self.epoch,
             "best_epoch": self.best_epoch,
-            "stop_reason": self.stop_reason,
+            "stop_reason": self.stop_reason.value,
             "selected": chosen,
             "train_time_s": round(train_time, 2),
             "tokens_per_s": round(self.throughput, 1),
             "parameters": self.model.num_parameters(),
             "train_pairs": len(self.train_ex),
+            # the longest sequences seen in training (tokens incl. EOS): inputs longer than
+            # these are outside what the model has learned
+            "longest_source_tokens": max(len(ex.src) for ex in self.train_ex),
+            "longest_target_tokens": max(len(ex.tgt) + 1 for ex in self.train_ex),
             "valid_pairs": len(self.valid_ex),
             "precision": "bf16" if self.amp is not None else "fp32",
             "device": str(self.device),
@@ -978,6 +1059,9 @@ class _Run:
             bleu=scores.get("bleu"),
             chrf=scores.get("chrf"),
             eta_s=0.0,
+            total_steps=self.step,
+            fraction=1.0,
+            stop_reason=self.stop_reason.value,
         )
         return TrainResult(
             self.model,

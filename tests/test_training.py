@@ -181,6 +181,40 @@ def test_progress_events_validation_and_history() -> None:
     steps = [e.step for e in events]
     assert steps == sorted(steps)
     assert res.metrics["selected"] in ("last", "best")
+    done = events[-1]
+    assert done.stop_reason == "epochs" and done.fraction == 1.0 and done.total_steps == 20
+    assert all(e.limit == "steps" for e in events)
+    assert res.metrics["longest_source_tokens"] == max(
+        len(res.tokenizers.src.encode(s)) + 1 for s, _ in pairs[:10]
+    )
+
+
+def test_time_budget_progress_follows_the_clock() -> None:
+    """Under a binding time budget, progress is the share of the clock used and the expected
+    end is projected from the current speed; the run ends with the time-budget reason."""
+    events: list[tr.ProgressEvent] = []
+    cfg = quick(epochs=1000, time_budget_s=1.5, progress_every_s=0.0)
+    res = train(toy_pairs(), None, cfg, callback=events.append)
+    assert res.metrics["stop_reason"] == "time_budget"
+    steps = [e for e in events if e.kind == "step" and e.step > 5]
+    assert steps and all(e.limit == "time" for e in steps)
+    assert all(e.total_steps < 1000 * 10 for e in steps), "the expected end follows the clock"
+    mid = steps[len(steps) // 2]
+    assert abs(mid.fraction - mid.elapsed_s / 1.5) < 0.1
+    assert events[-1].stop_reason == "time_budget"
+    assert tr.StopReason(res.metrics["stop_reason"]).describe() == "time budget reached"
+
+
+def test_watch_says_what_may_stop_the_run_early() -> None:
+    events: list[tr.ProgressEvent] = []
+    train(toy_pairs(), None, TrainConfig(preset="tiny", device="cpu"), callback=events.append)
+    epoch_events = [e for e in events if e.kind == "epoch"]
+    assert epoch_events[0].watch["rule"] == "memorise"
+    assert 0.0 <= epoch_events[0].watch["reproduced"] <= 1.0
+    assert events[-1].stop_reason == "memorised"
+    assert tr.StopReason.EARLY_STOPPING.describe(patience=5) == (
+        "validation stopped improving for 5 epochs"
+    )
 
 
 def test_cancel_returns_quickly(tmp_path: Path) -> None:

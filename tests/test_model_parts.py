@@ -8,11 +8,15 @@ import pytest
 import torch
 
 from core_model import ModelConfig, Transformer
-from core_model.attention import KeyValueCache, MultiHeadAttention, scaled_dot_product_attention
-from core_model.dropout import Dropout
-from core_model.embedding import TokenEmbedding
-from core_model.masks import causal_mask, decoder_self_mask, padding_mask
-from core_model.positional_encoding import PositionalEncoding, sinusoid_table
+from core_model.transformer.attention import (
+    KeyValueCache,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
+from core_model.transformer.dropout import Dropout
+from core_model.transformer.embedding import TokenEmbedding
+from core_model.transformer.masks import causal_mask, decoder_self_mask, padding_mask
+from core_model.transformer.positional_encoding import PositionalEncoding, sinusoid_table
 
 
 def test_base_preset_is_the_paper() -> None:

@@ -14,11 +14,20 @@ from torch.nn import functional as F
 from core_model import training as tr
 from core_model.artifact import load_model
 from core_model.batching import collate, encode_pairs, example_cost, make_batches, shard_batches
-from core_model.checkpoint import average_state_dicts, find_checkpoint
-from core_model.label_smoothing import LabelSmoothingLoss, label_smoothed_nll_loss
-from core_model.schedule import LRSchedule, constant_lr, noam_factor_for_peak, noam_lr
-from core_model.tokenizer import BOS_ID, EOS_ID, PAD_ID, train_tokenizers
+from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from core_model.tokenizer import train_tokenizers
 from core_model.training import TrainConfig, TrainingError, plan_budget, train
+from core_model.training.checkpoint import find_checkpoint
+from core_model.training.label_smoothing import LabelSmoothingLoss, label_smoothed_nll_loss
+from core_model.training.schedule import (
+    LRSchedule,
+    constant_lr,
+    make_schedule,
+    noam_factor_for_peak,
+    noam_lr,
+)
+from core_model.training.selection import average_state_dicts
+from core_model.transformer import Transformer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "toy_zh_en.tsv"
 
@@ -100,12 +109,12 @@ def test_noam_schedule_is_the_paper_formula() -> None:
 
 
 def test_schedule_resolution() -> None:
-    short = tr.make_schedule(TrainConfig(), d_model=64, total_steps=400)
+    short = make_schedule(TrainConfig(), d_model=64, total_steps=400)
     assert short.kind == "constant" and short.lr == pytest.approx(noam_lr(4000, 64, 4000))
-    long = tr.make_schedule(TrainConfig(), d_model=256, total_steps=30_000)
+    long = make_schedule(TrainConfig(), d_model=256, total_steps=30_000)
     assert long.kind == "noam" and long.warmup == 3000
     assert long.peak() == pytest.approx(noam_lr(4000, 256, 4000))
-    paper = tr.make_schedule(TrainConfig(lr_schedule="noam", warmup_steps=4000), 512, 100_000)
+    paper = make_schedule(TrainConfig(lr_schedule="noam", warmup_steps=4000), 512, 100_000)
     assert paper.lr_at(4000) == pytest.approx(512**-0.5 * 4000**-0.5)
 
 
@@ -266,7 +275,7 @@ def test_out_dir_is_a_loadable_model_and_fine_tuning_reuses_tokenizers(tmp_path:
 
 def test_early_stopping_and_average(monkeypatch: pytest.MonkeyPatch) -> None:
     # validation that never improves: stop after `patience` epochs past the first
-    monkeypatch.setattr(tr._Run, "_validate", lambda self: {"valid_loss": 1.0, "bleu": 5.0})
+    monkeypatch.setattr(tr.Trainer, "_validate", lambda self: {"valid_loss": 1.0, "bleu": 5.0})
     pairs = toy_pairs()
     res = train(pairs, pairs[:2], quick(epochs=20, patience=2, average_last=3, min_valid_pairs=1))
     assert res.metrics["stop_reason"] == "early_stopping"
@@ -332,7 +341,7 @@ def test_out_of_memory_is_a_training_error(monkeypatch: pytest.MonkeyPatch) -> N
     def boom(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(tr.Transformer, "forward", boom)
+    monkeypatch.setattr(Transformer, "forward", boom)
     with pytest.raises(TrainingError, match="Out of memory"):
         train(toy_pairs(), None, quick())
 

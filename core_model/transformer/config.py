@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Demos and tests: learns a few dozen pairs on a laptop CPU in seconds.

@@ -1,0 +1,141 @@
+"""How long a run trains and at which learning rate: the budget and the §5.3 schedule together,
+because a schedule has to know where the budget ends.
+
+The budget is counted in optimizer steps (`plan_budget`), and a wall-clock budget can end it
+sooner; `progress` (the share of the budget used, by whichever limit binds) drives the decay.
+
+The paper's "Noam" schedule, lrate = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), rises
+linearly for `warmup` steps and then decays with the inverse square root of the step. Small
+corpora train for only a few hundred steps, where that curve barely leaves the ground, so a
+constant rate (after a short linear warm-up) is offered too. For a fixed budget (a number of
+steps or minutes known in advance) a linear decay to zero after the warm-up uses the budget
+better than an open-ended 1/√step tail ("budgeted training"): 'linear'.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from core_model.training.config import TrainConfig, TrainingError
+
+
+def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """The paper's schedule (§5.3), optionally scaled by `factor`; steps count from 1."""
+    step = max(1, step)
+    warmup = max(1, warmup)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def linear_decay_lr(step: int, lr: float, warmup: int, progress: float) -> float:
+    """Linear warm-up to `lr`, then linear decay to 0 as `progress` (budget used, 0..1) -> 1."""
+    ramp = max(1, step) / warmup if warmup > 0 else 1.0
+    return lr * max(0.0, min(ramp, 1.0, 1.0 - progress))
+
+
+def constant_lr(step: int, lr: float, warmup: int = 0) -> float:
+    """`lr` after a linear warm-up of `warmup` steps (0 = none)."""
+    if warmup > 0 and step < warmup:
+        return lr * max(1, step) / warmup
+    return lr
+
+
+@dataclass
+class LRSchedule:
+    """Stateless on purpose: `lr_at(step)` is all the loop needs, so a resume needs the step."""
+
+    kind: str  # 'noam' | 'constant' | 'linear'
+    d_model: int
+    warmup: int
+    factor: float = 1.0  # noam scale
+    lr: float = 1e-3  # constant rate / linear peak
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("noam", "constant", "linear"):
+            raise ValueError(f"unknown learning-rate schedule {self.kind!r}")
+
+    def lr_at(self, step: int, progress: float = 0.0) -> float:
+        """Rate for optimizer step `step` (from 1); `progress` = share of the budget used,
+        only read by 'linear'."""
+        if self.kind == "noam":
+            return noam_lr(step, self.d_model, self.warmup, self.factor)
+        if self.kind == "linear":
+            return linear_decay_lr(step, self.lr, self.warmup, progress)
+        return constant_lr(step, self.lr, self.warmup)
+
+    def peak(self) -> float:
+        """Highest rate the schedule reaches (for logging and sanity checks)."""
+        if self.kind == "noam":
+            return noam_lr(self.warmup, self.d_model, self.warmup, self.factor)
+        return self.lr
+
+
+def noam_factor_for_peak(peak_lr: float, d_model: int, warmup: int) -> float:
+    """Factor that makes the Noam curve peak at `peak_lr` (at step = warmup)."""
+    return peak_lr / (d_model**-0.5 * warmup**-0.5) if warmup > 0 else 1.0
+
+
+@dataclass
+class Budget:
+    """What `plan_budget` decided: steps per epoch (incl. repeats), epochs, total steps."""
+
+    passes_per_epoch: int  # tiny corpora repeat inside an epoch
+    steps_per_epoch: int
+    epochs: int
+    total_steps: int
+
+
+def plan_budget(n_batches: int, cfg: TrainConfig, memorise: bool = False) -> Budget:
+    """Adaptive budget (epochs=None) or the requested number of epochs.
+
+    - An epoch has at least `min_epoch_steps` steps: a corpus of 12 pairs (1 batch) is repeated
+      50 times per epoch, so validation/checkpoints happen per ~50 steps, not per step.
+    - Adaptive total = clamp(adaptive_passes · batches, min_steps, max_adaptive_steps): tiny
+      corpora get enough steps to be memorised; a 30k corpus (~120 batches) gets ~30 passes,
+      a 1M corpus a few passes; early stopping on validation trims the rest.
+    - `memorise` (small corpus, no validation pairs): up to `memorise_max_steps`, because the
+      run stops as soon as every training pair is reproduced (12 pairs: ~150 steps).
+    """
+    n_batches = max(1, n_batches)
+    passes = max(1, math.ceil(cfg.min_epoch_steps / n_batches))
+    spe = passes * n_batches
+    if cfg.epochs is not None:
+        epochs = max(1, int(cfg.epochs))
+    else:
+        target = min(max(cfg.adaptive_passes * n_batches, cfg.min_steps), cfg.max_adaptive_steps)
+        if memorise:
+            target = max(target, cfg.memorise_max_steps)
+        epochs = max(1, math.ceil(target / spe))
+    total = epochs * spe
+    if cfg.max_steps is not None:
+        total = min(total, int(cfg.max_steps))
+        epochs = min(epochs, math.ceil(total / spe))
+    return Budget(passes, spe, epochs, total)
+
+
+def make_schedule(cfg: TrainConfig, d_model: int, total_steps: int) -> LRSchedule:
+    """Resolve 'auto' choices into a concrete schedule.
+
+    The default peak is the paper's peak for this width (d_model^-0.5 · 4000^-0.5, e.g. 7e-4 at
+    512) times `lr_factor`. Short runs (< 2000 steps) use it as a constant rate after a short
+    warm-up; longer runs use the Noam curve with warm-up min(4000, total/10), rescaled so that
+    shortening the warm-up does not raise the peak.
+    """
+    kind = cfg.lr_schedule
+    if kind == "auto":
+        kind = "constant" if total_steps < 2000 else "noam"
+    if kind not in ("noam", "constant", "linear"):
+        raise TrainingError(f"Unknown learning-rate schedule {cfg.lr_schedule!r}.")
+    default_peak = cfg.lr_factor * noam_lr(4000, d_model, 4000)
+    peak = cfg.lr if cfg.lr is not None else default_peak
+    if kind in ("constant", "linear"):
+        warmup = cfg.warmup_steps if cfg.warmup_steps is not None else min(100, total_steps // 10)
+        return LRSchedule(kind, d_model, warmup, lr=peak)
+    warmup = (
+        cfg.warmup_steps if cfg.warmup_steps is not None else max(50, min(4000, total_steps // 10))
+    )
+    if cfg.lr is None and cfg.warmup_steps is not None:
+        factor = cfg.lr_factor  # the paper's curve exactly, scaled
+    else:
+        factor = noam_factor_for_peak(peak, d_model, warmup)
+    return LRSchedule("noam", d_model, warmup, factor=factor)

@@ -17,7 +17,7 @@ from core_model.batching import collate, encode_pairs, example_cost, make_batche
 from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from core_model.tokenizer import train_tokenizers
 from core_model.training import TrainConfig, TrainingError, plan_budget, train
-from core_model.training.checkpoint import find_checkpoint
+from core_model.training.checkpoint import find_checkpoint, read_state
 from core_model.training.label_smoothing import LabelSmoothingLoss, label_smoothed_nll_loss
 from core_model.training.schedule import (
     LRSchedule,
@@ -270,6 +270,8 @@ def test_checkpoint_resume_equals_uninterrupted_run(tmp_path: Path) -> None:
 
     first = train(pairs, None, cfg, out_dir=tmp_path / "run", should_cancel=cancel_in_epoch_2)
     assert first.cancelled and find_checkpoint(tmp_path / "run") is not None
+    # the clock of a time budget continues across attempts: the checkpoint keeps the time spent
+    assert read_state(find_checkpoint(tmp_path / "run"))["elapsed_s"] > 0
     # As if killed between save_checkpoint's two renames: only checkpoint.old is left.
     os.replace(tmp_path / "run" / "checkpoint", tmp_path / "run" / "checkpoint.old")
     assert find_checkpoint(tmp_path / "run") == tmp_path / "run" / "checkpoint.old"

@@ -15,6 +15,7 @@ better than an open-ended 1/√step tail ("budgeted training"): 'linear'.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 from core_model.training.config import TrainConfig, TrainingError
@@ -83,6 +84,64 @@ class Budget:
     steps_per_epoch: int
     epochs: int
     total_steps: int
+
+
+class BudgetClock:
+    """Where a run stands against its budget: optimizer steps and, if set, the wall clock.
+
+    `already_s` is the training time of earlier attempts (a resumed run), so a time budget
+    counts the whole run, not each attempt.
+    """
+
+    def __init__(
+        self, budget: Budget, time_budget_s: float | None, step: int, already_s: float = 0.0
+    ) -> None:
+        self.budget = budget
+        self.time_budget_s = time_budget_s
+        self.t_start = time.monotonic() - already_s
+        self.start_step = step  # steps before this attempt do not count for its speed
+        self.resumed_s = already_s
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t_start
+
+    def time_left(self) -> float | None:
+        return None if self.time_budget_s is None else self.time_budget_s - self.elapsed()
+
+    def progress(self, step: int) -> float:
+        """Share of the budget used: steps, or wall-clock time when that runs out first."""
+        done = step / max(1, self.budget.total_steps)
+        if self.time_budget_s:
+            done = max(done, self.elapsed() / self.time_budget_s)
+        return min(1.0, done)
+
+    def time_binds(self, step: int) -> bool:
+        """Whether the clock, not the step budget, is expected to end the run."""
+        if not self.time_budget_s:
+            return False
+        return self.elapsed() / self.time_budget_s >= step / max(1, self.budget.total_steps)
+
+    def _steps_per_s(self, step: int) -> float | None:
+        done = step - self.start_step
+        spent = self.elapsed() - self.resumed_s
+        return done / spent if done > 0 and spent > 0 else None
+
+    def expected_total(self, step: int) -> int:
+        """The step the run is expected to end at: the step budget, or under a binding time
+        budget the steps the current speed reaches before the clock runs out."""
+        total = self.budget.total_steps
+        rate, left = self._steps_per_s(step), self.time_left()
+        if rate is not None and left is not None and self.time_binds(step):
+            total = min(total, step + int(max(0.0, left) * rate))
+        return max(total, step)
+
+    def eta(self, step: int) -> float | None:
+        """Seconds until the budget ends (early stopping may come sooner)."""
+        rate, left = self._steps_per_s(step), self.time_left()
+        by_steps = (self.budget.total_steps - step) / rate if rate else None
+        if by_steps is None:
+            return None if left is None else max(0.0, left)
+        return by_steps if left is None else max(0.0, min(by_steps, left))
 
 
 def plan_budget(n_batches: int, cfg: TrainConfig, memorise: bool = False) -> Budget:

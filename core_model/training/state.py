@@ -21,6 +21,7 @@ class TrainerState:
     best_epoch: int = 0
     bad_epochs: int = 0  # epochs since the best one (early stopping)
     memorised_epochs: int = 0  # consecutive epochs reproducing every training pair
+    elapsed_s: float = 0.0  # training time so far (a time budget counts it across resumes)
     best_weights: Weights | None = None
     recent_weights: list[Weights] = field(default_factory=list)  # for checkpoint averaging
 
@@ -35,6 +36,7 @@ class TrainerState:
             "best_epoch": self.best_epoch,
             "bad_epochs": self.bad_epochs,
             "memorised_epochs": self.memorised_epochs,
+            "elapsed_s": self.elapsed_s,
             "best_weights": self.best_weights,
             "recent_weights": list(self.recent_weights),
         }
@@ -47,6 +49,7 @@ class TrainerState:
         self.best_epoch = int(state.get("best_epoch", 0))
         self.bad_epochs = int(state.get("bad_epochs", 0))
         self.memorised_epochs = int(state.get("memorised_epochs", 0))
+        self.elapsed_s = float(state.get("elapsed_s", 0.0))
         self.best_weights = state.get("best_weights")
         self.recent_weights = list(state.get("recent_weights") or [])
 

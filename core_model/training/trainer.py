@@ -14,8 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,8 @@ from core_model.training.precision import (
     resolve_device,
     resolve_precision,
 )
-from core_model.training.schedule import make_schedule, plan_budget
+from core_model.training.progress import ProgressEvent, StopReason
+from core_model.training.schedule import BudgetClock, make_schedule, plan_budget
 from core_model.training.selection import Selector
 from core_model.training.state import TrainerState
 from core_model.training.validation import (
@@ -45,62 +45,6 @@ from core_model.training.validation import (
     exact_match_share,
 )
 from core_model.transformer import ModelConfig, Transformer
-
-
-class StopReason(StrEnum):
-    """Why a run ended. Values are stored in the database (`training_runs.stop_reason`)."""
-
-    EPOCHS = "epochs"  # every planned epoch was trained
-    STEP_LIMIT = "max_steps"  # the step budget (max_steps, or the automatic ceiling) ran out
-    TIME_BUDGET = "time_budget"  # the wall-clock budget ran out
-    EARLY_STOPPING = "early_stopping"  # validation stopped improving for `patience` epochs
-    MEMORISED = "memorised"  # a small corpus is reproduced exactly
-    CANCELLED = "cancelled"
-
-    def describe(self, patience: int | None = None) -> str:
-        """The reason in words, for people ("why did my run stop at step 200?")."""
-        if self is StopReason.EARLY_STOPPING and patience:
-            return f"validation stopped improving for {patience} epochs"
-        return _STOP_WORDS[self]
-
-
-_STOP_WORDS = {
-    StopReason.EPOCHS: "finished its planned epochs",
-    StopReason.STEP_LIMIT: "reached its step limit",
-    StopReason.TIME_BUDGET: "time budget reached",
-    StopReason.EARLY_STOPPING: "validation stopped improving",
-    StopReason.MEMORISED: "learned every training pair",
-    StopReason.CANCELLED: "cancelled",
-}
-
-
-@dataclass
-class ProgressEvent:
-    """What a run reports while it trains (`kind`: 'start' | 'step' | 'epoch' | 'done').
-
-    Progress follows what will actually happen: `limit` says which budget binds ('steps' or
-    'time'), `fraction` is the share of it used, and `total_steps` is the step the run is
-    expected to end at (projected from the current speed under a time budget). `watch` says
-    what may end the run earlier: {"rule": "patience", "bad_epochs": k, "patience": p} or
-    {"rule": "memorise", "reproduced": share of training pairs}, empty when nothing does.
-    """
-
-    step: int
-    total_steps: int
-    epoch: int
-    train_loss: float | None
-    valid_loss: float | None
-    lr: float
-    tokens_per_s: float  # source + target tokens per second (all ranks)
-    eta_s: float | None
-    bleu: float | None = None
-    chrf: float | None = None
-    kind: str = "step"
-    elapsed_s: float = 0.0
-    fraction: float = 0.0
-    limit: str = "steps"
-    watch: dict[str, Any] = field(default_factory=dict)
-    stop_reason: str | None = None  # a StopReason value, on the 'done' event
 
 
 @dataclass
@@ -346,51 +290,6 @@ class Trainer:
         )
 
     # -- where the run stands ------------------------------------------------------------------
-    def _elapsed(self) -> float:
-        return time.monotonic() - self.t_start
-
-    def _time_left(self) -> float | None:
-        if self.cfg.time_budget_s is None:
-            return None
-        return self.cfg.time_budget_s - self._elapsed()
-
-    def _progress(self) -> float:
-        """Share of the budget used: steps, or wall-clock time when that runs out first."""
-        done = self.state.step / max(1, self.budget.total_steps)
-        if self.cfg.time_budget_s:
-            done = max(done, self._elapsed() / self.cfg.time_budget_s)
-        return min(1.0, done)
-
-    def _time_binds(self) -> bool:
-        """Whether the clock, not the step budget, is expected to end the run."""
-        if not self.cfg.time_budget_s:
-            return False
-        by_steps = self.state.step / max(1, self.budget.total_steps)
-        return self._elapsed() / self.cfg.time_budget_s >= by_steps
-
-    def _expected_total(self) -> int:
-        """The step the run is expected to end at: the step budget, or under a binding time
-        budget the steps the current speed reaches before the clock runs out."""
-        step, total = self.state.step, self.budget.total_steps
-        done = step - self.start_step
-        left = self._time_left()
-        if left is not None and done > 0 and self._time_binds():
-            rate = done / max(1e-9, self._elapsed())
-            total = min(total, step + int(max(0.0, left) * rate))
-        return max(total, step)
-
-    def _eta(self) -> float | None:
-        done = self.state.step - self.start_step
-        by_steps = (
-            (self.budget.total_steps - self.state.step) * self._elapsed() / done
-            if done > 0
-            else None
-        )
-        left = self._time_left()
-        if by_steps is None:
-            return None if left is None else max(0.0, left)
-        return by_steps if left is None else max(0.0, min(by_steps, left))
-
     def _watch(self) -> dict[str, Any]:
         """What may stop the run before its budget ends (see ProgressEvent.watch)."""
         if self.memorise_pairs:
@@ -411,19 +310,19 @@ class Trainer:
         rec = self.state.last_record
         event = ProgressEvent(
             step=self.state.step,
-            total_steps=self._expected_total(),
+            total_steps=self.clock.expected_total(self.state.step),
             epoch=self.current_epoch,
             train_loss=train_loss,
             valid_loss=rec.get("valid_loss"),
-            lr=self.schedule.lr_at(max(1, self.state.step), self._progress()),
+            lr=self.schedule.lr_at(max(1, self.state.step), self.clock.progress(self.state.step)),
             tokens_per_s=self.throughput,
-            eta_s=self._eta(),
+            eta_s=self.clock.eta(self.state.step),
             bleu=rec.get("bleu"),
             chrf=rec.get("chrf"),
             kind=kind,
-            elapsed_s=self._elapsed(),
-            fraction=self._progress(),
-            limit="time" if self._time_binds() else "steps",
+            elapsed_s=self.clock.elapsed(),
+            fraction=self.clock.progress(self.state.step),
+            limit="time" if self.clock.time_binds(self.state.step) else "steps",
             watch=self._watch(),
         )
         for k, v in override.items():
@@ -433,8 +332,9 @@ class Trainer:
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> None:
         """Epochs until the budget, the clock, early stopping or a cancel request ends them."""
-        self.t_start = time.monotonic()
-        self.start_step = self.state.step
+        self.clock = BudgetClock(
+            self.budget, self.cfg.time_budget_s, self.state.step, self.state.elapsed_s
+        )
         self._emit("start", None)  # tokenizers and model are ready: the UI can show the plan
         for epoch in range(self.state.epoch + 1, self.budget.epochs + 1):
             if self.state.step >= self.budget.total_steps:
@@ -476,7 +376,7 @@ class Trainer:
             if self.state.step >= self.budget.total_steps:
                 self.stop_reason = StopReason.STEP_LIMIT
                 break
-            left = self._time_left()
+            left = self.clock.time_left()
             cancel = bool(self.should_cancel is not None and self.should_cancel())
             flags = ranks.all_sum(
                 [float(cancel), float(left is not None and left <= 0)], self.comm_device
@@ -511,7 +411,7 @@ class Trainer:
         cfg = self.cfg
         batch = collate(self.train_ex, idx).to(self.device)
         self.state.step += 1
-        lr = self.schedule.lr_at(self.state.step, self._progress())
+        lr = self.schedule.lr_at(self.state.step, self.clock.progress(self.state.step))
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         with autocast(self.device, self.amp):
@@ -567,10 +467,10 @@ class Trainer:
                 "epoch": state.epoch,
                 "step": state.step,
                 "train_loss": trained[0] / max(1, trained[1]),
-                "lr": self.schedule.lr_at(state.step, self._progress()),
+                "lr": self.schedule.lr_at(state.step, self.clock.progress(state.step)),
                 "tokens_per_s": self.throughput,
                 **self._validate(),
-                "elapsed_s": self._elapsed(),
+                "elapsed_s": self.clock.elapsed(),
             }
             if self.memorise_pairs:
                 record["train_exact_match"] = exact_match_share(
@@ -584,6 +484,7 @@ class Trainer:
                 stop = 1.0
             if self.memorise_pairs and state.memorised_epochs >= cfg.memorise_epochs:
                 stop = 2.0
+            state.elapsed_s = self.clock.elapsed()
             if self.ckpt_dir is not None:
                 ckpt.save_checkpoint(
                     self.ckpt_dir,
@@ -603,7 +504,7 @@ class Trainer:
         return self.stop_reason is StopReason.CANCELLED
 
     def finish(self, extra_config: dict[str, Any] | None) -> TrainResult:
-        train_time = self._elapsed()
+        train_time = self.clock.elapsed()
         state, ranks = self.state, self.ranks
         chosen, scores = "last", {}
         if not self.cancelled and ranks.main:

@@ -129,13 +129,20 @@ def test_noam_schedule_is_the_paper_formula() -> None:
 
 
 def test_schedule_resolution() -> None:
-    short = make_schedule(TrainConfig(), d_model=64, total_steps=400)
+    short = make_schedule(TrainConfig(lr_schedule="constant"), d_model=64, total_steps=400)
     assert short.kind == "constant" and short.lr == pytest.approx(noam_lr(4000, 64, 4000))
-    long = make_schedule(TrainConfig(), d_model=256, total_steps=30_000)
+    long = make_schedule(TrainConfig(lr_schedule="noam"), d_model=256, total_steps=30_000)
     assert long.kind == "noam" and long.warmup == 3000
     assert long.peak() == pytest.approx(noam_lr(4000, 256, 4000))
     paper = make_schedule(TrainConfig(lr_schedule="noam", warmup_steps=4000), 512, 100_000)
     assert paper.lr_at(4000) == pytest.approx(512**-0.5 * 4000**-0.5)
+    budget = make_schedule(
+        TrainConfig(lr_schedule="linear", lr=2e-3, warmup_fraction=0.1), 256, 1000
+    )
+    assert budget.lr_at(1, progress=0.05) == pytest.approx(1e-3)  # half-way up the warm-up
+    assert budget.lr_at(1, progress=0.1) == pytest.approx(2e-3)  # the peak
+    assert budget.lr_at(1, progress=0.55) == pytest.approx(1e-3)  # half-way down the decay
+    assert budget.lr_at(1, progress=1.0) == 0.0
 
 
 # -- batching -----------------------------------------------------------------------------------
@@ -204,12 +211,13 @@ def test_progress_events_validation_and_history() -> None:
     epoch_events = [e for e in events if e.kind == "epoch"]
     for e in epoch_events:
         assert e.valid_loss is not None and e.bleu is not None and e.chrf is not None
-        assert e.lr > 0 and e.tokens_per_s > 0 and e.total_steps == 20
+        assert e.tokens_per_s > 0 and e.total_steps == 20
+    assert epoch_events[0].lr > 0 and epoch_events[-1].lr == 0.0  # linear decay to the end
     assert [h["epoch"] for h in res.history] == [1, 2]
     assert {"train_loss", "valid_loss", "bleu", "chrf"} <= set(res.history[-1])
     steps = [e.step for e in events]
     assert steps == sorted(steps)
-    assert res.metrics["selected"] in ("last", "best")
+    assert res.metrics["selected"] in ("last", "best", "average_last_5")
     done = events[-1]
     assert done.stop_reason == "epochs" and done.fraction == 1.0 and done.total_steps == 20
     assert all(e.limit == "steps" for e in events)

@@ -18,17 +18,18 @@ PRECISIONS = ("auto", "fp32", "bf16")
 LR_SCHEDULES = ("auto", "noam", "constant", "linear")
 TOKENIZERS = ("sentencepiece", "whitespace")
 EARLY_STOP_METRICS = ("auto", "bleu", "loss")
+PRESET_CHOICES = ("auto", *PRESETS)  # 'auto': the recipe picks the model for the corpus
 
 
 @dataclass
 class TrainConfig:
     """Every knob of a training run; saved with the model so the run can be reproduced."""
 
-    preset: str = "tiny"
+    preset: str = "auto"  # 'auto' (the recipe decides) or a model preset
     model_overrides: dict[str, Any] = field(default_factory=dict)  # e.g. {"norm_first": True}
-    dropout: float | None = None  # overrides the preset's dropout
+    dropout: float | None = None  # None => the recipe's choice (see training.recipe)
     # budget
-    epochs: int | None = None  # None => adaptive budget (plan_budget)
+    epochs: int | None = None  # None (and no time budget) => the automatic budget
     max_steps: int | None = None  # hard cap on optimizer steps
     time_budget_s: float | None = None  # stop training after this many seconds
     min_steps: int = 400  # adaptive: fewest optimizer steps (small corpora are repeated)
@@ -40,13 +41,14 @@ class TrainConfig:
     memorise_epochs: int = 2  # stop after this many epochs reproducing every training pair
     memorise_max_steps: int = 1000  # step budget while waiting for that
     # batches
-    max_tokens_per_batch: int = 4096  # padded tokens (max(src, tgt) · sentences) per batch
+    max_tokens_per_batch: int | None = None  # padded tokens (max(src, tgt) · sentences)
     max_len: int = 256  # tokens per side; longer sentences are truncated
     # optimisation
-    lr_schedule: str = "auto"  # 'noam' | 'constant' | 'linear' | 'auto' (constant when short)
-    lr: float | None = None  # peak rate; None => the paper's peak for d_model, warm-up 4000
-    lr_factor: float = 1.0  # scale of the Noam curve (used when lr is None)
-    warmup_steps: int | None = None  # None => adapted to the budget
+    lr_schedule: str = "auto"  # 'noam' | 'constant' | 'linear' | 'auto' (the recipe's)
+    lr: float | None = None  # peak rate; None => the recipe's
+    lr_factor: float = 1.0  # scale of the Noam curve (noam with lr None: the paper's peak)
+    warmup_steps: int | None = None  # warm-up in steps ...
+    warmup_fraction: float | None = None  # ... or as a share of the budget (linear schedule)
     label_smoothing: float = 0.1
     clip_norm: float | None = 1.0
     weight_decay: float = 0.0
@@ -61,10 +63,11 @@ class TrainConfig:
     early_stop_metric: str = "auto"  # 'bleu' | 'loss' | 'auto' (bleu when translations exist)
     valid_max_sentences: int = 200  # validation pairs translated per epoch (speed)
     valid_beam: int = 1
-    average_last: int = 0  # >1: also try the average of the last N epoch checkpoints
+    average_last: int | None = None  # >1: also try the average of N snapshots of the
+    # weights taken over the last quarter of the budget (None => the recipe's)
     # tokenizer
     tokenizer: str = "sentencepiece"  # 'sentencepiece' | 'whitespace'
-    vocab_size: int = 8000
+    vocab_size: int | None = None  # SentencePiece pieces (per vocabulary); None => recipe
     joint_vocab: bool | None = None  # None => joint when both sides share an alphabet
     # reporting / files
     progress_every_s: float = 2.0
@@ -99,9 +102,11 @@ class TrainConfig:
                 raise TrainingError(
                     f"Unknown {name} {getattr(self, name)!r}; use one of {allowed}."
                 )
-        if self.preset not in PRESETS:
-            raise TrainingError(f"Unknown preset {self.preset!r}; use one of {tuple(PRESETS)}.")
-        if self.max_tokens_per_batch < 8 or self.max_len < 2:
+        if self.preset not in PRESET_CHOICES:
+            raise TrainingError(f"Unknown preset {self.preset!r}; use one of {PRESET_CHOICES}.")
+        if (self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 8) or (
+            self.max_len < 2
+        ):
             raise TrainingError("max_tokens_per_batch and max_len are too small.")
         if self.epochs is not None and self.epochs < 1:
             raise TrainingError("epochs must be at least 1 (or None for the adaptive budget).")

@@ -28,10 +28,21 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def linear_decay_lr(step: int, lr: float, warmup: int, progress: float) -> float:
-    """Linear warm-up to `lr`, then linear decay to 0 as `progress` (budget used, 0..1) -> 1."""
-    ramp = max(1, step) / warmup if warmup > 0 else 1.0
-    return lr * max(0.0, min(ramp, 1.0, 1.0 - progress))
+def linear_decay_lr(
+    step: int, lr: float, warmup: int, progress: float, warmup_fraction: float | None = None
+) -> float:
+    """Linear warm-up to `lr`, then linear decay to 0 as `progress` (budget used, 0..1) -> 1.
+
+    The warm-up is a share of the budget (`warmup_fraction`: it scales with a time budget whose
+    step count is unknown in advance) or a number of steps (`warmup`).
+    """
+    if warmup_fraction:
+        ramp = progress / warmup_fraction
+        decay = (1.0 - progress) / (1.0 - warmup_fraction)
+    else:
+        ramp = max(1, step) / warmup if warmup > 0 else 1.0
+        decay = 1.0 - progress
+    return lr * max(0.0, min(ramp, 1.0, decay))
 
 
 def constant_lr(step: int, lr: float, warmup: int = 0) -> float:
@@ -50,6 +61,7 @@ class LRSchedule:
     warmup: int
     factor: float = 1.0  # noam scale
     lr: float = 1e-3  # constant rate / linear peak
+    warmup_fraction: float | None = None  # linear: warm-up as a share of the budget
 
     def __post_init__(self) -> None:
         if self.kind not in ("noam", "constant", "linear"):
@@ -61,7 +73,7 @@ class LRSchedule:
         if self.kind == "noam":
             return noam_lr(step, self.d_model, self.warmup, self.factor)
         if self.kind == "linear":
-            return linear_decay_lr(step, self.lr, self.warmup, progress)
+            return linear_decay_lr(step, self.lr, self.warmup, progress, self.warmup_fraction)
         return constant_lr(step, self.lr, self.warmup)
 
     def peak(self) -> float:
@@ -173,28 +185,24 @@ def plan_budget(n_batches: int, cfg: TrainConfig, memorise: bool = False) -> Bud
 
 
 def make_schedule(cfg: TrainConfig, d_model: int, total_steps: int) -> LRSchedule:
-    """Resolve 'auto' choices into a concrete schedule.
+    """The concrete schedule of a resolved config (`training.recipe` has decided 'auto').
 
-    The default peak is the paper's peak for this width (d_model^-0.5 · 4000^-0.5, e.g. 7e-4 at
-    512) times `lr_factor`. Short runs (< 2000 steps) use it as a constant rate after a short
-    warm-up; longer runs use the Noam curve with warm-up min(4000, total/10), rescaled so that
-    shortening the warm-up does not raise the peak.
+    'linear' warms up over `warmup_fraction` of the budget (or `warmup_steps`) and decays to
+    zero where the budget ends. 'constant' holds `lr` after a short warm-up. 'noam' is the
+    paper's curve; without an explicit warm-up it uses min(4000, total/10) steps, rescaled to
+    peak at `lr` (default: the paper's peak for this width, d_model^-0.5 · 4000^-0.5).
     """
     kind = cfg.lr_schedule
-    if kind == "auto":
-        kind = "constant" if total_steps < 2000 else "noam"
     if kind not in ("noam", "constant", "linear"):
         raise TrainingError(f"Unknown learning-rate schedule {cfg.lr_schedule!r}.")
-    default_peak = cfg.lr_factor * noam_lr(4000, d_model, 4000)
-    peak = cfg.lr if cfg.lr is not None else default_peak
-    if kind in ("constant", "linear"):
-        warmup = cfg.warmup_steps if cfg.warmup_steps is not None else min(100, total_steps // 10)
-        return LRSchedule(kind, d_model, warmup, lr=peak)
-    warmup = (
-        cfg.warmup_steps if cfg.warmup_steps is not None else max(50, min(4000, total_steps // 10))
-    )
-    if cfg.lr is None and cfg.warmup_steps is not None:
-        factor = cfg.lr_factor  # the paper's curve exactly, scaled
-    else:
-        factor = noam_factor_for_peak(peak, d_model, warmup)
-    return LRSchedule("noam", d_model, warmup, factor=factor)
+    paper_peak = noam_lr(4000, d_model, 4000) * cfg.lr_factor  # the paper's peak at this width
+    if kind == "noam":
+        if cfg.warmup_steps is not None and cfg.lr is None:  # the paper's curve exactly
+            return LRSchedule("noam", d_model, cfg.warmup_steps, factor=cfg.lr_factor)
+        warmup = cfg.warmup_steps or max(50, min(4000, total_steps // 10))
+        # a shortened warm-up must not raise the peak
+        factor = noam_factor_for_peak(cfg.lr or paper_peak, d_model, warmup)
+        return LRSchedule("noam", d_model, warmup, factor=factor)
+    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else min(100, total_steps // 10)
+    fraction = cfg.warmup_fraction if kind == "linear" and cfg.warmup_steps is None else None
+    return LRSchedule(kind, d_model, warmup, lr=cfg.lr or paper_peak, warmup_fraction=fraction)

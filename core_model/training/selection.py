@@ -1,9 +1,11 @@
 """Which weights a run ends with (§6.1: the paper averages the last checkpoints).
 
-Candidates: the last weights, the best epoch by validation and the average of the last N
-epoch weights. With enough validation pairs the candidate that validates best wins; without,
-the average (when asked for) or the last weights. The best-epoch bookkeeping also drives
-early stopping (`bad_epochs`).
+Candidates: the last weights, the best epoch by validation, and the average of N snapshots:
+N-1 taken evenly over the last fifth of the budget (by the clock or the steps, whichever
+binds — epochs may be too few to average on a short budget) plus the final weights. With
+enough validation pairs the candidate that validates best wins; without, the average (when
+asked for) or the last weights. The best-epoch bookkeeping also drives early stopping
+(`bad_epochs`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ from safetensors.torch import load_file
 from core_model.artifact import unique_state_dict
 
 SCORE_KEYS = ("valid_loss", "bleu", "chrf")
+AVERAGE_TAIL = 0.2  # snapshots for averaging are taken over this last share of the budget
+
+
+def snapshot_points(n: int) -> list[float]:
+    """Budget shares at which to snapshot the weights for an average of `n` (the n-th is the
+    final weights): e.g. n=5 -> [0.8, 0.85, 0.9, 0.95]."""
+    if n < 2:
+        return []
+    return [1.0 - AVERAGE_TAIL * (n - 1 - k) / (n - 1) for k in range(n - 1)]
 
 
 def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -50,7 +61,7 @@ def selection_score(record: dict[str, Any], metric: str) -> float | None:
 
 
 class Selector:
-    """Keeps the best epoch's weights and the last `keep_last` epoch weights in the run's state
+    """Keeps the best epoch's weights and the averaging snapshots in the run's state
     (`TrainerState`, so a resumed run selects exactly as an uninterrupted one)."""
 
     def __init__(self, metric: str, use_validation: bool, keep_last: int) -> None:
@@ -66,10 +77,15 @@ class Selector:
             state.best_weights = unique_state_dict(model)
         elif current is not None:
             state.bad_epochs += 1
-        if self.keep_last > 1:
-            state.recent_weights = [*state.recent_weights, unique_state_dict(model)][
-                -self.keep_last :
-            ]
+
+    def due(self, state: Any, progress: float) -> bool:
+        """Whether the next averaging snapshot is due at this share of the budget."""
+        points = snapshot_points(self.keep_last)
+        taken = len(state.recent_weights)
+        return taken < len(points) and progress >= points[taken]
+
+    def snapshot(self, state: Any, model: torch.nn.Module) -> None:
+        state.recent_weights = [*state.recent_weights, unique_state_dict(model)]
 
     def choose(
         self,
@@ -78,8 +94,8 @@ class Selector:
         validate: Callable[[], dict[str, Any]],
     ) -> tuple[str, dict[str, Any]]:
         """Load the final weights into `model`; return (their name, their validation scores)."""
-        recent = state.recent_weights
-        average = average_state_dicts(recent) if self.keep_last > 1 and len(recent) > 1 else None
+        recent = [*state.recent_weights, unique_state_dict(model)] if state.recent_weights else []
+        average = average_state_dicts(recent) if len(recent) > 1 else None
         last_record = state.history[-1] if state.history else {}
         if not self.use_validation:
             if average is not None:

@@ -25,6 +25,7 @@ from core_model.artifact import ArtifactError, load_model, save_model
 from core_model.batching import collate, encode_pairs, make_batches, shard_batches
 from core_model.tokenizer import TokenizerError, TokenizerPair, clean_text, train_tokenizers
 from core_model.training import checkpoint as ckpt
+from core_model.training import recipe
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.label_smoothing import label_smoothed_nll_loss
 from core_model.training.parallel import Ranks
@@ -140,14 +141,19 @@ class Trainer:
         init_from: str | Path | None,
         resume_from: str | Path | None,
     ) -> None:
-        cfg, ranks = self.cfg, self.ranks
-        cfg.check()
+        ranks = self.ranks
+        self.cfg.check()
         self.device = self._device()
         self.comm_device = ranks.comm_device(self.device)
 
         train_clean, valid_clean = _clean_pairs(train_pairs), _clean_pairs(valid_pairs)
         if not train_clean:
             raise TrainingError("The training corpus is empty: add sentence pairs with both sides.")
+        # The run's own choices as asked (a checkpoint is matched against these), then every
+        # automatic one made by the recipe (saved with the model: reproducible).
+        self.requested = self.cfg
+        facts = recipe.CorpusFacts.of(train_clean, valid_clean)
+        self.cfg = cfg = recipe.resolve(self.requested, facts, self.device.type == "cuda")
         self.out_path = Path(out_dir) if out_dir is not None else None
         self.ckpt_dir = self.out_path / "checkpoint" if self.out_path is not None else None
         resume_dir = ckpt.find_checkpoint(resume_from)
@@ -180,15 +186,7 @@ class Trainer:
         self.valid_translate = valid_clean[: max(0, cfg.valid_max_sentences)]
         # A handful of validation pairs is noise: report it, but do not stop or pick weights by it.
         use_validation = len(self.valid_ex) >= cfg.min_valid_pairs
-        # Adaptive budget, small corpus, no usable validation set: watch whether the training
-        # pairs are reproduced exactly and stop once they are (the "train on 20 pairs" case).
-        self.memorise_pairs = (
-            train_clean
-            if cfg.epochs is None
-            and not use_validation
-            and len(train_clean) <= cfg.memorise_max_pairs
-            else []
-        )
+        self.memorise_pairs = train_clean if recipe.memorises(self.requested, facts) else []
         metric = cfg.early_stop_metric
         if metric == "auto":
             metric = "bleu" if self.valid_translate else "loss"
@@ -388,6 +386,8 @@ class Trainer:
                 self.stop_reason = StopReason.TIME_BUDGET
                 break
             loss_sum, n_tok, n_all = self._train_step(idx)
+            if self.selector.due(self.state, self.clock.progress(self.state.step)):
+                self.selector.snapshot(self.state, self.model)
             epoch_loss += loss_sum
             epoch_tok += n_tok
             window_loss += loss_sum
@@ -491,7 +491,7 @@ class Trainer:
                     self.model,
                     self.optimizer,
                     self.tokenizers,
-                    cfg.to_dict(),
+                    self.requested.to_dict(),
                     state,
                 )
             self._emit("epoch", record["train_loss"])

@@ -72,6 +72,9 @@ def test_demo_corpus_is_added_once(wb_home: Path) -> None:
 def test_first_start_seeds_the_demo_corpus(wb_home: Path) -> None:
     at = open_page("corpus")
     assert [c.name for c in corpus.list_corpora()] == [demo.DEMO_NAME]
+    assert at.selectbox(key="corpus_page_corpus").options == [
+        f"{demo.DEMO_NAME} · zh→en · 48 pairs (all splits)"
+    ]
     assert len(at.data_editor) == 1
     assert len(at.data_editor[0].value) == 48
 

@@ -120,6 +120,11 @@ def test_invalid_corpus_shows_one_error_line(wb_home: Path, no_demo: None) -> No
     assert_clean(at)
     assert "language code" in texts(at.error)
     assert corpus.list_corpora() == []
+    typed = [t.value for t in at.text_input[:3]]
+    assert typed == ["Broken", "not a language!", "en"], "a refused form keeps what was typed"
+    at.text_input[1].input("zh")
+    at.button[0].click().run()
+    assert [c.name for c in corpus.list_corpora()] == ["Broken"]
 
 
 # --------------------------------------------------------------------------- corpus editing
@@ -160,7 +165,7 @@ def test_add_edit_and_delete_pairs_in_one_save(small_corpus: int) -> None:
         added_rows=[{"source": "咖啡", "target": "coffee", "split": "test"}, {}],
         deleted_rows=[2],
     )
-    assert "3 unsaved change(s)" in texts(at.caption)
+    assert "3 unsaved changes" in texts(at.caption)
     at.button(key="save_edits").click().run()
     assert_clean(at)
     assert "Saved: 1 added, 1 edited, 1 deleted." in texts(at.success)
@@ -185,7 +190,68 @@ def test_a_bad_edit_changes_nothing_and_keeps_the_edits(small_corpus: int) -> No
     assert_clean(at)
     assert "duplicates" in texts(at.error)
     assert corpus.get_corpus(small_corpus).pair_count == 3
-    assert "2 unsaved change(s)" in texts(at.caption), "the user's edits must survive"
+    assert "2 unsaved changes" in texts(at.caption), "the user's edits must survive"
+
+
+def test_unsaved_edits_hold_the_table_until_saved(small_corpus: int) -> None:
+    """A search, split or page-size change waits for unsaved edits (it would drop them): the
+    table keeps the edited rows and says why; saving applies the waiting view."""
+    at = open_page("corpus")
+    _edit(at, edited_rows={0: {"target": "cooked rice"}}, deleted_rows=[2])
+    at.text_input(key="pairs_query").input("noodle").run()
+    at.selectbox(key="pairs_split").select("train").run()
+    at.selectbox(key="pairs_page_size").select(25).run()
+    assert_clean(at)
+    warning = texts(at.warning)
+    assert "Save or discard your 2 unsaved changes first" in warning
+    assert "the search “noodle”, the train split, 25 rows per page" in warning
+    assert at.data_editor[0].value["source"].tolist() == ["米饭", "面条", "茶"]
+    assert "2 unsaved changes" in texts(at.caption)
+    assert at.text_input(key="pairs_query").value == "noodle", "what was typed stays"
+
+    at.button(key="save_edits").click().run()
+    assert_clean(at)
+    assert "Saved: 0 added, 1 edited, 1 deleted." in texts(at.success)
+    assert not at.warning
+    assert at.data_editor[0].value["target"].tolist() == ["noodles"]
+    assert corpus.get_corpus(small_corpus).pair_count == 2
+
+
+def test_pager_waits_for_unsaved_edits_until_discarded(small_corpus: int) -> None:
+    corpus.apply_edits(
+        small_corpus, added=[{"source": f"句子{i}", "target": f"sentence {i}"} for i in range(60)]
+    )
+    at = open_page("corpus")
+    _edit(at, added_rows=[{"source": "汤", "target": "soup"}])
+    at.pagination[0].set_value(2).run()
+    assert_clean(at)
+    assert "page 2 will apply" in texts(at.warning)
+    assert len(at.data_editor[0].value) == 50, "still the page the row was added to"
+    assert "1 unsaved change" in texts(at.caption)
+
+    at.button(key="discard_edits").click().run()
+    assert not at.warning
+    assert at.data_editor[0].value["source"].iloc[0] == "句子47"
+    assert corpus.get_corpus(small_corpus).pair_count == 63
+
+
+def test_a_half_filled_new_row_is_named_and_kept(small_corpus: int) -> None:
+    at = open_page("corpus")
+    _edit(
+        at,
+        added_rows=[{"source": "汤", "target": "soup"}, {}, {"source": "水"}, {"note": "todo"}],
+        edited_rows={0: {"target": "cooked rice"}},
+    )
+    assert "4 unsaved changes** (2 incomplete)" in texts(at.caption)
+    at.button(key="save_edits").click().run()
+    assert_clean(at)
+    assert (
+        "Nothing was saved: new row 3 has no target (en); new row 4 has no source (zh) and no "
+        "target (en). Fill in both sides or delete those rows, then save again."
+    ) in texts(at.error)
+    assert corpus.get_corpus(small_corpus).pair_count == 3
+    assert corpus.search_pairs(small_corpus, "cooked").total == 0
+    assert "4 unsaved changes** (2 incomplete)" in texts(at.caption), "the rows stay"
 
 
 def test_search_and_split_filter(small_corpus: int) -> None:
@@ -259,7 +325,7 @@ def test_export_statistics_and_dedupe(small_corpus: int) -> None:
     at.run()
     assert_clean(at)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Pairs"] == "3" and metrics["Train"] == "3"
+    assert metrics["Pairs (all splits)"] == "3" and metrics["Train"] == "3"
 
 
 # ------------------------------------------------------------------ populated (real models)

@@ -466,6 +466,34 @@ def test_translate_and_save_a_correction(populated: Trained) -> None:
         ["谢谢你的帮助。", "Thank you so much for your help."]
     ]
 
+    at.button[-1].click().run()  # the same pair again
+    assert_clean(at)
+    pair_id = int(hits["id"].iloc[0])
+    assert f"This pair is already in corpus “{demo.DEMO_NAME}” (pair {pair_id})." in texts(at.error)
+    assert corpus.get_corpus(populated.corpus_id).pair_count == before + 1
+
+
+def test_translate_warns_on_unknown_and_overlong_input(populated: Trained) -> None:
+    """Characters the model never saw, and inputs longer than anything it was trained on, are
+    flagged (with the share of unknown pieces); a huge input gets no unreadable heat-map."""
+    at = open_page("translate")
+    at.text_area(key="translate_input").input("我想喝一杯茶。\nЖЩЮЯ ΔΘΛΞ\n" + "我想喝一杯茶。" * 40)
+    at.button(key="translate").click().run()
+    assert_clean(at)
+    assert "2 of 3 translations may be confident nonsense (sentence 2, 3)" in texts(at.warning)
+    table = at.dataframe[0].value
+    assert table["unknown"].round().tolist() == [0, 50, 0]
+    assert table["warning"][0] == ""
+    assert "50% of its pieces are unknown to this model" in table["warning"][1]
+    assert "longer than any sentence the model was trained on" in table["warning"][2]
+    assert len(at.get("vega_lite_chart")) == 1, "the first sentence's attention map"
+
+    at.selectbox(key=at.selectbox[-2].key).select(2)  # the sentence picker: the long one
+    at.run()
+    assert_clean(at)
+    assert "No map for this sentence: it has 281 source" in texts(at.caption)
+    assert not at.get("vega_lite_chart")
+
 
 def test_translate_with_beam_search(populated: Trained) -> None:
     at = open_page("translate")

@@ -508,6 +508,7 @@ def test_models_compare_versions(populated: Trained) -> None:
     at = open_page("models")
     table = at.dataframe[0].value
     assert sorted(table["id"]) == sorted(populated.version_ids)
+    assert table["scored on"].tolist() == ["validation · 3 pairs · greedy"] * 2
     at.button(key="compare").click().run()
     assert_clean(at)
     metrics = at.dataframe[1].value
@@ -516,11 +517,19 @@ def test_models_compare_versions(populated: Trained) -> None:
     sentences = at.dataframe[2].value
     assert len(sentences) == 4  # the demo corpus' test split
     assert {"source", "reference", "differs"} <= set(sentences.columns)
+    assert f"Scores on “{demo.DEMO_NAME}”** · test · 4 pairs · greedy" in texts(at.markdown)
+    assert "Only 4 test pairs" in texts(at.warning)
+
+    at.button_group(key="compare_mode").set_value("Beam search").run()
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    assert "test · 4 pairs · beam 4" in texts(at.markdown)
 
 
 def test_models_rename_and_notes(populated: Trained) -> None:
     at = open_page("models")
     version_id = populated.version_ids[0]
+    assert "trained on 41 pairs (snapshot)" in texts(at.markdown)
     at.text_input[0].input("first try")
     at.text_area[0].input("demo corpus, tiny")
     at.button[0].click().run()  # the form's Save

@@ -74,8 +74,9 @@ def render() -> None:
         key="corpus_tab",
         on_change="rerun",
     )
-    with tabs[0]:  # drawn even while hidden: unsaved edits in the table survive a tab switch
-        pairs_editor(current)
+    if tabs[0].open is not False:
+        with tabs[0]:
+            pairs_editor(current)
     if tabs[1].open:
         with tabs[1]:
             import_panel(current)

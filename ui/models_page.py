@@ -161,8 +161,12 @@ def compare(versions: list[Any]) -> None:
         )
         return
     labels = {v.id: common.version_label(v) for v in versions}
-    picked_before = st.session_state.get("compare_versions") or []
-    common.keep_label_fresh("compare_versions", [labels.get(i) for i in picked_before])
+    before = st.session_state.get("compare_versions")
+    if before is not None and any(i not in labels for i in before):  # a version was deleted
+        st.session_state["compare_versions"] = [i for i in before if i in labels]
+    common.keep_label_fresh(
+        "compare_versions", [labels[i] for i in st.session_state.get("compare_versions") or []]
+    )
     chosen = st.multiselect(
         "Versions to compare",
         list(labels),

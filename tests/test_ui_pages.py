@@ -480,7 +480,7 @@ def test_translate_warns_on_unknown_and_overlong_input(populated: Trained) -> No
     at.text_area(key="translate_input").input("我想喝一杯茶。\nЖЩЮЯ ΔΘΛΞ\n" + "我想喝一杯茶。" * 40)
     at.button(key="translate").click().run()
     assert_clean(at)
-    assert "2 of 3 translations may be confident nonsense (sentence 2, 3)" in texts(at.warning)
+    assert "2 of 3 translations may be confident nonsense (sentences 2, 3)" in texts(at.warning)
     table = at.dataframe[0].value
     assert table["unknown"].round().tolist() == [0, 50, 0]
     assert table["warning"][0] == ""
@@ -492,6 +492,9 @@ def test_translate_warns_on_unknown_and_overlong_input(populated: Trained) -> No
     at.run()
     assert_clean(at)
     assert "No map for this sentence: it has 281 source" in texts(at.caption)
+    assert "This translation may be confident nonsense: it is longer than any sentence" in texts(
+        at.warning
+    )
     assert not at.get("vega_lite_chart")
 
 

@@ -189,7 +189,7 @@ def compare(versions: list[Any]) -> None:
     first = picked[0]
     if first.corpus_id in {c.id for c in corpora}:
         st.session_state.setdefault(common.CURRENT_CORPUS, first.corpus_id)
-    row = st.columns([3, 2, 1], vertical_alignment="top")
+    row = st.columns([3, 2, 1], vertical_alignment="bottom")
     with row[0]:
         test_corpus = common.corpus_picker(
             corpora,
@@ -200,7 +200,6 @@ def compare(versions: list[Any]) -> None:
         )
     with row[1]:
         beam = common.decoding_picker("compare")
-    row[2].markdown("&nbsp;")  # aligns the button with the pickers' inputs
     if row[2].button("Compare", type="primary", icon=":material/compare_arrows:", key="compare"):
         with common.error_boundary("comparing the versions"):
             pairs = corpus.split_pairs(test_corpus.id, "test", limit=MAX_COMPARE_PAIRS)

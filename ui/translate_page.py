@@ -115,14 +115,10 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
     st.subheader("Translations", anchor=False)
     st.caption(f"{shown['version']} · {translation.decoding_label(shown['beam'])}")
     flagged = [n for n, i in enumerate(items, start=1) if i["warnings"]]
-    if len(flagged) == 1 and len(items) == 1:
+    if flagged and len(items) > 1:  # each sentence's own reasons are shown when it is picked
         st.warning(
-            f"This translation may be confident nonsense: {'; '.join(items[0]['warnings'])}.",
-            icon=":material/warning:",
-        )
-    elif flagged:
-        st.warning(
-            f"{len(flagged)} of {len(items)} translations may be confident nonsense (sentence "
+            f"{len(flagged)} of {len(items)} translations may be confident nonsense "
+            f"({'sentence' if len(flagged) == 1 else 'sentences'} "
             f"{', '.join(map(str, flagged))}): see the “warning” column.",
             icon=":material/warning:",
         )
@@ -144,14 +140,14 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
             "source": st.column_config.TextColumn("source", width="large"),
             "translation": st.column_config.TextColumn("translation", width="large"),
             "unknown": st.column_config.NumberColumn(
-                "unknown pieces",
+                "unknown",
                 format="%.0f %%",
                 width="small",
-                help="Share of the source's pieces this version never saw in training: it "
+                help="Share of the source's pieces that this version never saw in training: it "
                 "cannot read them. Above "
                 f"{translation.UNKNOWN_SHARE_WARNING:.0%} the translation is mostly guesswork.",
             ),
-            "warning": st.column_config.TextColumn("warning", width="medium"),
+            "warning": st.column_config.TextColumn("warning", width="large"),
         },
     )
 
@@ -162,6 +158,11 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
         key=f"translate_pick_{len(items)}_{shown['version_id']}",
     )
     item = items[choice]
+    if item["warnings"]:
+        st.warning(
+            f"This translation may be confident nonsense: {'; '.join(item['warnings'])}.",
+            icon=":material/warning:",
+        )
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.markdown("**Cross-attention**")

@@ -35,7 +35,7 @@ class TrainConfig:
     min_steps: int = 400  # adaptive: fewest optimizer steps (small corpora are repeated)
     max_adaptive_steps: int = 20000  # adaptive: most optimizer steps
     adaptive_passes: int = 30  # adaptive: target passes over a mid-size corpus
-    min_epoch_steps: int = 50  # an "epoch" has at least this many steps (tiny corpora repeat)
+    min_epoch_steps: int = 25  # an "epoch" has at least this many steps (tiny corpora repeat)
     min_valid_pairs: int = 20  # fewer validation pairs: reported, not used to stop or select
     memorise_max_pairs: int = 200  # adaptive + no validation pairs + corpus at most this big:
     memorise_epochs: int = 2  # stop after this many epochs reproducing every training pair

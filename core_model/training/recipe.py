@@ -90,7 +90,7 @@ def resolve(cfg: TrainConfig, facts: CorpusFacts, gpu: bool) -> TrainConfig:
         time_budget_s=time_budget_s,
         dropout=cfg.dropout if cfg.dropout is not None else _dropout(passes, memorise),
         lr_schedule=cfg.lr_schedule if cfg.lr_schedule != AUTO else _schedule(memorise),
-        lr=cfg.lr if cfg.lr is not None else _peak_lr(preset),
+        lr=cfg.lr if cfg.lr is not None else _peak_lr(preset, memorise),
         warmup_fraction=(
             cfg.warmup_fraction
             if cfg.warmup_fraction is not None or cfg.warmup_steps is not None
@@ -142,10 +142,13 @@ def _schedule(memorise: bool) -> str:
     return "constant" if memorise else "linear"
 
 
-def _peak_lr(preset: str) -> float:
-    """Pre-norm small/tiny models train well at 2e-3; the post-norm base needs the paper's
-    gentler peak (d_model^-0.5 · 4000^-0.5 ≈ 7e-4)."""
-    return 7e-4 if preset == "base" else 2e-3
+def _peak_lr(preset: str, memorise: bool) -> float:
+    """Pre-norm small/tiny models train well at 2e-3, and memorise a few pairs twice as fast
+    at 4e-3 (16 pairs: 75 steps instead of 150); the post-norm base needs the paper's gentler
+    peak (d_model^-0.5 · 4000^-0.5 ≈ 7e-4)."""
+    if preset == "base":
+        return 7e-4
+    return 4e-3 if memorise else 2e-3
 
 
 def _vocab_size(facts: CorpusFacts) -> int:

@@ -76,8 +76,11 @@ def memorises(cfg: TrainConfig, facts: CorpusFacts) -> bool:
     )
 
 
-def resolve(cfg: TrainConfig, facts: CorpusFacts, gpu: bool) -> TrainConfig:
-    """`cfg` with every automatic choice made (see the module docstring)."""
+def resolve(
+    cfg: TrainConfig, facts: CorpusFacts, gpu: bool, fine_tune: bool = False
+) -> TrainConfig:
+    """`cfg` with every automatic choice made (see the module docstring). `fine_tune`: the run
+    continues a trained model, which a from-scratch peak rate would partly undo."""
     memorise = memorises(cfg, facts)
     preset = cfg.preset if cfg.preset != AUTO else _preset(facts, gpu)
     time_budget_s = cfg.time_budget_s
@@ -90,7 +93,7 @@ def resolve(cfg: TrainConfig, facts: CorpusFacts, gpu: bool) -> TrainConfig:
         time_budget_s=time_budget_s,
         dropout=cfg.dropout if cfg.dropout is not None else _dropout(passes, memorise),
         lr_schedule=cfg.lr_schedule if cfg.lr_schedule != AUTO else _schedule(memorise),
-        lr=cfg.lr if cfg.lr is not None else _peak_lr(preset, memorise),
+        lr=cfg.lr if cfg.lr is not None else _peak_lr(preset, memorise) / (4 if fine_tune else 1),
         warmup_fraction=(
             cfg.warmup_fraction
             if cfg.warmup_fraction is not None or cfg.warmup_steps is not None

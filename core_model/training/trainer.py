@@ -153,7 +153,8 @@ class Trainer:
         # automatic one made by the recipe (saved with the model: reproducible).
         self.requested = self.cfg
         facts = recipe.CorpusFacts.of(train_clean, valid_clean)
-        self.cfg = cfg = recipe.resolve(self.requested, facts, self.device.type == "cuda")
+        gpu, fine_tune = self.device.type == "cuda", init_from is not None
+        self.cfg = cfg = recipe.resolve(self.requested, facts, gpu, fine_tune)
         self.out_path = Path(out_dir) if out_dir is not None else None
         self.ckpt_dir = self.out_path / "checkpoint" if self.out_path is not None else None
         resume_dir = ckpt.find_checkpoint(resume_from)

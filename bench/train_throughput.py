@@ -16,42 +16,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from bench.reference import ReferenceModel
 from core_model import ModelConfig, Transformer
-
-
-class ReferenceModel(nn.Module):
-    """torch.nn.Transformer wrapped in our embeddings, positions and generator."""
-
-    def __init__(self, ours: Transformer) -> None:
-        super().__init__()
-        cfg = ours.cfg
-        self.cfg = cfg
-        self.src_embed, self.tgt_embed = ours.src_embed, ours.tgt_embed
-        self.positions, self.generator = ours.positions, ours.generator
-        self.core = nn.Transformer(
-            d_model=cfg.d_model,
-            nhead=cfg.n_heads,
-            num_encoder_layers=cfg.n_encoder_layers,
-            num_decoder_layers=cfg.n_decoder_layers,
-            dim_feedforward=cfg.d_ff,
-            dropout=cfg.dropout,
-            batch_first=True,
-        )
-
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        pad = self.cfg.pad_id
-        causal = nn.Transformer.generate_square_subsequent_mask(
-            tgt_in.size(1), device=src.device, dtype=torch.bool
-        )
-        hidden = self.core(
-            self.positions(self.src_embed(src)),
-            self.positions(self.tgt_embed(tgt_in)),
-            tgt_mask=causal,
-            src_key_padding_mask=src == pad,
-            tgt_key_padding_mask=tgt_in == pad,
-            memory_key_padding_mask=src == pad,
-        )
-        return self.generator(hidden)
 
 
 def make_batches(n: int, tokens: int, vocab: int, seed: int) -> list[tuple[torch.Tensor, ...]]:

@@ -1,12 +1,19 @@
 """The handwritten Transformer ("Attention Is All You Need", Vaswani et al., 2017).
 
-Pure PyTorch: usable from a notebook with no database or UI. Modules follow the
-paper's order: embedding → positional_encoding → attention → feed_forward →
-encoder / decoder (masks) → generator → transformer; then decoding, tokenizer,
-training and the on-disk artifact.
+Pure PyTorch: usable from a notebook with no database or UI.
+
+- `transformer/`  §3 the network, one module per part of the paper, in its order
+- `tokenizer`     the vocabulary: SentencePiece subwords or whitespace words
+                  (`special_tokens`: the reserved PAD/BOS/EOS/UNK ids, defined once)
+- `batching`      §5.1 pairs → length-bucketed, token-budgeted batches
+- `training/`     §5 the training loop, its budget, schedule, precision and checkpoints
+- `decoding`      §6.1 batched greedy and beam search with a key/value cache
+- `translator`    text in, text out
+- `metrics`       sacreBLEU BLEU and chrF
+- `artifact`      a trained model on disk (safetensors + JSON, no pickle)
+- `distributed`   the torchrun entry point for data-parallel training
 """
 
-from core_model.config import PRESETS, ModelConfig
-from core_model.transformer import Transformer
+from core_model.transformer import PRESETS, ModelConfig, Transformer
 
 __all__ = ["PRESETS", "ModelConfig", "Transformer"]

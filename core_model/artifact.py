@@ -43,9 +43,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from core_model.config import ModelConfig
 from core_model.tokenizer import TokenizerError, TokenizerPair
 from core_model.transformer import Transformer
+from core_model.transformer.config import ModelConfig
 
 FORMAT = "translation-workbench/model"
 FORMAT_VERSION = 1

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from core_model.tokenizer import BOS_ID, EOS_ID, PAD_ID, TokenizerPair
+from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from core_model.tokenizer import TokenizerPair
 
 
 @dataclass(frozen=True)

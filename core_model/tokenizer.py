@@ -25,8 +25,8 @@ from typing import Protocol, runtime_checkable
 
 import sentencepiece as spm
 
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
-SPECIAL_PIECES = ("<pad>", "<s>", "</s>", "<unk>")
+from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
+
 _META_FILE = "tokenizer.json"
 
 

@@ -14,7 +14,7 @@ import torch
 from core_model.artifact import LoadedModel
 from core_model.batching import encode_source, pad_sources
 from core_model.decoding import beam_search, greedy_decode
-from core_model.tokenizer import TokenizerPair, clean_text
+from core_model.tokenizer import UNK_ID, TokenizerPair, clean_text
 from core_model.transformer import Transformer
 
 
@@ -25,6 +25,10 @@ class TranslationResult:
     out_pieces: list[str]  # output pieces (+ "</s>" when produced), one per attention row
     attention: torch.Tensor | None = None  # [len(out_pieces), len(src_pieces)] or None
     score: float = 0.0
+    # The whole input before it was cut to the model's max_len: its ids + EOS, and how many of
+    # them are UNK (pieces the tokenizer never saw in training: the model cannot read them).
+    src_tokens: int = 0
+    unk_tokens: int = 0
 
 
 def _batches(lengths: Sequence[int], max_tokens: int, max_sentences: int) -> list[list[int]]:
@@ -64,6 +68,10 @@ def translate_ids(
     src_ids = [
         encode_source(tokenizers, t, max_len) if clean_text(t).strip() else [] for t in texts
     ]
+    # Encoded once more, uncut, to tell the caller how long and how unknown each input was.
+    full_ids = [
+        tokenizers.src.encode(t) if ids else [] for t, ids in zip(texts, src_ids, strict=True)
+    ]
     results: list[TranslationResult] = [TranslationResult("", [], []) for _ in texts]
     todo = [i for i, ids in enumerate(src_ids) if ids]
     if beam > 1:  # beam search multiplies the batch by the beam width
@@ -94,7 +102,16 @@ def translate_ids(
                 if att.size(0) < len(out_pieces):  # stopped at the length limit: no EOS row
                     out_pieces = out_pieces[:-1]
             text = tokenizers.tgt.decode(res.tokens)
-            results[i] = TranslationResult(text, src_pieces, out_pieces, att, float(res.score))
+            full = full_ids[i]
+            results[i] = TranslationResult(
+                text,
+                src_pieces,
+                out_pieces,
+                att,
+                float(res.score),
+                src_tokens=len(full) + 1,
+                unk_tokens=sum(1 for t in full if t == UNK_ID),
+            )
     if was_training:
         model.train()
     return results

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from core_model.artifact import ArtifactError, LoadedModel, load_model, save_model
-from core_model.config import ModelConfig
 from core_model.tokenizer import TokenizerPair, train_tokenizers
 from core_model.transformer import Transformer
+from core_model.transformer.config import ModelConfig
 from core_model.translator import translate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "toy_zh_en.tsv"

@@ -16,7 +16,7 @@ import pytest
 from jobs_helpers import ROOT, make_toy_corpus, start_worker, stop, subprocess_env, wait_for
 from sqlalchemy import select, update
 
-from core_model import checkpoint as ckpt
+from core_model.training import checkpoint as ckpt
 from db.engine import session_scope
 from db.models import RunMetric, TrainingRun, utcnow
 from workbench import corpus, jobs, registry, worker

@@ -8,11 +8,15 @@ import pytest
 import torch
 
 from core_model import ModelConfig, Transformer
-from core_model.attention import KeyValueCache, MultiHeadAttention, scaled_dot_product_attention
-from core_model.dropout import Dropout
-from core_model.embedding import TokenEmbedding
-from core_model.masks import causal_mask, decoder_self_mask, padding_mask
-from core_model.positional_encoding import PositionalEncoding, sinusoid_table
+from core_model.transformer.attention import (
+    KeyValueCache,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
+from core_model.transformer.dropout import Dropout
+from core_model.transformer.embedding import TokenEmbedding
+from core_model.transformer.masks import causal_mask, decoder_self_mask, padding_mask
+from core_model.transformer.positional_encoding import PositionalEncoding, sinusoid_table
 
 
 def test_base_preset_is_the_paper() -> None:
@@ -122,3 +126,36 @@ def test_pre_norm_has_final_layer_norms() -> None:
     assert isinstance(model.encoder.final_norm, torch.nn.LayerNorm)
     logits = model(torch.randint(4, 20, (2, 5)), torch.randint(4, 20, (2, 3)))
     assert logits.shape == (2, 3, 20) and torch.isfinite(logits).all()
+
+
+def test_bf16_on_cpu_takes_the_explicit_path_with_the_fused_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bf16 CPU attention is written out (the fused backward is slow there): same values and
+    gradients as the fused kernel, within bf16 precision."""
+    from core_model.transformer import attention
+
+    fused_dtypes = []
+    real = attention.F.scaled_dot_product_attention
+
+    def spy(q, *args, **kwargs):
+        fused_dtypes.append(q.dtype)
+        return real(q, *args, **kwargs)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4, dropout=0.0).eval()
+    x = torch.randn(3, 7, 32)
+    mask = padding_mask(torch.tensor([[5] * 7, [5] * 5 + [0] * 2, [5] * 3 + [0] * 4]), 0)
+    grads = []
+    for bf16 in (False, True):
+        mha.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out, weights = mha(x, mask=mask)
+        out.float().square().sum().backward()
+        grads.append((out.float(), mha.in_proj.weight.grad.clone()))
+        assert weights is None
+    (fp32_out, fp32_grad), (bf16_out, bf16_grad) = grads
+    assert fused_dtypes == [torch.float32]
+    assert torch.allclose(fp32_out, bf16_out, atol=0.05, rtol=0.05)
+    assert torch.allclose(fp32_grad, bf16_grad, atol=0.1, rtol=0.05)

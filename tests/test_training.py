@@ -14,11 +14,20 @@ from torch.nn import functional as F
 from core_model import training as tr
 from core_model.artifact import load_model
 from core_model.batching import collate, encode_pairs, example_cost, make_batches, shard_batches
-from core_model.checkpoint import average_state_dicts, find_checkpoint
-from core_model.label_smoothing import LabelSmoothingLoss, label_smoothed_nll_loss
-from core_model.schedule import LRSchedule, constant_lr, noam_factor_for_peak, noam_lr
-from core_model.tokenizer import BOS_ID, EOS_ID, PAD_ID, train_tokenizers
+from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from core_model.tokenizer import train_tokenizers
 from core_model.training import TrainConfig, TrainingError, plan_budget, train
+from core_model.training.checkpoint import find_checkpoint, read_state
+from core_model.training.label_smoothing import LabelSmoothingLoss, label_smoothed_nll_loss
+from core_model.training.schedule import (
+    LRSchedule,
+    constant_lr,
+    make_schedule,
+    noam_factor_for_peak,
+    noam_lr,
+)
+from core_model.training.selection import average_state_dicts
+from core_model.transformer import Transformer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "toy_zh_en.tsv"
 
@@ -80,6 +89,26 @@ def test_label_smoothing_gradient_ignores_padding() -> None:
     assert logits.grad[1].abs().sum() > 0
 
 
+def test_label_smoothing_gradient_is_the_definitions() -> None:
+    """The fused backward equals autograd through log-softmax (fp64, PAD and ε > 0)."""
+    torch.manual_seed(0)
+    target = torch.tensor([4, 5, 0, 9, 0, 1])
+    for eps in (0.0, 0.1):
+        logits = torch.randn(6, 10, dtype=torch.float64, requires_grad=True)
+        loss, _ = label_smoothed_nll_loss(logits, target, eps, ignore_index=0)
+        (loss * 0.5).backward()
+        ref = logits.detach().clone().requires_grad_(True)
+        lp = ref.log_softmax(-1)
+        q = torch.full((6, 10), eps / 9, dtype=torch.float64)
+        q[:, 0] = 0.0
+        q[torch.arange(6), target] += 1 - eps
+        (-(q * lp).sum(-1) * (target != 0)).sum().mul(0.5).backward()
+        assert torch.allclose(logits.grad, ref.grad, atol=1e-12)
+    bf16 = torch.randn(6, 10).bfloat16().requires_grad_(True)
+    label_smoothed_nll_loss(bf16, target, 0.1)[0].backward()
+    assert bf16.grad.dtype == torch.bfloat16
+
+
 # -- schedule -----------------------------------------------------------------------------------
 
 
@@ -100,13 +129,20 @@ def test_noam_schedule_is_the_paper_formula() -> None:
 
 
 def test_schedule_resolution() -> None:
-    short = tr.make_schedule(TrainConfig(), d_model=64, total_steps=400)
+    short = make_schedule(TrainConfig(lr_schedule="constant"), d_model=64, total_steps=400)
     assert short.kind == "constant" and short.lr == pytest.approx(noam_lr(4000, 64, 4000))
-    long = tr.make_schedule(TrainConfig(), d_model=256, total_steps=30_000)
+    long = make_schedule(TrainConfig(lr_schedule="noam"), d_model=256, total_steps=30_000)
     assert long.kind == "noam" and long.warmup == 3000
     assert long.peak() == pytest.approx(noam_lr(4000, 256, 4000))
-    paper = tr.make_schedule(TrainConfig(lr_schedule="noam", warmup_steps=4000), 512, 100_000)
+    paper = make_schedule(TrainConfig(lr_schedule="noam", warmup_steps=4000), 512, 100_000)
     assert paper.lr_at(4000) == pytest.approx(512**-0.5 * 4000**-0.5)
+    budget = make_schedule(
+        TrainConfig(lr_schedule="linear", lr=2e-3, warmup_fraction=0.1), 256, 1000
+    )
+    assert budget.lr_at(1, progress=0.05) == pytest.approx(1e-3)  # half-way up the warm-up
+    assert budget.lr_at(1, progress=0.1) == pytest.approx(2e-3)  # the peak
+    assert budget.lr_at(1, progress=0.55) == pytest.approx(1e-3)  # half-way down the decay
+    assert budget.lr_at(1, progress=1.0) == 0.0
 
 
 # -- batching -----------------------------------------------------------------------------------
@@ -175,12 +211,47 @@ def test_progress_events_validation_and_history() -> None:
     epoch_events = [e for e in events if e.kind == "epoch"]
     for e in epoch_events:
         assert e.valid_loss is not None and e.bleu is not None and e.chrf is not None
-        assert e.lr > 0 and e.tokens_per_s > 0 and e.total_steps == 20
+        assert e.tokens_per_s > 0 and e.total_steps == 20
+    assert epoch_events[0].lr > 0 and epoch_events[-1].lr == 0.0  # linear decay to the end
     assert [h["epoch"] for h in res.history] == [1, 2]
     assert {"train_loss", "valid_loss", "bleu", "chrf"} <= set(res.history[-1])
     steps = [e.step for e in events]
     assert steps == sorted(steps)
-    assert res.metrics["selected"] in ("last", "best")
+    assert res.metrics["selected"] in ("last", "best", "average_last_5")
+    done = events[-1]
+    assert done.stop_reason == "epochs" and done.fraction == 1.0 and done.total_steps == 20
+    assert all(e.limit == "steps" for e in events)
+    assert res.metrics["longest_source_tokens"] == max(
+        len(res.tokenizers.src.encode(s)) + 1 for s, _ in pairs[:10]
+    )
+
+
+def test_time_budget_progress_follows_the_clock() -> None:
+    """Under a binding time budget, progress is the share of the clock used and the expected
+    end is projected from the current speed; the run ends with the time-budget reason."""
+    events: list[tr.ProgressEvent] = []
+    cfg = quick(epochs=1000, time_budget_s=1.5, progress_every_s=0.0)
+    res = train(toy_pairs(), None, cfg, callback=events.append)
+    assert res.metrics["stop_reason"] == "time_budget"
+    steps = [e for e in events if e.kind == "step" and e.step > 5]
+    assert steps and all(e.limit == "time" for e in steps)
+    assert all(e.total_steps < 1000 * 10 for e in steps), "the expected end follows the clock"
+    mid = steps[len(steps) // 2]
+    assert abs(mid.fraction - mid.elapsed_s / 1.5) < 0.1
+    assert events[-1].stop_reason == "time_budget"
+    assert tr.StopReason(res.metrics["stop_reason"]).describe() == "time budget reached"
+
+
+def test_watch_says_what_may_stop_the_run_early() -> None:
+    events: list[tr.ProgressEvent] = []
+    train(toy_pairs(), None, TrainConfig(preset="tiny", device="cpu"), callback=events.append)
+    epoch_events = [e for e in events if e.kind == "epoch"]
+    assert epoch_events[0].watch["rule"] == "memorise"
+    assert 0.0 <= epoch_events[0].watch["reproduced"] <= 1.0
+    assert events[-1].stop_reason == "memorised"
+    assert tr.StopReason.EARLY_STOPPING.describe(patience=5) == (
+        "validation stopped improving for 5 epochs"
+    )
 
 
 def test_cancel_returns_quickly(tmp_path: Path) -> None:
@@ -207,6 +278,8 @@ def test_checkpoint_resume_equals_uninterrupted_run(tmp_path: Path) -> None:
 
     first = train(pairs, None, cfg, out_dir=tmp_path / "run", should_cancel=cancel_in_epoch_2)
     assert first.cancelled and find_checkpoint(tmp_path / "run") is not None
+    # the clock of a time budget continues across attempts: the checkpoint keeps the time spent
+    assert read_state(find_checkpoint(tmp_path / "run"))["elapsed_s"] > 0
     # As if killed between save_checkpoint's two renames: only checkpoint.old is left.
     os.replace(tmp_path / "run" / "checkpoint", tmp_path / "run" / "checkpoint.old")
     assert find_checkpoint(tmp_path / "run") == tmp_path / "run" / "checkpoint.old"
@@ -232,7 +305,7 @@ def test_out_dir_is_a_loadable_model_and_fine_tuning_reuses_tokenizers(tmp_path:
 
 def test_early_stopping_and_average(monkeypatch: pytest.MonkeyPatch) -> None:
     # validation that never improves: stop after `patience` epochs past the first
-    monkeypatch.setattr(tr._Run, "_validate", lambda self: {"valid_loss": 1.0, "bleu": 5.0})
+    monkeypatch.setattr(tr.Trainer, "_validate", lambda self: {"valid_loss": 1.0, "bleu": 5.0})
     pairs = toy_pairs()
     res = train(pairs, pairs[:2], quick(epochs=20, patience=2, average_last=3, min_valid_pairs=1))
     assert res.metrics["stop_reason"] == "early_stopping"
@@ -298,7 +371,7 @@ def test_out_of_memory_is_a_training_error(monkeypatch: pytest.MonkeyPatch) -> N
     def boom(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(tr.Transformer, "forward", boom)
+    monkeypatch.setattr(Transformer, "forward", boom)
     with pytest.raises(TrainingError, match="Out of memory"):
         train(toy_pairs(), None, quick())
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from core_model import ModelConfig, Transformer
-from core_model.masks import decoder_self_mask
+from core_model.transformer.masks import decoder_self_mask
 
 
 def _reference(model: Transformer) -> nn.Transformer:

@@ -72,6 +72,9 @@ def test_demo_corpus_is_added_once(wb_home: Path) -> None:
 def test_first_start_seeds_the_demo_corpus(wb_home: Path) -> None:
     at = open_page("corpus")
     assert [c.name for c in corpus.list_corpora()] == [demo.DEMO_NAME]
+    assert at.selectbox(key="corpus_page_corpus").options == [
+        f"{demo.DEMO_NAME} · zh→en · 48 pairs (all splits)"
+    ]
     assert len(at.data_editor) == 1
     assert len(at.data_editor[0].value) == 48
 
@@ -117,6 +120,11 @@ def test_invalid_corpus_shows_one_error_line(wb_home: Path, no_demo: None) -> No
     assert_clean(at)
     assert "language code" in texts(at.error)
     assert corpus.list_corpora() == []
+    typed = [t.value for t in at.text_input[:3]]
+    assert typed == ["Broken", "not a language!", "en"], "a refused form keeps what was typed"
+    at.text_input[1].input("zh")
+    at.button[0].click().run()
+    assert [c.name for c in corpus.list_corpora()] == ["Broken"]
 
 
 # --------------------------------------------------------------------------- corpus editing
@@ -157,7 +165,7 @@ def test_add_edit_and_delete_pairs_in_one_save(small_corpus: int) -> None:
         added_rows=[{"source": "咖啡", "target": "coffee", "split": "test"}, {}],
         deleted_rows=[2],
     )
-    assert "3 unsaved change(s)" in texts(at.caption)
+    assert "3 unsaved changes" in texts(at.caption)
     at.button(key="save_edits").click().run()
     assert_clean(at)
     assert "Saved: 1 added, 1 edited, 1 deleted." in texts(at.success)
@@ -182,7 +190,68 @@ def test_a_bad_edit_changes_nothing_and_keeps_the_edits(small_corpus: int) -> No
     assert_clean(at)
     assert "duplicates" in texts(at.error)
     assert corpus.get_corpus(small_corpus).pair_count == 3
-    assert "2 unsaved change(s)" in texts(at.caption), "the user's edits must survive"
+    assert "2 unsaved changes" in texts(at.caption), "the user's edits must survive"
+
+
+def test_unsaved_edits_hold_the_table_until_saved(small_corpus: int) -> None:
+    """A search, split or page-size change waits for unsaved edits (it would drop them): the
+    table keeps the edited rows and says why; saving applies the waiting view."""
+    at = open_page("corpus")
+    _edit(at, edited_rows={0: {"target": "cooked rice"}}, deleted_rows=[2])
+    at.text_input(key="pairs_query").input("noodle").run()
+    at.selectbox(key="pairs_split").select("train").run()
+    at.selectbox(key="pairs_page_size").select(25).run()
+    assert_clean(at)
+    warning = texts(at.warning)
+    assert "Save or discard your 2 unsaved changes first" in warning
+    assert "the search “noodle”, the train split, 25 rows per page" in warning
+    assert at.data_editor[0].value["source"].tolist() == ["米饭", "面条", "茶"]
+    assert "2 unsaved changes" in texts(at.caption)
+    assert at.text_input(key="pairs_query").value == "noodle", "what was typed stays"
+
+    at.button(key="save_edits").click().run()
+    assert_clean(at)
+    assert "Saved: 0 added, 1 edited, 1 deleted." in texts(at.success)
+    assert not at.warning
+    assert at.data_editor[0].value["target"].tolist() == ["noodles"]
+    assert corpus.get_corpus(small_corpus).pair_count == 2
+
+
+def test_pager_waits_for_unsaved_edits_until_discarded(small_corpus: int) -> None:
+    corpus.apply_edits(
+        small_corpus, added=[{"source": f"句子{i}", "target": f"sentence {i}"} for i in range(60)]
+    )
+    at = open_page("corpus")
+    _edit(at, added_rows=[{"source": "汤", "target": "soup"}])
+    at.pagination[0].set_value(2).run()
+    assert_clean(at)
+    assert "page 2 will apply" in texts(at.warning)
+    assert len(at.data_editor[0].value) == 50, "still the page the row was added to"
+    assert "1 unsaved change" in texts(at.caption)
+
+    at.button(key="discard_edits").click().run()
+    assert not at.warning
+    assert at.data_editor[0].value["source"].iloc[0] == "句子47"
+    assert corpus.get_corpus(small_corpus).pair_count == 63
+
+
+def test_a_half_filled_new_row_is_named_and_kept(small_corpus: int) -> None:
+    at = open_page("corpus")
+    _edit(
+        at,
+        added_rows=[{"source": "汤", "target": "soup"}, {}, {"source": "水"}, {"note": "todo"}],
+        edited_rows={0: {"target": "cooked rice"}},
+    )
+    assert "4 unsaved changes** (2 incomplete)" in texts(at.caption)
+    at.button(key="save_edits").click().run()
+    assert_clean(at)
+    assert (
+        "Nothing was saved: new row 3 has no target (en); new row 4 has no source (zh) and no "
+        "target (en). Fill in both sides or delete those rows, then save again."
+    ) in texts(at.error)
+    assert corpus.get_corpus(small_corpus).pair_count == 3
+    assert corpus.search_pairs(small_corpus, "cooked").total == 0
+    assert "4 unsaved changes** (2 incomplete)" in texts(at.caption), "the rows stay"
 
 
 def test_search_and_split_filter(small_corpus: int) -> None:
@@ -286,7 +355,7 @@ def test_export_statistics_and_dedupe(small_corpus: int) -> None:
     at.run()
     assert_clean(at)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Pairs"] == "3" and metrics["Train"] == "3"
+    assert metrics["Pairs (all splits)"] == "3" and metrics["Train"] == "3"
 
 
 # ------------------------------------------------------------------ populated (real models)
@@ -427,6 +496,37 @@ def test_translate_and_save_a_correction(populated: Trained) -> None:
         ["谢谢你的帮助。", "Thank you so much for your help."]
     ]
 
+    at.button[-1].click().run()  # the same pair again
+    assert_clean(at)
+    pair_id = int(hits["id"].iloc[0])
+    assert f"This pair is already in corpus “{demo.DEMO_NAME}” (pair {pair_id})." in texts(at.error)
+    assert corpus.get_corpus(populated.corpus_id).pair_count == before + 1
+
+
+def test_translate_warns_on_unknown_and_overlong_input(populated: Trained) -> None:
+    """Characters the model never saw, and inputs longer than anything it was trained on, are
+    flagged (with the share of unknown pieces); a huge input gets no unreadable heat-map."""
+    at = open_page("translate")
+    at.text_area(key="translate_input").input("我想喝一杯茶。\nЖЩЮЯ ΔΘΛΞ\n" + "我想喝一杯茶。" * 40)
+    at.button(key="translate").click().run()
+    assert_clean(at)
+    assert "2 of 3 translations may be confident nonsense (sentences 2, 3)" in texts(at.warning)
+    table = at.dataframe[0].value
+    assert table["unknown"].round().tolist() == [0, 50, 0]
+    assert table["warning"][0] == ""
+    assert "50% of its pieces are unknown to this model" in table["warning"][1]
+    assert "longer than any sentence the model was trained on" in table["warning"][2]
+    assert len(at.get("vega_lite_chart")) == 1, "the first sentence's attention map"
+
+    at.selectbox(key=at.selectbox[-2].key).select(2)  # the sentence picker: the long one
+    at.run()
+    assert_clean(at)
+    assert "No map for this sentence: it has 281 source" in texts(at.caption)
+    assert "This translation may be confident nonsense: it is longer than any sentence" in texts(
+        at.warning
+    )
+    assert not at.get("vega_lite_chart")
+
 
 def test_translate_with_beam_search(populated: Trained) -> None:
     at = open_page("translate")
@@ -441,6 +541,7 @@ def test_models_compare_versions(populated: Trained) -> None:
     at = open_page("models")
     table = at.dataframe[0].value
     assert sorted(table["id"]) == sorted(populated.version_ids)
+    assert table["scored on"].tolist() == ["validation · 3 pairs · greedy"] * 2
     at.button(key="compare").click().run()
     assert_clean(at)
     metrics = at.dataframe[1].value
@@ -449,11 +550,19 @@ def test_models_compare_versions(populated: Trained) -> None:
     sentences = at.dataframe[2].value
     assert len(sentences) == 4  # the demo corpus' test split
     assert {"source", "reference", "differs"} <= set(sentences.columns)
+    assert f"Scores on “{demo.DEMO_NAME}”** · test · 4 pairs · greedy" in texts(at.markdown)
+    assert "Only 4 test pairs" in texts(at.warning)
+
+    at.button_group(key="compare_mode").set_value("Beam search").run()
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    assert "test · 4 pairs · beam 4" in texts(at.markdown)
 
 
 def test_models_rename_and_notes(populated: Trained) -> None:
     at = open_page("models")
     version_id = populated.version_ids[0]
+    assert "trained on 41 pairs (snapshot)" in texts(at.markdown)
     at.text_input[0].input("first try")
     at.text_area[0].input("demo corpus, tiny")
     at.button[0].click().run()  # the form's Save

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import altair as alt
 import pandas as pd
@@ -110,9 +110,22 @@ def show_flashes() -> None:
 
 # ---------------------------------------------------------------------------- pickers
 
+PairScope = Literal["all", "training", "snapshot"]
+
+
+def pair_count_label(n: int, scope: PairScope) -> str:
+    """One wording per kind of pair count, so that counts of one corpus that differ say why:
+    'all' = every pair of a corpus, whatever its split; 'training' = the pairs a run learns
+    from; 'snapshot' = what a version was trained on (the corpus may have changed since)."""
+    if scope == "all":
+        return f"{plural(n, 'pair')} (all splits)"
+    if scope == "training":
+        return plural(n, "training pair")
+    return f"trained on {plural(n, 'pair')} (snapshot)"
+
 
 def corpus_label(c: CorpusInfo) -> str:
-    return f"{c.name} · {c.src_lang}→{c.tgt_lang} · {c.pair_count:,} pairs"
+    return f"{c.name} · {c.src_lang}→{c.tgt_lang} · {pair_count_label(c.pair_count, 'all')}"
 
 
 def select_later(key: str, value: Any) -> None:
@@ -121,15 +134,30 @@ def select_later(key: str, value: Any) -> None:
     st.session_state.setdefault(_PENDING, {})[key] = value
 
 
-def _prepare_picker(key: str, options: Sequence[Any], shared: str) -> None:
+def keep_label_fresh(key: str, shown: Any) -> None:
+    """Call before drawing the keyed widget `key` whose chosen option(s) read `shown`.
+
+    The browser keeps showing the label it was sent with the choice (e.g. "… · 48 pairs")
+    even when the options are re-sent with new labels (49 pairs after a Save, a new name after
+    a rename). Re-assigning the value makes Streamlit send the choice again, with its label.
+    """
+    sent = f"_label_sent:{key}"
+    if key in st.session_state and st.session_state.get(sent) != shown:
+        st.session_state[key] = st.session_state[key]
+    st.session_state[sent] = shown
+
+
+def _prepare_picker(key: str, labels: dict[Any, str], shared: str) -> None:
     """Give a keyed picker its value before it is drawn: a pending choice, else its own last
     value if still valid, else the choice shared across pages, else the first option."""
+    options = list(labels)
     pending = st.session_state.get(_PENDING, {})
     if key in pending and pending[key] in options:
         st.session_state[key] = pending.pop(key)
     elif st.session_state.get(key) not in options:
         current = st.session_state.get(shared)
         st.session_state[key] = current if current in options else options[0]
+    keep_label_fresh(key, labels[st.session_state[key]])
 
 
 def corpus_picker(
@@ -137,10 +165,9 @@ def corpus_picker(
 ) -> CorpusInfo:
     """A selectbox over the corpora; the choice is remembered across pages."""
     by_id = {c.id: c for c in corpora}
-    _prepare_picker(key, list(by_id), CURRENT_CORPUS)
-    chosen = st.selectbox(
-        label, list(by_id), format_func=lambda i: corpus_label(by_id[i]), key=key, help=help
-    )
+    labels = {i: corpus_label(c) for i, c in by_id.items()}
+    _prepare_picker(key, labels, CURRENT_CORPUS)
+    chosen = st.selectbox(label, list(by_id), format_func=labels.__getitem__, key=key, help=help)
     st.session_state[CURRENT_CORPUS] = chosen
     return by_id[chosen]
 
@@ -154,12 +181,30 @@ def version_picker(
 ) -> VersionInfo:
     """A selectbox over the versions (newest first); the choice is remembered across pages."""
     by_id = {v.id: v for v in versions}
-    _prepare_picker(key, list(by_id), CURRENT_VERSION)
-    chosen = st.selectbox(
-        label, list(by_id), format_func=lambda i: version_label(by_id[i]), key=key
-    )
+    labels = {i: version_label(v) for i, v in by_id.items()}
+    _prepare_picker(key, labels, CURRENT_VERSION)
+    chosen = st.selectbox(label, list(by_id), format_func=labels.__getitem__, key=key)
     st.session_state[CURRENT_VERSION] = chosen
     return by_id[chosen]
+
+
+DECODINGS = ("Greedy", "Beam search")
+
+
+def decoding_picker(prefix: str) -> int:
+    """Greedy or beam search (and its width); returns the beam size, 1 for greedy. Widget keys
+    are `{prefix}_mode` and `{prefix}_beam`."""
+    mode = st.segmented_control(
+        "Decoding",
+        DECODINGS,
+        default=DECODINGS[0],
+        key=f"{prefix}_mode",
+        help="Greedy takes the likeliest next piece; beam search keeps several candidate "
+        "translations and is usually a little better, and slower.",
+    )
+    if mode == "Beam search":
+        return int(st.slider("Beam size", 2, 8, 4, key=f"{prefix}_beam"))
+    return 1
 
 
 # ------------------------------------------------------------------------ confirmation

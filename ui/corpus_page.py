@@ -9,7 +9,7 @@ written.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import altair as alt
 import pandas as pd
@@ -93,7 +93,10 @@ def render() -> None:
 
 def create_form() -> None:
     st.markdown("**New corpus**")
-    with st.form("create_corpus", border=False, clear_on_submit=True):
+    # Not clear_on_submit: a refused name must stay for the user to fix. A created corpus
+    # starts the next form afresh (new widget keys).
+    nonce = st.session_state.get("create_nonce", 0)
+    with st.form(f"create_corpus_{nonce}", border=False):
         name = st.text_input("Name", placeholder="e.g. Support tickets zh→en")
         left, right = st.columns(2)
         src = left.text_input("Source language", value="zh", help="An ISO code: zh, en, pt-BR…")
@@ -101,6 +104,7 @@ def create_form() -> None:
         if st.form_submit_button("Create corpus", type="primary", icon=":material/add:"):
             with common.error_boundary("creating the corpus"):
                 info = corpus.create_corpus(name, src, tgt)
+                st.session_state["create_nonce"] = nonce + 1
                 st.session_state[common.CURRENT_CORPUS] = info.id
                 common.select_later("corpus_page_corpus", info.id)
                 common.flash(f"Created corpus “{info.name}” ({info.src_lang}→{info.tgt_lang}).")
@@ -124,20 +128,69 @@ def _delete(current: CorpusInfo) -> str:
 
 # ------------------------------------------------------------------------------ pairs
 
+VIEW = "pairs_view"  # the _View the table shows (it waits for unsaved edits, see pairs_editor)
 
-def _editor_key(current: CorpusInfo, *parts: Any) -> str:
-    """One editor state per (corpus, search, split, page, size, save count): paging or
-    searching starts from the stored rows, never from stale edits of another page."""
-    nonce = st.session_state.get("editor_nonce", 0)
-    digest = hashlib.blake2b(repr((current.id, *parts, nonce)).encode(), digest_size=6)
-    return f"pairs_editor_{digest.hexdigest()}"
+
+class _View(NamedTuple):
+    """Which rows the table shows: the search bar's values and the page, of one corpus.
+
+    A tuple, not a dataclass: Streamlit runs this page file afresh each time, so a stored
+    view is an instance of the previous run's class, and only tuples compare equal across.
+    """
+
+    corpus_id: int
+    query: str
+    split: str
+    page_size: int
+    page: int
+
+    def changes_from(self, shown: _View) -> str:
+        """What switching from `shown` to this view would do, in words."""
+        parts = []
+        if self.query != shown.query:
+            parts.append(f"the search “{self.query}”" if self.query else "clearing the search")
+        if self.split != shown.split:
+            parts.append("all splits" if self.split == "all" else f"the {self.split} split")
+        if self.page_size != shown.page_size:
+            parts.append(f"{self.page_size} rows per page")
+        if self.page != shown.page and not parts:
+            parts.append(f"page {self.page}")
+        return ", ".join(parts)
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.blake2b(repr(parts).encode(), digest_size=6).hexdigest()
+
+
+def _editor_key(view: _View) -> str:
+    """One editor state per view and save count: paging or searching starts from the stored
+    rows, never from stale edits of another page."""
+    return f"pairs_editor_{_digest(view, st.session_state.get('editor_nonce', 0))}"
 
 
 def _reset_page() -> None:
     st.session_state["pairs_page"] = 1
 
 
+def _unsaved(view: _View | None) -> int:
+    """Changes the user made in the table of `view` (its editor state is that of the last
+    run, read before this run draws anything that could replace the table)."""
+    return _change_count(st.session_state.get(_editor_key(view)) or {}) if view else 0
+
+
+def _change_count(state: dict[str, Any]) -> int:
+    """Rows changed in an editor state: edited, deleted, and added with something in them."""
+    edited = sum(1 for change in (state.get("edited_rows") or {}).values() if set(change) - {"id"})
+    added = sum(1 for row in state.get("added_rows") or [] if _fields(row))
+    return edited + added + len(state.get("deleted_rows") or [])
+
+
 def pairs_editor(current: CorpusInfo) -> None:
+    shown: _View | None = st.session_state.get(VIEW)
+    if shown is not None and shown.corpus_id != current.id:
+        shown = None
+    unsaved = _unsaved(shown)
+
     bar = st.columns([4, 1.4, 1.1], vertical_alignment="bottom")
     query = bar[0].text_input(
         "Search",
@@ -146,25 +199,34 @@ def pairs_editor(current: CorpusInfo) -> None:
         on_change=_reset_page,
         icon=":material/search:",
     )
-    split = bar[1].selectbox(
-        "Split",
-        ["all", *SPLITS],
-        key="pairs_split",
-        on_change=_reset_page,
+    split = bar[1].selectbox("Split", ["all", *SPLITS], key="pairs_split", on_change=_reset_page)
+    page_size = bar[2].selectbox(
+        "Rows per page", PAGE_SIZES, index=1, key="pairs_page_size", on_change=_reset_page
     )
-    page_size = bar[2].selectbox("Rows per page", PAGE_SIZES, index=1, key="pairs_page_size")
-    page_no = int(st.session_state.get("pairs_page", 1))
-    result = corpus.search_pairs(
-        current.id, query, None if split == "all" else split, page_no, page_size
+    wanted = _View(
+        current.id, query, split, int(page_size), int(st.session_state.get("pairs_page", 1))
     )
-    if page_no > result.page_count:  # e.g. the last page was emptied by a delete
-        st.session_state["pairs_page"] = page_no = result.page_count
-        result = corpus.search_pairs(
-            current.id, query, None if split == "all" else split, page_no, page_size
+    # Unsaved edits hold the table on the rows they were made in: the editor's changes are
+    # row positions of that page, so another search or page would drop them. The wanted view
+    # waits (the search bar keeps what was typed) until the edits are saved or discarded.
+    if shown is None or not unsaved:
+        shown = wanted
+    elif shown != wanted:
+        st.warning(
+            f"**Save or discard your {common.plural(unsaved, 'unsaved change')} first.** "
+            f"The table keeps the rows you edited; {wanted.changes_from(shown)} will apply "
+            "once they are saved or discarded.",
+            icon=":material/edit_note:",
         )
+    result = _search(shown)
+    if shown.page > result.page_count and not unsaved:  # e.g. the last page was emptied
+        shown = shown._replace(page=result.page_count)
+        st.session_state["pairs_page"] = shown.page
+        result = _search(shown)
+    st.session_state[VIEW] = shown
 
     rows = result.rows.reset_index(drop=True)
-    key = _editor_key(current, query, split, page_no, page_size)
+    key = _editor_key(shown)
     st.data_editor(
         rows,
         key=key,
@@ -174,14 +236,12 @@ def pairs_editor(current: CorpusInfo) -> None:
         height=min(38 + 35 * (len(rows) + 1), 560),
         disabled=["id"],
         column_order=["id", "source", "target", "split", "note"],
+        # No `required=True` on source/target: the browser would then keep a half-filled new
+        # row to itself (never sent, so silently dropped); sent, it can be reported instead.
         column_config={
             "id": st.column_config.NumberColumn("id", width="small", format="%d"),
-            "source": st.column_config.TextColumn(
-                f"source ({current.src_lang})", width="large", required=True
-            ),
-            "target": st.column_config.TextColumn(
-                f"target ({current.tgt_lang})", width="large", required=True
-            ),
+            "source": st.column_config.TextColumn(f"source ({current.src_lang})", width="large"),
+            "target": st.column_config.TextColumn(f"target ({current.tgt_lang})", width="large"),
             "split": st.column_config.SelectboxColumn(
                 "split",
                 options=list(SPLITS),
@@ -191,22 +251,26 @@ def pairs_editor(current: CorpusInfo) -> None:
             "note": st.column_config.TextColumn("note", width="medium"),
         },
     )
-    changes = _collect_changes(rows, st.session_state.get(key) or {})
-    n_changes = len(changes["added"]) + len(changes["edited"]) + len(changes["deleted"])
+    state = st.session_state.get(key) or {}
+    changes = _collect_changes(rows, state)
+    incomplete = _incomplete_rows(state, current)
+    n_changes = _change_count(state)
 
     foot = st.columns([3, 2, 1, 1], vertical_alignment="center")
+    filtered = shown.query or shown.split != "all"
     with foot[0]:
         if result.total:
             # The page number is plain view state ("pairs_page"); the widget is keyed by the
             # filters and page count, so a new search or a shrinking corpus starts it afresh.
-            pager = "pairs_pager_" + _editor_key(current, query, split, page_size, result.total)
+            filters = (shown.query, shown.split, shown.page_size, result.total)
+            pager = f"pairs_pager_{_digest(*filters)}"
 
             def on_page() -> None:
                 st.session_state["pairs_page"] = st.session_state[pager]
 
             st.pagination(
                 result.page_count,
-                default=page_no,
+                default=wanted.page,
                 key=pager,
                 on_change=on_page,
                 max_visible_pages=7,
@@ -214,14 +278,19 @@ def pairs_editor(current: CorpusInfo) -> None:
         else:
             st.caption(
                 "No pairs match."
-                if (query or split != "all")
+                if filtered
                 else "No pairs yet: add rows in the table or import a file."
             )
-    total = f"{result.total:,}" + ("" if result.total_is_exact else "+")
+    counted = (
+        f"{result.total:,}{'' if result.total_is_exact else '+'} pairs match"
+        if filtered
+        else common.pair_count_label(result.total, "all")
+    )
     foot[1].caption(
-        f"{total} pairs{' match' if query or split != 'all' else ''} · "
+        f"{counted} · "
         + (
-            f"**{n_changes} unsaved change(s)**: save before changing page"
+            f"**{common.plural(n_changes, 'unsaved change')}**"
+            + (f" ({len(incomplete)} incomplete)" if incomplete else "")
             if n_changes
             else "add rows at the bottom"
         )
@@ -237,15 +306,50 @@ def pairs_editor(current: CorpusInfo) -> None:
         disabled=not n_changes,
         width="stretch",
     ):
-        with common.error_boundary("saving the edits"):
-            res = corpus.apply_edits(current.id, **changes)
-            st.session_state["editor_nonce"] = st.session_state.get("editor_nonce", 0) + 1
-            common.flash(f"Saved: {res.added} added, {res.updated} edited, {res.deleted} deleted.")
-            st.rerun()
+        if incomplete:
+            st.error(
+                f"Nothing was saved: {'; '.join(incomplete)}. Fill in both sides or delete "
+                f"{'that row' if len(incomplete) == 1 else 'those rows'}, then save again.",
+                icon=":material/error:",
+            )
+        else:
+            _save(current, changes)
+
+
+def _save(current: CorpusInfo, changes: dict[str, Any]) -> None:
+    with common.error_boundary("saving the edits"):
+        res = corpus.apply_edits(current.id, **changes)
+        st.session_state["editor_nonce"] = st.session_state.get("editor_nonce", 0) + 1
+        common.flash(f"Saved: {res.added} added, {res.updated} edited, {res.deleted} deleted.")
+        st.rerun()
+
+
+def _search(view: _View) -> corpus.PairPage:
+    split = None if view.split == "all" else view.split
+    return corpus.search_pairs(view.corpus_id, view.query, split, view.page, view.page_size)
 
 
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value) or value == ""
+
+
+def _fields(change: dict[str, Any]) -> dict[str, Any]:
+    """The cells of an editor row change that hold something (the id column is read-only)."""
+    return {k: v for k, v in change.items() if k != "id" and not _blank(v)}
+
+
+def _incomplete_rows(state: dict[str, Any], current: CorpusInfo) -> list[str]:
+    """New rows the user started but left with an empty side, in the table's own words
+    ("new row 2 has no target (en)"): a pair needs both sides, and a row that is only begun
+    must be pointed out, not dropped."""
+    sides = {"source": current.src_lang, "target": current.tgt_lang}
+    out = []
+    for n, row in enumerate(state.get("added_rows") or [], start=1):
+        filled = _fields(row)
+        missing = [f"{side} ({lang})" for side, lang in sides.items() if side not in filled]
+        if filled and missing:
+            out.append(f"new row {n} has no {' and no '.join(missing)}")
+    return out
 
 
 def _collect_changes(rows: pd.DataFrame, state: dict[str, Any]) -> dict[str, Any]:
@@ -259,11 +363,8 @@ def _collect_changes(rows: pd.DataFrame, state: dict[str, Any]) -> dict[str, Any
             if fields:
                 edited[int(ids[pos])] = fields
     deleted = [int(ids[int(p)]) for p in state.get("deleted_rows") or [] if int(p) < len(ids)]
-    added = []
-    for row in state.get("added_rows") or []:
-        fields = {k: v for k, v in row.items() if k != "id" and not _blank(v)}
-        if fields:  # a row added and left empty is not an edit
-            added.append(fields)
+    # A row added and left empty is not an edit.
+    added = [fields for fields in map(_fields, state.get("added_rows") or []) if fields]
     return {"added": added, "edited": edited, "deleted": deleted}
 
 
@@ -472,7 +573,7 @@ def _slug(name: str) -> str:
 def statistics_panel(current: CorpusInfo) -> None:
     stats = corpus.corpus_stats(current.id)
     cols = st.columns(4)
-    cols[0].metric("Pairs", f"{stats.total:,}")
+    cols[0].metric("Pairs (all splits)", f"{stats.total:,}")
     for col, name in zip(cols[1:], SPLITS, strict=True):
         n = stats.split_counts.get(name, 0)
         share = f"{100 * n / stats.total:.0f} %" if stats.total else "—"

@@ -39,6 +39,12 @@ def render() -> None:
 
 def versions_table() -> None:
     table = registry.versions_table()
+    # Where the BLEU/chrF of each row come from (they are not the Compare tab's test scores).
+    table.insert(
+        table.columns.get_loc("chrF") + 1,
+        "scored on",
+        [str(evaluation.training_scores_basis(i) or "—") for i in table["id"]],
+    )
     st.dataframe(
         table,
         hide_index=True,
@@ -47,15 +53,39 @@ def versions_table() -> None:
             "id": st.column_config.NumberColumn("id", format="#%d", width="small"),
             "name": st.column_config.TextColumn("name", width="medium"),
             "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
-            "pairs": st.column_config.NumberColumn("pairs", format="localized"),
+            "pairs": st.column_config.NumberColumn(
+                "trained on (snapshot)",
+                format="%d pairs",
+                help="Training pairs of the corpus snapshot the version was trained on; the "
+                "corpus may hold more pairs now, and its validation and test pairs are not "
+                "counted.",
+            ),
             "parameters": st.column_config.NumberColumn("parameters", format="compact"),
             "train time (s)": st.column_config.NumberColumn("training time", format="%.0f s"),
             "valid loss": st.column_config.NumberColumn("valid loss", format="%.3f"),
-            "BLEU": st.column_config.NumberColumn("BLEU", format="%.1f"),
-            "chrF": st.column_config.NumberColumn("chrF", format="%.1f"),
+            "BLEU": st.column_config.NumberColumn(
+                "valid BLEU", format="%.1f", help=_RECORDED_SCORES_HELP
+            ),
+            "chrF": st.column_config.NumberColumn(
+                "valid chrF", format="%.1f", help=_RECORDED_SCORES_HELP
+            ),
+            "scored on": st.column_config.TextColumn(
+                "scored on", help="The data and decoding behind this row's BLEU and chrF."
+            ),
             "notes": st.column_config.TextColumn("notes", width="medium"),
         },
     )
+    st.caption(
+        "BLEU and chrF in this table were measured at the end of training, on each version's "
+        "own validation pairs (see “scored on”); they compare across versions only on the same "
+        "data. The Compare tab scores versions on the same test pairs."
+    )
+
+
+_RECORDED_SCORES_HELP = (
+    "Measured at the end of training on the version's validation pairs (see “scored on”), "
+    "not on the test split that Compare uses."
+)
 
 
 # --------------------------------------------------------------------------------- manage
@@ -80,9 +110,9 @@ def manage(versions: list[Any]) -> None:
     with right:
         m = version.metrics
         st.markdown(
-            f"**Trained on** {version.corpus_name or '(deleted corpus)'} · "
-            f"{version.train_pair_count:,} pairs · {version.device} · "
-            f"{common.fmt_duration(version.train_seconds)}  \n"
+            f"**Corpus** {version.corpus_name or '(deleted corpus)'} · "
+            f"{common.pair_count_label(version.train_pair_count, 'snapshot')} · "
+            f"{version.device} · {common.fmt_duration(version.train_seconds)}  \n"
             f"**Parameters** {version.param_count:,} · **steps** {m.get('steps', '—')} · "
             f"**stopped by** {str(m.get('stop_reason', '—')).replace('_', ' ')}"
         )
@@ -130,17 +160,24 @@ def compare(versions: list[Any]) -> None:
             icon=":material/info:",
         )
         return
-    by_id = {v.id: v for v in versions}
+    labels = {v.id: common.version_label(v) for v in versions}
+    before = st.session_state.get("compare_versions")
+    if before is not None and any(i not in labels for i in before):  # a version was deleted
+        st.session_state["compare_versions"] = [i for i in before if i in labels]
+    common.keep_label_fresh(
+        "compare_versions", [labels[i] for i in st.session_state.get("compare_versions") or []]
+    )
     chosen = st.multiselect(
         "Versions to compare",
-        list(by_id),
-        default=list(by_id)[:2],
-        format_func=lambda i: common.version_label(by_id[i]),
+        list(labels),
+        default=list(labels)[:2],
+        format_func=labels.__getitem__,
         key="compare_versions",
     )
     if len(chosen) < 2:
         st.caption("Pick two or more versions.")
         return
+    by_id = {v.id: v for v in versions}
     picked = [by_id[i] for i in chosen]
 
     curves(picked)
@@ -152,7 +189,7 @@ def compare(versions: list[Any]) -> None:
     first = picked[0]
     if first.corpus_id in {c.id for c in corpora}:
         st.session_state.setdefault(common.CURRENT_CORPUS, first.corpus_id)
-    row = st.columns([3, 1], vertical_alignment="bottom")
+    row = st.columns([3, 2, 1], vertical_alignment="bottom")
     with row[0]:
         test_corpus = common.corpus_picker(
             corpora,
@@ -161,7 +198,9 @@ def compare(versions: list[Any]) -> None:
             help="The versions translate this corpus' test split; BLEU and chrF are computed "
             "against its references.",
         )
-    if row[1].button("Compare", type="primary", icon=":material/compare_arrows:", key="compare"):
+    with row[1]:
+        beam = common.decoding_picker("compare")
+    if row[2].button("Compare", type="primary", icon=":material/compare_arrows:", key="compare"):
         with common.error_boundary("comparing the versions"):
             pairs = corpus.split_pairs(test_corpus.id, "test", limit=MAX_COMPARE_PAIRS)
             if not pairs:
@@ -176,10 +215,11 @@ def compare(versions: list[Any]) -> None:
                     f"Translating {len(pairs)} test pairs with {len(chosen)} versions…",
                     show_time=True,
                 ):
-                    result = evaluation.compare(chosen, pairs)
+                    result = evaluation.compare(chosen, pairs, beam=beam)
                 st.session_state[COMPARISON] = {
                     "versions": list(chosen),
                     "corpus": test_corpus.name,
+                    "basis": evaluation.ScoreBasis("test", len(pairs), beam),
                     "metrics": result.metrics,
                     "sentences": result.sentences,
                 }
@@ -203,7 +243,16 @@ def curves(picked: list[Any]) -> None:
 def comparison_view(shown: dict[str, Any]) -> None:
     metrics: pd.DataFrame = shown["metrics"]
     sentences: pd.DataFrame = shown["sentences"]
-    st.markdown(f"**Scores on the test split of “{shown['corpus']}”**")
+    basis: evaluation.ScoreBasis = shown["basis"]
+    st.markdown(f"**Scores on “{shown['corpus']}”** · {basis}")
+    if basis.pairs < evaluation.MIN_RELIABLE_PAIRS:
+        st.warning(
+            f"Only {common.plural(basis.pairs, 'test pair')}: on so few sentences a BLEU "
+            "difference between versions is mostly chance. Mark at least "
+            f"{evaluation.MIN_RELIABLE_PAIRS} pairs as test on the Corpus page for a comparison "
+            "you can rely on.",
+            icon=":material/warning:",
+        )
     st.dataframe(
         metrics,
         hide_index=True,

@@ -20,6 +20,9 @@ from workbench import corpus, registry, translation
 
 RESULTS = "translate_results"
 MAX_LINES = 500
+# Larger attention maps are unreadable (and slow to draw): up to this many source and output
+# pieces the map is drawn, beyond it the page says why it is not.
+MAX_MAP_PIECES = 80
 
 
 def render() -> None:
@@ -39,17 +42,7 @@ def render() -> None:
         with top[0]:
             version = common.version_picker(versions, key="translate_version")
         with top[1]:
-            mode = st.segmented_control(
-                "Decoding",
-                ["Greedy", "Beam search"],
-                default="Greedy",
-                key="translate_mode",
-                help="Greedy takes the likeliest next piece; beam search keeps several "
-                "candidate translations and is usually a little better, and slower.",
-            )
-            beam = 1
-            if mode == "Beam search":
-                beam = st.slider("Beam size", 2, 8, 4, key="translate_beam")
+            beam = common.decoding_picker("translate")
         text = st.text_area(
             f"Source sentences ({version.src_lang}), one per line",
             key="translate_input",
@@ -68,11 +61,15 @@ def render() -> None:
                     st.spinner(f"Translating {len(lines)} sentence(s)…", show_time=True),
                 ):
                     results = translation.translate(version.id, lines, beam, with_attention=True)
+                    checks = translation.check_inputs(version.id, results)
                     st.session_state[RESULTS] = {
                         "version_id": version.id,
                         "version": common.version_label(version),
                         "beam": beam,
-                        "items": [_plain(src, r) for src, r in zip(lines, results, strict=True)],
+                        "items": [
+                            _plain(src, r, c)
+                            for src, r, c in zip(lines, results, checks, strict=True)
+                        ],
                     }
 
     shown = st.session_state.get(RESULTS)
@@ -97,7 +94,7 @@ def _training_examples(database: str, corpus_id: int) -> str:
     return "\n".join(page.rows["source"].tolist())
 
 
-def _plain(source: str, result: Any) -> dict[str, Any]:
+def _plain(source: str, result: Any, check: translation.InputCheck) -> dict[str, Any]:
     attention = result.attention
     return {
         "source": source,
@@ -105,6 +102,8 @@ def _plain(source: str, result: Any) -> dict[str, Any]:
         "src_pieces": list(result.src_pieces),
         "out_pieces": list(result.out_pieces),
         "attention": attention.tolist() if attention is not None else None,
+        "unknown_share": check.unknown_share,
+        "warnings": check.warnings,
     }
 
 
@@ -113,14 +112,23 @@ def _plain(source: str, result: Any) -> dict[str, Any]:
 
 def results_view(shown: dict[str, Any], version: Any) -> None:
     items = shown["items"]
-    decoding = "greedy" if shown["beam"] == 1 else f"beam {shown['beam']}"
     st.subheader("Translations", anchor=False)
-    st.caption(f"{shown['version']} · {decoding}")
+    st.caption(f"{shown['version']} · {translation.decoding_label(shown['beam'])}")
+    flagged = [n for n, i in enumerate(items, start=1) if i["warnings"]]
+    if flagged and len(items) > 1:  # each sentence's own reasons are shown when it is picked
+        st.warning(
+            f"{len(flagged)} of {len(items)} translations may be confident nonsense "
+            f"({'sentence' if len(flagged) == 1 else 'sentences'} "
+            f"{', '.join(map(str, flagged))}): see the “warning” column.",
+            icon=":material/warning:",
+        )
     table = pd.DataFrame(
         {
             "#": range(1, len(items) + 1),
             "source": [i["source"] for i in items],
             "translation": [i["text"] for i in items],
+            "unknown": [100 * i["unknown_share"] for i in items],
+            "warning": ["; ".join(i["warnings"]) for i in items],
         }
     )
     st.dataframe(
@@ -131,6 +139,15 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
             "#": st.column_config.NumberColumn("#", width="small"),
             "source": st.column_config.TextColumn("source", width="large"),
             "translation": st.column_config.TextColumn("translation", width="large"),
+            "unknown": st.column_config.NumberColumn(
+                "unknown",
+                format="%.0f %%",
+                width="small",
+                help="Share of the source's pieces that this version never saw in training: it "
+                "cannot read them. Above "
+                f"{translation.UNKNOWN_SHARE_WARNING:.0%} the translation is mostly guesswork.",
+            ),
+            "warning": st.column_config.TextColumn("warning", width="large"),
         },
     )
 
@@ -141,10 +158,22 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
         key=f"translate_pick_{len(items)}_{shown['version_id']}",
     )
     item = items[choice]
+    if item["warnings"]:
+        st.warning(
+            f"This translation may be confident nonsense: {'; '.join(item['warnings'])}.",
+            icon=":material/warning:",
+        )
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.markdown("**Cross-attention**")
-        if item["attention"]:
+        size = max(len(item["src_pieces"]), len(item["out_pieces"]))
+        if item["attention"] and size > MAX_MAP_PIECES:
+            st.caption(
+                f"No map for this sentence: it has {len(item['src_pieces']):,} source and "
+                f"{len(item['out_pieces']):,} output pieces, and a map of more than "
+                f"{MAX_MAP_PIECES} is unreadable. Translate a shorter part to see one."
+            )
+        elif item["attention"]:
             st.altair_chart(attention_chart(item), width="stretch")
             st.caption(
                 "Each row is an output piece; darker cells are the source pieces the last "

@@ -8,10 +8,15 @@ from dataclasses import dataclass
 import pandas as pd
 import sacrebleu
 
+from core_model.artifact import ArtifactError, read_config
 from core_model.metrics import bleu_tokenizer_for, score
 from workbench.errors import WorkbenchError
-from workbench.registry import get_version
-from workbench.translation import MAX_SENTENCES, translate
+from workbench.registry import artifact_dir, get_version
+from workbench.translation import MAX_SENTENCES, decoding_label, translate
+
+# A comparison on fewer test pairs than this is mostly chance: the UI warns (and so should
+# any other front end that shows a BLEU difference).
+MIN_RELIABLE_PAIRS = 50
 
 
 def _check(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
@@ -68,3 +73,37 @@ def compare(
         output_columns.append(label)
     sentences["differs"] = sentences[output_columns].nunique(axis=1) > 1
     return Comparison(pd.DataFrame(metric_rows), sentences)
+
+
+# --------------------------------------------------------------- what a score measures
+
+
+@dataclass(frozen=True)
+class ScoreBasis:
+    """The data and decoding behind a BLEU/chrF: scores on different bases do not compare."""
+
+    split: str  # "validation" or "test"
+    pairs: int
+    beam: int | None  # None: not recorded
+
+    def __str__(self) -> str:
+        decoding = "" if self.beam is None else f" · {decoding_label(self.beam)}"
+        return f"{self.split} · {self.pairs:,} pair{'' if self.pairs == 1 else 's'}{decoding}"
+
+
+def training_scores_basis(version_id: int) -> ScoreBasis | None:
+    """What the BLEU/chrF recorded at the end of a version's training measure: its run's
+    validation pairs (at most the run's `valid_max_sentences`), decoded with `valid_beam`.
+    None when the version has no such scores."""
+    info = get_version(version_id)
+    if info.metrics.get("bleu") is None:
+        return None
+    try:
+        training = read_config(artifact_dir(version_id)).get("training") or {}
+    except ArtifactError:  # files missing: say what is known
+        training = {}
+    pairs = int(info.metrics.get("valid_pairs") or 0)
+    if training.get("valid_max_sentences") is not None:
+        pairs = min(pairs, int(training["valid_max_sentences"]))
+    beam = training.get("valid_beam")
+    return ScoreBasis("validation", pairs, None if beam is None else int(beam))

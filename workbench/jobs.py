@@ -24,8 +24,8 @@ import torch
 from sqlalchemy import select, update
 from sqlalchemy.orm import defer
 
-from core_model.config import PRESETS
 from core_model.training import TrainConfig
+from core_model.transformer.config import PRESETS
 from db.engine import database_url, session_scope, workbench_home
 from db.models import Corpus, ModelVersion, RunMetric, TrainingRun, utcnow
 from workbench import corpus, registry

@@ -1,17 +1,31 @@
-"""Translate with a stored version, and turn a corrected output into a new pair."""
+"""Translate with a stored version, say which inputs it cannot be trusted on, and turn a
+corrected output into a new pair."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
 
 from core_model.translator import TranslationResult
 from core_model.translator import translate as translate_loaded
+from db.engine import session_scope
+from db.models import Pair
 from workbench import corpus
 from workbench.errors import WorkbenchError
-from workbench.registry import load_version
+from workbench.registry import get_version, load_version
 
 MAX_BEAM = 16
 MAX_SENTENCES = 5_000
+# Above this share of unknown source pieces a translation is mostly guesswork: the UI, the CLI
+# and the API warn (one pair of unknown characters in a short sentence is already 20 %).
+UNKNOWN_SHARE_WARNING = 0.2
+
+
+def decoding_label(beam: int) -> str:
+    """How outputs were decoded, in the words every page and report uses."""
+    return "greedy" if beam == 1 else f"beam {beam}"
 
 
 def translate(
@@ -33,6 +47,74 @@ def translate(
     return translate_loaded(loaded, list(texts), beam=beam, with_attention=with_attention)
 
 
+# ------------------------------------------------------------------------ input checks
+
+
+@dataclass(frozen=True)
+class InputCheck:
+    """What a version can make of one input. Lengths count source pieces + the end marker."""
+
+    pieces: int  # the whole input
+    unknown: int  # pieces the version's tokenizer never saw: the model cannot read them
+    longest_trained: int  # the longest source the version was trained on
+    max_len: int  # positions the model has: a longer input is cut to its first max_len - 1
+
+    @property
+    def unknown_share(self) -> float:
+        return self.unknown / max(1, self.pieces - 1)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Why this translation may be confident nonsense; empty when nothing is known."""
+        out = []
+        if self.unknown_share > UNKNOWN_SHARE_WARNING:
+            out.append(
+                f"{self.unknown_share:.0%} of its pieces are unknown to this model: "
+                "expect a wrong translation"
+            )
+        if self.pieces > self.max_len:
+            out.append(
+                f"only its first {self.max_len - 1:,} of {self.pieces - 1:,} pieces were "
+                "translated (the model reads no more)"
+            )
+        elif self.pieces > self.longest_trained:
+            out.append(
+                f"it is longer than any sentence the model was trained on ({self.pieces - 1:,} "
+                f"pieces, at most {self.longest_trained - 1:,} in training)"
+            )
+        return out
+
+
+def check_inputs(version_id: int, results: Sequence[TranslationResult]) -> list[InputCheck]:
+    """One check per result of `translate` with this version.
+
+    The longest trained source comes from the version's training metrics; versions trained
+    before those were recorded fall back to the model's max_len (then only a cut input warns).
+    """
+    max_len = load_version(version_id).model.cfg.max_len
+    longest = int(get_version(version_id).metrics.get("longest_source_tokens") or max_len)
+    return [InputCheck(r.src_tokens, r.unk_tokens, longest, max_len) for r in results]
+
+
+# -------------------------------------------------------------------------- corrections
+
+
 def save_correction(corpus_id: int, source: str, target: str, note: str = "correction") -> int:
-    """Store a (source, corrected translation) pair in a corpus: the correction loop."""
-    return corpus.add_pair(corpus_id, source, target, note=note)
+    """Store a (source, corrected translation) pair in a corpus: the correction loop.
+
+    Refusals speak of this one pair, not of the corpus table's "new row 1".
+    """
+    info = corpus.get_corpus(corpus_id)
+    content = corpus.pair_hash(corpus.normalize_text(source), corpus.normalize_text(target))
+    with session_scope() as s:
+        existing = s.scalar(
+            select(Pair.id).where(Pair.corpus_id == info.id, Pair.content_hash == content)
+        )
+    if existing is not None:
+        raise WorkbenchError(f"This pair is already in corpus “{info.name}” (pair {existing}).")
+    if not corpus.normalize_text(target):
+        raise WorkbenchError("The corrected translation is empty: type it first.")
+    try:
+        return corpus.add_pair(info.id, source, target, note=note)
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"Not saved: {str(exc).removeprefix('new row 1: ')}.") from None

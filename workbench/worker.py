@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from sqlalchemy import delete, func, select, update
 
-from core_model import checkpoint as ckpt
 from core_model.artifact import ArtifactError
 from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device, train
+from core_model.training import checkpoint as ckpt
 from db.engine import session_scope, workbench_home
 from db.models import Corpus, RunMetric, TrainingRun, utcnow
 from workbench import jobs

@@ -244,13 +244,105 @@ def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
                 timeout=TRAIN_TIMEOUT_S * 1000
             )
 
-            # 5. Models: both versions, compared on the demo corpus' test pairs.
+            # 5. Models: a renamed version's picker shows the new name at once (the browser
+            # kept the old label until another page was opened); then both versions,
+            # compared on the demo corpus' test pairs, say what their scores rest on.
             page.goto(f"{url}/models")
             expect(page.get_by_role("heading", name="Models")).to_be_visible()
+            picker = page.get_by_role("combobox", name="Model version")
+            expect(picker).to_have_value(re.compile(r"^#\d+ "))
+            name = page.get_by_role("textbox", name="Name")
+            name.fill("tea expert")
+            name.press("Enter")  # submits the form
+            expect(page.get_by_text(re.compile(r"Saved version #\d+"))).to_be_visible()
+            expect(picker).to_have_value(re.compile(r"^#\d+ tea expert · zh→en$"))
             page.get_by_role("tab", name=re.compile("Compare versions")).click()
             page.locator(".st-key-compare button").click()
             expect(page.get_by_text(re.compile(r"of 4 sentences differ"))).to_be_visible()
+            expect(page.get_by_text("test · 4 pairs · greedy")).to_be_visible()
+            expect(page.get_by_text("Only 4 test pairs")).to_be_visible()
             _no_traceback(page)
             _shot(page, shots, "models")
+        finally:
+            browser.close()
+
+
+# ------------------------------------------------------------------ the corpus table's edits
+
+# Where a column's cells are in the table, as a fraction of its width (the grid is drawn on a
+# canvas; the layout is fixed by VIEWPORT and the page's column widths).
+_COLUMN_X = {"source": 0.29, "target": 0.59}
+_ROW_PX = 35  # header and rows
+
+
+def _edit_cell(page, grid, column: str, text: str, row: int | None = None) -> None:
+    """Type into a cell: `row` counts from the top of a table scrolled to its start; None is
+    the last row (a row just added). Tab commits the edit without adding a row."""
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    x = box["x"] + _COLUMN_X[column] * box["width"]
+    y = box["y"] + (
+        box["height"] - _ROW_PX // 2 if row is None else _ROW_PX * (row + 1) + _ROW_PX // 2
+    )
+    page.mouse.dblclick(x, y)
+    editor = page.locator("#portal textarea, #portal input").first
+    editor.fill(text)
+    editor.press("Tab")
+
+
+def test_table_edits_are_never_lost_silently_in_a_browser(app: tuple[str, Path]) -> None:
+    """Unsaved edits survive a tab switch and hold the table through a search; a half-filled
+    new row is named and kept; the corpus picker counts the saved row at once."""
+    from playwright.sync_api import expect, sync_playwright
+
+    url, _home = app
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.set_default_timeout(30_000)
+            page.goto(url)
+            picker = page.get_by_role("combobox", name="Corpus")
+            expect(picker).to_have_value(re.compile(r"· 48 pairs \(all splits\)$"))
+            grid = page.locator('[data-testid="stDataFrame"]').first
+            footer = page.get_by_text(re.compile(r"pairs (\(all splits\)|match) · "))
+
+            # An edit survives a trip to another tab, then holds the table through a search.
+            _edit_cell(page, grid, "target", "Hello, so nice to meet you.", row=0)
+            expect(footer).to_contain_text("1 unsaved change")
+            page.get_by_role("tab", name=re.compile("Statistics")).click()
+            expect(page.get_by_text("Sentence lengths", exact=False).first).to_be_visible()
+            page.get_by_role("tab", name=re.compile("Pairs")).click()
+            expect(footer).to_contain_text("1 unsaved change")
+            search = page.get_by_role("textbox", name="Search")
+            search.fill("tea")
+            search.press("Enter")
+            expect(page.get_by_text("Save or discard your 1 unsaved change first")).to_be_visible()
+            expect(footer).to_contain_text("48 pairs (all splits) · 1 unsaved change")
+            page.locator(".st-key-save_edits button").click()
+            expect(page.get_by_text("Saved: 0 added, 1 edited, 0 deleted.")).to_be_visible()
+            expect(footer).to_contain_text("pairs match")  # the search applies now
+            search.fill("")
+            search.press("Enter")
+            expect(footer).to_contain_text("48 pairs (all splits)")
+
+            # A new row with one side is named on Save, and stays until it is complete.
+            grid.hover()
+            page.get_by_role("button", name="Add row").click()
+            _edit_cell(page, grid, "source", "我们明天见。")
+            expect(footer).to_contain_text("1 unsaved change (1 incomplete)")
+            page.locator(".st-key-save_edits button").click()
+            expect(
+                page.get_by_text("Nothing was saved: new row 1 has no target (en).", exact=False)
+            ).to_be_visible()
+            expect(footer).to_contain_text("1 unsaved change (1 incomplete)")
+            _edit_cell(page, grid, "target", "See you tomorrow.")
+            expect(footer).to_have_text("48 pairs (all splits) · 1 unsaved change")
+            page.locator(".st-key-save_edits button").click()
+            expect(page.get_by_text("Saved: 1 added, 0 edited, 0 deleted.")).to_be_visible()
+            expect(picker).to_have_value(re.compile(r"· 49 pairs \(all splits\)$"))
+            _no_traceback(page)
         finally:
             browser.close()

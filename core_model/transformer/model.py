@@ -5,13 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from core_model.config import ModelConfig
-from core_model.decoder import Decoder, DecoderCache
-from core_model.embedding import TokenEmbedding
-from core_model.encoder import Encoder
-from core_model.generator import Generator
-from core_model.masks import decoder_self_mask, padding_mask
-from core_model.positional_encoding import PositionalEncoding
+from core_model.transformer.config import ModelConfig
+from core_model.transformer.decoder import Decoder, DecoderCache
+from core_model.transformer.embedding import TokenEmbedding
+from core_model.transformer.encoder import Encoder
+from core_model.transformer.generator import Generator
+from core_model.transformer.masks import decoder_self_mask, padding_mask
+from core_model.transformer.positional_encoding import PositionalEncoding
 
 
 class Transformer(nn.Module):

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from core_model.dropout import Dropout
+from core_model.transformer.dropout import Dropout
 
 
 def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from core_model.attention import MultiHeadAttention
-from core_model.config import ModelConfig
-from core_model.feed_forward import PositionwiseFeedForward
-from core_model.residual import ResidualSublayer
+from core_model.transformer.attention import MultiHeadAttention
+from core_model.transformer.config import ModelConfig
+from core_model.transformer.feed_forward import PositionwiseFeedForward
+from core_model.transformer.residual import ResidualSublayer
 
 
 class EncoderLayer(nn.Module):

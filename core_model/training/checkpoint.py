@@ -1,4 +1,4 @@
-"""Resumable training checkpoints and checkpoint averaging — safetensors + JSON, no pickle.
+"""Resumable training checkpoints — safetensors + JSON, no pickle.
 
 ```
 <out_dir>/checkpoint/state.json            step, epoch, history, selection state, configs,
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,28 +27,9 @@ from safetensors.torch import load_file, save_file
 
 from core_model.artifact import ArtifactError, unique_state_dict
 from core_model.tokenizer import TokenizerError, TokenizerPair
+from core_model.training.state import TrainerState
 
 STATE_FILE = "state.json"
-
-
-def average_state_dicts(
-    states: Sequence[dict[str, torch.Tensor]],
-) -> dict[str, torch.Tensor]:
-    """Element-wise mean of state dicts (the paper averages the last 5 checkpoints, §6.1)."""
-    if not states:
-        raise ValueError("nothing to average")
-    out = {}
-    for k, v in states[0].items():
-        if v.is_floating_point():
-            out[k] = torch.stack([s[k].float() for s in states]).mean(0).to(v.dtype)
-        else:
-            out[k] = states[-1][k].clone()
-    return out
-
-
-def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
-    """Average safetensors weight files (e.g. several model folders' model.safetensors)."""
-    return average_state_dicts([load_file(str(p)) for p in paths])
 
 
 def find_checkpoint(path: str | Path | None) -> Path | None:
@@ -77,15 +57,8 @@ def save_checkpoint(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     tokenizers: TokenizerPair,
-    train_config: Any,
-    step: int,
-    epoch: int,
-    history: list[dict[str, Any]],
-    best_score: float | None,
-    best_epoch: int,
-    bad_epochs: int,
-    best_state: dict[str, torch.Tensor] | None,
-    ring: Sequence[dict[str, torch.Tensor]],
+    train_config: dict[str, Any],
+    state: TrainerState,
 ) -> Path:
     """Write everything needed to continue the run exactly where it stands (epoch end)."""
     final = Path(directory)
@@ -104,29 +77,26 @@ def save_checkpoint(
         for k, s in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"rng.cuda.{k}"] = s
     _save_weights(tmp / "optimizer.safetensors", tensors)
-    if best_state is not None:
-        _save_weights(tmp / "best.safetensors", best_state)
-    for k, s in enumerate(ring):
-        _save_weights(tmp / f"ring_{k}.safetensors", s)
+    values = state.state_dict()
+    best, recent = values.pop("best_weights"), values.pop("recent_weights")
+    if best is not None:
+        _save_weights(tmp / "best.safetensors", best)
+    for k, weights in enumerate(recent):
+        _save_weights(tmp / f"ring_{k}.safetensors", weights)
     tokenizers.save(tmp / "tokenizer")
     groups = [
         {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()}
         for g in opt["param_groups"]
     ]
-    state = {
-        "step": step,
-        "epoch": epoch,
-        "history": history,
-        "best_score": best_score,
-        "best_epoch": best_epoch,
-        "bad_epochs": bad_epochs,
-        "has_best": best_state is not None,
-        "ring_size": len(ring),
+    meta = {
+        **values,
+        "has_best": best is not None,
+        "ring_size": len(recent),
         "model": model.cfg.to_dict(),  # type: ignore[attr-defined]
-        "training": train_config.to_dict() if hasattr(train_config, "to_dict") else {},
+        "training": train_config,
         "param_groups": groups,
     }
-    (tmp / STATE_FILE).write_text(json.dumps(state, indent=1), encoding="utf-8")
+    (tmp / STATE_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
     old = final.with_name(final.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
@@ -163,11 +133,11 @@ def load_checkpoint(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     device: torch.device,
-) -> dict[str, Any]:
-    """Restore weights, optimizer moments and RNG into the given objects; return the loop state
-    (step, epoch, history, best_score, best_epoch, bad_epochs, best_state, ring)."""
+) -> TrainerState:
+    """Restore weights, optimizer moments and RNG into the given objects; return the run's
+    state (step, epoch, history, selection) as it was when the checkpoint was written."""
     d = Path(directory)
-    state = read_state(d)
+    meta = read_state(d)
     model.load_state_dict(_load(d / "model.safetensors"), strict=False)
     tensors = _load(d / "optimizer.safetensors")
     opt_state: dict[int, dict[str, torch.Tensor]] = {}
@@ -176,7 +146,7 @@ def load_checkpoint(
             _, i, key = name.split(".", 2)
             opt_state.setdefault(int(i), {})[key] = t
     groups = []
-    for g in state["param_groups"]:
+    for g in meta["param_groups"]:
         g = dict(g)
         if "betas" in g:
             g["betas"] = tuple(g["betas"])
@@ -187,15 +157,14 @@ def load_checkpoint(
     cuda_states = [tensors[k] for k in sorted(tensors) if k.startswith("rng.cuda.")]
     if cuda_states and device.type == "cuda":
         torch.cuda.set_rng_state_all(cuda_states)
-    best_state = _load(d / "best.safetensors") if state.get("has_best") else None
-    ring = [_load(d / f"ring_{k}.safetensors") for k in range(int(state.get("ring_size", 0)))]
-    return {
-        "step": int(state["step"]),
-        "epoch": int(state["epoch"]),
-        "history": state.get("history", []),
-        "best_score": state.get("best_score"),
-        "best_epoch": int(state.get("best_epoch", 0)),
-        "bad_epochs": int(state.get("bad_epochs", 0)),
-        "best_state": best_state,
-        "ring": ring,
-    }
+    state = TrainerState()
+    state.load_state_dict(
+        {
+            **meta,
+            "best_weights": _load(d / "best.safetensors") if meta.get("has_best") else None,
+            "recent_weights": [
+                _load(d / f"ring_{k}.safetensors") for k in range(int(meta.get("ring_size", 0)))
+            ],
+        }
+    )
+    return state

@@ -12,7 +12,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-from core_model.dropout import Dropout
+from core_model.transformer.dropout import Dropout
 
 Extra = TypeVar("Extra")
 

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core_model.dropout import Dropout
+from core_model.transformer.dropout import Dropout
 
 
 class PositionwiseFeedForward(nn.Module):

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from core_model.attention import KeyValueCache, MultiHeadAttention
-from core_model.config import ModelConfig
-from core_model.feed_forward import PositionwiseFeedForward
-from core_model.residual import ResidualSublayer
+from core_model.transformer.attention import KeyValueCache, MultiHeadAttention
+from core_model.transformer.config import ModelConfig
+from core_model.transformer.feed_forward import PositionwiseFeedForward
+from core_model.transformer.residual import ResidualSublayer
 
 
 @dataclass

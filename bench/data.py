@@ -1,0 +1,74 @@
+"""The shared evaluation data (../shared/data, never copied into the repo), read the same way
+by every benchmark.
+
+- Multi30k de→en (task 1, raw): `train`, `val`, `test_2016_flickr`.
+- Tatoeba zh→en: no official split, so a deterministic one by a hash of the normalised English
+  side — 90 % train, 5 % valid, 5 % test — which keeps every Chinese variant of one English
+  sentence in the same split (no test sentence is seen in training through a paraphrase).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+MULTI30K = SHARED / "multi30k"
+TATOEBA = SHARED / "tatoeba-cmn-eng" / "cmn-eng.tsv.gz"
+DATASETS = {"multi30k": ("de", "en"), "tatoeba": ("zh", "en")}
+
+Pairs = list[tuple[str, str]]
+
+
+def require(path: Path) -> None:
+    if not path.exists():
+        raise SystemExit(f"error: {path} not found (the shared data; see ../shared/data/README.md)")
+
+
+def read_gz_lines(path: Path) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def multi30k(split: str) -> Pairs:
+    """Pairs of one Multi30k split: 'train', 'val' or 'test_2016_flickr'."""
+    require(MULTI30K)
+    src, tgt = (
+        read_gz_lines(MULTI30K / f"{split}.de.gz"),
+        read_gz_lines(MULTI30K / f"{split}.en.gz"),
+    )
+    if len(src) != len(tgt):
+        raise SystemExit(f"error: {split}: {len(src)} de lines but {len(tgt)} en lines")
+    return list(zip(src, tgt, strict=True))
+
+
+def tatoeba_split(english: str) -> str:
+    """'train' | 'valid' | 'test' from a hash of the normalised English sentence."""
+    digest = hashlib.sha256(" ".join(english.lower().split()).encode()).hexdigest()
+    bucket = int(digest[:8], 16) % 100
+    return "train" if bucket < 90 else ("valid" if bucket < 95 else "test")
+
+
+def tatoeba() -> dict[str, Pairs]:
+    """zh→en pairs by split (column 1 of the file is English, column 2 Chinese)."""
+    require(TATOEBA)
+    out: dict[str, Pairs] = {"train": [], "valid": [], "test": []}
+    for line in read_gz_lines(TATOEBA):
+        cols = line.lstrip("\ufeff").split("\t")
+        if len(cols) >= 2:
+            out[tatoeba_split(cols[0])].append((cols[1], cols[0]))
+    return out
+
+
+def splits(dataset: str) -> dict[str, Pairs]:
+    """{'train', 'valid', 'test'} pairs of a dataset ('multi30k' | 'tatoeba')."""
+    if dataset == "multi30k":
+        return {
+            "train": multi30k("train"),
+            "valid": multi30k("val"),
+            "test": multi30k("test_2016_flickr"),
+        }
+    if dataset == "tatoeba":
+        return tatoeba()
+    raise SystemExit(f"error: unknown dataset {dataset!r}; use one of {', '.join(DATASETS)}")

@@ -1,0 +1,30 @@
+"""§5 Training, split by concern (cf. nanoGPT's train.py and JoeyNMT's training module):
+
+- `config`          `TrainConfig`, every knob of a run, and `TrainingError`
+- `precision`       device, number precision (bf16 autocast) and CPU-thread policy
+- `schedule`        the budget (steps, epochs, the clock) and the §5.3 learning-rate schedule
+- `label_smoothing` §5.4 label-smoothed cross-entropy
+- `state`           `TrainerState`: what changes during a run (checkpointed, resumable)
+- `selection`       early-stopping bookkeeping and the choice/averaging of the final weights
+- `validation`      loss, BLEU/chrF and exact-match checks on held-out pairs
+- `checkpoint`      resumable checkpoints on disk (safetensors + JSON)
+- `parallel`        data-parallel ranks (DistributedDataParallel under torchrun)
+- `trainer`         the loop itself: `train()`, `Trainer`, `ProgressEvent`, `StopReason`
+"""
+
+from core_model.training.config import TrainConfig, TrainingError
+from core_model.training.precision import resolve_device
+from core_model.training.schedule import plan_budget
+from core_model.training.trainer import ProgressEvent, StopReason, Trainer, TrainResult, train
+
+__all__ = [
+    "ProgressEvent",
+    "StopReason",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "TrainingError",
+    "plan_budget",
+    "resolve_device",
+    "train",
+]

@@ -1,0 +1,120 @@
+"""Where and how fast a run computes: the device, the number precision and the CPU threads.
+
+One policy for the whole engine, so training, validation and the benchmarks agree:
+- device 'auto' is the GPU when there is one;
+- precision 'auto' is bf16 autocast where the hardware multiplies bf16 natively (CUDA GPUs
+  with bf16; CPUs with AMX or AVX512-BF16) and the model is big enough for the matrix
+  products to outweigh the casts, else fp32;
+- CPU threads follow the cores other processes leave idle (OpenMP threads spin-wait on each
+  other, so one thread on a busy core stalls all of them).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+import torch
+
+from core_model.training.config import TrainingError
+
+BF16_MIN_PARAMETERS = 2_000_000  # below this, CPU autocast's casts cost more than they save
+SINGLE_THREAD_PARAMETERS = 2_000_000  # below this, a second thread gains nothing
+
+
+def cpu_supports_bf16() -> bool:
+    """True when the CPU has native bf16 matrix math (AMX or AVX512-BF16): autocast then pays."""
+    try:
+        if torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported():
+            return True
+    except AttributeError:  # older torch: fall back to the kernel's flags
+        pass
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def idle_cores(sample_s: float = 0.2) -> float | None:
+    """Cores left idle by other processes right now (Linux /proc/stat over `sample_s`).
+
+    Measured while this process sleeps, so its own work does not count; None where unknown.
+    """
+
+    def snapshot() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat") as f:
+                values = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        return values[3] + values[4], sum(values[:8])  # idle + iowait, total
+
+    a = snapshot()
+    time.sleep(sample_s)
+    b = snapshot()
+    if a is None or b is None or b[1] <= a[1]:
+        return None
+    return (b[0] - a[0]) / (b[1] - a[1]) * (os.cpu_count() or 1)
+
+
+def cpu_threads(requested: int | None, n_params: int, default: int) -> int:
+    """Threads for CPU training when not set explicitly.
+
+    On a busy 2-core machine two threads measured 4-10x slower than one, so: 1 thread for
+    small models (too small to gain anyway), otherwise as many threads as there are idle cores
+    (at least 1, at most `default`, torch's setting). Re-checked every epoch.
+    """
+    if requested:
+        return max(1, int(requested))
+    if n_params < SINGLE_THREAD_PARAMETERS:
+        return 1
+    idle = idle_cores()
+    if idle is None:
+        return default
+    return max(1, min(default, int(idle + 0.3)))
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' | 'cpu' | 'cuda' | 'cuda:N' -> a device this machine has (or a TrainingError)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise TrainingError("A CUDA GPU was requested but none is available; use device 'cpu'.")
+        return torch.device(name)
+    if name == "cpu":
+        return torch.device("cpu")
+    raise TrainingError(f"Unknown device {name!r}; use 'auto', 'cpu' or 'cuda'.")
+
+
+def resolve_precision(name: str, device: torch.device, n_params: int = 0) -> torch.dtype | None:
+    """Autocast dtype (bf16) or None for plain fp32 (see the module docstring for 'auto')."""
+    if name == "fp32":
+        return None
+    if name == "bf16":
+        return torch.bfloat16  # asked for explicitly: emulated if need be
+    if name != "auto":
+        raise TrainingError(f"Unknown precision {name!r}; use 'auto', 'fp32' or 'bf16'.")
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+    return torch.bfloat16 if cpu_supports_bf16() and n_params >= BF16_MIN_PARAMETERS else None
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
+    """Mixed precision for the forward pass, or nothing for fp32."""
+    if dtype is None:
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, or the CPU allocator's 'can't allocate memory'."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc).lower()
+    return (
+        "out of memory" in text or "can't allocate memory" in text or "defaultcpuallocator" in text
+    )

@@ -1,0 +1,68 @@
+"""What a run reports while it trains (`ProgressEvent`) and why it ended (`StopReason`).
+
+The workbench stores both (run rows, metric rows) and the pages say them in words, so a user
+sees progress against what will actually happen, not against a step count the run never
+reaches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class StopReason(StrEnum):
+    """Why a run ended. Values are stored in the database (`training_runs.stop_reason`)."""
+
+    EPOCHS = "epochs"  # every planned epoch was trained
+    STEP_LIMIT = "max_steps"  # the step budget (max_steps, or the automatic ceiling) ran out
+    TIME_BUDGET = "time_budget"  # the wall-clock budget ran out
+    EARLY_STOPPING = "early_stopping"  # validation stopped improving for `patience` epochs
+    MEMORISED = "memorised"  # a small corpus is reproduced exactly
+    CANCELLED = "cancelled"
+
+    def describe(self, patience: int | None = None) -> str:
+        """The reason in words, for people ("why did my run stop at step 200?")."""
+        if self is StopReason.EARLY_STOPPING and patience:
+            return f"validation stopped improving for {patience} epochs"
+        return _STOP_WORDS[self]
+
+
+_STOP_WORDS = {
+    StopReason.EPOCHS: "finished its planned epochs",
+    StopReason.STEP_LIMIT: "reached its step limit",
+    StopReason.TIME_BUDGET: "time budget reached",
+    StopReason.EARLY_STOPPING: "validation stopped improving",
+    StopReason.MEMORISED: "learned every training pair",
+    StopReason.CANCELLED: "cancelled",
+}
+
+
+@dataclass
+class ProgressEvent:
+    """What a run reports while it trains (`kind`: 'start' | 'step' | 'epoch' | 'done').
+
+    Progress follows what will actually happen: `limit` says which budget binds ('steps' or
+    'time'), `fraction` is the share of it used, and `total_steps` is the step the run is
+    expected to end at (projected from the current speed under a time budget). `watch` says
+    what may end the run earlier: {"rule": "patience", "bad_epochs": k, "patience": p} or
+    {"rule": "memorise", "reproduced": share of training pairs}, empty when nothing does.
+    """
+
+    step: int
+    total_steps: int
+    epoch: int
+    train_loss: float | None
+    valid_loss: float | None
+    lr: float
+    tokens_per_s: float  # source + target tokens per second (all ranks)
+    eta_s: float | None
+    bleu: float | None = None
+    chrf: float | None = None
+    kind: str = "step"
+    elapsed_s: float = 0.0
+    fraction: float = 0.0
+    limit: str = "steps"
+    watch: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str | None = None  # a StopReason value, on the 'done' event

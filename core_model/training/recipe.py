@@ -1,0 +1,162 @@
+"""The automatic choices: what a one-click run trains, from the corpus size, the budget and
+the device. Every knob a user leaves on 'auto' (None) is decided here, once, at the start of a
+run; the resolved config is saved with the model, so the run can be reproduced exactly.
+
+The values are the product's tuned defaults (evidence in docs/TRAINING.md: every figure was
+tuned on validation data only, never on a test set). In short:
+
+- **Model**: the `small` preset (d_model 256, 3+3 layers, pre-norm) for real corpora; `tiny` for
+  a few hundred pairs, which it memorises in seconds; the paper's `base` only on a GPU with a
+  large corpus. Pre-norm trains stably at the high rates that short CPU budgets need.
+- **Budget** ('automatic'): a small corpus without validation pairs trains until every pair is
+  reproduced; anything else gets a wall-clock ceiling that grows with the corpus (CPU: a
+  minute per thousand pairs, 5 to 60 minutes) and a pass ceiling, and stops earlier when
+  validation stops improving.
+- **Schedule**: linear warm-up over the first share of the budget, then linear decay to zero
+  where the budget ends (the clock or the steps, whichever binds first).
+- **Regularisation**: dropout only when the budget allows many passes over the corpus; short
+  runs over large corpora cannot overfit and dropout would only slow them down.
+- **Batches**: small token batches on a CPU (more updates per minute), large ones on a GPU.
+- **Vocabulary**: SentencePiece; joint (tied embeddings) when both languages share an alphabet,
+  one per side otherwise; sized to the corpus.
+- **Selection**: the average of weight snapshots taken over the last part of the decay, the
+  best epoch or the last weights — whichever validates best.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from core_model.training.config import TrainConfig
+
+AUTO = "auto"
+TINY_MAX_PAIRS = 1_000  # below this the tiny model learns as well as a bigger one, faster
+BASE_MIN_PAIRS = 200_000  # the paper's base model pays off on a GPU from about here
+
+# Wall-clock ceiling of the automatic budget: a minute per thousand pairs, within these bounds.
+AUTO_MINUTES_PER_1K_PAIRS = 1.0
+AUTO_MINUTES_CPU = (5.0, 60.0)
+AUTO_MINUTES_GPU = (5.0, 240.0)
+
+# Measured training speed (source + target tokens per second) by preset on a 2-core CPU in
+# bf16, and on a GPU; used only to estimate how many passes over the corpus a budget allows.
+CPU_TOKENS_PER_S = {"tiny": 20_000.0, "small": 5_000.0, "base": 1_000.0}
+GPU_TOKENS_PER_S = {"tiny": 200_000.0, "small": 150_000.0, "base": 80_000.0}
+
+
+@dataclass(frozen=True)
+class CorpusFacts:
+    """What the recipe needs to know about the data (cheap to compute before tokenizing)."""
+
+    train_pairs: int
+    valid_pairs: int
+    tokens: int  # rough source + target token count of the training pairs
+
+    @classmethod
+    def of(cls, train: list[tuple[str, str]], valid: list[tuple[str, str]] | None) -> CorpusFacts:
+        """Tokens estimated as words, or characters / 1.5 for unsegmented scripts."""
+        tokens = sum(_rough_tokens(s) + _rough_tokens(t) for s, t in train)
+        return cls(len(train), len(valid or []), tokens)
+
+
+def _rough_tokens(text: str) -> int:
+    words = len(text.split())
+    return max(words, math.ceil(len(text) / 1.5) if words <= 2 else words)
+
+
+def memorises(cfg: TrainConfig, facts: CorpusFacts) -> bool:
+    """The automatic budget of a small corpus without (enough) validation pairs: train until
+    every training pair is reproduced exactly (the "teach it my 20 sentences" case)."""
+    return (
+        cfg.epochs is None
+        and cfg.time_budget_s is None
+        and facts.valid_pairs < cfg.min_valid_pairs
+        and facts.train_pairs <= cfg.memorise_max_pairs
+    )
+
+
+def resolve(
+    cfg: TrainConfig, facts: CorpusFacts, gpu: bool, fine_tune: bool = False
+) -> TrainConfig:
+    """`cfg` with every automatic choice made (see the module docstring). `fine_tune`: the run
+    continues a trained model, which a from-scratch peak rate would partly undo."""
+    memorise = memorises(cfg, facts)
+    preset = cfg.preset if cfg.preset != AUTO else _preset(facts, gpu)
+    time_budget_s = cfg.time_budget_s
+    if time_budget_s is None and cfg.epochs is None and not memorise:
+        time_budget_s = 60.0 * auto_minutes(facts.train_pairs, gpu)
+    passes = _passes(facts, preset, gpu, cfg.epochs, time_budget_s)
+    return replace(
+        cfg,
+        preset=preset,
+        time_budget_s=time_budget_s,
+        dropout=cfg.dropout if cfg.dropout is not None else _dropout(passes, memorise),
+        lr_schedule=cfg.lr_schedule if cfg.lr_schedule != AUTO else _schedule(memorise),
+        lr=cfg.lr if cfg.lr is not None else _peak_lr(preset, memorise) / (4 if fine_tune else 1),
+        warmup_fraction=(
+            cfg.warmup_fraction
+            if cfg.warmup_fraction is not None or cfg.warmup_steps is not None
+            else 0.05
+        ),
+        max_tokens_per_batch=cfg.max_tokens_per_batch or (8192 if gpu else 2500),
+        vocab_size=cfg.vocab_size or _vocab_size(facts),
+        # memorising has no budget end to average over, nor validation to check an average by
+        average_last=cfg.average_last if cfg.average_last is not None else (0 if memorise else 5),
+    )
+
+
+def auto_minutes(train_pairs: int, gpu: bool) -> float:
+    """The automatic budget's wall-clock ceiling (it usually stops earlier on a GPU)."""
+    low, high = AUTO_MINUTES_GPU if gpu else AUTO_MINUTES_CPU
+    return min(high, max(low, AUTO_MINUTES_PER_1K_PAIRS * train_pairs / 1000))
+
+
+def _preset(facts: CorpusFacts, gpu: bool) -> str:
+    if facts.train_pairs <= TINY_MAX_PAIRS:
+        return "tiny"
+    if gpu and facts.train_pairs >= BASE_MIN_PAIRS:
+        return "base"
+    return "small"
+
+
+def _passes(
+    facts: CorpusFacts, preset: str, gpu: bool, epochs: int | None, time_budget_s: float | None
+) -> float:
+    """How many times the budget lets the model see the corpus (an estimate)."""
+    if epochs is not None:
+        return float(epochs)
+    if time_budget_s is None:
+        return math.inf  # memorisation: as many as it takes
+    speed = (GPU_TOKENS_PER_S if gpu else CPU_TOKENS_PER_S)[preset]
+    return time_budget_s * speed / max(1, facts.tokens)
+
+
+def _dropout(passes: float, memorise: bool) -> float:
+    """No dropout when the budget sees the corpus only a few times: it cannot overfit then, and
+    dropout slows learning; the paper's 0.1 beyond that, against memorising the corpus."""
+    if memorise:
+        return 0.0  # memorising is the goal
+    return 0.0 if passes <= 8 else 0.1
+
+
+def _schedule(memorise: bool) -> str:
+    """Constant rate while memorising (no budget end to decay to), else linear decay."""
+    return "constant" if memorise else "linear"
+
+
+def _peak_lr(preset: str, memorise: bool) -> float:
+    """Pre-norm small/tiny models train well at 2e-3, and memorise a few pairs twice as fast
+    at 4e-3 (16 pairs: 75 steps instead of 150); the post-norm base needs the paper's gentler
+    peak (d_model^-0.5 · 4000^-0.5 ≈ 7e-4)."""
+    if preset == "base":
+        return 7e-4
+    return 4e-3 if memorise else 2e-3
+
+
+def _vocab_size(facts: CorpusFacts) -> int:
+    """SentencePiece vocabulary: 8k for tens of thousands of pairs, less for small corpora
+    (rare pieces of a small corpus are seen too seldom to learn), 16k for big ones."""
+    if facts.train_pairs < 5_000:
+        return 4_000
+    return 8_000 if facts.train_pairs < 200_000 else 16_000

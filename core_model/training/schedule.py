@@ -1,0 +1,208 @@
+"""How long a run trains and at which learning rate: the budget and the §5.3 schedule together,
+because a schedule has to know where the budget ends.
+
+The budget is counted in optimizer steps (`plan_budget`), and a wall-clock budget can end it
+sooner; `progress` (the share of the budget used, by whichever limit binds) drives the decay.
+
+The paper's "Noam" schedule, lrate = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), rises
+linearly for `warmup` steps and then decays with the inverse square root of the step. Small
+corpora train for only a few hundred steps, where that curve barely leaves the ground, so a
+constant rate (after a short linear warm-up) is offered too. For a fixed budget (a number of
+steps or minutes known in advance) a linear decay to zero after the warm-up uses the budget
+better than an open-ended 1/√step tail ("budgeted training"): 'linear'.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from core_model.training.config import TrainConfig, TrainingError
+
+
+def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """The paper's schedule (§5.3), optionally scaled by `factor`; steps count from 1."""
+    step = max(1, step)
+    warmup = max(1, warmup)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def linear_decay_lr(
+    step: int, lr: float, warmup: int, progress: float, warmup_fraction: float | None = None
+) -> float:
+    """Linear warm-up to `lr`, then linear decay to 0 as `progress` (budget used, 0..1) -> 1.
+
+    The warm-up is a share of the budget (`warmup_fraction`: it scales with a time budget whose
+    step count is unknown in advance) or a number of steps (`warmup`).
+    """
+    if warmup_fraction:
+        ramp = progress / warmup_fraction
+        decay = (1.0 - progress) / (1.0 - warmup_fraction)
+    else:
+        ramp = max(1, step) / warmup if warmup > 0 else 1.0
+        decay = 1.0 - progress
+    return lr * max(0.0, min(ramp, 1.0, decay))
+
+
+def constant_lr(step: int, lr: float, warmup: int = 0) -> float:
+    """`lr` after a linear warm-up of `warmup` steps (0 = none)."""
+    if warmup > 0 and step < warmup:
+        return lr * max(1, step) / warmup
+    return lr
+
+
+@dataclass
+class LRSchedule:
+    """Stateless on purpose: `lr_at(step)` is all the loop needs, so a resume needs the step."""
+
+    kind: str  # 'noam' | 'constant' | 'linear'
+    d_model: int
+    warmup: int
+    factor: float = 1.0  # noam scale
+    lr: float = 1e-3  # constant rate / linear peak
+    warmup_fraction: float | None = None  # linear: warm-up as a share of the budget
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("noam", "constant", "linear"):
+            raise ValueError(f"unknown learning-rate schedule {self.kind!r}")
+
+    def lr_at(self, step: int, progress: float = 0.0) -> float:
+        """Rate for optimizer step `step` (from 1); `progress` = share of the budget used,
+        only read by 'linear'."""
+        if self.kind == "noam":
+            return noam_lr(step, self.d_model, self.warmup, self.factor)
+        if self.kind == "linear":
+            return linear_decay_lr(step, self.lr, self.warmup, progress, self.warmup_fraction)
+        return constant_lr(step, self.lr, self.warmup)
+
+    def peak(self) -> float:
+        """Highest rate the schedule reaches (for logging and sanity checks)."""
+        if self.kind == "noam":
+            return noam_lr(self.warmup, self.d_model, self.warmup, self.factor)
+        return self.lr
+
+
+def noam_factor_for_peak(peak_lr: float, d_model: int, warmup: int) -> float:
+    """Factor that makes the Noam curve peak at `peak_lr` (at step = warmup)."""
+    return peak_lr / (d_model**-0.5 * warmup**-0.5) if warmup > 0 else 1.0
+
+
+@dataclass
+class Budget:
+    """What `plan_budget` decided: steps per epoch (incl. repeats), epochs, total steps."""
+
+    passes_per_epoch: int  # tiny corpora repeat inside an epoch
+    steps_per_epoch: int
+    epochs: int
+    total_steps: int
+
+
+class BudgetClock:
+    """Where a run stands against its budget: optimizer steps and, if set, the wall clock.
+
+    `already_s` is the training time of earlier attempts (a resumed run), so a time budget
+    counts the whole run, not each attempt.
+    """
+
+    def __init__(
+        self, budget: Budget, time_budget_s: float | None, step: int, already_s: float = 0.0
+    ) -> None:
+        self.budget = budget
+        self.time_budget_s = time_budget_s
+        self.t_start = time.monotonic() - already_s
+        self.start_step = step  # steps before this attempt do not count for its speed
+        self.resumed_s = already_s
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t_start
+
+    def time_left(self) -> float | None:
+        return None if self.time_budget_s is None else self.time_budget_s - self.elapsed()
+
+    def progress(self, step: int) -> float:
+        """Share of the budget used: steps, or wall-clock time when that runs out first."""
+        done = step / max(1, self.budget.total_steps)
+        if self.time_budget_s:
+            done = max(done, self.elapsed() / self.time_budget_s)
+        return min(1.0, done)
+
+    def time_binds(self, step: int) -> bool:
+        """Whether the clock, not the step budget, is expected to end the run."""
+        if not self.time_budget_s:
+            return False
+        return self.elapsed() / self.time_budget_s >= step / max(1, self.budget.total_steps)
+
+    def _steps_per_s(self, step: int) -> float | None:
+        done = step - self.start_step
+        spent = self.elapsed() - self.resumed_s
+        return done / spent if done > 0 and spent > 0 else None
+
+    def expected_total(self, step: int) -> int:
+        """The step the run is expected to end at: the step budget, or under a binding time
+        budget the steps the current speed reaches before the clock runs out."""
+        total = self.budget.total_steps
+        rate, left = self._steps_per_s(step), self.time_left()
+        if rate is not None and left is not None and self.time_binds(step):
+            total = min(total, step + int(max(0.0, left) * rate))
+        return max(total, step)
+
+    def eta(self, step: int) -> float | None:
+        """Seconds until the budget ends (early stopping may come sooner)."""
+        rate, left = self._steps_per_s(step), self.time_left()
+        by_steps = (self.budget.total_steps - step) / rate if rate else None
+        if by_steps is None:
+            return None if left is None else max(0.0, left)
+        return by_steps if left is None else max(0.0, min(by_steps, left))
+
+
+def plan_budget(n_batches: int, cfg: TrainConfig, memorise: bool = False) -> Budget:
+    """Adaptive budget (epochs=None) or the requested number of epochs.
+
+    - An epoch has at least `min_epoch_steps` steps: a corpus of 12 pairs (1 batch) is repeated
+      50 times per epoch, so validation/checkpoints happen per ~50 steps, not per step.
+    - Adaptive total = clamp(adaptive_passes · batches, min_steps, max_adaptive_steps): tiny
+      corpora get enough steps to be memorised; a 30k corpus (~120 batches) gets ~30 passes,
+      a 1M corpus a few passes; early stopping on validation trims the rest.
+    - `memorise` (small corpus, no validation pairs): up to `memorise_max_steps`, because the
+      run stops as soon as every training pair is reproduced (12 pairs: ~150 steps).
+    """
+    n_batches = max(1, n_batches)
+    passes = max(1, math.ceil(cfg.min_epoch_steps / n_batches))
+    spe = passes * n_batches
+    if cfg.epochs is not None:
+        epochs = max(1, int(cfg.epochs))
+    else:
+        target = min(max(cfg.adaptive_passes * n_batches, cfg.min_steps), cfg.max_adaptive_steps)
+        if memorise:
+            target = max(target, cfg.memorise_max_steps)
+        epochs = max(1, math.ceil(target / spe))
+    total = epochs * spe
+    if cfg.max_steps is not None:
+        total = min(total, int(cfg.max_steps))
+        epochs = min(epochs, math.ceil(total / spe))
+    return Budget(passes, spe, epochs, total)
+
+
+def make_schedule(cfg: TrainConfig, d_model: int, total_steps: int) -> LRSchedule:
+    """The concrete schedule of a resolved config (`training.recipe` has decided 'auto').
+
+    'linear' warms up over `warmup_fraction` of the budget (or `warmup_steps`) and decays to
+    zero where the budget ends. 'constant' holds `lr` after a short warm-up. 'noam' is the
+    paper's curve; without an explicit warm-up it uses min(4000, total/10) steps, rescaled to
+    peak at `lr` (default: the paper's peak for this width, d_model^-0.5 · 4000^-0.5).
+    """
+    kind = cfg.lr_schedule
+    if kind not in ("noam", "constant", "linear"):
+        raise TrainingError(f"Unknown learning-rate schedule {cfg.lr_schedule!r}.")
+    paper_peak = noam_lr(4000, d_model, 4000) * cfg.lr_factor  # the paper's peak at this width
+    if kind == "noam":
+        if cfg.warmup_steps is not None and cfg.lr is None:  # the paper's curve exactly
+            return LRSchedule("noam", d_model, cfg.warmup_steps, factor=cfg.lr_factor)
+        warmup = cfg.warmup_steps or max(50, min(4000, total_steps // 10))
+        # a shortened warm-up must not raise the peak
+        factor = noam_factor_for_peak(cfg.lr or paper_peak, d_model, warmup)
+        return LRSchedule("noam", d_model, warmup, factor=factor)
+    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else min(100, total_steps // 10)
+    fraction = cfg.warmup_fraction if kind == "linear" and cfg.warmup_steps is None else None
+    return LRSchedule(kind, d_model, warmup, lr=cfg.lr or paper_peak, warmup_fraction=fraction)

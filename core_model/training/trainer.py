@@ -1,0 +1,574 @@
+"""The training loop (§5 Training): teacher forcing, label-smoothed cross-entropy, Adam with a
+scheduled learning rate, validation after every epoch, early stopping, checkpoints, and the
+choice of the final weights.
+
+`train()` is the one entry point (the workbench's worker and the benchmarks call it); it builds
+a `Trainer`, whose changing state is one `TrainerState` — what a checkpoint stores and a resume
+restores. Everything the loop reports goes through `ProgressEvent`s.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from core_model.artifact import ArtifactError, load_model, save_model
+from core_model.batching import collate, encode_pairs, make_batches, shard_batches
+from core_model.tokenizer import TokenizerError, TokenizerPair, clean_text, train_tokenizers
+from core_model.training import checkpoint as ckpt
+from core_model.training import recipe
+from core_model.training.config import TrainConfig, TrainingError
+from core_model.training.label_smoothing import label_smoothed_nll_loss
+from core_model.training.parallel import Ranks
+from core_model.training.precision import (
+    autocast,
+    cpu_threads,
+    is_out_of_memory,
+    resolve_device,
+    resolve_precision,
+)
+from core_model.training.progress import ProgressEvent, StopReason
+from core_model.training.schedule import BudgetClock, make_schedule, plan_budget
+from core_model.training.selection import Selector
+from core_model.training.state import TrainerState
+from core_model.training.validation import (
+    evaluate_loss,
+    evaluate_translations,
+    exact_match_share,
+)
+from core_model.transformer import ModelConfig, Transformer
+
+
+@dataclass
+class TrainResult:
+    model: Transformer
+    tokenizers: TokenizerPair
+    metrics: dict[str, Any]
+    history: list[dict[str, Any]]
+    cancelled: bool = False
+    model_config: ModelConfig | None = None
+    train_config: TrainConfig | None = None
+    out_dir: Path | None = None
+
+
+def train(
+    train_pairs: Sequence[tuple[str, str]],
+    valid_pairs: Sequence[tuple[str, str]] | None = None,
+    cfg: TrainConfig | None = None,
+    out_dir: str | Path | None = None,
+    callback: Callable[[ProgressEvent], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    init_from: str | Path | None = None,
+    resume_from: str | Path | None = None,
+    extra_config: dict[str, Any] | None = None,
+) -> TrainResult:
+    """Train a Transformer on `train_pairs`; validate on `valid_pairs` after every epoch.
+
+    - `out_dir`: checkpoints go to out_dir/checkpoint each epoch (resumable); on success the
+      finished model folder (config.json, model.safetensors, tokenizer/) is written to out_dir
+      and the checkpoint removed (unless cfg.keep_checkpoint).
+    - `init_from`: a model folder to fine-tune (its model config and tokenizers are reused).
+    - `resume_from`: a checkpoint folder (or an out_dir that holds one) to continue from.
+    - `callback(ProgressEvent)` every `progress_every_s` seconds, after each epoch and at the end.
+    - `should_cancel()` is polled every step; a cancelled run returns `cancelled=True` with the
+      current weights and writes no model folder (the last epoch checkpoint stays resumable).
+    - `extra_config` is stored in config.json (e.g. a corpus hash).
+    Raises TrainingError with a user-facing sentence on bad input, divergence or OOM.
+    """
+    trainer = Trainer(cfg or TrainConfig(), callback, should_cancel)
+    threads = torch.get_num_threads()
+    try:
+        trainer.setup(train_pairs, valid_pairs, out_dir, init_from, resume_from)
+        trainer.run()
+        return trainer.finish(extra_config)
+    except TrainingError:
+        raise
+    except RuntimeError as exc:
+        if is_out_of_memory(exc):
+            raise TrainingError(
+                "Out of memory during training; lower max_tokens_per_batch or use a smaller preset."
+            ) from exc
+        raise
+    finally:
+        torch.set_num_threads(threads)  # the caller's process keeps its own setting
+
+
+def _clean_pairs(pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    out = []
+    for pair in pairs or []:
+        if len(pair) < 2:
+            continue
+        s, t = clean_text(pair[0]).strip(), clean_text(pair[1]).strip()
+        if s and t:
+            out.append((s, t))
+    return out
+
+
+class Trainer:
+    """One training run: `setup` (data, tokenizers, model, budget), `run` (the epochs), `finish`
+    (the final weights, the model folder, the metrics)."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        callback: Callable[[ProgressEvent], None] | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.callback = callback
+        self.should_cancel = should_cancel
+        self.ranks = Ranks()
+        self.state = TrainerState()
+        self.stop_reason = StopReason.EPOCHS
+        self.throughput = 0.0  # tokens/s of the latest reporting window
+        self.current_epoch = 0  # the epoch being trained (state.epoch counts completed ones)
+
+    # -- setup ---------------------------------------------------------------------------------
+    def setup(
+        self,
+        train_pairs: Sequence[tuple[str, str]],
+        valid_pairs: Sequence[tuple[str, str]] | None,
+        out_dir: str | Path | None,
+        init_from: str | Path | None,
+        resume_from: str | Path | None,
+    ) -> None:
+        ranks = self.ranks
+        self.cfg.check()
+        self.device = self._device()
+        self.comm_device = ranks.comm_device(self.device)
+
+        train_clean, valid_clean = _clean_pairs(train_pairs), _clean_pairs(valid_pairs)
+        if not train_clean:
+            raise TrainingError("The training corpus is empty: add sentence pairs with both sides.")
+        # The run's own choices as asked (a checkpoint is matched against these), then every
+        # automatic one made by the recipe (saved with the model: reproducible).
+        self.requested = self.cfg
+        facts = recipe.CorpusFacts.of(train_clean, valid_clean)
+        gpu, fine_tune = self.device.type == "cuda", init_from is not None
+        self.cfg = cfg = recipe.resolve(self.requested, facts, gpu, fine_tune)
+        self.out_path = Path(out_dir) if out_dir is not None else None
+        self.ckpt_dir = self.out_path / "checkpoint" if self.out_path is not None else None
+        resume_dir = ckpt.find_checkpoint(resume_from)
+        if resume_from is not None and resume_dir is None:
+            raise TrainingError(f"No checkpoint to resume from in {resume_from}.")
+
+        init_model = None
+        if resume_dir is not None:
+            try:
+                tokenizers = ckpt.load_tokenizers(resume_dir)
+                mcfg = ModelConfig.from_dict(ckpt.read_state(resume_dir)["model"])
+            except (ArtifactError, KeyError, TypeError, ValueError) as exc:
+                raise TrainingError(f"Cannot resume from {resume_from}: {exc}") from exc
+        elif init_from is not None:
+            try:
+                loaded = load_model(init_from, device="cpu")
+            except ArtifactError as exc:
+                raise TrainingError(f"Cannot fine-tune from {init_from}: {exc}") from exc
+            tokenizers, init_model, mcfg = loaded.tokenizers, loaded.model, loaded.model.cfg
+        else:
+            tokenizers = self._train_tokenizers(train_clean)
+            mcfg = self._model_config(tokenizers)
+        self.tokenizers, self.mcfg = tokenizers, mcfg
+
+        max_len = min(cfg.max_len, mcfg.max_len)
+        self.train_ex = encode_pairs(train_clean, tokenizers, max_len)
+        self.valid_ex = encode_pairs(valid_clean, tokenizers, max_len)
+        if not self.train_ex:
+            raise TrainingError("The training corpus is empty after tokenization.")
+        self.valid_translate = valid_clean[: max(0, cfg.valid_max_sentences)]
+        # A handful of validation pairs is noise: report it, but do not stop or pick weights by it.
+        use_validation = len(self.valid_ex) >= cfg.min_valid_pairs
+        self.memorise_pairs = train_clean if recipe.memorises(self.requested, facts) else []
+        metric = cfg.early_stop_metric
+        if metric == "auto":
+            metric = "bleu" if self.valid_translate else "loss"
+        self.selector = Selector(metric, use_validation, cfg.average_last)
+
+        torch.manual_seed(cfg.seed)
+        self.model = init_model if init_model is not None else Transformer(mcfg)
+        self.model.to(self.device).train()
+        self.n_params = self.model.num_parameters()
+        self.amp = resolve_precision(cfg.precision, self.device, self.n_params)
+        self.default_threads = torch.get_num_threads()
+        self._set_threads()
+        self.optimizer = self._make_optimizer()
+        first = make_batches(self.train_ex, cfg.max_tokens_per_batch, seed=cfg.seed)
+        n_batches = len(shard_batches(first, 0, ranks.world))
+        self.budget = plan_budget(n_batches, cfg, memorise=bool(self.memorise_pairs))
+        self.schedule = make_schedule(cfg, mcfg.d_model, self.budget.total_steps)
+
+        if resume_dir is not None:
+            try:
+                self.state = ckpt.load_checkpoint(
+                    resume_dir, self.model, self.optimizer, self.device
+                )
+            except (ArtifactError, KeyError, ValueError, RuntimeError) as exc:
+                raise TrainingError(f"Cannot resume from {resume_from}: {exc}") from exc
+        self.net: nn.Module = self.model
+        if ranks.on:
+            self.net = nn.parallel.DistributedDataParallel(
+                self.model,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            )
+
+    def _device(self) -> torch.device:
+        device = resolve_device(self.cfg.device)
+        if self.ranks.on and device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", self.ranks.rank)))
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        return device
+
+    def _model_config(self, tokenizers: TokenizerPair) -> ModelConfig:
+        overrides = dict(self.cfg.model_overrides)
+        if self.cfg.dropout is not None:
+            overrides["dropout"] = self.cfg.dropout
+        try:
+            return ModelConfig.from_preset(
+                self.cfg.preset,
+                src_vocab_size=tokenizers.src.vocab_size,
+                tgt_vocab_size=tokenizers.tgt.vocab_size,
+                shared_vocab=tokenizers.shared,
+                **overrides,
+            )
+        except (TypeError, ValueError) as exc:
+            raise TrainingError(f"Invalid model settings: {exc}") from exc
+
+    def _set_threads(self) -> None:
+        """CPU threads for the next epoch (DDP ranks keep torchrun's OMP_NUM_THREADS so that
+        every rank computes identically)."""
+        if self.device.type != "cpu":
+            return
+        if self.ranks.on:
+            if self.cfg.num_threads:
+                torch.set_num_threads(self.cfg.num_threads)
+            return
+        torch.set_num_threads(
+            cpu_threads(self.cfg.num_threads, self.n_params, self.default_threads)
+        )
+
+    def _train_tokenizers(self, pairs: list[tuple[str, str]]) -> TokenizerPair:
+        """Rank 0 trains the tokenizers; other ranks receive the identical bytes."""
+        blob = None
+        if self.ranks.main:
+            try:
+                tok = train_tokenizers(
+                    [s for s, _ in pairs],
+                    [t for _, t in pairs],
+                    kind=self.cfg.tokenizer,
+                    vocab_size=self.cfg.vocab_size,
+                    joint=self.cfg.joint_vocab,
+                )
+            except TokenizerError as exc:
+                raise TrainingError(f"Tokenizer training failed: {exc}") from exc
+            blob = tok.to_bytes()
+        return TokenizerPair.from_bytes(self.ranks.broadcast_bytes(blob, self.comm_device))
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        """Adam, β=(0.9, 0.98), ε=1e-9 (§5.3); AdamW when weight decay is asked for."""
+        cfg = self.cfg
+        if cfg.weight_decay > 0:
+            return torch.optim.AdamW(
+                self.model.parameters(),
+                lr=0.0,
+                betas=tuple(cfg.adam_betas),
+                eps=cfg.adam_eps,
+                weight_decay=cfg.weight_decay,
+            )
+        return torch.optim.Adam(
+            self.model.parameters(), lr=0.0, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps
+        )
+
+    # -- where the run stands ------------------------------------------------------------------
+    def _watch(self) -> dict[str, Any]:
+        """What may stop the run before its budget ends (see ProgressEvent.watch)."""
+        if self.memorise_pairs:
+            share = self.state.last_record.get("train_exact_match")
+            return {"rule": "memorise", "reproduced": share, "pairs": len(self.memorise_pairs)}
+        if self.cfg.patience and self.selector.use_validation:
+            return {
+                "rule": "patience",
+                "bad_epochs": self.state.bad_epochs,
+                "patience": self.cfg.patience,
+                "metric": self.selector.metric,
+            }
+        return {}
+
+    def _emit(self, kind: str, train_loss: float | None, **override: Any) -> None:
+        if self.callback is None or not self.ranks.main:
+            return
+        rec = self.state.last_record
+        event = ProgressEvent(
+            step=self.state.step,
+            total_steps=self.clock.expected_total(self.state.step),
+            epoch=self.current_epoch,
+            train_loss=train_loss,
+            valid_loss=rec.get("valid_loss"),
+            lr=self.schedule.lr_at(max(1, self.state.step), self.clock.progress(self.state.step)),
+            tokens_per_s=self.throughput,
+            eta_s=self.clock.eta(self.state.step),
+            bleu=rec.get("bleu"),
+            chrf=rec.get("chrf"),
+            kind=kind,
+            elapsed_s=self.clock.elapsed(),
+            fraction=self.clock.progress(self.state.step),
+            limit="time" if self.clock.time_binds(self.state.step) else "steps",
+            watch=self._watch(),
+        )
+        for k, v in override.items():
+            setattr(event, k, v)
+        self.callback(event)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Epochs until the budget, the clock, early stopping or a cancel request ends them."""
+        self.clock = BudgetClock(
+            self.budget, self.cfg.time_budget_s, self.state.step, self.state.elapsed_s
+        )
+        self._emit("start", None)  # tokenizers and model are ready: the UI can show the plan
+        for epoch in range(self.state.epoch + 1, self.budget.epochs + 1):
+            if self.state.step >= self.budget.total_steps:
+                break
+            self.current_epoch = epoch
+            if epoch > 1:
+                self._set_threads()
+            trained = self._train_epoch(epoch)
+            if self.stop_reason is StopReason.CANCELLED:
+                return
+            if trained is None:
+                break
+            self.state.epoch = epoch
+            stop = self._end_epoch(trained)
+            if stop is not None:
+                self.stop_reason = stop
+                return
+            if self.stop_reason in (StopReason.TIME_BUDGET, StopReason.STEP_LIMIT):
+                return
+        if self.cfg.max_steps is not None and self.state.step >= self.cfg.max_steps:
+            self.stop_reason = StopReason.STEP_LIMIT
+
+    def _epoch_batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches for `epoch`: fresh length buckets per pass, seeded by epoch."""
+        out: list[list[int]] = []
+        for rep in range(self.budget.passes_per_epoch):
+            seed = self.cfg.seed * 1_000_003 + epoch * 1009 + rep
+            batches = make_batches(self.train_ex, self.cfg.max_tokens_per_batch, seed=seed)
+            out.extend(shard_batches(batches, self.ranks.rank, self.ranks.world))
+        return out
+
+    def _train_epoch(self, epoch: int) -> tuple[float, int] | None:
+        """Optimizer steps over one epoch; returns (loss sum, target tokens) or None if no step."""
+        ranks = self.ranks
+        epoch_loss, epoch_tok = 0.0, 0
+        window_loss, window_tok, window_all = 0.0, 0, 0
+        window_start = last_emit = time.monotonic()
+        for idx in self._epoch_batches(epoch):
+            if self.state.step >= self.budget.total_steps:
+                self.stop_reason = StopReason.STEP_LIMIT
+                break
+            left = self.clock.time_left()
+            cancel = bool(self.should_cancel is not None and self.should_cancel())
+            flags = ranks.all_sum(
+                [float(cancel), float(left is not None and left <= 0)], self.comm_device
+            )
+            if flags[0] > 0:
+                self.stop_reason = StopReason.CANCELLED
+                return None
+            if flags[1] > 0:
+                self.stop_reason = StopReason.TIME_BUDGET
+                break
+            loss_sum, n_tok, n_all = self._train_step(idx)
+            if self.selector.due(self.state, self.clock.progress(self.state.step)):
+                self.selector.snapshot(self.state, self.model)
+            epoch_loss += loss_sum
+            epoch_tok += n_tok
+            window_loss += loss_sum
+            window_tok += n_tok
+            window_all += n_all
+            now = time.monotonic()
+            if now - last_emit >= self.cfg.progress_every_s:
+                self.throughput = window_all * ranks.world / max(1e-9, now - window_start)
+                self._emit("step", window_loss / max(1, window_tok))
+                last_emit = window_start = now
+                window_loss, window_tok, window_all = 0.0, 0, 0
+        now = time.monotonic()
+        if window_all and now - window_start > 0.5:
+            self.throughput = window_all * ranks.world / (now - window_start)
+        if not epoch_tok:
+            return None
+        return epoch_loss, epoch_tok
+
+    def _train_step(self, idx: list[int]) -> tuple[float, int, int]:
+        """One optimizer step with teacher forcing; returns (loss sum, tgt tokens, all tokens)."""
+        cfg = self.cfg
+        batch = collate(self.train_ex, idx).to(self.device)
+        self.state.step += 1
+        lr = self.schedule.lr_at(self.state.step, self.clock.progress(self.state.step))
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        with autocast(self.device, self.amp):
+            logits = self.net(batch.src, batch.tgt_in)  # [B, T, V]
+        loss_sum, _ = label_smoothed_nll_loss(
+            logits.reshape(-1, logits.size(-1)),
+            batch.tgt_out.reshape(-1),
+            cfg.label_smoothing,
+            self.mcfg.pad_id,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        (loss_sum / batch.n_tokens).backward()
+        gnorm = (
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
+            if cfg.clip_norm
+            else torch.zeros(())
+        )
+        value = float(loss_sum.detach())
+        if not math.isfinite(value) or not math.isfinite(float(gnorm)):
+            raise TrainingError(
+                f"Training diverged: the loss became NaN/inf at step {self.state.step}; "
+                "try a lower learning rate or precision 'fp32'."
+            )
+        self.optimizer.step()
+        return value, batch.n_tokens, batch.n_tokens + batch.n_src_tokens
+
+    def _validate(self) -> dict[str, Any]:
+        """Validation loss (all pairs) and BLEU/chrF of greedy translations (capped)."""
+        out: dict[str, Any] = {}
+        if self.valid_ex:
+            out["valid_loss"] = evaluate_loss(
+                self.model,
+                self.valid_ex,
+                self.device,
+                self.amp,
+                self.cfg.max_tokens_per_batch,
+                self.cfg.label_smoothing,
+            )
+        if self.valid_translate:
+            s = evaluate_translations(
+                self.model, self.tokenizers, self.valid_translate, self.amp, self.cfg.valid_beam
+            )
+            out["bleu"], out["chrf"] = s["bleu"], s["chrf"]
+        return out
+
+    def _end_epoch(self, trained: tuple[float, int]) -> StopReason | None:
+        """Validate (rank 0), track the best/last-N weights, checkpoint, report; returns the
+        reason to stop now, if any (rank 0 decides, every rank follows)."""
+        cfg, state = self.cfg, self.state
+        stop = 0.0
+        if self.ranks.main:
+            record: dict[str, Any] = {
+                "epoch": state.epoch,
+                "step": state.step,
+                "train_loss": trained[0] / max(1, trained[1]),
+                "lr": self.schedule.lr_at(state.step, self.clock.progress(state.step)),
+                "tokens_per_s": self.throughput,
+                **self._validate(),
+                "elapsed_s": self.clock.elapsed(),
+            }
+            if self.memorise_pairs:
+                record["train_exact_match"] = exact_match_share(
+                    self.model, self.tokenizers, self.memorise_pairs, self.amp
+                )
+                hit = record["train_exact_match"] >= 1.0
+                state.memorised_epochs = state.memorised_epochs + 1 if hit else 0
+            self.selector.observe(state, record, self.model)
+            state.history.append(record)
+            if cfg.patience and self.selector.use_validation and state.bad_epochs >= cfg.patience:
+                stop = 1.0
+            if self.memorise_pairs and state.memorised_epochs >= cfg.memorise_epochs:
+                stop = 2.0
+            state.elapsed_s = self.clock.elapsed()
+            if self.ckpt_dir is not None:
+                ckpt.save_checkpoint(
+                    self.ckpt_dir,
+                    self.model,
+                    self.optimizer,
+                    self.tokenizers,
+                    self.requested.to_dict(),
+                    state,
+                )
+            self._emit("epoch", record["train_loss"])
+        flag = int(self.ranks.broadcast_flags([stop], self.comm_device)[0])
+        return {0: None, 1: StopReason.EARLY_STOPPING, 2: StopReason.MEMORISED}[flag]
+
+    # -- the end -------------------------------------------------------------------------------
+    @property
+    def cancelled(self) -> bool:
+        return self.stop_reason is StopReason.CANCELLED
+
+    def finish(self, extra_config: dict[str, Any] | None) -> TrainResult:
+        train_time = self.clock.elapsed()
+        state, ranks = self.state, self.ranks
+        chosen, scores = "last", {}
+        if not self.cancelled and ranks.main:
+            chosen, scores = self.selector.choose(state, self.model, self._validate)
+        ranks.broadcast_weights(self.model)  # rank 0 chose the final weights
+        self.model.eval()
+        metrics: dict[str, Any] = {
+            "steps": state.step,
+            "epochs": state.epoch,
+            "best_epoch": state.best_epoch,
+            "stop_reason": self.stop_reason.value,
+            "selected": chosen,
+            "train_time_s": round(train_time, 2),
+            "tokens_per_s": round(self.throughput, 1),
+            "parameters": self.model.num_parameters(),
+            "train_pairs": len(self.train_ex),
+            "valid_pairs": len(self.valid_ex),
+            # the longest sequences seen in training (tokens incl. EOS): inputs longer than
+            # these are outside what the model has learned
+            "longest_source_tokens": max(len(ex.src) for ex in self.train_ex),
+            "longest_target_tokens": max(len(ex.tgt) + 1 for ex in self.train_ex),
+            "precision": "bf16" if self.amp is not None else "fp32",
+            "device": str(self.device),
+            "world_size": ranks.world,
+            "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
+            "lr_schedule": self.schedule.kind,
+            "peak_lr": self.schedule.peak(),
+            "warmup_steps": self.schedule.warmup,
+            "train_loss": state.last_record.get("train_loss"),
+            **scores,
+        }
+        if ranks.main and self.out_path is not None and not self.cancelled:
+            save_model(
+                self.out_path,
+                self.model,
+                self.tokenizers,
+                {
+                    "training": self.cfg.to_dict(),
+                    "metrics": metrics,
+                    "history": state.history,
+                    **(extra_config or {}),
+                },
+            )
+            if self.ckpt_dir is not None and not self.cfg.keep_checkpoint:
+                shutil.rmtree(self.ckpt_dir, ignore_errors=True)
+        self._emit(
+            "done",
+            metrics["train_loss"],
+            valid_loss=scores.get("valid_loss"),
+            bleu=scores.get("bleu"),
+            chrf=scores.get("chrf"),
+            eta_s=0.0,
+            total_steps=state.step,
+            fraction=1.0,
+            stop_reason=self.stop_reason.value,
+        )
+        return TrainResult(
+            self.model,
+            self.tokenizers,
+            metrics,
+            state.history,
+            self.cancelled,
+            self.mcfg,
+            self.cfg,
+            self.out_path,
+        )

@@ -1,0 +1,19 @@
+"""§3 Model Architecture of "Attention Is All You Need", one module per part, in the paper's
+order:
+
+- `config`               the hyper-parameters of Table 3 (d_model, h, N, d_ff, P_drop) + presets
+- `embedding`            §3.4 Embeddings (scaled by √d_model) ...
+- `generator`            ... and the pre-softmax linear transformation
+- `positional_encoding`  §3.5 Positional Encoding (sinusoids)
+- `attention`            §3.2 Scaled Dot-Product and Multi-Head Attention (+ the decoding cache)
+- `masks`                §3.2.3 padding and causal (auto-regressive) masks
+- `feed_forward`         §3.3 Position-wise Feed-Forward Networks
+- `dropout`, `residual`  §5.4 Residual Dropout around every sub-layer, with layer normalisation
+- `encoder`, `decoder`   §3.1 Encoder and Decoder Stacks
+- `model`                §3 the encoder-decoder `Transformer` assembled from the parts
+"""
+
+from core_model.transformer.config import PRESETS, ModelConfig
+from core_model.transformer.model import Transformer
+
+__all__ = ["PRESETS", "ModelConfig", "Transformer"]

@@ -398,7 +398,10 @@ def history() -> None:
             "Delete run",
             lambda: _delete(run.id),
         )
-        st.caption(_outcome(run))
+        if run.stopped_because:
+            st.caption(f"Stopped at step {run.progress_step:,}: {run.stopped_because}.")
+        elif run.error:
+            st.caption(f"Failed: {run.error}")
         metrics = jobs.run_metrics(run.id)
         if metrics.empty:
             st.caption("This run recorded no progress.")

@@ -506,7 +506,7 @@ def reap_stale_runs() -> int:
                     "finished_at": utcnow(),
                     "progress_detail": detail,
                     "error": f"The worker stopped {MAX_STALLED_ATTEMPTS} times in a row (no "
-                    "heartbeat) without saving a new checkpoint; resume it to try again.",
+                    "heartbeat) without saving a new checkpoint; resume it or start a new run.",
                 }
             update_row = update(TrainingRun).where(TrainingRun.id == row.id, *stale)
             taken += s.execute(update_row.values(**values)).rowcount

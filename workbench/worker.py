@@ -182,12 +182,12 @@ class RunSync(threading.Thread):
                     )
             except Exception as exc:  # a busy database, say: everything stays buffered
                 self.last_error = exc
-                log.warning("run %s: progress not written yet, kept for later: %s", self.run_id,
-                            str(exc).splitlines()[0])  # fmt: skip
+                first_line = next(iter(str(exc).splitlines()), type(exc).__name__)
+                log.warning("run %s: progress kept for a later write: %s", self.run_id, first_line)
                 return False
             with self._buffer_lock:
                 del self._rows[: len(rows)]
-            if not owned:  # reaped as stale, or cancelled meanwhile: nothing more is ours
+            if not owned:  # reaped as stale (re-queued or failed): nothing more is ours
                 self.owned = False
             if requested or not owned:
                 self.cancel.set()
@@ -223,16 +223,13 @@ def _owned(run_id: int, worker: str):
 
 def _finish(run_id: int, worker: str, status: str, error: str | None = None) -> bool:
     """Close the run; False when it was no longer ours (then nothing is written)."""
+    values: dict[str, Any] = dict(status=status, error=error, finished_at=utcnow(), eta_s=0.0)
+    if status == "failed":  # training may have ended well before registering failed
+        values["stop_reason"] = None
 
     def close() -> bool:
         with session_scope() as s:
-            return bool(
-                s.execute(
-                    _owned(run_id, worker).values(
-                        status=status, error=error, finished_at=utcnow(), eta_s=0.0
-                    )
-                ).rowcount
-            )
+            return bool(s.execute(_owned(run_id, worker).values(**values)).rowcount)
 
     return _until_written(close, f"run {run_id}: closing it as {status}")
 

@@ -127,7 +127,9 @@ def _args_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", required=True, help="corpus name or id")
     # No `choices`: the presets live in core_model (importing it costs every command a torch
     # import); an unknown name is refused with the list of known ones.
-    p.add_argument("--preset", help="model size: tiny (default), small, base, …")
+    p.add_argument(
+        "--preset", help="model size preset, e.g. tiny (the default); a wrong name lists them all"
+    )
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--epochs", type=_positive_int, help="train for N epochs")
     budget.add_argument(
@@ -178,8 +180,8 @@ def _follow(run_id: int, wait: bool) -> int:
             print(f"run {run_id}: {_progress_line(run)}", file=sys.stderr)
         time.sleep(1.0)
     if run.stopped_because:
-        print(f"run {run_id}: stopped at step {run.progress_step}: {run.stopped_because}",
-              file=sys.stderr)  # fmt: skip
+        why = f"stopped at step {run.progress_step}: {run.stopped_because}"
+        print(f"run {run_id}: {why}", file=sys.stderr)
     print(
         json.dumps(
             {

@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from jobs_helpers import TOY, cli, make_toy_corpus, toy_pairs
+from jobs_helpers import TOY, add_preset, cli, make_toy_corpus, toy_pairs
 
 from workbench import corpus, jobs
 
@@ -117,10 +117,9 @@ def test_train_takes_any_preset_of_core_model_and_a_time_budget(
     wb_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CLI lists no presets of its own: one added to core_model is accepted as it is."""
-    from core_model.transformer import config
     from workbench import cli as workbench_cli
 
-    monkeypatch.setitem(config.PRESETS, "micro", dict(config.PRESETS["tiny"], d_model=32))
+    add_preset(monkeypatch, "micro")
     monkeypatch.setattr(jobs, "ensure_worker", lambda *a, **k: None)  # no worker: only queue
     make_toy_corpus()
     assert workbench_cli.main(["train", "--corpus", "toy", "--preset", "micro"]) == 0
@@ -132,4 +131,4 @@ def test_train_takes_any_preset_of_core_model_and_a_time_budget(
     assert (run.config["time_budget_s"], run.config["epochs"], run.budget) == (120, None, "2 min")
 
     assert workbench_cli.main(["train", "--corpus", "toy", "--preset", "giant"]) == 2
-    assert "choose one of tiny, small, base, micro" in capsys.readouterr().err
+    assert "choose one of auto, tiny, small, base, micro" in capsys.readouterr().err

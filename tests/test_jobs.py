@@ -14,7 +14,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from jobs_helpers import ROOT, make_toy_corpus, start_worker, stop, subprocess_env, wait_for
+from jobs_helpers import (
+    ROOT,
+    add_preset,
+    make_toy_corpus,
+    start_worker,
+    stop,
+    subprocess_env,
+    wait_for,
+)
 from sqlalchemy import delete, select, update
 
 from core_model.training import checkpoint as ckpt
@@ -62,10 +70,11 @@ def test_enqueue_rejects_bad_requests(db_url: str) -> None:
 
 def test_presets_have_one_source(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A preset added to core_model's presets can be chosen without touching the front ends."""
-    from core_model.transformer import config
+    from core_model.training import config
 
-    assert list(jobs.presets()) == list(config.PRESETS)
-    monkeypatch.setitem(config.PRESETS, "micro", dict(config.PRESETS["tiny"], d_model=32))
+    assert list(jobs.presets()) == list(config.PRESET_CHOICES)
+    assert jobs.DEFAULT_PRESET in jobs.presets()
+    add_preset(monkeypatch, "micro")
     assert jobs.presets()["micro"] == ""  # no description yet: still listed
     run_id = jobs.enqueue_training(make_toy_corpus(), preset="micro")
     assert jobs.get_run(run_id).config["preset"] == "micro"

@@ -384,7 +384,7 @@ def test_train_start_and_cancel_a_run(populated: Trained, no_worker: None) -> No
     at.button(key="train_button").click().run()
     assert_clean(at)
     run = jobs.list_runs()[0]
-    assert run.status == "queued" and run.config["preset"] == "tiny"
+    assert run.status == "queued" and run.config["preset"] == jobs.DEFAULT_PRESET
     assert run.config["epochs"] is None, "epochs default to the automatic budget"
     assert run.config["time_budget_s"] is None
     assert f"Run #{run.id} queued" in texts(at.success)
@@ -423,9 +423,9 @@ def test_train_with_options(populated: Trained, no_worker: None) -> None:
 def test_the_page_offers_every_preset_of_core_model(
     populated: Trained, no_worker: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from core_model.transformer import config
+    from jobs_helpers import add_preset
 
-    monkeypatch.setitem(config.PRESETS, "micro", dict(config.PRESETS["tiny"], d_model=32))
+    add_preset(monkeypatch, "micro")
     at = open_page("train")
     assert "micro" in at.button_group(key="train_preset").options[-1]
 
@@ -468,7 +468,7 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
     from db.engine import session_scope
     from db.models import TrainingRun
 
-    run_id = _fake_running_run(populated.corpus_id, minutes=5)
+    run_id = _fake_running_run(populated.corpus_id)  # the automatic budget
     try:
         at = open_page("train")
         assert at.progress[0].value == 30  # the share of the budget, not 50 / 200
@@ -482,8 +482,12 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
         assert metrics["Training loss"] == "4.000"  # the latest window, not the epoch's mean
         assert metrics["Validation loss"] == "4.500"
 
-        with session_scope() as s:
-            s.get(TrainingRun, run_id).progress_detail = {"fraction": 0.3, "limit": "time"}
+        with session_scope() as s:  # its clock binds: 90 s are 30 % of its 5-minute ceiling
+            s.get(TrainingRun, run_id).progress_detail = {
+                "fraction": 0.3,
+                "limit": "time",
+                "elapsed_s": 90.0,
+            }
         at = open_page("train")
         assert at.progress[0].text == "1 min 30 s of 5 min 00 s · step 50 of about 200 · 30 %"
         assert {m.label: m.value for m in at.metric}["ETA"] == "1 min 15 s"
@@ -523,8 +527,8 @@ def test_history_says_why_runs_stopped_with_one_type_per_column(
             row = table.loc[run_id]
             assert row["version"] == f"#{run.version_id}"
             assert row["steps"] == run.progress_step  # the real end, not a planned total
-            assert row["stopped because"] == run.stopped_because == "reached its step limit"
-        last = jobs.get_run(populated.run_ids[-1])
+            assert row["stopped because"] == run.stopped_because != ""
+        last = jobs.get_run(populated.run_ids[-1])  # 30 steps: too few to learn the pairs
         at.selectbox(key="history_run").select(last.id).run()
         assert f"Stopped at step {last.progress_step:,}: reached its step limit." in texts(
             at.caption

@@ -285,8 +285,8 @@ def _progress_text(run: RunInfo) -> str:
     """Progress against what will end the run: the clock under a time budget, else the step
     budget ('at most' when an early-stopping rule may end it sooner)."""
     percent = f"{100 * run.fraction_done:.0f} %"
-    if run.time_limited:
-        budget = float(run.config.get("time_budget_s") or 0)
+    budget = run.time_budget_s
+    if run.time_limited and budget:
         return (
             f"{common.fmt_duration(run.fraction_done * budget)} of "
             f"{common.fmt_duration(budget)} · step {run.progress_step:,} of about "

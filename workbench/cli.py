@@ -128,7 +128,8 @@ def _args_train(p: argparse.ArgumentParser) -> None:
     # No `choices`: the presets live in core_model (importing it costs every command a torch
     # import); an unknown name is refused with the list of known ones.
     p.add_argument(
-        "--preset", help="model size preset, e.g. tiny (the default); a wrong name lists them all"
+        "--preset",
+        help="model size preset (default: auto, the recipe's pick); a wrong name lists them all",
     )
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--epochs", type=_positive_int, help="train for N epochs")

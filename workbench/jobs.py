@@ -26,9 +26,9 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import defer
 
 from core_model.artifact import ArtifactError
-from core_model.training import StopReason, TrainConfig
+from core_model.training import StopReason, TrainConfig, TrainingError
 from core_model.training import checkpoint as ckpt
-from core_model.transformer.config import PRESET_DESCRIPTIONS, PRESETS
+from core_model.training import config as training_config
 from db.engine import database_url, session_scope, workbench_home
 from db.models import Corpus, ModelVersion, RunMetric, TrainingRun, utcnow
 from workbench import corpus, registry
@@ -43,7 +43,7 @@ RESUME_NOTE = (
 )
 ACTIVE_STATUSES = ("queued", "running")
 RESUMABLE_STATUSES = ("failed", "cancelled")
-DEFAULT_PRESET = "tiny"
+DEFAULT_PRESET: str = TrainConfig.preset  # what a run trains when no preset is given
 MAX_TRAIN_MINUTES = 7 * 24 * 60  # a week: longer is a typo, not a plan
 # progress_detail keys the reaper keeps across attempts (the worker writes the others)
 ATTEMPT_KEYS = ("checkpoint_step", "stalled_attempts")
@@ -58,9 +58,10 @@ def heartbeat_timeout_s() -> float:
 
 
 def presets() -> dict[str, str]:
-    """The model sizes a run can use, each with its one-line description (core_model's
-    presets are the one source: a preset added there appears on the page and in the CLI)."""
-    return {name: PRESET_DESCRIPTIONS.get(name, "") for name in PRESETS}
+    """The model sizes a run can use, each with its one-line description. core_model's preset
+    choices are the one source: a preset added there appears on the page and in the CLI."""
+    descriptions = training_config.PRESET_DESCRIPTIONS
+    return {name: descriptions.get(name, "") for name in training_config.PRESET_CHOICES}
 
 
 def is_local_database() -> bool:
@@ -118,6 +119,19 @@ class RunInfo:
         return self.progress_detail.get("limit") == "time"
 
     @property
+    def time_budget_s(self) -> float | None:
+        """The wall-clock budget: the one asked for, else (the automatic budget has a ceiling
+        that core_model sets from the corpus) the one the progress shows binding."""
+        asked = self.config.get("time_budget_s")
+        if asked:
+            return float(asked)
+        detail = self.progress_detail
+        elapsed, fraction = detail.get("elapsed_s"), detail.get("fraction")
+        if self.time_limited and elapsed and fraction:  # the clock binds: fraction = t / budget
+            return float(elapsed) / float(fraction)
+        return None
+
+    @property
     def budget(self) -> str:
         """What the run was asked to train for: 'automatic', '3 epochs' or '5 min'."""
         minutes = (self.config.get("time_budget_s") or 0) / 60
@@ -173,8 +187,8 @@ def enqueue_training(
     automatic budget (a small corpus is repeated until learned). Extra keyword arguments are
     TrainConfig fields.
     """
-    if preset not in PRESETS:
-        raise WorkbenchError(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
+    if preset not in presets():
+        raise WorkbenchError(f"Unknown preset {preset!r}; choose one of {', '.join(presets())}.")
     if epochs is not None and minutes is not None:
         raise WorkbenchError("Train for a number of epochs or of minutes, not both.")
     if epochs is not None and epochs < 1:
@@ -191,7 +205,7 @@ def enqueue_training(
         raise WorkbenchError("No CUDA GPU on this machine: train on cpu (or auto).")
     try:
         config = TrainConfig(preset=preset, epochs=epochs, device=device, **overrides).to_dict()
-    except TypeError as exc:
+    except (TypeError, TrainingError) as exc:
         raise WorkbenchError(f"Invalid training option: {exc}") from None
     frozen = corpus.snapshot(corpus_id)
     info = corpus.get_corpus(corpus_id)

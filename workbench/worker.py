@@ -144,6 +144,7 @@ class RunSync(threading.Thread):
                 "fraction": event.fraction,
                 "limit": event.limit,
                 "watch": event.watch,
+                "elapsed_s": event.elapsed_s,
             },
         }
         if event.stop_reason is not None:

@@ -35,13 +35,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# One line per preset, for people choosing one (the Train page shows them).
-PRESET_DESCRIPTIONS: dict[str, str] = {
-    "tiny": "2+2 layers, d=64: learns a few dozen pairs on a laptop CPU in about a minute",
-    "small": "3+3 layers, d=256: a small domain on a CPU, or anything on a GPU",
-    "base": "6+6 layers, d=512: the paper's base model; wants a GPU and many pairs",
-}
-
 
 @dataclass
 class ModelConfig:

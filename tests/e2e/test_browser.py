@@ -201,7 +201,7 @@ def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
             # Screenshot while it learns, once the curves have some history. The demo corpus
             # is small: the run stops once it reproduces every training pair, and the panel
             # says so instead of promising its whole step budget.
-            learning = _wait_for_steps(page, 100, TRAIN_TIMEOUT_S)
+            learning = _wait_for_steps(page, 30, TRAIN_TIMEOUT_S)
             if learning is not None:
                 assert re.search(r"step [\d,]+ of at most [\d,]+", learning), learning
                 assert "Stops early once it reproduces every training pair" in learning

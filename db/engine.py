@@ -27,6 +27,7 @@ ENV_DB_URL = "WORKBENCH_DB_URL"
 DEFAULT_HOME = "./workbench_data"
 # Writers wait this long for the lock (a million-pair import holds it for about a minute).
 SQLITE_BUSY_TIMEOUT_MS = 60_000
+ENV_SQLITE_BUSY_TIMEOUT = "WORKBENCH_SQLITE_BUSY_TIMEOUT_MS"  # overrides it (tests shrink it)
 
 # Ids are INTEGER columns: 32-bit on PostgreSQL, so no row id is ever larger than this.
 MAX_ID = 2**31 - 1
@@ -54,12 +55,17 @@ def database_url() -> str:
     return f"sqlite:///{workbench_home() / 'workbench.db'}"
 
 
+def sqlite_busy_timeout_ms() -> int:
+    """How long a SQLite writer waits for the lock before 'database is locked'."""
+    return int(os.environ.get(ENV_SQLITE_BUSY_TIMEOUT) or SQLITE_BUSY_TIMEOUT_MS)
+
+
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     """Per-connection SQLite settings: WAL lets readers run beside one writer; the busy
     timeout makes concurrent writers (UI, worker heartbeats) wait instead of failing."""
     cur = dbapi_connection.cursor()
     try:
-        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute(f"PRAGMA busy_timeout = {sqlite_busy_timeout_ms()}")
         cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
@@ -79,7 +85,7 @@ def create_workbench_engine(url: str) -> Engine:
     shown = parsed.render_as_string(hide_password=True)
     try:
         if parsed.get_backend_name() == "sqlite":
-            kwargs: dict[str, Any] = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}}
+            kwargs: dict[str, Any] = {"connect_args": {"timeout": sqlite_busy_timeout_ms() / 1000}}
             if parsed.database in (None, "", ":memory:"):
                 # One shared connection, otherwise every session would see its own empty DB.
                 kwargs["poolclass"] = StaticPool

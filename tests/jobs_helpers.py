@@ -27,6 +27,15 @@ def make_toy_corpus(name: str = "toy") -> int:
     return info.id
 
 
+def add_preset(monkeypatch, name: str) -> None:
+    """A new model preset in core_model (as if added to its source), for this test only."""
+    from core_model.training import config as training_config
+    from core_model.transformer import config as model_config
+
+    monkeypatch.setitem(model_config.PRESETS, name, dict(model_config.PRESETS["tiny"]))
+    monkeypatch.setattr(training_config, "PRESET_CHOICES", (*training_config.PRESET_CHOICES, name))
+
+
 def subprocess_env() -> dict[str, str]:
     """The test's environment (WORKBENCH_HOME / WORKBENCH_DB_URL) plus the repo on the path."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))

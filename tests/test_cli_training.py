@@ -9,9 +9,10 @@ import re
 import signal
 from pathlib import Path
 
-from jobs_helpers import TOY, cli, toy_pairs
+import pytest
+from jobs_helpers import TOY, add_preset, cli, make_toy_corpus, toy_pairs
 
-from workbench import corpus
+from workbench import corpus, jobs
 
 
 def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
@@ -28,11 +29,15 @@ def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
         result = json.loads(trained.stdout.strip().splitlines()[-1])
         assert result["status"] == "succeeded" and result["version_id"] is not None
         assert result["run_id"] >= 1
+        # the automatic budget of 12 pairs ends when they are learned, and says so
+        assert result["stop_reason"] == "memorised" and result["steps"] > 0
+        assert "learned every training pair" in trained.stderr
     finally:
         if worker_pid is not None:  # the detached worker this test caused to start
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker_pid, signal.SIGTERM)
-    version = str(result["version_id"])
+    version_id = result["version_id"]
+    version = str(version_id)
 
     listed = cli("versions", "--json")
     assert listed.returncode == 0
@@ -57,6 +62,26 @@ def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
         "n": len(pairs),
     }
 
+    runs = cli("runs", "--json")
+    assert runs.returncode == 0, runs.stderr
+    [run] = json.loads(runs.stdout)
+    assert (run["id"], run["status"], run["version_id"]) == (
+        result["run_id"],
+        "succeeded",
+        result["version_id"],
+    )
+    assert (run["steps"], run["stopped_because"]) == (
+        result["steps"],
+        "learned every training pair",
+    )
+    assert "learned every training pair" in cli("runs").stdout
+    resumed = cli("resume", str(result["run_id"]))
+    assert resumed.returncode == 2 and "only a failed or cancelled run" in resumed.stderr
+    deleted = cli("delete-run", str(result["run_id"]))
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(cli("runs", "--json").stdout) == []
+    assert [v["id"] for v in json.loads(cli("versions", "--json").stdout)] == [version_id]
+
 
 def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Path) -> None:
     ref = tmp_path / "one.txt"
@@ -66,6 +91,11 @@ def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Pa
         ("translate", "--version", "42", "hello"),
         ("evaluate", "--version", "1", "--src", str(tmp_path / "nope.txt"), "--ref", str(ref)),
         ("train", "--corpus", "x", "--preset", "giant"),
+        ("train", "--corpus", "x", "--epochs", "3", "--minutes", "2"),
+        ("train", "--corpus", "x", "--minutes", "0"),
+        ("resume", "7"),
+        ("delete-run", "7"),
+        ("runs", "--bogus"),
         ("versions", "--bogus"),
     ]
     for args in cases:
@@ -81,3 +111,24 @@ def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Pa
     assert corpus.list_corpora() == []  # not even the new, empty corpus is left behind
     empty = cli("versions")
     assert empty.returncode == 0 and "no model versions yet" in empty.stdout
+
+
+def test_train_takes_any_preset_of_core_model_and_a_time_budget(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI lists no presets of its own: one added to core_model is accepted as it is."""
+    from workbench import cli as workbench_cli
+
+    add_preset(monkeypatch, "micro")
+    monkeypatch.setattr(jobs, "ensure_worker", lambda *a, **k: None)  # no worker: only queue
+    make_toy_corpus()
+    assert workbench_cli.main(["train", "--corpus", "toy", "--preset", "micro"]) == 0
+    queued = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert jobs.get_run(queued["run_id"]).config["preset"] == "micro"
+
+    assert workbench_cli.main(["train", "--corpus", "toy", "--minutes", "2"]) == 0
+    run = jobs.get_run(json.loads(capsys.readouterr().out.splitlines()[-1])["run_id"])
+    assert (run.config["time_budget_s"], run.config["epochs"], run.budget) == (120, None, "2 min")
+
+    assert workbench_cli.main(["train", "--corpus", "toy", "--preset", "giant"]) == 2
+    assert "choose one of auto, tiny, small, base, micro" in capsys.readouterr().err

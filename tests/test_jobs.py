@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -13,11 +14,19 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from jobs_helpers import ROOT, make_toy_corpus, start_worker, stop, subprocess_env, wait_for
-from sqlalchemy import select, update
+from jobs_helpers import (
+    ROOT,
+    add_preset,
+    make_toy_corpus,
+    start_worker,
+    stop,
+    subprocess_env,
+    wait_for,
+)
+from sqlalchemy import delete, select, update
 
 from core_model.training import checkpoint as ckpt
-from db.engine import session_scope
+from db.engine import ENV_SQLITE_BUSY_TIMEOUT, session_scope
 from db.models import RunMetric, TrainingRun, utcnow
 from workbench import corpus, jobs, registry, worker
 from workbench.errors import WorkbenchError
@@ -41,13 +50,65 @@ def test_enqueue_rejects_bad_requests(db_url: str) -> None:
         jobs.enqueue_training(corpus_id, init_version_id=5)
     with pytest.raises(WorkbenchError, match="Invalid training option"):
         jobs.enqueue_training(corpus_id, no_such_option=1)
+    with pytest.raises(WorkbenchError, match="epochs or of minutes, not both"):
+        jobs.enqueue_training(corpus_id, epochs=3, minutes=5)
+    for minutes in (0, -1, float("nan"), jobs.MAX_TRAIN_MINUTES + 1):
+        with pytest.raises(WorkbenchError, match="Minutes must be more than 0"):
+            jobs.enqueue_training(corpus_id, minutes=minutes)
     assert jobs.list_runs() == []  # nothing was queued by the bad requests
 
     run_id = jobs.enqueue_training(corpus_id, preset="tiny", epochs=3)
     run = jobs.get_run(run_id)
     assert (run.status, run.snapshot_size, run.config["epochs"]) == ("queued", 12, 3)
+    assert run.budget == "3 epochs"
     assert len(run.snapshot_hash) == 64
     assert jobs.cancel_run(run_id) == "cancelled"  # a queued run is cancelled at once
+    timed = jobs.get_run(jobs.enqueue_training(corpus_id, minutes=2.5))
+    assert (timed.config["time_budget_s"], timed.config["epochs"]) == (150.0, None)
+    assert timed.budget == "2.5 min"
+
+
+def test_presets_have_one_source(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A preset added to core_model's presets can be chosen without touching the front ends."""
+    from core_model.training import config
+
+    assert list(jobs.presets()) == list(config.PRESET_CHOICES)
+    assert jobs.DEFAULT_PRESET in jobs.presets()
+    add_preset(monkeypatch, "micro")
+    assert jobs.presets()["micro"] == ""  # no description yet: still listed
+    run_id = jobs.enqueue_training(make_toy_corpus(), preset="micro")
+    assert jobs.get_run(run_id).config["preset"] == "micro"
+
+
+def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
+    """The worker stores each row's kind, the latest progress detail, the final step as the
+    total and the stop reason: the memorisation rule ends the automatic budget of a tiny
+    corpus long before its step budget, and a time budget ends a run that has epochs left."""
+    corpus_id = make_toy_corpus()
+    learned = jobs.enqueue_training(corpus_id, progress_every_s=0.1)
+    assert worker.run_worker(once=True) == 1
+    run = jobs.get_run(learned)
+    assert run.status == "succeeded", run.error
+    assert (run.stop_reason, run.stopped_because) == ("memorised", "learned every training pair")
+    assert run.progress_total == run.progress_step > 0  # History shows the real end
+    assert run.fraction_done == 1.0
+    assert run.progress_detail["watch"]["rule"] == "memorise"
+    metrics = jobs.run_metrics(learned)
+    kinds = metrics["kind"].tolist()
+    assert kinds[0] == "start" and kinds[-1] == "done" and "epoch" in kinds
+    assert set(kinds) <= {"start", "step", "epoch", "done"}
+    assert metrics["step"].iloc[-1] == run.progress_step
+    row = jobs.runs_table().iloc[0]
+    assert (row["steps"], row["stopped because"]) == (run.progress_step, run.stopped_because)
+
+    # 3 s for a budget of 20,000 steps, without the memorisation rule: the clock ends it
+    timed = jobs.enqueue_training(corpus_id, minutes=0.05, min_steps=20000, memorise_max_pairs=0)
+    assert worker.run_worker(once=True) == 1
+    run = jobs.get_run(timed)
+    assert (run.status, run.stop_reason) == ("succeeded", "time_budget"), run.error
+    assert run.stopped_because == "time budget reached"
+    assert run.progress_detail["limit"] == "time"
+    assert run.progress_total == run.progress_step < 20000
 
 
 def test_two_workers_claim_one_run_exactly_once(db_url: str, tmp_path: Path) -> None:
@@ -143,7 +204,7 @@ def test_killed_worker_is_resumed_from_its_checkpoint_and_edits_never_hit_a_lock
         stop(second)
     with session_scope() as s:
         assert s.get(TrainingRun, run_id).attempts == 2
-    assert not jobs.run_dir(run_id).exists()  # ended: its checkpoint is cleaned up
+    assert jobs.checkpoint_step(run_id) is not None  # cancelled: kept, to be resumed
 
 
 def _metric_rows(run_id: int) -> list[tuple[int, int]]:
@@ -215,26 +276,44 @@ def test_cancel_and_reap_never_undo_a_workers_claim(db_url: str) -> None:
     assert jobs.get_run(run_id).status == "cancelled"  # its cancel was pending: not re-queued
 
 
-def test_a_dead_workers_run_is_requeued_until_the_attempts_run_out(db_url: str) -> None:
+def test_a_dead_workers_run_fails_only_after_attempts_without_progress(db_url: str) -> None:
+    """Attempts whose worker died after saving a new checkpoint (an epoch row) do not count:
+    a long run on a flaky machine goes on; one that dies before its next checkpoint every
+    time (out of memory, say) is failed after MAX_STALLED_ATTEMPTS, keeping its checkpoint."""
     run_id = jobs.enqueue_training(make_toy_corpus(), **QUICK)
-    for attempt in range(1, jobs.MAX_ATTEMPTS + 1):
+    attempt = 0
+
+    def die(progress: bool) -> jobs.RunInfo:
+        nonlocal attempt
+        attempt += 1
         assert worker.claim_next_run(f"worker-{attempt}") == run_id
         with session_scope() as s:
             run_row = s.get(TrainingRun, run_id)
             assert run_row.attempts == attempt and run_row.note is None
             run_row.device = "cuda:0"  # what a GPU worker resolved "auto" to
+            if progress:  # an epoch ended: its checkpoint was saved, then its row written
+                s.add(RunMetric(run_id=run_id, kind="epoch", step=10 * attempt, epoch=attempt))
         _go_stale(run_id)
         assert jobs.reap_stale_runs() == 1
-        run = jobs.get_run(run_id)
-        if attempt < jobs.MAX_ATTEMPTS:
-            assert run.status == "queued" and run.note == jobs.RESUME_NOTE
-            assert run.device == "auto"  # any worker may resume it, not only a GPU one
-    assert run.status == "failed"
-    assert f"stopped {jobs.MAX_ATTEMPTS} times" in run.error
+        return jobs.get_run(run_id)
+
+    for _ in range(jobs.MAX_STALLED_ATTEMPTS + 2):  # more deaths than the limit, all progressing
+        run = die(progress=True)
+        assert run.status == "queued" and run.note == jobs.RESUME_NOTE
+        assert run.device == "auto"  # any worker may resume it, not only a GPU one
+    for stalled in range(1, jobs.MAX_STALLED_ATTEMPTS + 1):
+        run = die(progress=False)
+        assert run.status == ("failed" if stalled == jobs.MAX_STALLED_ATTEMPTS else "queued")
+    assert f"stopped {jobs.MAX_STALLED_ATTEMPTS} times in a row" in run.error
     assert worker.claim_next_run("late") is None
-    # The failed run's checkpoint folder goes when a worker next starts; a queued run's stays.
+
+    # A worker starting sweeps runs/: the failed run keeps its checkpoint (to be resumed),
+    # queued ones too; a succeeded run's leftovers and a deleted run's folder go.
     waiting = jobs.enqueue_training(make_toy_corpus("other"), **QUICK)
-    for kept_or_not in (run_id, waiting):
+    done = jobs.enqueue_training(make_toy_corpus("third"), **QUICK)
+    with session_scope() as s:
+        s.get(TrainingRun, done).status = "succeeded"
+    for kept_or_not in (run_id, waiting, done, 999):
         (jobs.run_dir(kept_or_not) / "checkpoint").mkdir(parents=True)
     # So does the staging copy of a `register` killed two days ago; today's is still in use.
     runs = jobs.run_dir(run_id).parent
@@ -243,9 +322,135 @@ def test_a_dead_workers_run_is_requeued_until_the_attempts_run_out(db_url: str) 
         staging.mkdir()
     two_days_ago = time.time() - 2 * 86400
     os.utime(stale_import, (two_days_ago, two_days_ago))
-    assert jobs.sweep_run_folders() == 2
-    assert not jobs.run_dir(run_id).exists() and jobs.run_dir(waiting).is_dir()
+    assert jobs.sweep_run_folders() == 3
+    assert jobs.run_dir(run_id).is_dir() and jobs.run_dir(waiting).is_dir()
+    assert not jobs.run_dir(done).exists() and not jobs.run_dir(999).exists()
     assert not stale_import.exists() and fresh_import.is_dir()
+
+
+def test_resume_a_cancelled_run_from_its_checkpoint_then_delete_it(
+    wb_home: Path, tmp_path: Path
+) -> None:
+    corpus_id = make_toy_corpus()
+    run_id = jobs.enqueue_training(corpus_id, epochs=200, min_epoch_steps=40)
+    with pytest.raises(WorkbenchError, match="only a failed or cancelled run"):
+        jobs.resume_run(run_id)
+    with pytest.raises(WorkbenchError, match="cancel it before deleting"):
+        jobs.delete_run(run_id)
+    proc = start_worker("--once", log=tmp_path / "worker.log")
+    try:
+        wait_for(lambda: jobs.checkpoint_step(run_id) is not None, 120, "the first checkpoint")
+        jobs.cancel_run(run_id)
+        wait_for(lambda: jobs.get_run(run_id).status == "cancelled", 30, "the cancel")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        stop(proc)
+    run = jobs.get_run(run_id)
+    assert run.stop_reason == "cancelled" and run.progress_step > 0
+    saved = jobs.checkpoint_step(run_id)  # a cancelled run keeps its checkpoint
+    assert saved is not None and saved <= run.progress_step
+
+    assert jobs.resume_run(run_id) == saved
+    run = jobs.get_run(run_id)
+    assert (run.status, run.stop_reason, run.cancel_requested) == ("queued", None, False)
+    assert f"step {saved}" in run.note
+    with pytest.raises(WorkbenchError, match="only a failed or cancelled run"):
+        jobs.resume_run(run_id)  # a second click
+    last_row = int(jobs.run_metrics(run_id)["id"].max())
+    proc = start_worker("--once", log=tmp_path / "worker2.log")
+    try:
+        wait_for(lambda: jobs.get_run(run_id).progress_step > saved + 40, 120, "resumed steps")
+        jobs.cancel_run(run_id)
+        wait_for(lambda: jobs.get_run(run_id).status == "cancelled", 30, "the second cancel")
+    finally:
+        stop(proc)
+    metrics = jobs.run_metrics(run_id)
+    resumed = metrics[metrics["id"] > last_row]
+    assert resumed["step"].iloc[0] == saved  # it went on from the checkpoint, not from 0
+    # the cancelled attempt's rows after the checkpoint were dropped: no step twice
+    assert metrics.sort_values("id")["step"].is_monotonic_increasing
+
+    jobs.delete_run(run_id)
+    with pytest.raises(WorkbenchError, match="does not exist"):
+        jobs.get_run(run_id)
+    assert jobs.run_metrics(run_id).empty
+    assert not jobs.run_dir(run_id).exists()
+    with pytest.raises(WorkbenchError, match="does not exist"):
+        jobs.delete_run(run_id)
+
+
+def test_deleting_a_run_keeps_its_version_and_a_run_without_checkpoint_cannot_resume(
+    db_url: str,
+) -> None:
+    run_id = jobs.enqueue_training(make_toy_corpus(), **QUICK)
+    assert worker.run_worker(once=True) == 1
+    version_id = jobs.get_run(run_id).version_id
+    with pytest.raises(WorkbenchError, match="only a failed or cancelled run"):
+        jobs.resume_run(run_id)
+    jobs.delete_run(run_id)
+    assert registry.get_version(version_id).run_id is None  # the model stays usable
+    assert jobs.list_runs() == []
+
+    never_ran = jobs.enqueue_training(make_toy_corpus("other"), **QUICK)
+    jobs.cancel_run(never_ran)
+    with pytest.raises(WorkbenchError, match="no checkpoint to resume from"):
+        jobs.resume_run(never_ran)
+
+
+def test_the_live_view_reads_only_new_metric_rows(db_url: str) -> None:
+    run_id = jobs.enqueue_training(make_toy_corpus(), **QUICK)
+
+    def add(*steps: int) -> None:
+        with session_scope() as s:
+            s.add_all(RunMetric(run_id=run_id, step=step, train_loss=1.0) for step in steps)
+
+    add(10, 20)
+    known = jobs.follow_metrics(run_id)
+    assert known["step"].tolist() == [10, 20]
+    assert jobs.follow_metrics(run_id, known) is known  # nothing new: nothing read
+    add(30)
+    grown = jobs.follow_metrics(run_id, known)
+    assert grown["step"].tolist() == [10, 20, 30]
+    # A resumed attempt drops the rows written after its checkpoint: the view starts over.
+    with session_scope() as s:
+        s.execute(delete(RunMetric).where(RunMetric.run_id == run_id, RunMetric.step > 10))
+    add(15)
+    assert jobs.follow_metrics(run_id, grown)["step"].tolist() == [10, 15]
+
+
+def test_a_database_locked_past_the_busy_timeout_never_fails_a_run(
+    wb_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long import holds SQLite's write lock longer than the worker's busy timeout: the
+    worker trains on, keeps its progress rows and writes them once the lock is free."""
+    monkeypatch.setenv(ENV_SQLITE_BUSY_TIMEOUT, "300")  # the worker gives up a write after 0.3 s
+    run_id = jobs.enqueue_training(
+        make_toy_corpus(), epochs=200, min_epoch_steps=20, max_steps=1500, progress_every_s=0.1
+    )
+    proc = start_worker("--once", log=tmp_path / "worker.log")
+    hold_s = 4.0
+    try:
+        wait_for(lambda: jobs.get_run(run_id).progress_step > 0, 120, "training progress")
+        with contextlib.closing(sqlite3.connect(wb_home / "workbench.db", timeout=30)) as lock:
+            lock.execute("BEGIN IMMEDIATE")  # what an import's transaction holds
+            before = jobs.get_run(run_id).progress_step
+            time.sleep(hold_s)
+            assert jobs.get_run(run_id).progress_step == before  # nothing could be written
+            lock.rollback()
+        wait_for(lambda: jobs.get_run(run_id).progress_step > before, 30, "the buffered rows")
+        after = jobs.get_run(run_id).progress_step
+        wait_for(lambda: not jobs.get_run(run_id).active, 240, "the end of the run")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        stop(proc)
+    log = (tmp_path / "worker.log").read_text()
+    assert "locked" in log  # the lock did get in the worker's way
+    run = jobs.get_run(run_id)
+    assert (run.status, run.stop_reason) == ("succeeded", "max_steps"), run.error
+    steps = jobs.run_metrics(run_id).sort_values("id")["step"]
+    assert steps.is_monotonic_increasing  # written in order, none lost or doubled back
+    # The rows of the locked seconds were kept and written in one go after it.
+    assert ((steps > before) & (steps <= after)).sum() >= hold_s / 0.1 / 4
 
 
 def _go_stale(run_id: int) -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -412,8 +414,9 @@ def test_train_start_and_cancel_a_run(populated: Trained, no_worker: None) -> No
     at.button(key="train_button").click().run()
     assert_clean(at)
     run = jobs.list_runs()[0]
-    assert run.status == "queued" and run.config["preset"] == "tiny"
+    assert run.status == "queued" and run.config["preset"] == jobs.DEFAULT_PRESET
     assert run.config["epochs"] is None, "epochs default to the automatic budget"
+    assert run.config["time_budget_s"] is None
     assert f"Run #{run.id} queued" in texts(at.success)
     assert f"Run #{run.id}" in texts(at.markdown)
 
@@ -424,6 +427,8 @@ def test_train_start_and_cancel_a_run(populated: Trained, no_worker: None) -> No
 
 def test_train_with_options(populated: Trained, no_worker: None) -> None:
     at = open_page("train")
+    assert not [n for n in at.number_input if n.key in ("train_epochs", "train_minutes")]
+    at.button_group(key="train_for").set_value("epochs").run()
     at.number_input(key="train_epochs").set_value(3)
     at.selectbox(key="train_init_version").select(populated.version_ids[0])
     at.number_input(key="train_max_steps").set_value(10)
@@ -436,41 +441,182 @@ def test_train_with_options(populated: Trained, no_worker: None) -> None:
     assert run.init_version_id == populated.version_ids[0]
     jobs.cancel_run(run.id)
 
+    at.button_group(key="train_for").set_value("minutes").run()
+    at.number_input(key="train_minutes").set_value(5.0)
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = jobs.list_runs()[0]
+    assert (run.config["time_budget_s"], run.config["epochs"]) == (300, None)
+    jobs.cancel_run(run.id)
 
-def test_live_panel_shows_a_running_run(populated: Trained, no_worker: None) -> None:
-    """A run in progress (metrics streamed by a worker) draws progress, ETA and charts."""
+
+def test_the_page_offers_every_preset_of_core_model(
+    populated: Trained, no_worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobs_helpers import add_preset
+
+    add_preset(monkeypatch, "micro")
+    at = open_page("train")
+    assert "micro" in at.button_group(key="train_preset").options[-1]
+
+
+def _fake_running_run(corpus_id: int, **enqueue: Any) -> int:
+    """A run as a worker leaves it mid-training: progress on the row, metric rows streamed."""
     from db.engine import session_scope
     from db.models import RunMetric, TrainingRun, utcnow
 
-    run_id = jobs.enqueue_training(populated.corpus_id, preset="tiny")
+    run_id = jobs.enqueue_training(corpus_id, preset="tiny", **enqueue)
     with session_scope() as s:
         run = s.get(TrainingRun, run_id)
-        run.status, run.heartbeat_at, run.progress_step, run.progress_total = (
-            "running",
-            utcnow(),
-            50,
-            200,
-        )
-        run.eta_s = 75.0
-        for step, loss in ((10, 5.0), (30, 4.0), (50, 3.2)):
+        run.status, run.heartbeat_at, run.attempts = "running", utcnow(), 1
+        run.progress_step, run.progress_total, run.eta_s = 50, 200, 75.0
+        run.progress_detail = {
+            "fraction": 0.3,
+            "limit": "steps",
+            "watch": {"rule": "memorise", "reproduced": 0.75, "pairs": 41},
+        }
+        for kind, step, loss, valid in (
+            ("step", 10, 5.0, None),
+            ("step", 30, 4.0, None),
+            ("epoch", 50, 3.2, 4.5),
+        ):
             s.add(
                 RunMetric(
-                    run_id=run_id, step=step, epoch=1, train_loss=loss,
-                    valid_loss=4.5 if step == 50 else None, lr=1e-3, tokens_per_s=1500.0,
+                    run_id=run_id, kind=kind, step=step, epoch=1, train_loss=loss,
+                    valid_loss=valid, lr=1e-3, tokens_per_s=1500.0,
                 )
             )  # fmt: skip
+    return run_id
+
+
+def test_live_panel_shows_progress_against_what_will_end_the_run(
+    populated: Trained, no_worker: None
+) -> None:
+    """A run that may stop early (here: once it reproduces its training pairs) shows its step
+    budget as an upper bound, the rule and how close it is; under a time budget the bar
+    follows the clock."""
+    from db.engine import session_scope
+    from db.models import TrainingRun
+
+    run_id = _fake_running_run(populated.corpus_id)  # the automatic budget
     try:
         at = open_page("train")
-        assert at.progress[0].value == 25
+        assert at.progress[0].value == 30  # the share of the budget, not 50 / 200
+        assert at.progress[0].text == "step 50 of at most 200 · 30 %"
+        captions = texts(at.caption)
+        assert "Stops early once it reproduces every training pair: 75% of 41 now." in captions
+        assert "44 pairs in the snapshot (training + validation)" in captions
         metrics = {m.label: m.value for m in at.metric}
-        assert metrics["ETA"] == "1 min 15 s"
+        assert metrics["ETA"] == "≤ 1 min 15 s"
         assert metrics["Tokens / s"] == "1,500"
+        assert metrics["Training loss"] == "4.000"  # the latest window, not the epoch's mean
         assert metrics["Validation loss"] == "4.500"
+
+        with session_scope() as s:  # its clock binds: 90 s are 30 % of its 5-minute ceiling
+            s.get(TrainingRun, run_id).progress_detail = {
+                "fraction": 0.3,
+                "limit": "time",
+                "elapsed_s": 90.0,
+            }
+        at = open_page("train")
+        assert at.progress[0].text == "1 min 30 s of 5 min 00 s · step 50 of about 200 · 30 %"
+        assert {m.label: m.value for m in at.metric}["ETA"] == "1 min 15 s"
         at.button(key=f"cancel_{run_id}").click().run()
         assert jobs.get_run(run_id).cancel_requested
     finally:
         with session_scope() as s:
             s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_history_says_why_runs_stopped_with_one_type_per_column(
+    populated: Trained, no_worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Arrow takes the History table as it is: no server-log traceback and no 'None' for a
+    run without a version, whatever mix of budgets the runs had."""
+    from streamlit import dataframe_util
+
+    fixed = []
+    fix = dataframe_util.fix_arrow_incompatible_column_types
+    monkeypatch.setattr(
+        dataframe_util,
+        "fix_arrow_incompatible_column_types",
+        lambda df, *a, **k: fixed.append(list(df.columns)) or fix(df, *a, **k),
+    )
+    cancelled = jobs.enqueue_training(populated.corpus_id, epochs=3)  # beside 'automatic' ones
+    jobs.cancel_run(cancelled)
+    try:
+        at = open_page("train")
+        assert not fixed, f"History needed Arrow fixes (mixed types): {fixed}"
+        table = at.dataframe[-1].value.set_index("run")
+        assert (table.loc[cancelled, "version"], table.loc[cancelled, "trained for"]) == (
+            "",
+            "3 epochs",
+        )
+        for run_id in populated.run_ids:
+            run = jobs.get_run(run_id)
+            row = table.loc[run_id]
+            assert row["version"] == f"#{run.version_id}"
+            assert row["steps"] == run.progress_step  # the real end, not a planned total
+            assert row["stopped because"] == run.stopped_because != ""
+        last = jobs.get_run(populated.run_ids[-1])  # 30 steps: too few to learn the pairs
+        at.selectbox(key="history_run").select(last.id).run()
+        assert f"Stopped at step {last.progress_step:,}: reached its step limit." in texts(
+            at.caption
+        )
+    finally:
+        jobs.delete_run(cancelled)
+
+
+def test_resume_and_delete_a_run_from_the_page(populated: Trained, no_worker: None) -> None:
+    import json
+
+    run_id = jobs.enqueue_training(populated.corpus_id)
+    jobs.cancel_run(run_id)
+    at = open_page("train")
+    at.selectbox(key="history_run").select(run_id).run()
+    assert "resume_run" not in [b.key for b in at.button]  # no checkpoint: nothing to resume
+    state = jobs.run_dir(run_id) / "checkpoint" / "state.json"  # what an epoch end leaves
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"step": 40}))
+
+    at = open_page("train")
+    assert f"Run #{run_id} was cancelled" in texts(at.info)
+    assert at.button(key="resume_last").label == "Resume from step 40"
+    at.selectbox(key="history_run").select(run_id).run()
+    at.button(key="resume_run").click().run()
+    assert_clean(at)
+    assert jobs.get_run(run_id).status == "queued"
+    assert f"Run #{run_id} resumes from step 40" in texts(at.success)
+
+    jobs.cancel_run(run_id)  # queued: cancelled at once
+    at = open_page("train")
+    at.selectbox(key="history_run").select(run_id).run()
+    at.button(key="delete_run").click().run()
+    assert jobs.get_run(run_id), "deleting must ask first"
+    at.button(key="delete_run_confirm").click().run()
+    assert_clean(at)
+    assert f"Deleted run #{run_id}." in texts(at.success)
+    assert run_id not in [r.id for r in jobs.list_runs()]
+    assert not jobs.run_dir(run_id).exists()
+
+
+def test_curves_take_epoch_ends_from_the_row_kind() -> None:
+    """Validation points are the epoch rows, even when validation repeats its loss; an epoch
+    row's whole-epoch training mean and the final 'done' row stay off the training curve."""
+    from ui import common
+
+    metrics = pd.DataFrame(
+        {
+            "kind": ["start", "step", "step", "epoch", "step", "epoch", "done"],
+            "step": [0, 10, 20, 20, 30, 40, 40],
+            "train_loss": [None, 5.0, 4.0, 4.6, 3.0, 3.3, 3.3],
+            "valid_loss": [None, None, None, 4.0, 4.0, 4.0, 3.8],
+        }
+    )
+    long = common._long_losses(metrics, None)
+    training, validation = (long[long["curve"] == c] for c in ("training", "validation"))
+    assert training["step"].tolist() == [10, 20, 30]
+    assert validation[["step", "loss"]].values.tolist() == [[20, 4.0], [40, 4.0]]
 
 
 def test_translate_and_save_a_correction(populated: Trained) -> None:

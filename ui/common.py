@@ -287,19 +287,18 @@ def seed_demo() -> None:
 
 
 def _long_losses(metrics: pd.DataFrame, by: str | None) -> pd.DataFrame:
-    """Training and validation losses in long form (step, loss, curve[, by])."""
+    """Training and validation losses in long form (step, loss, curve[, by]).
+
+    The periodic rows (kind 'step') make the training curve and the epoch ends (kind 'epoch',
+    after validation) the validation curve. An epoch row's training loss is the whole epoch's
+    mean, not the recent window's (the training curve would zigzag), and the 'done' row
+    repeats the final model's scores at the last step: neither belongs on the training curve.
+    """
     keys = [by] if by else []
-    # A run repeats its last validation loss on every progress row; the rows where a new
-    # value appears are the epoch ends. Their training loss is the whole epoch's mean, not the
-    # recent window's, so the training curve leaves them out (it would zigzag otherwise).
-    metrics = metrics.reset_index(drop=True)
-    valid_all = metrics["valid_loss"]
-    previous = valid_all.groupby([metrics[k] for k in keys]).shift() if keys else valid_all.shift()
-    epoch_end = valid_all.notna() & valid_all.ne(previous)
-    train = metrics[metrics["train_loss"].notna() & ~epoch_end]
-    if train.empty:
+    train = metrics[metrics["kind"].eq("step") & metrics["train_loss"].notna()]
+    if train.empty:  # a run too short for a periodic row
         train = metrics.dropna(subset=["train_loss"])
-    valid = metrics[epoch_end]
+    valid = metrics[metrics["kind"].eq("epoch") & metrics["valid_loss"].notna()]
     frames = [train.assign(curve="training", loss=train["train_loss"])]
     if not valid.empty:
         frames.append(valid.assign(curve="validation", loss=valid["valid_loss"]))

@@ -26,12 +26,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from db.engine import MAX_ID, DatabaseConfigError
 from workbench.corpus import CORPUS_REF_HELP
 from workbench.errors import WorkbenchError
 from workbench.text_rules import escape_controls
+
+if TYPE_CHECKING:
+    from workbench.jobs import RunInfo
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 
@@ -146,11 +149,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
 def _args_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", required=True, help="corpus name or id")
-    p.add_argument("--preset", default="tiny", choices=("tiny", "small", "base"))
+    # No `choices`: the presets live in core_model (importing it costs every command a torch
+    # import); an unknown name is refused with the list of known ones.
     p.add_argument(
-        "--epochs", type=_positive_int, help="default: a budget that adapts to the corpus size"
+        "--preset",
+        help="model size preset (default: auto, the recipe's pick); a wrong name lists them all",
+    )
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--epochs", type=_positive_int, help="train for N epochs")
+    budget.add_argument(
+        "--minutes", type=_positive_float, help="train for M minutes of wall-clock time"
     )
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--from-version", type=int, help="fine-tune this version (same tokenizer)")
@@ -159,24 +176,32 @@ def _args_train(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    import time
-
     from workbench import jobs
-    from workbench.corpus import get_corpus
 
     extra = {"max_steps": args.max_steps} if args.max_steps else {}
     run_id = jobs.enqueue_training(
-        get_corpus(args.corpus).id,
-        preset=args.preset,
+        args.corpus,
+        preset=args.preset or jobs.DEFAULT_PRESET,
         epochs=args.epochs,
+        minutes=args.minutes,
         device=args.device,
         init_version_id=args.from_version,
         **extra,
     )
+    return _follow(run_id, args.wait)
+
+
+def _follow(run_id: int, wait: bool) -> int:
+    """Make sure a worker will take the queued run; with `wait`, report its progress on stderr
+    until it ends, then print the outcome as one JSON line (exit 1 unless it succeeded)."""
+    import time
+
+    from workbench import jobs
+
     pid = jobs.ensure_worker()
     if pid is not None:
         print(f"started a worker (pid {pid})", file=sys.stderr)
-    if not args.wait:
+    if not wait:
         print(json.dumps({"run_id": run_id, "status": "queued", "version_id": None}))
         return EXIT_OK
     last_step, polls = -1, 0
@@ -186,9 +211,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
             jobs.ensure_worker()  # the worker may have exited idle just before the enqueue
         if run.progress_step != last_step and run.progress_total:
             last_step = run.progress_step
-            eta = f", about {run.eta_s:.0f}s left" if run.eta_s else ""
-            print(f"run {run_id}: step {last_step}/{run.progress_total}{eta}", file=sys.stderr)
+            print(f"run {run_id}: {_progress_line(run)}", file=sys.stderr)
         time.sleep(1.0)
+    if run.stopped_because:
+        why = f"stopped at step {run.progress_step}: {run.stopped_because}"
+        print(f"run {run_id}: {why}", file=sys.stderr)
     print(
         json.dumps(
             {
@@ -196,12 +223,87 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 "status": run.status,
                 "version_id": run.version_id,
                 "device": run.device,
+                "steps": run.progress_step,
+                "stop_reason": run.stop_reason,
                 "error": run.error,
             },
             ensure_ascii=False,
         )
     )
     return EXIT_OK if run.status == "succeeded" else EXIT_INTERNAL
+
+
+def _progress_line(run: RunInfo) -> str:
+    """'step 130 of at most 1000, 13%, at most 474s left; stops early once …'"""
+    bound = "at most " if run.early_stop_rule else ""
+    line = f"step {run.progress_step} of {bound}{run.progress_total}"
+    line += f", {100 * run.fraction_done:.0f}% of its {'time' if run.time_limited else 'steps'}"
+    if run.eta_s:
+        line += f", {bound}{run.eta_s:.0f}s left"
+    return line + (f"; {run.early_stop_rule}" if run.early_stop_rule else "")
+
+
+def _args_resume(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=int, help="id of a failed or cancelled run (see `runs`)")
+    p.add_argument("--wait", action="store_true", help="block until the run ends")
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    from workbench import jobs
+
+    step = jobs.resume_run(args.run)
+    print(f"run {args.run}: resumes from its checkpoint at step {step}", file=sys.stderr)
+    return _follow(args.run, args.wait)
+
+
+def _args_runs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="one JSON array of runs")
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from workbench import jobs
+
+    runs = jobs.list_runs()
+    if args.json:
+        print(json.dumps([_run_record(r) for r in runs], ensure_ascii=False))
+    elif not runs:
+        print("no training runs yet: start one with `python -m workbench train`")
+    else:
+        table = jobs.runs_table()
+        table["error"] = table["error"].str.slice(0, 60)
+        print(table.to_string(index=False))
+    return EXIT_OK
+
+
+def _run_record(run: RunInfo) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "corpus": run.corpus_name,
+        "status": run.status,
+        "preset": run.config.get("preset"),
+        "trained_for": run.budget,
+        "device": run.device,
+        "pairs": run.snapshot_size,
+        "steps": run.progress_step,
+        "stop_reason": run.stop_reason,
+        "stopped_because": run.stopped_because,
+        "version_id": run.version_id,
+        "error": run.error,
+        "created_at": run.created_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
+
+
+def _args_delete_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=int, help="run id; its model version, if any, is kept")
+
+
+def _cmd_delete_run(args: argparse.Namespace) -> int:
+    from workbench import jobs
+
+    jobs.delete_run(args.run)
+    print(f"deleted run {args.run}")
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------ worker
@@ -335,6 +437,9 @@ COMMANDS: list[Command] = [
     Command("import", "import sentence pairs into a corpus", _args_import, _cmd_import),
     Command("export", "export a corpus as TSV/JSONL/CSV", _args_export, _cmd_export),
     Command("train", "queue a training run (and start a worker)", _args_train, _cmd_train),
+    Command("resume", "resume a failed or cancelled run", _args_resume, _cmd_resume),
+    Command("runs", "list the training runs", _args_runs, _cmd_runs),
+    Command("delete-run", "delete a run and its checkpoint", _args_delete_run, _cmd_delete_run),
     Command("worker", "train queued runs in this process", _args_worker, _cmd_worker),
     Command("versions", "list the model versions", _args_versions, _cmd_versions),
     Command("register", "add a model folder trained elsewhere", _args_register, _cmd_register),

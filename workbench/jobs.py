@@ -1,4 +1,5 @@
-"""Training jobs: queue a run with a frozen config and corpus snapshot, watch it, cancel it.
+"""Training jobs: queue a run with a frozen config and corpus snapshot, watch it, cancel,
+resume or delete it.
 
 The run row is the contract between the UI/CLI and the worker process: the UI inserts it
 (`queued`), a worker claims it, streams metrics and a heartbeat into it, and finishes it.
@@ -21,22 +22,31 @@ from typing import Any
 
 import pandas as pd
 import torch
-from sqlalchemy import select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import defer
 
-from core_model.training import TrainConfig
-from core_model.transformer.config import PRESETS
+from core_model.artifact import ArtifactError
+from core_model.training import StopReason, TrainConfig, TrainingError
+from core_model.training import checkpoint as ckpt
+from core_model.training import config as training_config
 from db.engine import database_url, session_scope, workbench_home
 from db.models import Corpus, ModelVersion, RunMetric, TrainingRun, utcnow
 from workbench import corpus, registry
 from workbench.errors import WorkbenchError
 
 HEARTBEAT_INTERVAL_S = 2.0
-MAX_ATTEMPTS = 3  # claims of one run before a dead worker fails it instead of re-queueing
+# Attempts in a row whose worker died before saving a new checkpoint: then the run is failed
+# instead of re-queued (it would die the same way again, e.g. out of memory).
+MAX_STALLED_ATTEMPTS = 3
 RESUME_NOTE = (
     "Its worker stopped (no heartbeat): the next worker resumes it from its last checkpoint."
 )
 ACTIVE_STATUSES = ("queued", "running")
+RESUMABLE_STATUSES = ("failed", "cancelled")
+DEFAULT_PRESET: str = TrainConfig.preset  # what a run trains when no preset is given
+MAX_TRAIN_MINUTES = 7 * 24 * 60  # a week: longer is a typo, not a plan
+# progress_detail keys the reaper keeps across attempts (the worker writes the others)
+ATTEMPT_KEYS = ("checkpoint_step", "stalled_attempts")
 
 
 def heartbeat_timeout_s() -> float:
@@ -45,6 +55,13 @@ def heartbeat_timeout_s() -> float:
     Longer than SQLite's busy timeout: a heartbeat may wait that long behind a big import.
     """
     return float(os.environ.get("WORKBENCH_HEARTBEAT_TIMEOUT", "90"))
+
+
+def presets() -> dict[str, str]:
+    """The model sizes a run can use, each with its one-line description. core_model's preset
+    choices are the one source: a preset added there appears on the page and in the CLI."""
+    descriptions = training_config.PRESET_DESCRIPTIONS
+    return {name: descriptions.get(name, "") for name in training_config.PRESET_CHOICES}
 
 
 def is_local_database() -> bool:
@@ -88,33 +105,107 @@ class RunInfo:
 
     @property
     def fraction_done(self) -> float:
+        """Share of the binding budget used (steps, or the clock under a time budget)."""
+        if self.status == "succeeded":
+            return 1.0
+        fraction = self.progress_detail.get("fraction")
+        if fraction is not None:
+            return min(1.0, max(0.0, float(fraction)))
         return min(1.0, self.progress_step / self.progress_total) if self.progress_total else 0.0
+
+    @property
+    def time_limited(self) -> bool:
+        """Whether the clock, not the step budget, is expected to end the run."""
+        return self.progress_detail.get("limit") == "time"
+
+    @property
+    def time_budget_s(self) -> float | None:
+        """The wall-clock budget: the one asked for, else (the automatic budget has a ceiling
+        that core_model sets from the corpus) the one the progress shows binding."""
+        asked = self.config.get("time_budget_s")
+        if asked:
+            return float(asked)
+        detail = self.progress_detail
+        elapsed, fraction = detail.get("elapsed_s"), detail.get("fraction")
+        if self.time_limited and elapsed and fraction:  # the clock binds: fraction = t / budget
+            return float(elapsed) / float(fraction)
+        return None
+
+    @property
+    def budget(self) -> str:
+        """What the run was asked to train for: 'automatic', '3 epochs' or '5 min'."""
+        minutes = (self.config.get("time_budget_s") or 0) / 60
+        if minutes:
+            return f"{minutes:g} min"
+        epochs = self.config.get("epochs")
+        return f"{epochs} epoch{'s' if epochs != 1 else ''}" if epochs else "automatic"
+
+    @property
+    def stopped_because(self) -> str | None:
+        """Why the run ended, in words ('learned every training pair'); None while it runs or
+        when it failed (see `error`)."""
+        try:
+            reason = StopReason(self.stop_reason)
+        except ValueError:
+            return self.stop_reason
+        return reason.describe(self.config.get("patience"))
+
+    @property
+    def early_stop_rule(self) -> str | None:
+        """What may end the run before its budget, in words, with how close it is now."""
+        return describe_watch(self.progress_detail.get("watch") or {})
+
+
+def describe_watch(watch: dict[str, Any]) -> str | None:
+    """A progress event's `watch` (what may stop the run early) as one sentence."""
+    if watch.get("rule") == "memorise":
+        share, pairs = watch.get("reproduced"), watch.get("pairs")
+        now = f": {share:.0%} of {pairs:,} now" if share is not None and pairs else ""
+        return f"Stops early once it reproduces every training pair{now}."
+    if watch.get("rule") == "patience":
+        metric = {"bleu": "BLEU", "loss": "loss"}.get(watch.get("metric"), "score")
+        return (
+            f"Stops early if validation {metric} does not improve for {watch.get('patience')} "
+            f"epochs: {watch.get('bad_epochs', 0)} without improvement so far."
+        )
+    return None
 
 
 def enqueue_training(
     corpus_id: int | str,
-    preset: str = "tiny",
+    preset: str = DEFAULT_PRESET,
     epochs: int | None = None,
     device: str = "auto",
     init_version_id: int | None = None,
+    *,
+    minutes: float | None = None,
     **overrides: Any,
 ) -> int:
     """Freeze a training config and the corpus' current train/valid pairs; return the run id.
 
-    `epochs=None` leaves the budget to core_model's adaptive rule (a small corpus is
-    repeated until learned). Extra keyword arguments are TrainConfig fields.
+    Train for `epochs`, or for `minutes` of wall-clock time, or (neither) core_model's
+    automatic budget (a small corpus is repeated until learned). Extra keyword arguments are
+    TrainConfig fields.
     """
-    if preset not in PRESETS:
-        raise WorkbenchError(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
+    if preset not in presets():
+        raise WorkbenchError(f"Unknown preset {preset!r}; choose one of {', '.join(presets())}.")
+    if epochs is not None and minutes is not None:
+        raise WorkbenchError("Train for a number of epochs or of minutes, not both.")
     if epochs is not None and epochs < 1:
         raise WorkbenchError("Epochs must be at least 1 (or empty for the automatic budget).")
+    if minutes is not None:
+        if not 0 < minutes <= MAX_TRAIN_MINUTES:  # also rejects NaN
+            raise WorkbenchError(
+                f"Minutes must be more than 0 and at most {MAX_TRAIN_MINUTES:,} (a week)."
+            )
+        overrides["time_budget_s"] = float(minutes) * 60
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
         raise WorkbenchError(f"Unknown device {device!r}; use auto, cpu or cuda.")
     if device.startswith("cuda") and "cuda" not in available_devices() and is_local_database():
         raise WorkbenchError("No CUDA GPU on this machine: train on cpu (or auto).")
     try:
         config = TrainConfig(preset=preset, epochs=epochs, device=device, **overrides).to_dict()
-    except TypeError as exc:
+    except (TypeError, TrainingError) as exc:
         raise WorkbenchError(f"Invalid training option: {exc}") from None
     frozen = corpus.snapshot(corpus_id)
     info = corpus.get_corpus(corpus_id)
@@ -169,6 +260,80 @@ def cancel_run(run_id: int) -> str:
     if status is None:
         raise WorkbenchError(f"Training run {run_id} does not exist.")
     return status
+
+
+def checkpoint_step(run_id: int) -> int | None:
+    """The step of the checkpoint a stopped run left on this machine (None: it has none, e.g.
+    it stopped before its first epoch ended, or trained on another machine's disk)."""
+    found = ckpt.find_checkpoint(run_dir(run_id))
+    if found is None:
+        return None
+    try:
+        return int(ckpt.read_state(found)["step"])
+    except (ArtifactError, KeyError, TypeError, ValueError):
+        return None
+
+
+def resume_run(run_id: int) -> int:
+    """Queue a failed or cancelled run again; its worker goes on from the run's checkpoint.
+    Returns the step it resumes from."""
+    run = get_run(run_id)
+    if run.status not in RESUMABLE_STATUSES:
+        raise WorkbenchError(
+            f"Run {run_id} is {run.status}: only a failed or cancelled run can be resumed."
+        )
+    if run.corpus_id is None:
+        raise WorkbenchError(f"The corpus of run {run_id} was deleted: it cannot be resumed.")
+    step = checkpoint_step(run_id)
+    if step is None:
+        raise WorkbenchError(
+            f"Run {run_id} has no checkpoint to resume from (it stopped before its first "
+            "epoch ended): start a new run instead."
+        )
+    detail = {k: v for k, v in run.progress_detail.items() if k in ATTEMPT_KEYS}
+    with session_scope() as s:
+        resumed = s.execute(
+            update(TrainingRun)
+            .where(TrainingRun.id == run_id, TrainingRun.status.in_(RESUMABLE_STATUSES))
+            .values(
+                status="queued",
+                worker_id=None,
+                heartbeat_at=None,
+                cancel_requested=False,
+                error=None,
+                stop_reason=None,
+                finished_at=None,
+                eta_s=None,
+                device=str(run.config.get("device", "auto")),
+                progress_detail={**detail, "stalled_attempts": 0},
+                note=f"Resumed by you from its checkpoint at step {step:,}.",
+            )
+        ).rowcount
+    if not resumed:  # another click or process got there first
+        raise WorkbenchError(f"Run {run_id} was resumed or deleted meanwhile.")
+    return step
+
+
+def delete_run(run_id: int) -> None:
+    """Delete a run that is not queued or running: its row, its metric rows and its folder
+    (checkpoint). A model version it registered is kept (the foreign keys cascade to the
+    metric rows and set the version's run to NULL)."""
+    with session_scope() as s:
+        deleted = s.execute(
+            delete(TrainingRun).where(
+                TrainingRun.id == run_id, TrainingRun.status.not_in(ACTIVE_STATUSES)
+            )
+        ).rowcount
+        status = (
+            None
+            if deleted
+            else s.scalar(select(TrainingRun.status).where(TrainingRun.id == run_id))
+        )
+    if status is not None:
+        raise WorkbenchError(f"Run {run_id} is {status}: cancel it before deleting it.")
+    if not deleted:
+        raise WorkbenchError(f"Training run {run_id} does not exist.")
+    shutil.rmtree(run_dir(run_id), ignore_errors=True)
 
 
 def _version_ids(s, run_ids: list[int]) -> dict[int, int]:
@@ -237,55 +402,82 @@ def list_runs(corpus_id: int | None = None, limit: int = 200) -> list[RunInfo]:
         return [_info(run, name, versions.get(run.id)) for run, name in rows]
 
 
-def runs_table(corpus_id: int | None = None) -> pd.DataFrame:
-    """The run history as a table for display."""
+def runs_table(corpus_id: int | None = None, runs: list[RunInfo] | None = None) -> pd.DataFrame:
+    """The run history (or the given `runs`) as a table for display: one type per column
+    (text where a value may be missing), so it converts to Arrow as it is."""
     rows = [
         {
             "run": r.id,
-            "corpus": r.corpus_name,
+            "corpus": r.corpus_name or "",
             "status": r.status,
-            "preset": r.config.get("preset"),
-            "epochs": r.config.get("epochs") or "auto",
+            "preset": str(r.config.get("preset", "")),
+            "trained for": r.budget,
             "device": r.device,
             "pairs": r.snapshot_size,
-            "progress": f"{r.progress_step}/{r.progress_total}" if r.progress_total else "",
-            "version": r.version_id,
+            "steps": r.progress_step,
+            "stopped because": r.stopped_because or "",
+            "version": f"#{r.version_id}" if r.version_id is not None else "",
             "created": r.created_at,
             "error": r.error or "",
         }
-        for r in list_runs(corpus_id)
+        for r in (list_runs(corpus_id) if runs is None else runs)
     ]
-    table = pd.DataFrame(rows)
-    if not table.empty:  # runs without a version hold None: keep the ids integers
-        table["version"] = table["version"].astype("Int64")
-    return table
+    return pd.DataFrame(rows)
 
 
-METRIC_COLUMNS = ["run_id", "step", "epoch", "train_loss", "valid_loss", "lr", "tokens_per_s"]
+METRIC_COLUMNS = [
+    "id", "run_id", "kind", "step", "epoch", "train_loss", "valid_loss", "lr", "tokens_per_s",
+    "bleu", "chrf",
+]  # fmt: skip
+
+
+def _metric_rows(s, *where: Any) -> pd.DataFrame:
+    rows = s.execute(
+        select(*(getattr(RunMetric, c) for c in METRIC_COLUMNS))
+        .where(*where)
+        .order_by(RunMetric.run_id, RunMetric.step, RunMetric.id)
+    ).all()
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
 
 
 def run_metrics(run_ids: list[int] | int) -> pd.DataFrame:
-    """Metric rows of one or more runs, ordered by step (for loss/lr curves)."""
+    """Metric rows of one or more runs, ordered by step (for loss/lr curves). `kind` is
+    'start' | 'step' | 'epoch' (after validation) | 'done'."""
     ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
-    columns = [*METRIC_COLUMNS, "bleu", "chrf"]
     with session_scope() as s:
-        rows = s.execute(
-            select(*(getattr(RunMetric, c) for c in columns))
-            .where(RunMetric.run_id.in_(ids))
-            .order_by(RunMetric.run_id, RunMetric.step, RunMetric.id)
-        ).all()
-    return pd.DataFrame(rows, columns=columns)
+        return _metric_rows(s, RunMetric.run_id.in_(ids))
+
+
+def follow_metrics(run_id: int, known: pd.DataFrame | None = None) -> pd.DataFrame:
+    """`known` (an earlier result for this run) brought up to date by reading only the rows
+    written since. When rows it holds are gone (a resumed attempt drops those its dead
+    predecessor wrote after the checkpoint), the run is read whole again."""
+    with session_scope() as s:
+        if known is None or known.empty:
+            return _metric_rows(s, RunMetric.run_id == run_id)
+        last = int(known["id"].max())
+        kept = s.scalar(
+            select(func.count()).where(RunMetric.run_id == run_id, RunMetric.id <= last)
+        )
+        if kept != len(known):
+            return _metric_rows(s, RunMetric.run_id == run_id)
+        new = _metric_rows(s, RunMetric.run_id == run_id, RunMetric.id > last)
+    if new.empty:
+        return known
+    return pd.concat([known, new], ignore_index=True)
 
 
 def reap_stale_runs() -> int:
     """Take back running runs whose worker stopped sending heartbeats (killed, machine lost).
 
     Such a run goes back to the queue, with the device it asked for (not the one the dead
-    worker resolved), and the next worker resumes it from its last epoch checkpoint. After
-    MAX_ATTEMPTS claims it is failed instead, so a run that kills its worker every time (say,
-    out of memory) does not loop forever; a run whose cancel was pending is cancelled. Each
-    UPDATE re-tests staleness, so a heartbeat landing meanwhile wins. Returns how many runs
-    were taken back.
+    worker resolved), and the next worker resumes it from its last epoch checkpoint. An
+    attempt counts against the run only if it saved no new checkpoint (its epoch rows say):
+    after MAX_STALLED_ATTEMPTS of those in a row it is failed instead, so a run that kills its
+    worker every time (say, out of memory) does not loop forever, while a long run on a flaky
+    machine that keeps making progress is never given up. A run whose cancel was pending is
+    cancelled. Each UPDATE re-tests staleness, so a heartbeat landing meanwhile wins. Returns
+    how many runs were taken back.
     """
     cutoff = utcnow() - timedelta(seconds=heartbeat_timeout_s())
     stale = (TrainingRun.status == "running", TrainingRun.heartbeat_at < cutoff)
@@ -295,14 +487,24 @@ def reap_stale_runs() -> int:
             select(
                 TrainingRun.id,
                 TrainingRun.config,
-                TrainingRun.attempts,
                 TrainingRun.cancel_requested,
+                TrainingRun.progress_detail,
             ).where(*stale)
         ).all()
         for row in rows:
+            detail = dict(row.progress_detail or {})
+            saved = s.scalar(
+                select(func.max(RunMetric.step)).where(
+                    RunMetric.run_id == row.id, RunMetric.kind == "epoch"
+                )
+            )
+            saved = -1 if saved is None else int(saved)
+            progressed = saved > int(detail.get("checkpoint_step", -1))
+            stalled = 0 if progressed else int(detail.get("stalled_attempts", 0)) + 1
+            detail.update(checkpoint_step=saved, stalled_attempts=stalled)
             if row.cancel_requested:
                 values: dict[str, Any] = {"status": "cancelled", "finished_at": utcnow()}
-            elif row.attempts < MAX_ATTEMPTS:
+            elif stalled < MAX_STALLED_ATTEMPTS:
                 values = {
                     "status": "queued",
                     "worker_id": None,
@@ -310,13 +512,15 @@ def reap_stale_runs() -> int:
                     "eta_s": None,
                     "device": str((row.config or {}).get("device", "auto")),
                     "note": RESUME_NOTE,
+                    "progress_detail": detail,
                 }
             else:
                 values = {
                     "status": "failed",
                     "finished_at": utcnow(),
-                    "error": f"The worker stopped {MAX_ATTEMPTS} times (no heartbeat); "
-                    "start the run again.",
+                    "progress_detail": detail,
+                    "error": f"The worker stopped {MAX_STALLED_ATTEMPTS} times in a row (no "
+                    "heartbeat) without saving a new checkpoint; resume it or start a new run.",
                 }
             update_row = update(TrainingRun).where(TrainingRun.id == row.id, *stale)
             taken += s.execute(update_row.values(**values)).rowcount
@@ -329,22 +533,23 @@ def run_dir(run_id: int) -> Path:
 
 
 def sweep_run_folders(import_max_age_s: float = 86400.0) -> int:
-    """Delete what runs/ no longer needs: folders of runs that are not queued or running
-    (cancelled while re-queued, failed by the reaper) and import staging copies older than
-    `import_max_age_s` (left by a killed `register`). Returns how many were removed."""
+    """Delete what runs/ no longer needs: folders of runs that succeeded (the model moved to
+    models/) or no longer exist, and import staging copies older than `import_max_age_s`
+    (left by a killed `register`). A failed or cancelled run keeps its folder (its checkpoint,
+    to resume from) until the run is deleted. Returns how many were removed."""
     root = workbench_home() / "runs"
     found = {int(p.name): p for p in root.glob("*") if p.is_dir() and p.name.isdigit()}
-    active: set[int] = set()
+    kept: set[int] = set()
     if found:
         with session_scope() as s:
-            active = set(
+            kept = set(
                 s.scalars(
                     select(TrainingRun.id).where(
-                        TrainingRun.id.in_(found), TrainingRun.status.in_(ACTIVE_STATUSES)
+                        TrainingRun.id.in_(found), TrainingRun.status != "succeeded"
                     )
                 )
             )
-    done = [path for run_id, path in found.items() if run_id not in active]
+    done = [path for run_id, path in found.items() if run_id not in kept]
     for path in root.glob(f"{registry.IMPORT_STAGING_PREFIX}*"):
         with contextlib.suppress(OSError):  # another process may be removing it right now
             if time.time() - path.stat().st_mtime > import_max_age_s:

@@ -4,6 +4,10 @@ Claims queued runs one at a time (atomically, so several workers — on one mach
 GPU machines sharing a PostgreSQL database — never train the same run), trains them with
 core_model, streams progress rows and a heartbeat, honours cancel requests, and registers
 a model version on success. A failure is recorded as one sentence a user can act on.
+
+A busy database (a big import holding SQLite's write lock for longer than its busy timeout)
+delays what the worker writes, it never fails a run: progress is buffered and written later,
+and the other writes are retried until the lock is free.
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import OperationalError
 
 from core_model.artifact import ArtifactError
 from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device, train
@@ -32,6 +39,8 @@ from workbench.errors import WorkbenchError
 from workbench.registry import artifact_dir, register_version
 
 log = logging.getLogger("workbench.worker")
+T = TypeVar("T")
+RETRY_PAUSE_S = 1.0
 
 
 def worker_id() -> str:
@@ -67,31 +76,140 @@ def claim_next_run(worker: str) -> int | None:
     return None
 
 
-class Heartbeat(threading.Thread):
-    """Beats every few seconds from its own thread (so a long validation never looks like a
-    dead worker) and picks up cancel requests on the way."""
+def _is_busy(exc: BaseException) -> bool:
+    """SQLite's 'database is locked': another process held the write lock past the busy
+    timeout. Waiting longer is the cure."""
+    return isinstance(exc, OperationalError) and "locked" in str(exc).lower()
 
-    def __init__(self, run_id: int, worker: str) -> None:
-        super().__init__(daemon=True, name=f"heartbeat-{run_id}")
+
+def _until_written(write: Callable[[], T], what: str) -> T:
+    """Run a database write, retrying for as long as the database is locked."""
+    while True:
+        try:
+            return write()
+        except OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            log.warning("%s: the database is locked; retrying", what)
+            time.sleep(RETRY_PAUSE_S)
+
+
+class RunSync(threading.Thread):
+    """The link between a training run and its row, in a thread of its own.
+
+    Training only hands it progress events (`report`, no database access). Every couple of
+    seconds, and soon after an event, it writes in one transaction the heartbeat, the latest
+    progress (step, expected final step, ETA, `progress_detail`, the stop reason at the end)
+    and the buffered metric rows, then reads the cancel flag. A write the database refuses
+    (locked by a long import, say) leaves everything buffered for the next try, so neither a
+    long validation nor a busy database stalls training, looks like a dead worker or fails
+    the run. Writes apply only while this worker owns the run: a worker that was paused past
+    the heartbeat timeout must not mix its rows into the attempt that took the run over.
+    """
+
+    def __init__(self, run_id: int, worker: str, kept_detail: dict[str, Any]) -> None:
+        super().__init__(daemon=True, name=f"run-sync-{run_id}")
         self.run_id = run_id
         self.worker = worker
-        self.cancel = threading.Event()
-        self.stop = threading.Event()
+        self.cancel = threading.Event()  # cancel requested, or the run is no longer ours
+        self.owned = True
+        self.last_error: BaseException | None = None
+        self._kept_detail = kept_detail  # the reaper's bookkeeping of earlier attempts
+        self._closing = threading.Event()
+        self._wake = threading.Event()
+        self._buffer_lock = threading.Lock()
+        self._write_lock = threading.Lock()  # one write at a time: this thread or `flush`
+        self._rows: list[dict[str, Any]] = []
+        self._latest: dict[str, Any] = {}
+
+    def report(self, event: ProgressEvent) -> None:
+        """Buffer one event (called by training; never waits for the database)."""
+        row = {
+            "kind": event.kind,
+            "step": event.step,
+            "epoch": event.epoch,
+            "train_loss": event.train_loss,
+            "valid_loss": event.valid_loss,
+            "lr": event.lr,
+            "tokens_per_s": event.tokens_per_s,
+            "bleu": event.bleu,
+            "chrf": event.chrf,
+        }
+        latest = {
+            "progress_step": event.step,
+            "progress_total": event.total_steps,
+            "eta_s": event.eta_s,
+            "progress_detail": {
+                **self._kept_detail,
+                "fraction": event.fraction,
+                "limit": event.limit,
+                "watch": event.watch,
+                "elapsed_s": event.elapsed_s,
+            },
+        }
+        if event.stop_reason is not None:
+            latest["stop_reason"] = event.stop_reason
+        with self._buffer_lock:
+            self._rows.append(row)
+            self._latest.update(latest)
+        self._wake.set()
 
     def run(self) -> None:
-        while not self.stop.wait(jobs.HEARTBEAT_INTERVAL_S):
+        pause = jobs.HEARTBEAT_INTERVAL_S
+        while not self._closing.is_set():
+            self._wake.wait(pause)
+            self._wake.clear()
+            if self._closing.is_set():
+                return
+            # After a refused write, try again soon: waiting inside the busy handler is how
+            # this worker gets the lock the moment the import lets go of it.
+            pause = jobs.HEARTBEAT_INTERVAL_S if self.write() else RETRY_PAUSE_S / 2
+
+    def write(self) -> bool:
+        """One transaction with everything buffered; False when the database refused it (all
+        of it stays buffered)."""
+        with self._write_lock:
+            with self._buffer_lock:
+                rows, latest = list(self._rows), dict(self._latest)
             try:
                 with session_scope() as s:
-                    beat = s.execute(
-                        _owned(self.run_id, self.worker).values(heartbeat_at=utcnow())
+                    owned = s.execute(
+                        _owned(self.run_id, self.worker).values(heartbeat_at=utcnow(), **latest)
                     ).rowcount
+                    if owned:
+                        s.add_all(RunMetric(run_id=self.run_id, **row) for row in rows)
                     requested = s.scalar(
                         select(TrainingRun.cancel_requested).where(TrainingRun.id == self.run_id)
                     )
-                if requested or not beat:  # cancelled, or no longer ours (reaped as stale)
-                    self.cancel.set()
-            except Exception:  # a busy database must not kill training; the next beat retries
-                log.exception("heartbeat failed for run %s", self.run_id)
+            except Exception as exc:  # a busy database, say: everything stays buffered
+                self.last_error = exc
+                first_line = next(iter(str(exc).splitlines()), type(exc).__name__)
+                log.warning("run %s: progress kept for a later write: %s", self.run_id, first_line)
+                return False
+            with self._buffer_lock:
+                del self._rows[: len(rows)]
+            if not owned:  # reaped as stale (re-queued or failed): nothing more is ours
+                self.owned = False
+            if requested or not owned:
+                self.cancel.set()
+            return True
+
+    def flush(self) -> bool:
+        """Write everything buffered now, waiting for a locked database as long as it takes;
+        returns whether the run is still this worker's."""
+        while not self.write():
+            if not _is_busy(self.last_error):
+                log.error("run %s: progress rows dropped: %s", self.run_id, self.last_error)
+                with self._buffer_lock:
+                    self._rows.clear()
+                break
+            time.sleep(RETRY_PAUSE_S)
+        return self.owned
+
+    def close(self) -> None:
+        self._closing.set()
+        self._wake.set()
+        self.join(timeout=10)
 
 
 def _owned(run_id: int, worker: str):
@@ -104,44 +222,17 @@ def _owned(run_id: int, worker: str):
     )
 
 
-def _record_progress(run_id: int, worker: str, event: ProgressEvent) -> None:
-    """Write a progress row, only while this worker owns the run: a worker that was paused past
-    the heartbeat timeout must not mix its rows into the attempt that took the run over."""
-    with session_scope() as s:
-        owned = s.execute(
-            _owned(run_id, worker).values(
-                progress_step=event.step,
-                progress_total=event.total_steps,
-                eta_s=event.eta_s,
-                heartbeat_at=utcnow(),
-            )
-        ).rowcount
-        if owned:
-            s.add(
-                RunMetric(
-                    run_id=run_id,
-                    step=event.step,
-                    epoch=event.epoch,
-                    train_loss=event.train_loss,
-                    valid_loss=event.valid_loss,
-                    lr=event.lr,
-                    tokens_per_s=event.tokens_per_s,
-                    bleu=event.bleu,
-                    chrf=event.chrf,
-                )
-            )
-
-
 def _finish(run_id: int, worker: str, status: str, error: str | None = None) -> bool:
     """Close the run; False when it was no longer ours (then nothing is written)."""
-    with session_scope() as s:
-        return bool(
-            s.execute(
-                _owned(run_id, worker).values(
-                    status=status, error=error, finished_at=utcnow(), eta_s=0.0
-                )
-            ).rowcount
-        )
+    values: dict[str, Any] = dict(status=status, error=error, finished_at=utcnow(), eta_s=0.0)
+    if status == "failed":  # training may have ended well before registering failed
+        values["stop_reason"] = None
+
+    def close() -> bool:
+        with session_scope() as s:
+            return bool(s.execute(_owned(run_id, worker).values(**values)).rowcount)
+
+    return _until_written(close, f"run {run_id}: closing it as {status}")
 
 
 def _load_run(run_id: int) -> tuple[TrainingRun, Corpus | None]:
@@ -153,10 +244,11 @@ def _load_run(run_id: int) -> tuple[TrainingRun, Corpus | None]:
 
 
 def _resume_point(run: TrainingRun, config: TrainConfig, out_dir: Path) -> Path | None:
-    """The checkpoint an earlier, dead attempt of this run left in `out_dir`, if any.
+    """The checkpoint an earlier attempt of this run left in `out_dir`, if any (its worker
+    died, or the user resumed a failed or cancelled run).
 
     A first attempt starts from an empty folder (one left by a run of an older database with
-    the same id is not ours). Metric rows a dead attempt wrote after its checkpoint are
+    the same id is not ours). Metric rows an earlier attempt wrote after its checkpoint are
     dropped, all of them when there is no usable checkpoint (it died before its first epoch,
     or trained on another machine's disk), so the curve continues instead of doubling back.
     """
@@ -174,22 +266,31 @@ def _resume_point(run: TrainingRun, config: TrainConfig, out_dir: Path) -> Path 
             pass
     if step < 0:
         shutil.rmtree(out_dir, ignore_errors=True)
-    with session_scope() as s:
-        s.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > step))
+
+    def drop_later_rows() -> None:
+        with session_scope() as s:
+            s.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > step))
+
+    _until_written(drop_later_rows, f"run {run.id}: dropping the rows after its checkpoint")
     log.info("run %s: attempt %s starts at step %s", run.id, run.attempts, max(step, 0))
     return found if step >= 0 else None
 
 
-def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir: Path) -> str:
+def _train_run(
+    run: TrainingRun, corpus: Corpus | None, worker: str, sync: RunSync, out_dir: Path
+) -> str:
     """The training itself; raises TrainingError & co. with a sentence for the user."""
-    run, corpus = _load_run(run_id)
     try:
         config = TrainConfig.from_dict(run.config)
     except (TypeError, ValueError) as exc:
         raise TrainingError(f"The run's saved settings are invalid: {exc}") from None
     device = resolve_device(config.device)
-    with session_scope() as s:
-        s.execute(_owned(run_id, worker).values(device=str(device)))
+
+    def record_device() -> None:
+        with session_scope() as s:
+            s.execute(_owned(run.id, worker).values(device=str(device)))
+
+    _until_written(record_device, f"run {run.id}: recording its device")
     if corpus is None:
         raise TrainingError("The corpus of this run was deleted.")
     frozen = snapshot_from_ids(corpus.id, run.snapshot_pair_ids)
@@ -203,8 +304,8 @@ def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir: Path)
         config,
         out_dir=out_dir,
         resume_from=resume,
-        callback=lambda event: _record_progress(run_id, worker, event),
-        should_cancel=cancel.is_set,
+        callback=sync.report,
+        should_cancel=sync.cancel.is_set,
         init_from=artifact_dir(init_id) if init_id is not None else None,
         extra_config={
             "corpus": {
@@ -217,54 +318,50 @@ def _train_run(run_id: int, worker: str, cancel: threading.Event, out_dir: Path)
                 "snapshot_changed": frozen.content_hash != run.snapshot_hash,
                 "pairs": len(frozen.pair_ids),
             },
-            "run_id": run_id,
+            "run_id": run.id,
         },
     )
+    # Every progress row is in before the run closes. The write is also a fresh heartbeat:
+    # it proves the run is still ours and keeps the reaper off it for a full timeout, far
+    # longer than registering takes (and the sync thread goes on beating meanwhile).
+    if not sync.flush():
+        return "taken over"
     if result.cancelled:
-        _finish(run_id, worker, "cancelled")
+        _finish(run.id, worker, "cancelled")
         return "cancelled"
-    # A fresh heartbeat both proves the run is still ours and keeps the reaper off it for a
-    # full timeout, far longer than registering takes.
-    with session_scope() as s:
-        if not s.execute(_owned(run_id, worker).values(heartbeat_at=utcnow())).rowcount:
-            return "taken over"
-    register_version(out_dir, result.metrics, run_id=run_id, corpus_id=corpus.id)
-    _finish(run_id, worker, "succeeded")
+    _until_written(
+        lambda: register_version(out_dir, result.metrics, run_id=run.id, corpus_id=corpus.id),
+        f"run {run.id}: registering its model",
+    )
+    _finish(run.id, worker, "succeeded")
     return "succeeded"
 
 
 def execute_run(run_id: int, worker: str) -> str:
-    """Train one claimed run to its end (heartbeat alongside); return its final status."""
-    heartbeat = Heartbeat(run_id, worker)
-    heartbeat.start()
-    out_dir = jobs.run_dir(run_id)
+    """Train one claimed run to its end (progress and heartbeat alongside); return its final
+    status. A failed or cancelled run keeps its folder, and so its checkpoint, to be resumed
+    (`jobs.resume_run`) until the run is deleted; a succeeded one's model moved to models/."""
+    run, corpus = _load_run(run_id)
+    kept = {k: v for k, v in (run.progress_detail or {}).items() if k in jobs.ATTEMPT_KEYS}
+    sync = RunSync(run_id, worker, kept)
+    sync.start()
     status, error = "failed", None
     try:
-        status = _train_run(run_id, worker, heartbeat.cancel, out_dir)
-    except (TrainingError, ArtifactError, WorkbenchError) as exc:
-        error = str(exc)
-    except torch.cuda.OutOfMemoryError:
-        error = "The GPU ran out of memory; choose a smaller preset."
-    except Exception as exc:  # anything unexpected: keep the worker alive, tell the user
-        log.exception("run %s failed", run_id)
-        error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
-    finally:  # on KeyboardInterrupt & co. the folder stays: the run is resumed from it
-        heartbeat.stop.set()
-        heartbeat.join(timeout=10)
-    if error is not None:
-        _finish(run_id, worker, "failed", error)
-    if _closed_by(run_id, worker):  # a run taken back meanwhile keeps its checkpoint
-        shutil.rmtree(out_dir, ignore_errors=True)  # a registered model was moved out already
+        try:
+            status = _train_run(run, corpus, worker, sync, jobs.run_dir(run_id))
+        except (TrainingError, ArtifactError, WorkbenchError) as exc:
+            error = str(exc)
+        except torch.cuda.OutOfMemoryError:
+            error = "The GPU ran out of memory; choose a smaller preset."
+        except Exception as exc:  # anything unexpected: keep the worker alive, tell the user
+            log.exception("run %s failed", run_id)
+            error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
+        if error is not None:
+            sync.flush()  # the rows up to the failure, then the verdict
+            _finish(run_id, worker, "failed", error)
+    finally:
+        sync.close()
     return status
-
-
-def _closed_by(run_id: int, worker: str) -> bool:
-    """Whether this worker ended the run (it was not re-queued or re-claimed meanwhile)."""
-    with session_scope() as s:
-        row = s.execute(
-            select(TrainingRun.worker_id, TrainingRun.status).where(TrainingRun.id == run_id)
-        ).first()
-    return row is None or (row.worker_id == worker and row.status not in jobs.ACTIVE_STATUSES)
 
 
 def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | None = None) -> int:
@@ -282,8 +379,15 @@ def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | Non
     log.info("worker %s started (home %s)", me, workbench_home())
     jobs.sweep_run_folders()
     while True:
-        jobs.reap_stale_runs()
-        run_id = claim_next_run(me)
+        try:
+            jobs.reap_stale_runs()
+            run_id = claim_next_run(me)
+        except OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            log.warning("the database is locked; looking for runs again shortly")
+            time.sleep(poll_s)
+            continue
         if run_id is not None:
             log.info("run %s claimed", run_id)
             status = execute_run(run_id, me)

@@ -136,13 +136,11 @@ def test_schedule_resolution() -> None:
     assert long.peak() == pytest.approx(noam_lr(4000, 256, 4000))
     paper = make_schedule(TrainConfig(lr_schedule="noam", warmup_steps=4000), 512, 100_000)
     assert paper.lr_at(4000) == pytest.approx(512**-0.5 * 4000**-0.5)
-    budget = make_schedule(
-        TrainConfig(lr_schedule="linear", lr=2e-3, warmup_fraction=0.1), 256, 1000
-    )
-    assert budget.lr_at(1, progress=0.05) == pytest.approx(1e-3)  # half-way up the warm-up
-    assert budget.lr_at(1, progress=0.1) == pytest.approx(2e-3)  # the peak
-    assert budget.lr_at(1, progress=0.55) == pytest.approx(1e-3)  # half-way down the decay
-    assert budget.lr_at(1, progress=1.0) == 0.0
+    budget = make_schedule(TrainConfig(lr_schedule="linear", lr=2e-3, warmup_steps=100), 256, 1)
+    assert budget.lr_at(50, progress=0.01) == pytest.approx(1e-3)  # half-way up the warm-up
+    assert budget.lr_at(100, progress=0.02) == pytest.approx(2e-3 * 0.98)  # decay has begun
+    assert budget.lr_at(500, progress=0.5) == pytest.approx(1e-3)  # half-way down
+    assert budget.lr_at(900, progress=1.0) == 0.0
 
 
 # -- batching -----------------------------------------------------------------------------------

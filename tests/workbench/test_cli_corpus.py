@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT, killed_import
+
 TSV = (
     "我今天很忙。\tI am busy today.\n"
     "外面在下雨。\tIt is raining outside.\n"
@@ -138,38 +138,17 @@ def test_failed_import_writes_nothing(tmp_path: Path) -> None:
 # ------------------------------------------------------------ hostile input, failing disks
 
 
-KILLED_CLI_IMPORT = """
-import os, signal, sys
-import workbench.importing as I
-I.IMPORT_CHUNK = 50
-insert = I._SqliteWriter.insert
-calls = []
-def dying_insert(self, *args):
-    calls.append(1)
-    if len(calls) == 3:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return insert(self, *args)
-I._SqliteWriter.insert = dying_insert
-from workbench.cli import main
-main(["import", "--corpus", "fresh", "--src-lang", "zh", "--tgt-lang", "en", sys.argv[1]])
-"""
+KILLED_CLI_IMPORT = (
+    "from workbench.cli import main\n"
+    'main(["import", "--corpus", "fresh", "--src-lang", "zh", "--tgt-lang", "en", sys.argv[1]])'
+)
 
 
 def test_a_killed_import_leaves_no_empty_corpus_behind(tmp_path: Path) -> None:
     home = tmp_path / "h"
     data = tmp_path / "pairs.tsv"
     data.write_text("\n".join(f"句子{i}\tsentence {i}" for i in range(500)), encoding="utf-8")
-    env = {**os.environ, "WORKBENCH_HOME": str(home)}
-    env.pop("WORKBENCH_DB_URL", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", KILLED_CLI_IMPORT, str(data)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    killed_import(home, KILLED_CLI_IMPORT, str(data))
     line = assert_one_line_error(run(home, "export", "--corpus", "fresh", str(tmp_path / "o")))
     assert "no corpus 'fresh'" in line
     common = ["--corpus", "fresh", "--src-lang", "zh", "--tgt-lang", "en"]
@@ -253,6 +232,7 @@ signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails wi
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 from workbench.__main__ import main
+from tests.helpers import ROOT, killed_import
 """
 
 

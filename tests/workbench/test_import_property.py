@@ -15,8 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench import corpus as C
+from workbench import corpora as C
+from workbench import exporting as E
 from workbench import importing as I
+from workbench import pairs as P
 from workbench.errors import WorkbenchError
 
 CELL = st.text(
@@ -60,7 +62,7 @@ def near_valid(draw: st.DrawFn) -> tuple[str, bytes]:
 def seeded(db_url: str, monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(I, "IMPORT_CHUNK", 3)
     info = C.create_corpus("prop", "zh", "en")
-    C.apply_edits(
+    P.apply_edits(
         info.id, added=[{"source": "abc", "target": "你好"}, {"source": "x", "target": "y"}]
     )
     return info.id
@@ -133,13 +135,13 @@ def test_export_then_import_round_trips(
     name = f"rt{len(C.list_corpora())}"
     first = C.create_corpus(name, "zh", "en")
     I.import_file(first.id, data, "jsonl")
-    original = C.search_pairs(first.id, page_size=1000).rows.drop(columns="id")
+    original = P.search_pairs(first.id, page_size=1000).rows.drop(columns="id")
     folder = tmp_path_factory.mktemp("export")
-    for fmt in I.EXPORT_FORMATS:
+    for fmt in E.EXPORT_FORMATS:
         path = folder / f"{name}.{fmt}"
-        assert I.export_pairs(first.id, path) == len(original)
+        assert E.export_pairs(first.id, path) == len(original)
         copy = C.create_corpus(f"{name} {fmt}", "zh", "en")
         result = I.import_file(copy.id, path)
         assert result.issue_counts.get("control_chars", 0) == 0  # exported text is clean
-        again = C.search_pairs(copy.id, page_size=1000).rows.drop(columns="id")
+        again = P.search_pairs(copy.id, page_size=1000).rows.drop(columns="id")
         assert again.equals(original), fmt

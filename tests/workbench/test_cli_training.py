@@ -10,9 +10,9 @@ import signal
 from pathlib import Path
 
 import pytest
-from jobs_helpers import TOY, add_preset, cli, make_toy_corpus, toy_pairs
 
-from workbench import corpus, jobs
+from tests.helpers import TOY, add_preset, cli, make_toy_corpus, toy_pairs
+from workbench import corpora, run_info, worker_process
 
 
 def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Pa
     bad.write_text('{"source": "你好", "target": "hello"}\n{not json\n', encoding="utf-8")
     failed = cli("import", "--corpus", "new", "--src-lang", "zh", "--tgt-lang", "en", str(bad))
     assert failed.returncode != 0 and "line 2" in failed.stderr
-    assert corpus.list_corpora() == []  # not even the new, empty corpus is left behind
+    assert corpora.list_corpora() == []  # not even the new, empty corpus is left behind
     empty = cli("versions")
     assert empty.returncode == 0 and "no model versions yet" in empty.stdout
 
@@ -120,14 +120,15 @@ def test_train_takes_any_preset_of_core_model_and_a_time_budget(
     from workbench import cli as workbench_cli
 
     add_preset(monkeypatch, "micro")
-    monkeypatch.setattr(jobs, "ensure_worker", lambda *a, **k: None)  # no worker: only queue
+    # No worker: only queue.
+    monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: None)
     make_toy_corpus()
     assert workbench_cli.main(["train", "--corpus", "toy", "--preset", "micro"]) == 0
     queued = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert jobs.get_run(queued["run_id"]).config["preset"] == "micro"
+    assert run_info.get_run(queued["run_id"]).config["preset"] == "micro"
 
     assert workbench_cli.main(["train", "--corpus", "toy", "--minutes", "2"]) == 0
-    run = jobs.get_run(json.loads(capsys.readouterr().out.splitlines()[-1])["run_id"])
+    run = run_info.get_run(json.loads(capsys.readouterr().out.splitlines()[-1])["run_id"])
     assert (run.config["time_budget_s"], run.config["epochs"], run.budget) == (120, None, "2 min")
 
     assert workbench_cli.main(["train", "--corpus", "toy", "--preset", "giant"]) == 2

@@ -28,13 +28,7 @@ from core_model.training.schedule import (
 )
 from core_model.training.selection import average_state_dicts
 from core_model.transformer import Transformer
-
-FIXTURE = Path(__file__).parent / "fixtures" / "toy_zh_en.tsv"
-
-
-def toy_pairs() -> list[tuple[str, str]]:
-    lines = FIXTURE.read_text(encoding="utf-8").splitlines()
-    return [tuple(line.split("\t")[:2]) for line in lines if "\t" in line]  # type: ignore[misc]
+from tests.helpers import toy_pairs
 
 
 def quick(**kw) -> TrainConfig:

@@ -4,17 +4,14 @@ budget on a CPU — and greedy decoding then reproduces every training target ex
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from core_model.training import TrainConfig, train
 from core_model.translator import translate_ids
-
-FIXTURE = Path(__file__).parent / "fixtures" / "toy_zh_en.tsv"
+from tests.helpers import toy_pairs
 
 
 def test_tiny_model_memorises_a_dozen_pairs() -> None:
-    lines = FIXTURE.read_text(encoding="utf-8").splitlines()
-    pairs = [tuple(line.split("\t")[:2]) for line in lines if "\t" in line]
+    pairs = toy_pairs()
     assert len(pairs) >= 12
     start = time.monotonic()
     result = train(pairs, None, TrainConfig(preset="tiny", device="cpu"))

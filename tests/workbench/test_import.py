@@ -11,16 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from workbench import corpus as C
+from tests.helpers import ROOT
+from workbench import corpora as C
+from workbench import exporting as E
+from workbench import formats as F
+from workbench import import_checks as K
 from workbench import importing as I
+from workbench import pairs as P
+from workbench import text_rules as T
 from workbench.errors import WorkbenchError
 
-ROOT = Path(__file__).resolve().parents[1]
 TSV = "我今天很忙。\tI am busy today.\n外面在下雨。\tIt is raining outside.\n"
 ATTR = "CC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #2 (b)"
 
 
-def _pairs(parsed: I.ParsedImport) -> list[tuple[str, str]]:
+def _pairs(parsed: K.ParsedImport) -> list[tuple[str, str]]:
     return [(p.source, p.target) for p in parsed.pairs]
 
 
@@ -35,7 +40,7 @@ def test_tsv_header_optional_columns_bom_crlf() -> None:
         "外面在下雨。\tIt is raining outside.\r\n"
         "请把门关上。\tPlease close the door.\t\tno split\n"
     ).encode()
-    parsed = I.parse_pairs(data, "tsv")
+    parsed = K.parse_pairs(data, "tsv")
     assert _pairs(parsed) == [
         ("我今天很忙。", "I am busy today."),
         ("外面在下雨。", "It is raining outside."),
@@ -49,7 +54,7 @@ def test_tsv_header_optional_columns_bom_crlf() -> None:
 
 def test_csv_quotes_and_embedded_newlines() -> None:
     data = 'source,target\n"你好，世界","Hello, ""world""\nagain"\n再见,Bye\n'.encode()
-    assert _pairs(I.parse_pairs(data, "csv")) == [
+    assert _pairs(K.parse_pairs(data, "csv")) == [
         ("你好，世界", 'Hello, "world" again'),
         ("再见", "Bye"),
     ]
@@ -61,7 +66,7 @@ def test_jsonl() -> None:
         {"source": "再见", "target": "Bye", "split": None},
     ]
     data = "\n".join(json.dumps(x, ensure_ascii=False) for x in lines).encode()
-    parsed = I.parse_pairs(data, "jsonl")
+    parsed = K.parse_pairs(data, "jsonl")
     assert _pairs(parsed) == [("你好", "Hello"), ("再见", "Bye")]
     assert [p.split for p in parsed.pairs] == ["test", None]
 
@@ -69,33 +74,33 @@ def test_jsonl() -> None:
 def test_aligned_files(tmp_path: Path) -> None:
     (tmp_path / "a.zh").write_text("你好\n再见\n谢谢\n", encoding="utf-8")
     (tmp_path / "a.en").write_text("Hello\nBye\nThanks\n", encoding="utf-8")
-    parsed = I.parse_pairs(tmp_path / "a.zh", None, tmp_path / "a.en")
+    parsed = K.parse_pairs(tmp_path / "a.zh", None, tmp_path / "a.en")
     assert _pairs(parsed) == [("你好", "Hello"), ("再见", "Bye"), ("谢谢", "Thanks")]
 
 
 def test_tatoeba_orientation_follows_corpus_languages() -> None:
     data = f"The tea is hot.\t茶很烫。\t{ATTR}\nWe eat at noon.\t我们中午吃饭。\t{ATTR}\n".encode()
-    zh_en = I.parse_pairs(data, "tatoeba", src_lang="zh", tgt_lang="en")
+    zh_en = K.parse_pairs(data, "tatoeba", src_lang="zh", tgt_lang="en")
     assert _pairs(zh_en) == [("茶很烫。", "The tea is hot."), ("我们中午吃饭。", "We eat at noon.")]
     assert zh_en.pairs[0].note == ATTR  # attribution kept (CC-BY)
-    en_zh = I.parse_pairs(data, "tatoeba", src_lang="en", tgt_lang="zh")
+    en_zh = K.parse_pairs(data, "tatoeba", src_lang="en", tgt_lang="zh")
     assert _pairs(en_zh) == [("The tea is hot.", "茶很烫。"), ("We eat at noon.", "我们中午吃饭。")]
     with pytest.raises(WorkbenchError, match="English"):
-        I.parse_pairs(data, "tatoeba", src_lang="de", tgt_lang="fr")
+        K.parse_pairs(data, "tatoeba", src_lang="de", tgt_lang="fr")
 
 
 def test_gzip_and_format_inference(tmp_path: Path) -> None:
     path = tmp_path / "cmn-eng.tsv.gz"
     path.write_bytes(gzip.compress(f"The tea is hot.\t茶很烫。\t{ATTR}\n".encode()))
-    assert I.infer_format(path, path.read_bytes()) == "tatoeba"
-    assert _pairs(I.parse_pairs(path, src_lang="zh", tgt_lang="en")) == [
+    assert F.infer_format(path, path.read_bytes()) == "tatoeba"
+    assert _pairs(K.parse_pairs(path, src_lang="zh", tgt_lang="en")) == [
         ("茶很烫。", "The tea is hot.")
     ]
-    assert I.infer_format("x.csv") == "csv"
-    assert I.infer_format("x.jsonl") == "jsonl"
-    assert I.infer_format("x.tsv", TSV.encode()) == "tsv"
+    assert F.infer_format("x.csv") == "csv"
+    assert F.infer_format("x.jsonl") == "jsonl"
+    assert F.infer_format("x.tsv", TSV.encode()) == "tsv"
     with pytest.raises(WorkbenchError, match="--format"):
-        I.infer_format("x.docx")
+        F.infer_format("x.docx")
 
 
 @pytest.mark.parametrize(
@@ -117,18 +122,18 @@ def test_gzip_and_format_inference(tmp_path: Path) -> None:
 )
 def test_malformed_files_name_the_line(fmt: str, data: bytes, match: str) -> None:
     with pytest.raises(WorkbenchError, match=match):
-        I.parse_pairs(data, fmt, src_lang="zh", tgt_lang="en")
+        K.parse_pairs(data, fmt, src_lang="zh", tgt_lang="en")
 
 
 def test_aligned_length_mismatch_names_the_line() -> None:
     with pytest.raises(WorkbenchError, match=r"line 3: aligned files differ"):
-        I.parse_pairs("一\n二\n三\n".encode(), "aligned", b"one\ntwo\n")
+        K.parse_pairs("一\n二\n三\n".encode(), "aligned", b"one\ntwo\n")
     with pytest.raises(WorkbenchError, match="target file"):
-        I.parse_pairs(b"x\n", "aligned")
+        K.parse_pairs(b"x\n", "aligned")
 
 
 def test_validation_report() -> None:
-    long = "字" * (C.MAX_CHARS + 1)
+    long = "字" * (T.MAX_CHARS + 1)
     rows = [
         "你好\tHello",  # 1 ok
         "\tempty source",  # 2 error
@@ -138,7 +143,7 @@ def test_validation_report() -> None:
         "短\t" + " ".join(["word"] * 30),  # 6 ratio (warning, imported)
         "分割\tsplit\tdev",  # 7 bad split
     ]
-    parsed = I.parse_pairs("\n".join(rows).encode(), "tsv")
+    parsed = K.parse_pairs("\n".join(rows).encode(), "tsv")
     kinds = {(i.line, i.kind, i.severity) for i in parsed.report}
     assert kinds == {
         (2, "empty", "error"),
@@ -155,11 +160,11 @@ def test_validation_report() -> None:
 
 
 def test_validator_matches_corpus_text_rules() -> None:
-    """The inlined hot path must agree with corpus.normalize_text / pair_hash."""
+    """The inlined hot path must agree with text_rules.normalize_text / pair_hash."""
     raw = "  Ｅ\u0301cole\u2003\u3000l'e\u0301cole  \u00a0 ok "
-    p = I.parse_pairs(f"{raw}\t{raw[::-1]}\n".encode(), "tsv").pairs[0]
-    src, tgt = C.normalize_text(raw), C.normalize_text(raw[::-1])
-    assert (p.source, p.target, p.content_hash) == (src, tgt, C.pair_hash(src, tgt))
+    p = K.parse_pairs(f"{raw}\t{raw[::-1]}\n".encode(), "tsv").pairs[0]
+    src, tgt = T.normalize_text(raw), T.normalize_text(raw[::-1])
+    assert (p.source, p.target, p.content_hash) == (src, tgt, T.pair_hash(src, tgt))
 
 
 # ------------------------------------------------------------------------------ writing
@@ -198,9 +203,9 @@ def test_failure_after_chunks_were_written_rolls_everything_back(
     with pytest.raises(WorkbenchError, match="line 51"):
         I.import_file(info.id, ("\n".join(rows) + "\nbroken line\n").encode(), "tsv")
     assert db_fingerprint() == before
-    assert C.search_pairs(info.id, "sentence").total == 0
+    assert P.search_pairs(info.id, "sentence").total == 0
     ok = I.import_file(info.id, "\n".join(rows).encode(), "tsv")
-    assert ok.added == 50 and C.search_pairs(info.id, "sentence 4").total == 11
+    assert ok.added == 50 and P.search_pairs(info.id, "sentence 4").total == 11
     db_fingerprint()  # FTS integrity check after a multi-chunk import
 
 
@@ -208,10 +213,10 @@ def test_tiny_rule_applies_to_small_imports(wb_home: Path, monkeypatch) -> None:
     monkeypatch.setattr(I, "IMPORT_CHUNK", 5)
     tiny = C.create_corpus("tiny", "zh", "en")
     I.import_file(tiny.id, "\n".join(f"小{i}\tsmall {i}" for i in range(12)).encode(), "tsv")
-    assert C.corpus_stats(tiny.id).split_counts["train"] == 12
+    assert P.corpus_stats(tiny.id).split_counts["train"] == 12
     big = C.create_corpus("big", "zh", "en")
     I.import_file(big.id, "\n".join(f"大{i}\tbig {i}" for i in range(300)).encode(), "tsv")
-    counts = C.corpus_stats(big.id).split_counts
+    counts = P.corpus_stats(big.id).split_counts
     assert counts["valid"] > 0 and counts["test"] > 0
 
 
@@ -227,31 +232,31 @@ def test_export_round_trip(db_url: str, tmp_path: Path) -> None:
         f"The tea is hot.\t茶很烫。\t{ATTR}\nWe eat at noon.\t我们中午吃饭。\t{ATTR}\n".encode(),
         "tatoeba",
     )
-    C.add_pair(info.id, "测试", "held out", split="test", note="mine")
-    original = C.search_pairs(info.id).rows.drop(columns="id")
+    P.add_pair(info.id, "测试", "held out", split="test", note="mine")
+    original = P.search_pairs(info.id).rows.drop(columns="id")
     for ext in ("tsv", "jsonl", "csv"):
         path = tmp_path / f"out.{ext}"
-        assert I.export_pairs(info.id, path) == 3
+        assert E.export_pairs(info.id, path) == 3
         other = C.create_corpus(f"copy-{ext}", "zh", "en")
         res = I.import_file(other.id, path)
         assert res.added == 3 and res.report == []
-        copy = C.search_pairs(other.id).rows.drop(columns="id")
+        copy = P.search_pairs(other.id).rows.drop(columns="id")
         assert copy.equals(original), ext
-    assert I.export_bytes(info.id, "tsv").decode().splitlines()[0] == "source\ttarget\tsplit\tnote"
+    assert E.export_bytes(info.id, "tsv").decode().splitlines()[0] == "source\ttarget\tsplit\tnote"
     with pytest.raises(WorkbenchError, match="folder does not exist"):
-        I.export_pairs(info.id, tmp_path / "nope" / "x.tsv")
+        E.export_pairs(info.id, tmp_path / "nope" / "x.tsv")
     with pytest.raises(WorkbenchError, match="cannot export"):
-        I.export_pairs(info.id, tmp_path / "x.xml", "xml")
+        E.export_pairs(info.id, tmp_path / "x.xml", "xml")
 
 
 def test_real_tatoeba_sample_if_available(wb_home: Path) -> None:
-    path = Path(__file__).resolve().parents[2] / "shared/data/tatoeba-cmn-eng/cmn-eng.tsv.gz"
+    path = ROOT.parent / "shared/data/tatoeba-cmn-eng/cmn-eng.tsv.gz"
     if not path.exists():
         pytest.skip(f"reference data not present: {path}")
     info = C.create_corpus("tatoeba", "zh", "en")
     res = I.import_file(info.id, path)  # format sniffed from the attribution column
     assert res.added > 20_000 and res.skipped == 0
-    row = C.search_pairs(info.id, page_size=1).rows.iloc[0]
+    row = P.search_pairs(info.id, page_size=1).rows.iloc[0]
     assert not row["source"].isascii() and row["target"].isascii()
 
 
@@ -260,9 +265,9 @@ def test_bulk_import_of_many_rows(db_url: str) -> None:
     data = "\n".join(f"第{i}句。\tSentence number {i}." for i in range(12_000)).encode()
     res = I.import_file(info.id, data, "tsv")
     assert res.added == 12_000 and C.get_corpus(info.id).pair_count == 12_000
-    hit = C.search_pairs(info.id, "number 11999.")
+    hit = P.search_pairs(info.id, "number 11999.")
     assert hit.total == 1 and hit.rows.loc[0, "source"] == "第11999句。"
-    counts = C.corpus_stats(info.id).split_counts
+    counts = P.corpus_stats(info.id).split_counts
     assert 0.85 < counts["train"] / 12_000 < 0.95
 
 
@@ -271,7 +276,7 @@ def test_bulk_import_of_many_rows(db_url: str) -> None:
 
 def test_control_characters_are_removed_and_counted_in_the_report() -> None:
     tsv = "a\x07b\tc\x1b[31md\n正常\tfine\n\x00\t\n".replace("\x00", "\u200b").encode()
-    parsed = I.parse_pairs(tsv, "tsv")
+    parsed = K.parse_pairs(tsv, "tsv")
     assert _pairs(parsed) == [("ab", "c[31md"), ("正常", "fine")]
     [issue] = [i for i in parsed.report if i.kind == "control_chars"]
     assert (issue.line, issue.severity) == (1, "warning")
@@ -282,7 +287,7 @@ def test_control_characters_are_removed_and_counted_in_the_report() -> None:
         {"source": "\u0007", "target": "only a bell"},
     ]
     data = "\n".join(json.dumps(r) for r in rows).encode()  # ASCII JSON with \\u escapes
-    parsed = I.parse_pairs(data, "jsonl")
+    parsed = K.parse_pairs(data, "jsonl")
     assert _pairs(parsed) == [("nulhere", "rtlexe"), ("lonesurrogate", "ok")]
     assert parsed.pairs[0].note == "note"
     assert parsed.issue_counts["control_chars"] == 2 and parsed.skipped == 1
@@ -294,33 +299,33 @@ def test_a_file_named_gz_must_be_gzip(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "pairs.tsv.gz"
     path.write_bytes(content)
     with pytest.raises(WorkbenchError, match="is not a gzip file"):
-        I.parse_pairs(path)
+        K.parse_pairs(path)
 
 
 def test_size_and_line_length_are_capped_while_streaming(monkeypatch) -> None:
-    monkeypatch.setattr(I, "MAX_INPUT_BYTES", 1000)
+    monkeypatch.setattr(F, "MAX_INPUT_BYTES", 1000)
     with pytest.raises(WorkbenchError, match="larger than 1,000 bytes uncompressed"):
-        I.parse_pairs(gzip.compress(b"a\tb\n" * 1000), "tsv")
+        K.parse_pairs(gzip.compress(b"a\tb\n" * 1000), "tsv")
     with pytest.raises(WorkbenchError, match="larger than 1,000 bytes: split"):
-        I.parse_pairs(b"a\tb\n" * 1000, "tsv")
-    monkeypatch.setattr(I, "MAX_LINE_BYTES", 100)
+        K.parse_pairs(b"a\tb\n" * 1000, "tsv")
+    monkeypatch.setattr(F, "MAX_LINE_BYTES", 100)
     with pytest.raises(WorkbenchError, match="line 3: longer than 100 bytes"):
-        I.parse_pairs(b"a\tb\n\n" + b"x" * 150 + b"\ty\n", "tsv")
+        K.parse_pairs(b"a\tb\n\n" + b"x" * 150 + b"\ty\n", "tsv")
     with pytest.raises(WorkbenchError, match="line 1: longer than 100 bytes"):
-        I.parse_pairs(b"x" * 500, "tsv")  # one endless line, no newline at all
-    assert len(I.parse_pairs(b"a\tb\n" * 20 + b"c\td", "tsv").pairs) == 2
+        K.parse_pairs(b"x" * 500, "tsv")  # one endless line, no newline at all
+    assert len(K.parse_pairs(b"a\tb\n" * 20 + b"c\td", "tsv").pairs) == 2
 
 
 def test_line_numbers_survive_block_boundaries(monkeypatch) -> None:
     """Blank lines are skipped in bulk; errors still name the right line across blocks."""
-    monkeypatch.setattr(I, "_BLOCK", 16)
+    monkeypatch.setattr(F, "_BLOCK", 16)
     data = "a\tb\n\n\r\n中文\t句子\n" + "\n" * 40 + "c\td\nbroken\n"
-    parsed_lines = [p.line for p in I.parse_pairs(data.encode()[:-7], "tsv").pairs]
+    parsed_lines = [p.line for p in K.parse_pairs(data.encode()[:-7], "tsv").pairs]
     assert parsed_lines == [1, 4, 45]
     with pytest.raises(WorkbenchError, match="line 46: expected 2 to 4"):
-        I.parse_pairs(data.encode(), "tsv")
+        K.parse_pairs(data.encode(), "tsv")
     with pytest.raises(WorkbenchError, match="line 6: not valid UTF-8"):
-        I.parse_pairs(b"ok\tfine\n" * 5 + b"x\t\xff\n", "tsv")
+        K.parse_pairs(b"ok\tfine\n" * 5 + b"x\t\xff\n", "tsv")
 
 
 def test_gzip_of_newlines_is_read_in_bounded_memory(tmp_path: Path) -> None:
@@ -334,7 +339,7 @@ def test_gzip_of_newlines_is_read_in_bounded_memory(tmp_path: Path) -> None:
     code = (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
-        "from workbench.importing import parse_pairs\n"
+        "from workbench.import_checks import parse_pairs\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "parsed = parse_pairs(sys.argv[1])\n"
         "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
@@ -356,7 +361,7 @@ def test_gzip_of_newlines_is_read_in_bounded_memory(tmp_path: Path) -> None:
 def test_preview_keeps_a_bounded_sample(wb_home: Path, monkeypatch) -> None:
     monkeypatch.setattr(I, "IMPORT_CHUNK", 64)
     info = C.create_corpus("c", "zh", "en")
-    C.apply_edits(info.id, added=[{"source": "句子3", "target": "sentence 3"}])
+    P.apply_edits(info.id, added=[{"source": "句子3", "target": "sentence 3"}])
     data = "\n".join(f"句子{i}\tsentence {i}" for i in range(500)).encode()
     preview = I.preview_import(info.id, data, "tsv", sample=7)
     assert preview.accepted == 499 and len(preview.pairs) == 7

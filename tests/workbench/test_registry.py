@@ -10,32 +10,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jobs_helpers import make_toy_corpus, toy_pairs
 
-from db.engine import ENV_DB_URL, ENV_HOME, dispose_engines
-from workbench import corpus, evaluation, jobs, registry, translation, worker
+from tests.helpers import make_toy_corpus, module_home, toy_pairs, train_version
+from workbench import evaluation, pairs, registry, settings, translation
 from workbench.errors import WorkbenchError
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """One home with two versions: v1 trained from scratch, v2 fine-tuned from v1."""
-    home = tmp_path_factory.mktemp("registry_home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(ENV_HOME, str(home))
-        mp.delenv(ENV_DB_URL, raising=False)
-        dispose_engines()
+    with module_home(tmp_path_factory.mktemp("registry_home")) as home:
         corpus_id = make_toy_corpus()
-        first = jobs.enqueue_training(corpus_id, preset="tiny")  # the adaptive budget
-        assert worker.run_worker(once=True) == 1
-        v1 = jobs.get_run(first).version_id
-        assert v1 is not None, jobs.get_run(first).error
-        tuned = jobs.enqueue_training(corpus_id, init_version_id=v1, max_steps=20)
-        assert worker.run_worker(once=True) == 1
-        v2 = jobs.get_run(tuned).version_id
-        assert v2 is not None, jobs.get_run(tuned).error
+        _, v1 = train_version(corpus_id, preset="tiny")  # the adaptive budget
+        _, v2 = train_version(corpus_id, init_version_id=v1, max_steps=20)
         yield {"home": home, "corpus_id": corpus_id, "v1": v1, "v2": v2}
-        dispose_engines()
 
 
 def test_a_small_corpus_is_learned_by_one_click(trained: dict) -> None:
@@ -102,7 +90,7 @@ def test_compare_puts_versions_side_by_side(trained: dict) -> None:
 
 def test_a_correction_becomes_a_pair(trained: dict) -> None:
     pair_id = translation.save_correction(trained["corpus_id"], "我很好。", "I am fine.")
-    page = corpus.search_pairs(trained["corpus_id"], query="I am fine")
+    page = pairs.search_pairs(trained["corpus_id"], query="I am fine")
     assert pair_id in list(page.rows["id"])
     with pytest.raises(WorkbenchError):
         translation.save_correction(trained["corpus_id"], "我很好。", "I am fine.")  # duplicate
@@ -220,7 +208,7 @@ def test_register_refuses_links_and_special_files_among_model_files(
     with pytest.raises(WorkbenchError, match=r"link|not a regular file"):
         registry.import_version(outside_folder)
     assert registry.list_versions() == []
-    assert not list((registry.workbench_home() / "runs").glob("import-*"))
+    assert not list((settings.home() / "runs").glob("import-*"))
 
 
 def test_register_bounds_the_size_and_checks_names_languages_metrics(
@@ -253,8 +241,8 @@ def test_the_recorded_checksum_covers_the_model_config(outside_folder: Path) -> 
     import json
 
     from core_model.artifact import sha256_file
-    from db.engine import session_scope
     from db.models import ModelVersion
+    from workbench.storage import session_scope
 
     version = registry.import_version(outside_folder)
     folder = registry.artifact_dir(version)

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench import corpus as C
+from workbench import corpora as C
+from workbench import pairs as P
+from workbench import snapshots as S
+from workbench import text_rules as T
 from workbench.errors import WorkbenchError
 
 ZH_EN = [
@@ -23,7 +26,7 @@ ZH_EN = [
 def _corpus(name: str = "toy", pairs=ZH_EN) -> C.CorpusInfo:
     info = C.create_corpus(name, "zh", "en")
     if pairs:
-        C.apply_edits(info.id, added=[{"source": s, "target": t} for s, t in pairs])
+        P.apply_edits(info.id, added=[{"source": s, "target": t} for s, t in pairs])
     return C.get_corpus(info.id)
 
 
@@ -31,25 +34,25 @@ def _corpus(name: str = "toy", pairs=ZH_EN) -> C.CorpusInfo:
 
 
 def test_normalize_text() -> None:
-    assert C.normalize_text("  a\t b\n\u3000c  ") == "a b c"
-    assert C.normalize_text("e\u0301") == "\u00e9"  # NFC
-    assert C.normalize_text(" \n ") == ""
+    assert T.normalize_text("  a\t b\n\u3000c  ") == "a b c"
+    assert T.normalize_text("e\u0301") == "\u00e9"  # NFC
+    assert T.normalize_text(" \n ") == ""
 
 
 def test_hash_split_is_deterministic_and_roughly_90_5_5() -> None:
-    hashes = [C.pair_hash(f"源{i}", f"target {i}") for i in range(20_000)]
-    counts = Counter(C.hash_split(h) for h in hashes)
+    hashes = [T.pair_hash(f"源{i}", f"target {i}") for i in range(20_000)]
+    counts = Counter(T.hash_split(h) for h in hashes)
     assert 0.88 < counts["train"] / 20_000 < 0.92
     assert 0.04 < counts["valid"] / 20_000 < 0.06
     assert 0.04 < counts["test"] / 20_000 < 0.06
-    assert [C.hash_split(h) for h in hashes[:50]] == [C.hash_split(h) for h in hashes[:50]]
-    assert C.default_split(hashes[0], C.TINY_CORPUS - 1) == "train"
+    assert [T.hash_split(h) for h in hashes[:50]] == [T.hash_split(h) for h in hashes[:50]]
+    assert T.default_split(hashes[0], T.TINY_CORPUS - 1) == "train"
 
 
 def test_rough_token_count() -> None:
-    assert C.rough_token_count("我今天很忙。") == 6  # 5 characters + the full stop
-    assert C.rough_token_count("I am busy today.") == 4
-    assert C.rough_token_count("用 Python 写") == 3
+    assert T.rough_token_count("我今天很忙。") == 6  # 5 characters + the full stop
+    assert T.rough_token_count("I am busy today.") == 4
+    assert T.rough_token_count("用 Python 写") == 3
 
 
 # ---------------------------------------------------------------------------- corpora
@@ -66,7 +69,7 @@ def test_create_list_rename_delete(db_url: str) -> None:
             C.create_corpus(bad, "zh", "en")
     with pytest.raises(WorkbenchError, match="language"):
         C.create_corpus("bad lang", "chinese!", "en")
-    C.apply_edits(a.id, added=[{"source": "你好", "target": "hello"}])
+    P.apply_edits(a.id, added=[{"source": "你好", "target": "hello"}])
     listed = {c.name: c.pair_count for c in C.list_corpora()}
     assert listed == {"daily zh-en": 1, "other": 0}
     assert C.get_corpus("daily zh-en").id == a.id == C.get_corpus(a.id).id
@@ -92,25 +95,25 @@ def test_get_or_create_checks_languages(wb_home: Path) -> None:
 
 def test_tiny_corpus_goes_to_train_and_explicit_split_wins(wb_home: Path) -> None:
     info = _corpus()
-    assert C.corpus_stats(info.id).split_counts == {"train": 6, "valid": 0, "test": 0}
-    C.add_pair(info.id, "新的句子。", "A new sentence.", split="test")
-    assert C.split_pairs(info.id, "test") == [("新的句子。", "A new sentence.")]
+    assert P.corpus_stats(info.id).split_counts == {"train": 6, "valid": 0, "test": 0}
+    P.add_pair(info.id, "新的句子。", "A new sentence.", split="test")
+    assert S.split_pairs(info.id, "test") == [("新的句子。", "A new sentence.")]
 
 
 def test_large_write_uses_hash_split(wb_home: Path) -> None:
     info = C.create_corpus("big", "zh", "en")
     added = [{"source": f"句子{i}", "target": f"sentence {i}"} for i in range(400)]
-    C.apply_edits(info.id, added=added)
-    counts = C.corpus_stats(info.id).split_counts
+    P.apply_edits(info.id, added=added)
+    counts = P.corpus_stats(info.id).split_counts
     assert counts["valid"] > 0 and counts["test"] > 0 and counts["train"] > 300
     for split in ("train", "valid", "test"):
-        for s, t in C.split_pairs(info.id, split):
-            assert C.hash_split(C.pair_hash(s, t)) == split
+        for s, t in S.split_pairs(info.id, split):
+            assert T.hash_split(T.pair_hash(s, t)) == split
 
 
 def test_apply_edits_is_one_validated_transaction(db_url: str, db_fingerprint) -> None:
     info = _corpus()
-    rows = C.search_pairs(info.id).rows
+    rows = P.search_pairs(info.id).rows
     ids = rows["id"].tolist()
     before = db_fingerprint()
     bad_changes = [
@@ -128,51 +131,51 @@ def test_apply_edits_is_one_validated_transaction(db_url: str, db_fingerprint) -
     ]
     for change in bad_changes:
         with pytest.raises(WorkbenchError):
-            C.apply_edits(info.id, **change)
+            P.apply_edits(info.id, **change)
         assert db_fingerprint() == before, change
     with pytest.raises(WorkbenchError, match=r"duplicates existing pair \d+"):
-        C.apply_edits(info.id, added=[{"source": "我们明天见。", "target": "See you tomorrow."}])
+        P.apply_edits(info.id, added=[{"source": "我们明天见。", "target": "See you tomorrow."}])
 
-    result = C.apply_edits(
+    result = P.apply_edits(
         info.id,
         added=[{"source": "好的", "target": "OK", "note": "  new  "}],
         edited={ids[0]: {"target": "I'm  busy today.", "split": "valid"}},
         deleted=[ids[1]],
     )
     assert (result.added, result.updated, result.deleted) == (1, 1, 1)
-    page = C.search_pairs(info.id).rows.set_index("id")
+    page = P.search_pairs(info.id).rows.set_index("id")
     assert page.loc[ids[0], "target"] == "I'm busy today." and page.loc[ids[0], "split"] == "valid"
     assert ids[1] not in page.index
     assert page.loc[result.added_ids[0], "note"] == "new"
     # Re-adding the deleted pair and swapping two pairs' content are both fine.
-    C.apply_edits(info.id, added=[{"source": ZH_EN[1][0], "target": ZH_EN[1][1]}])
+    P.apply_edits(info.id, added=[{"source": ZH_EN[1][0], "target": ZH_EN[1][1]}])
     a, b = ids[2], ids[3]
-    C.apply_edits(
+    P.apply_edits(
         info.id,
         edited={
             a: {"source": ZH_EN[3][0], "target": ZH_EN[3][1]},
             b: {"source": ZH_EN[2][0], "target": ZH_EN[2][1]},
         },
     )
-    page = C.search_pairs(info.id).rows.set_index("id")
+    page = P.search_pairs(info.id).rows.set_index("id")
     assert page.loc[a, "source"] == ZH_EN[3][0] and page.loc[b, "source"] == ZH_EN[2][0]
 
 
 def test_add_pair_rejects_duplicates(db_url: str) -> None:
     info = _corpus(pairs=[])
-    pid = C.add_pair(info.id, "你好。", "Hello.")
+    pid = P.add_pair(info.id, "你好。", "Hello.")
     assert isinstance(pid, int)
     with pytest.raises(WorkbenchError, match="duplicates"):
-        C.add_pair(info.id, " 你好。 ", "Hello.")
+        P.add_pair(info.id, " 你好。 ", "Hello.")
     other = C.create_corpus("other", "zh", "en")
-    C.add_pair(other.id, "你好。", "Hello.")  # unique per corpus only
+    P.add_pair(other.id, "你好。", "Hello.")  # unique per corpus only
 
 
 def test_ids_are_never_reused(wb_home: Path) -> None:
     info = _corpus(pairs=[])
-    first = C.add_pair(info.id, "一", "one")
-    C.apply_edits(info.id, deleted=[first])
-    assert C.add_pair(info.id, "二", "two") > first
+    first = P.add_pair(info.id, "一", "one")
+    P.apply_edits(info.id, deleted=[first])
+    assert P.add_pair(info.id, "二", "two") > first
 
 
 # ------------------------------------------------------------------------------ search
@@ -180,28 +183,28 @@ def test_ids_are_never_reused(wb_home: Path) -> None:
 
 def test_search_substring_split_and_pages(db_url: str) -> None:
     info = _corpus()
-    assert C.search_pairs(info.id).total == 6
-    hit = C.search_pairs(info.id, "RAIN")  # case-insensitive, >= 3 chars (index)
+    assert P.search_pairs(info.id).total == 6
+    hit = P.search_pairs(info.id, "RAIN")  # case-insensitive, >= 3 chars (index)
     assert hit.total == 1 and hit.rows.loc[0, "target"] == "It is raining outside."
-    assert C.search_pairs(info.id, "下雨").total == 1  # 2 chars (LIKE fallback)
-    assert C.search_pairs(info.id, "很有意思").total == 1  # Chinese, 4 chars (index)
-    assert C.search_pairs(info.id, "the  door").total == 1  # query normalised too
-    assert C.search_pairs(info.id, "o").total == 6
-    assert C.search_pairs(info.id, "nothing like this").total == 0
-    assert list(C.search_pairs(info.id).rows.columns) == ["id", "source", "target", "split", "note"]
-    C.apply_edits(
-        info.id, edited={C.search_pairs(info.id, "door").rows.loc[0, "id"]: {"split": "test"}}
+    assert P.search_pairs(info.id, "下雨").total == 1  # 2 chars (LIKE fallback)
+    assert P.search_pairs(info.id, "很有意思").total == 1  # Chinese, 4 chars (index)
+    assert P.search_pairs(info.id, "the  door").total == 1  # query normalised too
+    assert P.search_pairs(info.id, "o").total == 6
+    assert P.search_pairs(info.id, "nothing like this").total == 0
+    assert list(P.search_pairs(info.id).rows.columns) == ["id", "source", "target", "split", "note"]
+    P.apply_edits(
+        info.id, edited={P.search_pairs(info.id, "door").rows.loc[0, "id"]: {"split": "test"}}
     )
-    assert C.search_pairs(info.id, "door", split="test").total == 1
-    assert C.search_pairs(info.id, "door", split="train").total == 0
-    p1 = C.search_pairs(info.id, page=1, page_size=4)
-    p2 = C.search_pairs(info.id, page=2, page_size=4)
+    assert P.search_pairs(info.id, "door", split="test").total == 1
+    assert P.search_pairs(info.id, "door", split="train").total == 0
+    p1 = P.search_pairs(info.id, page=1, page_size=4)
+    p2 = P.search_pairs(info.id, page=2, page_size=4)
     assert len(p1.rows) == 4 and len(p2.rows) == 2 and p1.page_count == 2
     assert p1.rows["id"].tolist() + p2.rows["id"].tolist() == sorted(
-        C.search_pairs(info.id).rows["id"]
+        P.search_pairs(info.id).rows["id"]
     )
     with pytest.raises(WorkbenchError):
-        C.search_pairs(info.id, split="dev")
+        P.search_pairs(info.id, split="dev")
 
 
 def test_search_special_characters(db_url: str) -> None:
@@ -213,41 +216,41 @@ def test_search_special_characters(db_url: str) -> None:
             ("普通", "100 percent sure"),
         ]
     )
-    assert C.search_pairs(info.id, "100%").total == 1
-    assert C.search_pairs(info.id, '"sure"').total == 1
-    assert C.search_pairs(info.id, "e_c").total == 1
-    assert C.search_pairs(info.id, "_").total == 1
-    assert C.search_pairs(info.id, r"a\b").total == 1
-    assert C.search_pairs(info.id, "AND").total == 0  # FTS syntax is not interpreted
-    assert C.search_pairs(info.id, "*").total == 0
+    assert P.search_pairs(info.id, "100%").total == 1
+    assert P.search_pairs(info.id, '"sure"').total == 1
+    assert P.search_pairs(info.id, "e_c").total == 1
+    assert P.search_pairs(info.id, "_").total == 1
+    assert P.search_pairs(info.id, r"a\b").total == 1
+    assert P.search_pairs(info.id, "AND").total == 0  # FTS syntax is not interpreted
+    assert P.search_pairs(info.id, "*").total == 0
 
 
 def test_search_follows_edits_and_deletes(db_url: str, db_fingerprint) -> None:
     info = _corpus()
-    pid = C.search_pairs(info.id, "kitchen").rows.loc[0, "id"]
-    C.apply_edits(info.id, edited={pid: {"target": "He cooks in the garden."}})
-    assert C.search_pairs(info.id, "kitchen").total == 0
-    assert C.search_pairs(info.id, "garden").total == 1
-    C.apply_edits(info.id, deleted=[pid])
-    assert C.search_pairs(info.id, "garden").total == 0
+    pid = P.search_pairs(info.id, "kitchen").rows.loc[0, "id"]
+    P.apply_edits(info.id, edited={pid: {"target": "He cooks in the garden."}})
+    assert P.search_pairs(info.id, "kitchen").total == 0
+    assert P.search_pairs(info.id, "garden").total == 1
+    P.apply_edits(info.id, deleted=[pid])
+    assert P.search_pairs(info.id, "garden").total == 0
     db_fingerprint()  # runs the FTS integrity check on SQLite
 
 
 def test_search_count_is_capped(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     info = C.create_corpus("many", "zh", "en")
-    C.apply_edits(info.id, added=[{"source": f"句{i}", "target": f"row {i}"} for i in range(30)])
-    monkeypatch.setattr(C, "COUNT_CAP", 10)
-    page = C.search_pairs(info.id, "row", page_size=5)
+    P.apply_edits(info.id, added=[{"source": f"句{i}", "target": f"row {i}"} for i in range(30)])
+    monkeypatch.setattr(P, "COUNT_CAP", 10)
+    page = P.search_pairs(info.id, "row", page_size=5)
     assert page.total == 10 and not page.total_is_exact and len(page.rows) == 5
-    assert C.search_pairs(info.id).total == 30  # unfiltered counts stay exact
+    assert P.search_pairs(info.id).total == 30  # unfiltered counts stay exact
 
 
 def test_search_is_scoped_to_corpus(db_url: str) -> None:
     a = _corpus("a")
     b = _corpus("b", pairs=ZH_EN[:2])
-    assert C.search_pairs(a.id, "raining").total == 1
-    assert C.search_pairs(b.id, "door").total == 0
-    assert C.search_pairs(b.id).total == 2
+    assert P.search_pairs(a.id, "raining").total == 1
+    assert P.search_pairs(b.id, "door").total == 0
+    assert P.search_pairs(b.id).total == 2
 
 
 # ---------------------------------------------------------------- stats, dedup, snapshot
@@ -255,10 +258,10 @@ def test_search_is_scoped_to_corpus(db_url: str) -> None:
 
 def test_corpus_stats_sample_is_bounded(wb_home: Path) -> None:
     info = C.create_corpus("s", "zh", "en")
-    C.apply_edits(
+    P.apply_edits(
         info.id, added=[{"source": "字" * (i % 7 + 1), "target": f"w {i}"} for i in range(300)]
     )
-    stats = C.corpus_stats(info.id, sample_size=50)
+    stats = P.corpus_stats(info.id, sample_size=50)
     assert stats.total == 300 and sum(stats.split_counts.values()) == 300
     assert 30 <= stats.sample_size <= 50 and len(stats.lengths) == stats.sample_size
     assert set(stats.lengths.columns) == {
@@ -268,7 +271,7 @@ def test_corpus_stats_sample_is_bounded(wb_home: Path) -> None:
         "target_tokens",
     }
     assert stats.lengths["source_chars"].between(1, 7).all()
-    assert C.corpus_stats(info.id, sample_size=50).lengths.equals(stats.lengths)  # stable
+    assert P.corpus_stats(info.id, sample_size=50).lengths.equals(stats.lengths)  # stable
 
 
 def test_deduplicate_removes_loose_duplicates(db_url: str) -> None:
@@ -281,48 +284,48 @@ def test_deduplicate_removes_loose_duplicates(db_url: str) -> None:
             ("不同", "Different"),
         ]
     )
-    first = C.search_pairs(info.id).rows["id"].min()
-    assert C.deduplicate(info.id) == 2
-    rows = C.search_pairs(info.id).rows
+    first = P.search_pairs(info.id).rows["id"].min()
+    assert P.deduplicate(info.id) == 2
+    rows = P.search_pairs(info.id).rows
     assert len(rows) == 3 and first in set(rows["id"])
-    assert C.deduplicate(info.id) == 0
+    assert P.deduplicate(info.id) == 0
 
 
 def test_snapshot_and_reload(db_url: str) -> None:
     info = C.create_corpus("snap", "zh", "en")
-    C.apply_edits(
+    P.apply_edits(
         info.id,
         added=[{"source": f"句子{i}", "target": f"s {i}"} for i in range(200)]
         + [{"source": "测试", "target": "held out", "split": "test"}],
     )
-    snap = C.snapshot(info.id)
-    assert snap.size == 200 - C.corpus_stats(info.id).split_counts["test"] + 1
+    snap = S.snapshot(info.id)
+    assert snap.size == 200 - P.corpus_stats(info.id).split_counts["test"] + 1
     assert ("测试", "held out") not in snap.train_pairs + snap.valid_pairs
     assert len(snap.valid_pairs) == len(snap.valid_ids) > 0
-    assert snap.train_pairs == C.split_pairs(info.id, "train")
-    again = C.snapshot_from_ids(info.id, snap.pair_ids)
+    assert snap.train_pairs == S.split_pairs(info.id, "train")
+    again = S.snapshot_from_ids(info.id, snap.pair_ids)
     assert again.content_hash == snap.content_hash and again.train_pairs == snap.train_pairs
-    C.apply_edits(info.id, edited={snap.train_ids[0]: {"target": "changed"}})
-    assert C.snapshot_from_ids(info.id, snap.pair_ids).content_hash != snap.content_hash
-    assert C.snapshot(info.id).content_hash != snap.content_hash
+    P.apply_edits(info.id, edited={snap.train_ids[0]: {"target": "changed"}})
+    assert S.snapshot_from_ids(info.id, snap.pair_ids).content_hash != snap.content_hash
+    assert S.snapshot(info.id).content_hash != snap.content_hash
 
 
 def test_short_query_count_is_bounded(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     info = C.create_corpus("short", "zh", "en")
-    C.apply_edits(info.id, added=[{"source": f"雨{i}", "target": f"r {i}"} for i in range(40)])
-    assert C.search_pairs(info.id, "雨").total == 40
-    assert C.search_pairs(info.id, "雨3").total == 11  # "雨3", "雨30".."雨39"
-    monkeypatch.setattr(C, "LIKE_SCAN_CAP", 25)
-    page = C.search_pairs(info.id, "雨", page=2, page_size=15)
+    P.apply_edits(info.id, added=[{"source": f"雨{i}", "target": f"r {i}"} for i in range(40)])
+    assert P.search_pairs(info.id, "雨").total == 40
+    assert P.search_pairs(info.id, "雨3").total == 11  # "雨3", "雨30".."雨39"
+    monkeypatch.setattr(P, "LIKE_SCAN_CAP", 25)
+    page = P.search_pairs(info.id, "雨", page=2, page_size=15)
     assert not page.total_is_exact and page.total >= 25 and len(page.rows) == 15
 
 
 def test_numpy_ids_are_accepted(wb_home: Path) -> None:
     info = _corpus()
-    rows = C.search_pairs(info.id).rows
+    rows = P.search_pairs(info.id).rows
     cid = rows["id"].dtype.type(info.id)  # numpy.int64, as handed back by DataFrames
     assert C.get_corpus(cid).id == info.id
-    res = C.apply_edits(
+    res = P.apply_edits(
         cid, edited={rows["id"].iloc[0]: {"note": "n"}}, deleted=[rows["id"].iloc[1]]
     )
     assert (res.updated, res.deleted) == (1, 1)
@@ -335,7 +338,7 @@ def test_every_write_path_applies_the_one_text_rule(db_url: str) -> None:
     """NUL, ESC, BEL, bidi overrides, stray BOMs and lone surrogates never reach the database
     (on PostgreSQL a NUL used to be an internal DataError), and the removal is counted."""
     info = _corpus(pairs=[])
-    res = C.apply_edits(
+    res = P.apply_edits(
         info.id,
         added=[
             {"source": "你\x00好\x1b[2J", "target": "\ufeffhel\u202elo\x07", "note": "n\ud800"},
@@ -343,10 +346,10 @@ def test_every_write_path_applies_the_one_text_rule(db_url: str) -> None:
         ],
     )
     assert res.added == 2 and res.cleaned == 6
-    pid = C.add_pair(info.id, "谢谢\x00", "thanks\u2066", note="\x1bcorrection")
-    pid2 = C.apply_edits(info.id, edited={pid: {"target": "thank\x9b you"}}).updated
+    pid = P.add_pair(info.id, "谢谢\x00", "thanks\u2066", note="\x1bcorrection")
+    pid2 = P.apply_edits(info.id, edited={pid: {"target": "thank\x9b you"}}).updated
     assert pid2 == 1
-    rows = C.search_pairs(info.id).rows
+    rows = P.search_pairs(info.id).rows
     stored = list(zip(rows["source"], rows["target"], rows["note"], strict=True))
     assert stored == [
         ("你好[2J", "hello", "n"),
@@ -354,15 +357,15 @@ def test_every_write_path_applies_the_one_text_rule(db_url: str) -> None:
         ("谢谢", "thank you", "correction"),
     ]
     with pytest.raises(WorkbenchError, match="source is empty"):
-        C.add_pair(info.id, "\u200b\u200d", "zero-width only")
+        P.add_pair(info.id, "\u200b\u200d", "zero-width only")
     with pytest.raises(WorkbenchError, match="duplicates"):  # identity is the cleaned text
-        C.add_pair(info.id, "你好[2J", "hello")
+        P.add_pair(info.id, "你好[2J", "hello")
 
 
 def test_one_name_rule_for_corpora_and_versions(db_url: str) -> None:
-    from db.engine import session_scope
     from db.models import ModelVersion
     from workbench import registry
+    from workbench.storage import session_scope
 
     info = C.create_corpus("names", "zh", "en")
     with session_scope() as s:
@@ -387,8 +390,8 @@ def test_one_name_rule_for_corpora_and_versions(db_url: str) -> None:
 def test_a_numeric_name_never_hides_a_corpus_id(db_url: str) -> None:
     """New names may not be numbers; a legacy corpus named like another's id is ambiguous
     as a bare number, and '#N' always means the id."""
-    from db.engine import session_scope
     from db.models import Corpus
+    from workbench.storage import session_scope
 
     first = C.create_corpus("first", "zh", "en")
     with session_scope() as s:  # a database from before the name rule

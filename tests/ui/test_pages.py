@@ -16,16 +16,30 @@ from typing import Any
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
-from db.engine import ENV_DB_URL, ENV_HOME, dispose_engines
-from workbench import corpus, demo, jobs, registry, worker
+from tests.helpers import ROOT, module_home, train_version
+from ui import navigation
+from workbench import (
+    corpora,
+    demo,
+    pairs,
+    registry,
+    run_info,
+    runs,
+    settings,
+    train_options,
+    worker,
+    worker_process,
+)
+from workbench.settings import ENV_DB_URL, ENV_HOME
 
-APP = Path(__file__).resolve().parents[1] / "streamlit_app.py"
+APP = ROOT / "streamlit_app.py"
 PAGES = {
-    "corpus": "ui/corpus_page.py",
-    "train": "ui/train_page.py",
-    "translate": "ui/translate_page.py",
-    "models": "ui/models_page.py",
+    "corpus": navigation.CORPUS,
+    "train": navigation.TRAIN,
+    "translate": navigation.TRANSLATE,
+    "models": navigation.MODELS,
 }
 TIMEOUT = 120
 
@@ -34,7 +48,11 @@ def open_page(name: str) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.run()
     if name != "corpus":
-        at.switch_page(PAGES[name]).run()
+        # The pages are callables, which `AppTest.switch_page` cannot address (it knows page
+        # files): ask for the page's script hash, the hash of its URL path, as a browser that
+        # opens /<url_path> does.
+        at._page_hash = calc_hash(PAGES[name].url_path)
+        at.run()
     assert_clean(at)
     return at
 
@@ -56,7 +74,7 @@ def no_demo(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jobs, "ensure_worker", lambda *a, **k: None)
+    monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: None)
 
 
 # -------------------------------------------------------------------------- empty database
@@ -66,14 +84,14 @@ def test_demo_corpus_is_added_once(wb_home: Path) -> None:
     info = demo.ensure_demo_corpus()
     assert info is not None and info.pair_count == 48
     assert (info.src_lang, info.tgt_lang) == ("zh", "en")
-    assert corpus.corpus_stats(info.id).split_counts == {"train": 41, "valid": 3, "test": 4}
+    assert pairs.corpus_stats(info.id).split_counts == {"train": 41, "valid": 3, "test": 4}
     assert demo.ensure_demo_corpus() is None
-    assert len(corpus.list_corpora()) == 1
+    assert len(corpora.list_corpora()) == 1
 
 
 def test_first_start_seeds_the_demo_corpus(wb_home: Path) -> None:
     at = open_page("corpus")
-    assert [c.name for c in corpus.list_corpora()] == [demo.DEMO_NAME]
+    assert [c.name for c in corpora.list_corpora()] == [demo.DEMO_NAME]
     assert at.selectbox(key="corpus_page_corpus").options == [
         f"{demo.DEMO_NAME} · zh→en · 48 pairs (all splits)"
     ]
@@ -99,18 +117,18 @@ def test_create_rename_and_delete_corpus(wb_home: Path, no_demo: None) -> None:
     at.text_input[0].input("Menus")
     at.button[0].click().run()  # the form's submit button
     assert_clean(at)
-    assert [c.name for c in corpus.list_corpora()] == ["Menus"]
+    assert [c.name for c in corpora.list_corpora()] == ["Menus"]
     assert "Created corpus" in texts(at.success)
 
-    at.text_input(key=f"rename_{corpus.get_corpus('Menus').id}").input("Menus 2024")
+    at.text_input(key=f"rename_{corpora.get_corpus('Menus').id}").input("Menus 2024")
     at.button(key="rename_corpus").click().run()
-    assert [c.name for c in corpus.list_corpora()] == ["Menus 2024"]
+    assert [c.name for c in corpora.list_corpora()] == ["Menus 2024"]
 
     at.button(key="delete_corpus").click().run()
-    assert corpus.list_corpora(), "deleting must ask first"
+    assert corpora.list_corpora(), "deleting must ask first"
     at.button(key="delete_corpus_confirm").click().run()
     assert_clean(at)
-    assert corpus.list_corpora() == []
+    assert corpora.list_corpora() == []
     assert "No corpus yet" in texts(at.info)
 
 
@@ -121,12 +139,12 @@ def test_invalid_corpus_shows_one_error_line(wb_home: Path, no_demo: None) -> No
     at.button[0].click().run()
     assert_clean(at)
     assert "language code" in texts(at.error)
-    assert corpus.list_corpora() == []
+    assert corpora.list_corpora() == []
     typed = [t.value for t in at.text_input[:3]]
     assert typed == ["Broken", "not a language!", "en"], "a refused form keeps what was typed"
     at.text_input[1].input("zh")
     at.button[0].click().run()
-    assert [c.name for c in corpus.list_corpora()] == ["Broken"]
+    assert [c.name for c in corpora.list_corpora()] == ["Broken"]
 
 
 # --------------------------------------------------------------------------- corpus editing
@@ -134,8 +152,8 @@ def test_invalid_corpus_shows_one_error_line(wb_home: Path, no_demo: None) -> No
 
 @pytest.fixture
 def small_corpus(wb_home: Path, no_demo: None) -> int:
-    info = corpus.create_corpus("Kitchen", "zh", "en")
-    corpus.apply_edits(
+    info = corpora.create_corpus("Kitchen", "zh", "en")
+    pairs.apply_edits(
         info.id,
         added=[
             {"source": "米饭", "target": "rice"},
@@ -171,7 +189,7 @@ def test_add_edit_and_delete_pairs_in_one_save(small_corpus: int) -> None:
     at.button(key="save_edits").click().run()
     assert_clean(at)
     assert "Saved: 1 added, 1 edited, 1 deleted." in texts(at.success)
-    rows = corpus.search_pairs(small_corpus).rows
+    rows = pairs.search_pairs(small_corpus).rows
     assert rows[["source", "target"]].values.tolist() == [
         ["米饭", "cooked rice"],
         ["面条", "noodles"],
@@ -191,7 +209,7 @@ def test_a_bad_edit_changes_nothing_and_keeps_the_edits(small_corpus: int) -> No
     at.button(key="save_edits").click().run()
     assert_clean(at)
     assert "duplicates" in texts(at.error)
-    assert corpus.get_corpus(small_corpus).pair_count == 3
+    assert corpora.get_corpus(small_corpus).pair_count == 3
     assert "2 unsaved changes" in texts(at.caption), "the user's edits must survive"
 
 
@@ -216,11 +234,11 @@ def test_unsaved_edits_hold_the_table_until_saved(small_corpus: int) -> None:
     assert "Saved: 0 added, 1 edited, 1 deleted." in texts(at.success)
     assert not at.warning
     assert at.data_editor[0].value["target"].tolist() == ["noodles"]
-    assert corpus.get_corpus(small_corpus).pair_count == 2
+    assert corpora.get_corpus(small_corpus).pair_count == 2
 
 
 def test_pager_waits_for_unsaved_edits_until_discarded(small_corpus: int) -> None:
-    corpus.apply_edits(
+    pairs.apply_edits(
         small_corpus, added=[{"source": f"句子{i}", "target": f"sentence {i}"} for i in range(60)]
     )
     at = open_page("corpus")
@@ -234,7 +252,7 @@ def test_pager_waits_for_unsaved_edits_until_discarded(small_corpus: int) -> Non
     at.button(key="discard_edits").click().run()
     assert not at.warning
     assert at.data_editor[0].value["source"].iloc[0] == "句子47"
-    assert corpus.get_corpus(small_corpus).pair_count == 63
+    assert corpora.get_corpus(small_corpus).pair_count == 63
 
 
 def test_a_half_filled_new_row_is_named_and_kept(small_corpus: int) -> None:
@@ -251,8 +269,8 @@ def test_a_half_filled_new_row_is_named_and_kept(small_corpus: int) -> None:
         "Nothing was saved: new row 3 has no target (en); new row 4 has no source (zh) and no "
         "target (en). Fill in both sides or delete those rows, then save again."
     ) in texts(at.error)
-    assert corpus.get_corpus(small_corpus).pair_count == 3
-    assert corpus.search_pairs(small_corpus, "cooked").total == 0
+    assert corpora.get_corpus(small_corpus).pair_count == 3
+    assert pairs.search_pairs(small_corpus, "cooked").total == 0
     assert "4 unsaved changes** (2 incomplete)" in texts(at.caption), "the rows stay"
 
 
@@ -267,7 +285,7 @@ def test_search_and_split_filter(small_corpus: int) -> None:
 
 
 def test_pagination_loads_one_page(small_corpus: int) -> None:
-    corpus.apply_edits(
+    pairs.apply_edits(
         small_corpus, added=[{"source": f"句子{i}", "target": f"sentence {i}"} for i in range(60)]
     )
     at = open_page("corpus")
@@ -285,7 +303,7 @@ def test_import_previews_before_writing(small_corpus: int) -> None:
     at.run()
     at.file_uploader[0].upload("menu.tsv", data, "text/tab-separated-values").run()
     assert_clean(at)
-    assert corpus.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
+    assert corpora.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics == {
         "Rows read": "4",
@@ -296,7 +314,7 @@ def test_import_previews_before_writing(small_corpus: int) -> None:
     assert at.button(key="do_import").label == "Import 2 pairs"
     at.button(key="do_import").click().run()
     assert_clean(at)
-    assert corpus.get_corpus(small_corpus).pair_count == 5
+    assert corpora.get_corpus(small_corpus).pair_count == 5
     assert "Imported 2 pairs" in texts(at.success)
 
 
@@ -315,19 +333,19 @@ def test_import_preview_keeps_only_a_sample_in_the_session(small_corpus: int) ->
     assert at.button(key="do_import").label == "Import 300 pairs"
     at.button(key="do_import").click().run()
     assert_clean(at)
-    assert corpus.get_corpus(small_corpus).pair_count == 303
+    assert corpora.get_corpus(small_corpus).pair_count == 303
     assert "control or invisible characters removed from 300 rows" in texts(at.success)
 
 
 def test_the_upload_size_is_limited_on_purpose() -> None:
     import tomllib
 
-    from workbench import importing
+    from workbench import formats
 
     config = tomllib.loads((APP.parent / ".streamlit" / "config.toml").read_text("utf-8"))
     limit = config["server"]["maxUploadSize"]  # MB; Streamlit's default (200) is not a choice
     assert isinstance(limit, int) and 1 <= limit < 200
-    assert limit << 20 < importing.MAX_INPUT_BYTES
+    assert limit << 20 < formats.MAX_INPUT_BYTES
 
 
 def test_malformed_import_is_one_error_line(small_corpus: int) -> None:
@@ -337,11 +355,11 @@ def test_malformed_import_is_one_error_line(small_corpus: int) -> None:
     at.file_uploader[0].upload("bad.jsonl", b'{"source": "a"\n', "application/jsonl").run()
     assert_clean(at)
     assert "line 1" in texts(at.error)
-    assert corpus.get_corpus(small_corpus).pair_count == 3
+    assert corpora.get_corpus(small_corpus).pair_count == 3
 
 
 def test_export_statistics_and_dedupe(small_corpus: int) -> None:
-    corpus.apply_edits(small_corpus, added=[{"source": "茶", "target": "Tea"}])
+    pairs.apply_edits(small_corpus, added=[{"source": "茶", "target": "Tea"}])
     at = open_page("corpus")
     at.session_state["corpus_tab"] = ":material/download: Export & clean up"
     at.run()
@@ -351,7 +369,7 @@ def test_export_statistics_and_dedupe(small_corpus: int) -> None:
     at.button(key="dedupe_confirm").click().run()
     assert_clean(at)
     assert "Removed 1 near-duplicate pairs." in texts(at.success)
-    assert corpus.get_corpus(small_corpus).pair_count == 3
+    assert corpora.get_corpus(small_corpus).pair_count == 3
 
     at.session_state["corpus_tab"] = ":material/bar_chart: Statistics"
     at.run()
@@ -374,23 +392,12 @@ class Trained:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
     """The demo corpus and two real tiny versions (a short and a shorter training)."""
-    home = tmp_path_factory.mktemp("ui_trained")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(ENV_HOME, str(home))
-        mp.delenv(ENV_DB_URL, raising=False)
-        dispose_engines()
+    with module_home(tmp_path_factory.mktemp("ui_trained")) as home:
         info = demo.ensure_demo_corpus()
         assert info is not None
-        runs = []
-        for steps in (60, 30):
-            runs.append(jobs.enqueue_training(info.id, preset="tiny", max_steps=steps))
-            assert worker.run_worker(once=True) == 1
-        statuses = [jobs.get_run(r).status for r in runs]
-        assert statuses == ["succeeded", "succeeded"], [jobs.get_run(r).error for r in runs]
+        run_ids = [train_version(info.id, preset="tiny", max_steps=steps)[0] for steps in (60, 30)]
         versions = [v.id for v in registry.list_versions()]
-        yield Trained(home, info.id, versions, runs)
-        dispose_engines()
-    dispose_engines()
+        yield Trained(home, info.id, versions, run_ids)
 
 
 @pytest.fixture
@@ -413,8 +420,8 @@ def test_train_start_and_cancel_a_run(populated: Trained, no_worker: None) -> No
 
     at.button(key="train_button").click().run()
     assert_clean(at)
-    run = jobs.list_runs()[0]
-    assert run.status == "queued" and run.config["preset"] == jobs.DEFAULT_PRESET
+    run = run_info.list_runs()[0]
+    assert run.status == "queued" and run.config["preset"] == train_options.DEFAULT_PRESET
     assert run.config["epochs"] is None, "epochs default to the automatic budget"
     assert run.config["time_budget_s"] is None
     assert f"Run #{run.id} queued" in texts(at.success)
@@ -422,7 +429,7 @@ def test_train_start_and_cancel_a_run(populated: Trained, no_worker: None) -> No
 
     at.button(key=f"cancel_{run.id}").click().run()
     assert_clean(at)
-    assert jobs.get_run(run.id).status == "cancelled"
+    assert run_info.get_run(run.id).status == "cancelled"
 
 
 def test_train_with_options(populated: Trained, no_worker: None) -> None:
@@ -436,24 +443,24 @@ def test_train_with_options(populated: Trained, no_worker: None) -> None:
     assert at.button(key="train_button").label == "Fine-tune"
     at.button(key="train_button").click().run()
     assert_clean(at)
-    run = jobs.list_runs()[0]
+    run = run_info.list_runs()[0]
     assert (run.config["epochs"], run.config["max_steps"]) == (3, 10)
     assert run.init_version_id == populated.version_ids[0]
-    jobs.cancel_run(run.id)
+    runs.cancel_run(run.id)
 
     at.button_group(key="train_for").set_value("minutes").run()
     at.number_input(key="train_minutes").set_value(5.0)
     at.button(key="train_button").click().run()
     assert_clean(at)
-    run = jobs.list_runs()[0]
+    run = run_info.list_runs()[0]
     assert (run.config["time_budget_s"], run.config["epochs"]) == (300, None)
-    jobs.cancel_run(run.id)
+    runs.cancel_run(run.id)
 
 
 def test_the_page_offers_every_preset_of_core_model(
     populated: Trained, no_worker: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs_helpers import add_preset
+    from tests.helpers import add_preset
 
     add_preset(monkeypatch, "micro")
     at = open_page("train")
@@ -462,10 +469,10 @@ def test_the_page_offers_every_preset_of_core_model(
 
 def _fake_running_run(corpus_id: int, **enqueue: Any) -> int:
     """A run as a worker leaves it mid-training: progress on the row, metric rows streamed."""
-    from db.engine import session_scope
     from db.models import RunMetric, TrainingRun, utcnow
+    from workbench.storage import session_scope
 
-    run_id = jobs.enqueue_training(corpus_id, preset="tiny", **enqueue)
+    run_id = runs.enqueue_training(corpus_id, preset="tiny", **enqueue)
     with session_scope() as s:
         run = s.get(TrainingRun, run_id)
         run.status, run.heartbeat_at, run.attempts = "running", utcnow(), 1
@@ -495,8 +502,8 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
     """A run that may stop early (here: once it reproduces its training pairs) shows its step
     budget as an upper bound, the rule and how close it is; under a time budget the bar
     follows the clock."""
-    from db.engine import session_scope
     from db.models import TrainingRun
+    from workbench.storage import session_scope
 
     run_id = _fake_running_run(populated.corpus_id)  # the automatic budget
     try:
@@ -522,7 +529,7 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
         assert at.progress[0].text == "1 min 30 s of 5 min 00 s · step 50 of about 200 · 30 %"
         assert {m.label: m.value for m in at.metric}["ETA"] == "1 min 15 s"
         at.button(key=f"cancel_{run_id}").click().run()
-        assert jobs.get_run(run_id).cancel_requested
+        assert run_info.get_run(run_id).cancel_requested
     finally:
         with session_scope() as s:
             s.get(TrainingRun, run_id).status = "cancelled"
@@ -542,8 +549,8 @@ def test_history_says_why_runs_stopped_with_one_type_per_column(
         "fix_arrow_incompatible_column_types",
         lambda df, *a, **k: fixed.append(list(df.columns)) or fix(df, *a, **k),
     )
-    cancelled = jobs.enqueue_training(populated.corpus_id, epochs=3)  # beside 'automatic' ones
-    jobs.cancel_run(cancelled)
+    cancelled = runs.enqueue_training(populated.corpus_id, epochs=3)  # beside 'automatic' ones
+    runs.cancel_run(cancelled)
     try:
         at = open_page("train")
         assert not fixed, f"History needed Arrow fixes (mixed types): {fixed}"
@@ -553,29 +560,29 @@ def test_history_says_why_runs_stopped_with_one_type_per_column(
             "3 epochs",
         )
         for run_id in populated.run_ids:
-            run = jobs.get_run(run_id)
+            run = run_info.get_run(run_id)
             row = table.loc[run_id]
             assert row["version"] == f"#{run.version_id}"
             assert row["steps"] == run.progress_step  # the real end, not a planned total
             assert row["stopped because"] == run.stopped_because != ""
-        last = jobs.get_run(populated.run_ids[-1])  # 30 steps: too few to learn the pairs
+        last = run_info.get_run(populated.run_ids[-1])  # 30 steps: too few to learn the pairs
         at.selectbox(key="history_run").select(last.id).run()
         assert f"Stopped at step {last.progress_step:,}: reached its step limit." in texts(
             at.caption
         )
     finally:
-        jobs.delete_run(cancelled)
+        runs.delete_run(cancelled)
 
 
 def test_resume_and_delete_a_run_from_the_page(populated: Trained, no_worker: None) -> None:
     import json
 
-    run_id = jobs.enqueue_training(populated.corpus_id)
-    jobs.cancel_run(run_id)
+    run_id = runs.enqueue_training(populated.corpus_id)
+    runs.cancel_run(run_id)
     at = open_page("train")
     at.selectbox(key="history_run").select(run_id).run()
     assert "resume_run" not in [b.key for b in at.button]  # no checkpoint: nothing to resume
-    state = jobs.run_dir(run_id) / "checkpoint" / "state.json"  # what an epoch end leaves
+    state = settings.run_dir(run_id) / "checkpoint" / "state.json"  # what an epoch end leaves
     state.parent.mkdir(parents=True)
     state.write_text(json.dumps({"step": 40}))
 
@@ -585,25 +592,25 @@ def test_resume_and_delete_a_run_from_the_page(populated: Trained, no_worker: No
     at.selectbox(key="history_run").select(run_id).run()
     at.button(key="resume_run").click().run()
     assert_clean(at)
-    assert jobs.get_run(run_id).status == "queued"
+    assert run_info.get_run(run_id).status == "queued"
     assert f"Run #{run_id} resumes from step 40" in texts(at.success)
 
-    jobs.cancel_run(run_id)  # queued: cancelled at once
+    runs.cancel_run(run_id)  # queued: cancelled at once
     at = open_page("train")
     at.selectbox(key="history_run").select(run_id).run()
     at.button(key="delete_run").click().run()
-    assert jobs.get_run(run_id), "deleting must ask first"
+    assert run_info.get_run(run_id), "deleting must ask first"
     at.button(key="delete_run_confirm").click().run()
     assert_clean(at)
     assert f"Deleted run #{run_id}." in texts(at.success)
-    assert run_id not in [r.id for r in jobs.list_runs()]
-    assert not jobs.run_dir(run_id).exists()
+    assert run_id not in [r.id for r in run_info.list_runs()]
+    assert not settings.run_dir(run_id).exists()
 
 
 def test_curves_take_epoch_ends_from_the_row_kind() -> None:
     """Validation points are the epoch rows, even when validation repeats its loss; an epoch
     row's whole-epoch training mean and the final 'done' row stay off the training curve."""
-    from ui import common
+    from ui import charts
 
     metrics = pd.DataFrame(
         {
@@ -613,7 +620,7 @@ def test_curves_take_epoch_ends_from_the_row_kind() -> None:
             "valid_loss": [None, None, None, 4.0, 4.0, 4.0, 3.8],
         }
     )
-    long = common._long_losses(metrics, None)
+    long = charts._long_losses(metrics, None)
     training, validation = (long[long["curve"] == c] for c in ("training", "validation"))
     assert training["step"].tolist() == [10, 20, 30]
     assert validation[["step", "loss"]].values.tolist() == [[20, 4.0], [40, 4.0]]
@@ -628,7 +635,7 @@ def test_translate_and_save_a_correction(populated: Trained) -> None:
     assert table["source"].tolist() == ["我想喝一杯茶。", "谢谢你的帮助。"]
     assert all(isinstance(t, str) and t for t in table["translation"])
 
-    before = corpus.get_corpus(populated.corpus_id).pair_count
+    before = corpora.get_corpus(populated.corpus_id).pair_count
     at.text_area[1].input("Thank you so much for your help.")
     at.selectbox(key=at.selectbox[-2].key).select(1)  # the sentence picker
     at.run()
@@ -636,8 +643,8 @@ def test_translate_and_save_a_correction(populated: Trained) -> None:
     at.button[-1].click().run()  # Save as pair
     assert_clean(at)
     assert "Saved as pair" in texts(at.success)
-    assert corpus.get_corpus(populated.corpus_id).pair_count == before + 1
-    hits = corpus.search_pairs(populated.corpus_id, "so much").rows
+    assert corpora.get_corpus(populated.corpus_id).pair_count == before + 1
+    hits = pairs.search_pairs(populated.corpus_id, "so much").rows
     assert hits[["source", "target"]].values.tolist() == [
         ["谢谢你的帮助。", "Thank you so much for your help."]
     ]
@@ -646,7 +653,7 @@ def test_translate_and_save_a_correction(populated: Trained) -> None:
     assert_clean(at)
     pair_id = int(hits["id"].iloc[0])
     assert f"This pair is already in corpus “{demo.DEMO_NAME}” (pair {pair_id})." in texts(at.error)
-    assert corpus.get_corpus(populated.corpus_id).pair_count == before + 1
+    assert corpora.get_corpus(populated.corpus_id).pair_count == before + 1
 
 
 def test_translate_warns_on_unknown_and_overlong_input(populated: Trained) -> None:
@@ -718,7 +725,7 @@ def test_models_rename_and_notes(populated: Trained) -> None:
 
 
 def test_compare_without_test_pairs_says_so(populated: Trained) -> None:
-    empty = corpus.create_corpus("No tests", "zh", "en")
+    empty = corpora.create_corpus("No tests", "zh", "en")
     try:
         at = open_page("models")
         at.selectbox(key="compare_corpus").select(empty.id).run()
@@ -726,7 +733,7 @@ def test_compare_without_test_pairs_says_so(populated: Trained) -> None:
         assert_clean(at)
         assert "has no test pairs" in texts(at.warning)
     finally:
-        corpus.delete_corpus(empty.id)
+        corpora.delete_corpus(empty.id)
 
 
 def test_unexpected_error_is_one_line(populated: Trained, monkeypatch) -> None:
@@ -739,9 +746,9 @@ def test_unexpected_error_is_one_line(populated: Trained, monkeypatch) -> None:
 
 
 def test_models_delete_asks_first(populated: Trained) -> None:
-    run_id = jobs.enqueue_training(populated.corpus_id, preset="tiny", max_steps=5)
+    run_id = runs.enqueue_training(populated.corpus_id, preset="tiny", max_steps=5)
     assert worker.run_worker(once=True) == 1
-    doomed = jobs.get_run(run_id).version_id
+    doomed = run_info.get_run(run_id).version_id
     assert doomed is not None
     at = open_page("models")
     at.selectbox(key="models_version").select(doomed).run()
@@ -758,22 +765,21 @@ def test_a_dead_workers_run_waits_for_a_worker_to_resume_it(
 ) -> None:
     from datetime import timedelta
 
-    from db.engine import session_scope
     from db.models import TrainingRun, utcnow
-    from workbench import worker
+    from workbench.storage import session_scope
 
     started = []
-    monkeypatch.setattr(jobs, "ensure_worker", lambda *a, **k: started.append(1))
-    run_id = jobs.enqueue_training(populated.corpus_id, preset="tiny")
-    assert worker.claim_next_run("a worker that then died") == run_id
+    monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: started.append(1))
+    run_id = runs.enqueue_training(populated.corpus_id, preset="tiny")
+    assert runs.claim_next_run("a worker that then died") == run_id
     with session_scope() as s:
         run = s.get(TrainingRun, run_id)
         run.created_at = run.heartbeat_at = utcnow() - timedelta(minutes=5)
     try:
         at = open_page("train")  # listing the runs re-queues the stale one
         assert "No worker is running" in texts(at.warning)
-        assert jobs.RESUME_NOTE in texts(at.caption)
+        assert runs.RESUME_NOTE in texts(at.caption)
         at.button(key="start_worker").click().run()
         assert started == [1]
     finally:
-        jobs.cancel_run(run_id)
+        runs.cancel_run(run_id)

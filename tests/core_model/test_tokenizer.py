@@ -22,13 +22,7 @@ from core_model.tokenizer import (
     load_tokenizer,
     train_tokenizers,
 )
-
-FIXTURE = Path(__file__).parent / "fixtures" / "toy_zh_en.tsv"
-
-
-def toy_pairs() -> list[tuple[str, str]]:
-    lines = FIXTURE.read_text(encoding="utf-8").splitlines()
-    return [tuple(line.split("\t")[:2]) for line in lines if "\t" in line]  # type: ignore[misc]
+from tests.helpers import toy_pairs
 
 
 @pytest.fixture(scope="module")

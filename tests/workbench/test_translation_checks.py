@@ -13,10 +13,18 @@ import torch
 from core_model import ModelConfig, Transformer
 from core_model.tokenizer import TokenizerPair, WhitespaceTokenizer
 from core_model.translator import translate_ids
-from db.engine import ENV_DB_URL, ENV_HOME, dispose_engines, session_scope
 from db.models import ModelVersion
-from workbench import corpus, demo, evaluation, jobs, registry, translation, worker
+from tests.helpers import module_home, train_version
+from workbench import (
+    corpora,
+    demo,
+    evaluation,
+    pairs,
+    registry,
+    translation,
+)
 from workbench.errors import WorkbenchError
+from workbench.storage import session_scope
 from workbench.translation import UNKNOWN_SHARE_WARNING, InputCheck
 
 # ----------------------------------------------------------------------------- core_model
@@ -77,20 +85,10 @@ def test_input_check_tells_longer_than_trained_from_cut() -> None:
 @pytest.fixture(scope="module")
 def version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """One real tiny version trained on the demo corpus."""
-    home = tmp_path_factory.mktemp("translation_checks")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(ENV_HOME, str(home))
-        mp.delenv(ENV_DB_URL, raising=False)
-        dispose_engines()
+    with module_home(tmp_path_factory.mktemp("translation_checks")):
         info = demo.ensure_demo_corpus()
         assert info is not None
-        run_id = jobs.enqueue_training(info.id, preset="tiny", max_steps=20)
-        assert worker.run_worker(once=True) == 1
-        run = jobs.get_run(run_id)
-        assert run.status == "succeeded", run.error
-        yield run.version_id
-        dispose_engines()
-    dispose_engines()
+        yield train_version(info.id, preset="tiny", max_steps=20)[1]
 
 
 def test_checks_use_the_longest_trained_source_else_max_len(version: int) -> None:
@@ -133,7 +131,7 @@ def test_training_scores_say_what_they_were_measured_on(version: int) -> None:
 def test_a_correction_that_exists_says_where(wb_home: Path) -> None:
     info = demo.ensure_demo_corpus()
     assert info is not None
-    pair_id = int(corpus.search_pairs(info.id, "cup of tea").rows["id"].iloc[0])
+    pair_id = int(pairs.search_pairs(info.id, "cup of tea").rows["id"].iloc[0])
     with pytest.raises(WorkbenchError) as exc:
         translation.save_correction(info.id, " 我想喝一杯茶。", "I would like a cup of  tea.")
     assert str(exc.value) == f"This pair is already in corpus “{demo.DEMO_NAME}” (pair {pair_id})."
@@ -141,6 +139,6 @@ def test_a_correction_that_exists_says_where(wb_home: Path) -> None:
         translation.save_correction(info.id, "我想喝一杯茶。", "  ")
     with pytest.raises(WorkbenchError, match=r"^Not saved: target is longer than"):
         translation.save_correction(info.id, "我想喝一杯茶。", "tea " * 1000)
-    assert corpus.get_corpus(info.id).pair_count == 48
+    assert corpora.get_corpus(info.id).pair_count == 48
     new_id = translation.save_correction(info.id, "我想喝一杯茶。", "I'd like a cup of tea.")
-    assert corpus.get_corpus(info.id).pair_count == 49 and new_id > pair_id
+    assert corpora.get_corpus(info.id).pair_count == 49 and new_id > pair_id

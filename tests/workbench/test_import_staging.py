@@ -7,11 +7,7 @@ use real SQLite files, real threads and a real SIGKILLed process.
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,13 +15,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from db.engine import session_scope
 from db.models import Corpus, Pair
-from workbench import corpus as C
+from tests.helpers import killed_import
+from workbench import corpora as C
+from workbench import formats as F
+from workbench import import_checks as K
+from workbench import import_staging as ST
 from workbench import importing as I
+from workbench import pairs as P
 from workbench.errors import WorkbenchError
+from workbench.storage import session_scope
 
-ROOT = Path(__file__).resolve().parents[1]
 ROWS = [f"句子{i}\tsentence number {i}" for i in range(1, 1001)]  # line n holds pair n
 
 
@@ -52,17 +52,17 @@ def test_a_long_import_lets_other_writers_in_and_shows_nothing_until_published(
 ) -> None:
     monkeypatch.setattr(I, "IMPORT_CHUNK", 100)
     info = C.create_corpus("big", "zh", "en")
-    C.add_pair(info.id, "已有", "existing")
+    P.add_pair(info.id, "已有", "existing")
     paused, resume = threading.Event(), threading.Event()
-    check = I._Validator.check
+    check = K.Validator.check
 
-    def pausing_check(self: I._Validator, raw: I.RawRow):
+    def pausing_check(self: K.Validator, raw: F.RawRow):
         if raw[0] == 450:  # four chunks are staged or being staged by now
             paused.set()
             resume.wait(120)
         return check(self, raw)
 
-    monkeypatch.setattr(I._Validator, "check", pausing_check)
+    monkeypatch.setattr(K.Validator, "check", pausing_check)
     outcome: dict = {}
 
     def run() -> None:
@@ -84,12 +84,12 @@ def test_a_long_import_lets_other_writers_in_and_shows_nothing_until_published(
         probe.rollback()
         probe.close()
         # A UI edit goes through: one pair the import has staged already, one it has not read.
-        C.add_pair(info.id, "句子10", "sentence number 10")
-        C.add_pair(info.id, "句子600", "sentence number 600")
+        P.add_pair(info.id, "句子10", "sentence number 10")
+        P.add_pair(info.id, "句子600", "sentence number 600")
         # Nothing of the import is visible yet.
         assert C.get_corpus(info.id).pair_count == 3
         assert [c.name for c in C.list_corpora()] == ["big"]
-        assert C.search_pairs(info.id, "sentence number 3").total == 0
+        assert P.search_pairs(info.id, "sentence number 3").total == 0
     finally:
         resume.set()
         worker.join(120)
@@ -99,7 +99,7 @@ def test_a_long_import_lets_other_writers_in_and_shows_nothing_until_published(
     clash = {i.line for i in result.report if i.kind == "duplicate_in_corpus"}
     assert clash == {10, 600}
     assert C.get_corpus(info.id).pair_count == 1001
-    assert C.search_pairs(info.id, "sentence number 999").total == 1
+    assert P.search_pairs(info.id, "sentence number 999").total == 1
     assert _all_rows() == (1, 1001)  # the staging corpus is gone
     assert not list(wb_home.glob("*.import-*.lock"))
 
@@ -109,15 +109,15 @@ def test_the_corpus_deleted_during_a_staged_import_fails_it_cleanly(
 ) -> None:
     monkeypatch.setattr(I, "IMPORT_CHUNK", 10)
     info = C.create_corpus("doomed", "zh", "en")
-    C.add_pair(info.id, "已有", "existing")  # not empty: staged apart, moved at the end
-    check = I._Validator.check
+    P.add_pair(info.id, "已有", "existing")  # not empty: staged apart, moved at the end
+    check = K.Validator.check
 
-    def deleting_check(self: I._Validator, raw: I.RawRow):
+    def deleting_check(self: K.Validator, raw: F.RawRow):
         if raw[0] == 50:
             C.delete_corpus(info.id)
         return check(self, raw)
 
-    monkeypatch.setattr(I._Validator, "check", deleting_check)
+    monkeypatch.setattr(K.Validator, "check", deleting_check)
     with pytest.raises(WorkbenchError, match="was deleted during the import"):
         I.import_file(info.id, "\n".join(ROWS[:80]).encode(), "tsv")
     assert _all_rows() == (0, 0)
@@ -132,15 +132,15 @@ def test_an_empty_corpus_receives_a_large_import_in_place(
     info = C.create_corpus("empty", "zh", "en")
     C.create_corpus("other", "zh", "en")
     paused, resume = threading.Event(), threading.Event()
-    check = I._Validator.check
+    check = K.Validator.check
 
-    def pausing_check(self: I._Validator, raw: I.RawRow):
+    def pausing_check(self: K.Validator, raw: F.RawRow):
         if raw[0] == 450:
             paused.set()
             resume.wait(120)
         return check(self, raw)
 
-    monkeypatch.setattr(I._Validator, "check", pausing_check)
+    monkeypatch.setattr(K.Validator, "check", pausing_check)
     outcome: dict = {}
     worker = threading.Thread(
         target=lambda: outcome.update(r=I.import_file(info.id, "\n".join(ROWS).encode(), "tsv"))
@@ -151,7 +151,7 @@ def test_an_empty_corpus_receives_a_large_import_in_place(
         assert _soon(lambda: [c.name for c in C.list_corpora()] == ["other"])
         for touch in (
             lambda: C.get_corpus("empty"),
-            lambda: C.add_pair(info.id, "新", "new"),
+            lambda: P.add_pair(info.id, "新", "new"),
             lambda: C.delete_corpus(info.id),
             lambda: I.import_file(info.id, b"a\tb\n", "tsv"),
             lambda: I.import_file("empty", b"a\tb\n", "tsv", create_langs=("zh", "en")),
@@ -167,53 +167,27 @@ def test_an_empty_corpus_receives_a_large_import_in_place(
     assert [c.name for c in C.list_corpora()] == ["empty", "other"]
 
 
-KILLED_IMPORT = """
-import os, signal, sys
-import workbench.importing as I
-I.IMPORT_CHUNK = 50
-insert = I._SqliteWriter.insert
-calls = []
-def dying_insert(self, *args):
-    calls.append(1)
-    if len(calls) == 3:  # two chunks are committed, the third is half-written
-        os.kill(os.getpid(), signal.SIGKILL)
-    return insert(self, *args)
-I._SqliteWriter.insert = dying_insert
-I.import_file(sys.argv[1], sys.argv[2], "tsv", create_langs=("zh", "en"))
-"""
-
-
-def _killed_import(home: Path, corpus: str, data: Path) -> None:
-    env = {**os.environ, "WORKBENCH_HOME": str(home)}
-    proc = subprocess.run(
-        [sys.executable, "-c", KILLED_IMPORT, corpus, str(data)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+KILLED_IMPORT = 'I.import_file(sys.argv[1], sys.argv[2], "tsv", create_langs=("zh", "en"))'
 
 
 def test_a_killed_import_is_invisible_and_swept(wb_home: Path, tmp_path: Path) -> None:
     data = tmp_path / "pairs.tsv"
     data.write_text("\n".join(ROWS), encoding="utf-8")
     C.create_corpus("other", "zh", "en")
-    _killed_import(wb_home, "fresh", data)
+    killed_import(wb_home, KILLED_IMPORT, "fresh", str(data))
     assert [c.name for c in C.list_corpora()] == ["other"]  # no empty "fresh" corpus
     assert _all_rows() == (2, 100)  # the dead import's staged chunks, hidden
-    assert I.sweep_import_staging() == 1
+    assert ST.sweep_import_staging() == 1
     assert _all_rows() == (1, 0)
     assert not list(wb_home.glob("*.import-*.lock"))
     # The next import sweeps by itself, and a live import is never swept.
     assert I.import_file("fresh", data, "tsv", create_langs=("zh", "en")).added == 1000
-    assert I.sweep_import_staging() == 0
+    assert ST.sweep_import_staging() == 0
     # Killed while staging in place into an empty corpus: the sweep gives it back, empty.
     C.delete_corpus("fresh")
     C.create_corpus("fresh", "zh", "en")
-    _killed_import(wb_home, "fresh", data)
+    killed_import(wb_home, KILLED_IMPORT, "fresh", str(data))
     with pytest.raises(WorkbenchError, match="receiving a large import"):
         C.get_corpus("fresh")
-    assert I.sweep_import_staging() == 1
+    assert ST.sweep_import_staging() == 1
     assert C.get_corpus("fresh").pair_count == 0 and _all_rows() == (2, 0)

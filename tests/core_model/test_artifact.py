@@ -14,13 +14,7 @@ from core_model.tokenizer import TokenizerPair, train_tokenizers
 from core_model.transformer import Transformer
 from core_model.transformer.config import ModelConfig
 from core_model.translator import translate
-
-FIXTURE = Path(__file__).parent / "fixtures" / "toy_zh_en.tsv"
-
-
-def toy_pairs() -> list[tuple[str, str]]:
-    lines = FIXTURE.read_text(encoding="utf-8").splitlines()
-    return [tuple(line.split("\t")[:2]) for line in lines if "\t" in line]  # type: ignore[misc]
+from tests.helpers import toy_pairs
 
 
 def build(joint: bool) -> tuple[Transformer, TokenizerPair]:

@@ -10,17 +10,19 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import func, inspect, select, text
+from sqlalchemy import Engine, func, inspect, select, text
 
-from db.engine import database_url, get_engine, session_scope, workbench_home
-from db.migrate import current_revision, head_revision, include_name
+from db import init
+from db.engine import create_workbench_engine
+from db.migrate import current_revision, head_revision, include_name, upgrade
 from db.models import Base, Corpus, ModelVersion, Pair, RunMetric, TrainingRun
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT
+from workbench.settings import database_url, home
+from workbench.storage import engine, session_scope
 
 
 def _diffs(url: str) -> list:
-    with get_engine(url).connect() as conn:
+    with init(url).connect() as conn:
         ctx = MigrationContext.configure(
             conn, opts={"include_name": include_name, "compare_type": True}
         )
@@ -28,21 +30,21 @@ def _diffs(url: str) -> list:
 
 
 def test_default_url_is_sqlite_file_in_home(wb_home: Path) -> None:
-    assert workbench_home() == wb_home.resolve()
+    assert home() == wb_home.resolve()
     assert database_url() == f"sqlite:///{wb_home.resolve() / 'workbench.db'}"
-    get_engine()
+    engine()
     assert (wb_home / "workbench.db").exists()
 
 
 def test_default_home_is_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("WORKBENCH_HOME", raising=False)
-    assert workbench_home() == (tmp_path / "workbench_data").resolve()
+    assert home() == (tmp_path / "workbench_data").resolve()
     assert (tmp_path / "workbench_data").is_dir()
 
 
 def test_sqlite_pragmas(wb_home: Path) -> None:
-    with get_engine().connect() as conn:
+    with engine().connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
@@ -51,20 +53,20 @@ def test_sqlite_pragmas(wb_home: Path) -> None:
 
 def test_migrations_produce_exactly_the_models(db_url: str) -> None:
     assert _diffs(db_url) == []
-    with get_engine(db_url).connect() as conn:
+    with init(db_url).connect() as conn:
         assert current_revision(conn) == head_revision()
 
 
 def test_schema_comparison_detects_drift(db_url: str) -> None:
     """The no-diff test above is meaningful: a missing index is reported."""
-    with get_engine(db_url).begin() as conn:
+    with init(db_url).begin() as conn:
         conn.execute(text("DROP INDEX ix_run_metrics_run_id_step"))
     diffs = _diffs(db_url)
     assert any(d[0] == "add_index" and d[1].name == "ix_run_metrics_run_id_step" for d in diffs)
 
 
 def test_search_support_created(db_url: str) -> None:
-    insp = inspect(get_engine(db_url))
+    insp = inspect(init(db_url))
     if db_url.startswith("sqlite"):
         assert "pairs_fts" in insp.get_table_names()
     else:
@@ -123,8 +125,8 @@ def test_session_scope_rolls_back(db_url: str) -> None:
 def test_concurrent_first_start_migrates_once(db_url: str) -> None:
     """Several processes opening a brand-new database at once all succeed."""
     code = (
-        "from db.engine import get_engine; from db.migrate import current_revision\n"
-        "with get_engine().connect() as c: print(current_revision(c))\n"
+        "from workbench.storage import engine; from db.migrate import current_revision\n"
+        "with engine().connect() as c: print(current_revision(c))\n"
     )
     procs = [
         subprocess.Popen(
@@ -139,14 +141,16 @@ def test_concurrent_first_start_migrates_once(db_url: str) -> None:
     assert _diffs(db_url) == []
 
 
+def _database_at(tmp_path: Path, revision: str) -> Engine:
+    """A new SQLite database migrated only up to ``revision``: a workbench of that age."""
+    engine = create_workbench_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    upgrade(engine, revision)
+    return engine
+
+
 def test_a_database_of_an_older_revision_is_upgraded_with_its_rows(tmp_path: Path) -> None:
     """A workbench from before 0002 (no run attempts) keeps its runs when the app upgrades it."""
-    from db.engine import create_workbench_engine
-    from db.migrate import upgrade
-
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = create_workbench_engine(url)
-    upgrade(engine, "0001")
+    engine = _database_at(tmp_path, "0001")
     with engine.begin() as conn:
         conn.execute(
             text(
@@ -168,12 +172,7 @@ def test_a_database_of_an_older_revision_is_upgraded_with_its_rows(tmp_path: Pat
 def test_upgrade_to_0003_backfills_metric_kinds_and_moves_the_resume_note(tmp_path: Path) -> None:
     """Rows written before 0003: epoch ends (a new validation loss) become kind 'epoch', and a
     queued run's resume note moves out of `error` into `note`."""
-    from db.engine import create_workbench_engine
-    from db.migrate import upgrade
-
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = create_workbench_engine(url)
-    upgrade(engine, "0002")
+    engine = _database_at(tmp_path, "0002")
     with engine.begin() as conn:
         for status, error in (("queued", "resumed note"), ("failed", "it broke")):
             conn.execute(
@@ -199,12 +198,7 @@ def test_upgrade_to_0003_backfills_metric_kinds_and_moves_the_resume_note(tmp_pa
 
 def test_upgrade_to_0004_keeps_corpora_visible(tmp_path: Path) -> None:
     """Corpora and pairs written before 0004 stay real corpora (no import_token)."""
-    from db.engine import create_workbench_engine
-    from db.migrate import upgrade
-
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = create_workbench_engine(url)
-    upgrade(engine, "0003")
+    engine = _database_at(tmp_path, "0003")
     with engine.begin() as conn:
         conn.execute(
             text(
@@ -229,7 +223,7 @@ def test_upgrade_to_0004_keeps_corpora_visible(tmp_path: Path) -> None:
 def test_a_database_url_that_cannot_work_is_one_line_and_creates_nothing(
     tmp_path: Path,
 ) -> None:
-    from db.engine import DatabaseConfigError, create_workbench_engine
+    from db.engine import DatabaseConfigError
 
     missing = tmp_path / "no" / "such"
     with pytest.raises(DatabaseConfigError, match="does not exist"):

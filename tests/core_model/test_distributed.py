@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobs_helpers import ROOT, TOY, cli, toy_pairs
-
 from core_model.artifact import WEIGHTS_FILE, load_model
+from tests.helpers import ROOT, TOY, cli, toy_pairs
 from workbench import registry
 
 

@@ -122,6 +122,28 @@ def test_session_scope_rolls_back(db_url: str) -> None:
         assert s.scalar(select(func.count()).select_from(Corpus)) == 0
 
 
+def test_an_engine_is_migrated_by_db_init_only(tmp_path: Path) -> None:
+    """Creating an engine touches no schema; `db.init` opens the database and migrates it."""
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    engine = create_workbench_engine(url)
+    assert inspect(engine).get_table_names() == []
+    engine.dispose()
+    assert {"corpora", "pairs", "training_runs"} <= set(inspect(init(url)).get_table_names())
+
+
+def test_db_imports_nothing_of_the_application() -> None:
+    """The storage layer stands alone: importing all of it loads no workbench or UI module."""
+    code = (
+        "import sys, db, db.engine, db.migrate, db.models, db.search\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('workbench', 'ui')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
 def test_concurrent_first_start_migrates_once(db_url: str) -> None:
     """Several processes opening a brand-new database at once all succeed."""
     code = (

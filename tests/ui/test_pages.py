@@ -77,6 +77,19 @@ def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: None)
 
 
+def test_pages_hold_no_sql_and_no_torch() -> None:
+    """The UI calls only `workbench`: no module of ui/ (nor the app) imports the database
+    layer, SQLAlchemy or torch."""
+    import ast
+
+    forbidden = ("db", "sqlalchemy", "torch", "core_model")
+    for path in [APP, *sorted((ROOT / "ui").glob("*.py"))]:
+        tree = ast.parse(path.read_text("utf-8"))
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [n for n in names if n.split(".")[0] in forbidden], path.name
+
+
 # -------------------------------------------------------------------------- empty database
 
 

@@ -289,6 +289,22 @@ def test_cancel_and_reap_never_undo_a_workers_claim(db_url: str) -> None:
     assert run_info.get_run(run_id).status == "cancelled"  # its cancel was pending: not re-queued
 
 
+def test_reading_a_run_never_reaps_it(db_url: str) -> None:
+    """Reads have no side effects: a run whose worker died stays as it is, marked lost, until
+    someone reaps explicitly (a worker's poll, a page that sees it, `ensure_worker`)."""
+    run_id = runs.enqueue_training(make_toy_corpus(), **QUICK)
+    assert runs.claim_next_run("gone") == run_id
+    assert not run_info.get_run(run_id).worker_lost
+    _go_stale(run_id)
+    for _ in range(2):
+        run = run_info.get_run(run_id)
+        assert (run.status, run.worker_lost) == ("running", True)
+        assert [r.status for r in run_info.list_runs()] == ["running"]
+    assert runs.reap_stale_runs() == 1
+    run = run_info.get_run(run_id)
+    assert (run.status, run.worker_lost, run.note) == ("queued", False, runs.RESUME_NOTE)
+
+
 def test_a_dead_workers_run_fails_only_after_attempts_without_progress(db_url: str) -> None:
     """Attempts whose worker died after saving a new checkpoint (an epoch row) do not count:
     a long run on a flaky machine goes on; one that dies before its next checkpoint every

@@ -210,7 +210,9 @@ def _suggested_vocab_size(message: str) -> int | None:
     m = re.search(r"value <= (\d+)", message)
     if m:
         return int(m.group(1))
-    m = re.search(r"required_chars[^\d]*(\d+)", message)
+    # "Vocabulary size is smaller than required_chars. 2015 vs 2755.": every character of the
+    # corpus (coverage 1.0) needs a piece of its own, plus the special pieces.
+    m = re.search(r"required_chars\.\s*\d+ vs (\d+)", message)
     if m:
         return int(m.group(1)) + len(SPECIAL_PIECES) + 1
     return None

@@ -28,13 +28,17 @@ class DecoderCache:
     length: int = 0  # positions already decoded = offset of the next position
 
     @classmethod
-    def empty(cls, n_layers: int) -> DecoderCache:
-        return cls([LayerCache() for _ in range(n_layers)])
+    def empty(cls, n_layers: int, capacity: int = 0) -> DecoderCache:
+        """`capacity`: decoding steps to allocate self-attention room for (0: grow as needed)."""
+        return cls([LayerCache(KeyValueCache(capacity)) for _ in range(n_layers)])
 
-    def reorder(self, index: torch.Tensor) -> None:
+    def reorder(self, index: torch.Tensor, same_sentences: bool = False) -> None:
+        """Keep rows `index` [N']. `same_sentences`: every row stays within its own sentence's
+        beam, whose cross-attention keys/values are all equal, so only self-attention moves."""
         for layer in self.layers:
             layer.self_attn.reorder(index)
-            layer.cross_attn.reorder(index)
+            if not same_sentences:
+                layer.cross_attn.reorder(index)
 
 
 class DecoderLayer(nn.Module):

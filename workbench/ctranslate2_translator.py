@@ -108,6 +108,7 @@ def translate(
                 return_end_token=True,
                 max_input_length=0,
                 max_decoding_length=bound,
+                min_decoding_length=0,  # ours may output EOS first (an empty translation)
             )
             for i, out in zip(idx, decoded, strict=True):
                 tokens, score = _best(out, beam, alpha, length_penalty_alpha, length_penalty_kind)

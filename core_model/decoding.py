@@ -44,7 +44,7 @@ def _max_lengths(src_ids: torch.Tensor, cfg: ModelConfig, a: float, b: int) -> t
     return output_bounds((src_ids != cfg.pad_id).sum(dim=1), a, b, cfg.max_len - 1)  # [B]
 
 
-def _next_token_logits(
+def _next_token_log_probs(
     model: Transformer,
     ys: torch.Tensor,
     memory: torch.Tensor,
@@ -53,10 +53,9 @@ def _next_token_logits(
     need_attention: bool,
     forbid_eos: bool,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Logits of the next token [N, V] in fp32 (and its cross-attention [N, S]).
+    """Log-probabilities of the next token [N, V] in fp32 (and its cross-attention [N, S]).
 
-    PAD and BOS are never outputs (nor EOS when `forbid_eos`): their logit is -inf, so they
-    get probability zero.
+    PAD and BOS are never outputs (nor EOS when `forbid_eos`): probability zero.
     """
     step_input = ys[:, -1:] if cache is not None else ys
     logits, weights = model.decode(step_input, memory, src_mask, cache, need_attention)
@@ -64,7 +63,7 @@ def _next_token_logits(
     cfg = model.cfg
     banned = [cfg.pad_id, cfg.bos_id] + ([cfg.eos_id] if forbid_eos else [])
     logits[:, banned] = float("-inf")
-    return logits, (weights[:, -1] if weights is not None else None)
+    return logits.log_softmax(dim=-1), (weights[:, -1] if weights is not None else None)
 
 
 def _result(
@@ -114,11 +113,11 @@ def greedy_decode(
     results: list[DecodeResult] = [DecodeResult([], 0.0)] * batch
 
     for step in range(steps):
-        logits, weights = _next_token_logits(
+        log_probs, weights = _next_token_log_probs(
             model, ys, memory, src_mask, cache, need_attention, fixed_length is not None
         )
-        best, token = logits.max(dim=-1)  # [N]
-        scores += best - logits.logsumexp(dim=-1)  # log-probability of the pick
+        best, token = log_probs.max(dim=-1)  # [N]
+        scores += best
         ys = torch.cat([ys, token[:, None]], dim=1)
         if attention is not None:
             attention = torch.cat([attention, weights[:, None].float()], dim=1)
@@ -137,7 +136,7 @@ def greedy_decode(
         if attention is not None:
             attention = attention[keep]
         if cache is not None:
-            cache.reorder(keep)
+            cache.reorder(keep, keep)
     return results
 
 
@@ -168,6 +167,26 @@ class _Finished:
     attention: torch.Tensor | None  # [len(row), S]
 
 
+def _in_place_order(parents: torch.Tensor) -> torch.Tensor:
+    """Which of a sentence's K continuing hypotheses goes to which beam slot, so that few
+    caches are copied: a hypothesis's first child stays in its slot, further children take
+    the slots of hypotheses that had none (only those rows move).
+
+    parents [n, K]: the slot each continuing hypothesis extends, best first. Returns [n, K]:
+    for each slot, the index (into the best-first order) of the hypothesis placed there.
+    """
+    n, k = parents.shape
+    slots = torch.arange(k, device=parents.device)
+    siblings = parents[:, :, None] == parents[:, None, :]  # [n, K, K]
+    earlier = torch.ones(k, k, dtype=torch.bool, device=parents.device).tril(-1)
+    first = ~(siblings & earlier).any(dim=-1)  # [n, K]: first child of its parent
+    kept = ((parents[:, :, None] == slots) & first[:, :, None]).any(dim=1)  # [n, K] slots
+    free = torch.sort(kept.to(torch.uint8), dim=1, stable=True).indices  # free slots first
+    nth_other = ((~first).cumsum(dim=1) - 1).clamp(min=0)
+    slot = torch.where(first, parents, free.gather(1, nth_other))  # [n, K] slot of each
+    return torch.empty_like(slot).scatter_(1, slot, slots.expand(n, k))
+
+
 @torch.inference_mode()
 def beam_search(
     model: Transformer,
@@ -195,7 +214,7 @@ def beam_search(
         return float(length_penalty(length, length_penalty_alpha, length_penalty_kind))
 
     device = src_ids.device
-    memory, src_mask = model.encode(src_ids)  # [N, S, D], [N, 1, 1, S]
+    memory, src_mask = model.encode(src_ids)  # [n, S, D], [n, 1, 1, S]: one per sentence
     max_lens = _max_lengths(src_ids, cfg, max_len_a, max_len_b)
     if fixed_length is not None:
         max_lens = torch.full_like(max_lens, fixed_length)
@@ -210,15 +229,23 @@ def beam_search(
     results: list[DecodeResult] = [DecodeResult([], 0.0)] * batch
 
     for step in range(steps):
-        logits, weights = _next_token_logits(
-            model, ys, memory, src_mask, cache, need_attention, fixed_length is not None
-        )
         n, beams = scores.shape
-        width = min(2 * k, logits.size(-1))
+        # With the cache, the beams of a sentence share its cross-attention keys/values (the
+        # attention groups their queries); the reference path repeats the memory per beam.
+        per_row = cache is None and beams > 1
+        log_probs, weights = _next_token_log_probs(
+            model,
+            ys,
+            memory.repeat_interleave(beams, dim=0) if per_row else memory,
+            src_mask.repeat_interleave(beams, dim=0) if per_row else src_mask,
+            cache,
+            need_attention,
+            fixed_length is not None,
+        )
+        width = min(2 * k, log_probs.size(-1))
         # A sentence's 2K best continuations are among the 2K best tokens of each hypothesis.
-        top_logits, top_tokens = logits.topk(width, dim=-1)  # [N, 2K]
-        log_probs = top_logits - logits.logsumexp(dim=-1, keepdim=True)  # [N, 2K]
-        candidates = (scores.view(-1, 1) + log_probs).view(n, beams * width)
+        top_log_probs, top_tokens = log_probs.topk(width, dim=-1)  # [N, 2K]
+        candidates = (scores.view(-1, 1) + top_log_probs).view(n, beams * width)
         cand_scores, flat = candidates.topk(width, dim=1)  # [n, 2K], best first
         cand_rows = flat // width + beams * torch.arange(n, device=device)[:, None]  # [n, 2K]
         cand_tokens = top_tokens.view(n, -1).gather(1, flat)  # [n, 2K]
@@ -240,6 +267,9 @@ def beam_search(
             n_finished += ends.sum(dim=1)
         # The K best candidates that do not end in EOS carry on (at most K of 2K are EOS).
         carry = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]  # [n, K]
+        fan_out = beams != k  # the first step: each sentence's row becomes K
+        if not fan_out:
+            carry = carry.gather(1, _in_place_order((flat // width).gather(1, carry)))
         done = last | (n_finished >= k)  # [n]
         for s in done.nonzero()[:, 0].tolist():
             i = int(sentence[s])
@@ -252,14 +282,15 @@ def beam_search(
         origin = cand_rows.gather(1, carry)[keep].view(-1)  # [n'·K] rows the survivors extend
         ys = torch.cat([ys[origin], cand_tokens.gather(1, carry)[keep].view(-1, 1)], dim=1)
         scores = cand_scores.gather(1, carry)[keep]  # [n', K]
-        sentence, n_finished = sentence[keep], n_finished[keep]
         if attention is not None:
             attention = torch.cat([attention[origin], weights[origin, None].float()], dim=1)
-        # Within a sentence every beam has the same source: rows only move across sentences
-        # when the first step fans out or a finished sentence leaves.
-        same_sentences = beams == k and keep.numel() == n
-        if not same_sentences:
-            memory, src_mask = memory[origin], src_mask[origin]
-        if cache is not None:
-            cache.reorder(origin, same_sentences)
+        all_stay = keep.numel() == n
+        if not all_stay:  # finished sentences leave
+            sentence, n_finished = sentence[keep], n_finished[keep]
+            memory, src_mask = memory[keep], src_mask[keep]
+        if cache is not None and all_stay and not fan_out:
+            moved = origin != torch.arange(origin.numel(), device=device)
+            cache.move(moved.nonzero()[:, 0], origin[moved])
+        elif cache is not None:
+            cache.reorder(origin, None if all_stay else keep)
     return results

@@ -39,10 +39,13 @@ def _explicit_is_faster(q: torch.Tensor) -> bool:
     """On a CPU, equation (1) written out beats the fused kernel for
     - bf16: the fused kernel's backward pass is 3-8x slower for the short sequences of
       sentence-level MT (measured: 2.5k-token batches, T = 12-40), a quarter of a bf16 step;
-    - a single query position (incremental decoding): 2-3x faster for T_k = 10-40, where the
-      fused kernel's tiling does not pay.
+    - decoding a step (no gradient, at most 8 query positions: one per hypothesis, or the K
+      beams of a sentence): 1.2-1.6x faster for T_k = 10-40, where the fused kernel's tiling
+      does not pay.
     fp32 training and GPUs keep the fused kernel."""
-    return q.device.type == "cpu" and (q.dtype == torch.bfloat16 or q.size(-2) == 1)
+    if q.device.type != "cpu":
+        return False
+    return q.dtype == torch.bfloat16 or (q.size(-2) <= 8 and not q.requires_grad)
 
 
 @dataclass
@@ -82,6 +85,15 @@ class KeyValueCache:
     def store(self, k: torch.Tensor, v: torch.Tensor) -> None:
         """Keep cross-attention keys/values [B, H, S, d_k] for all later steps."""
         self.key, self.value, self.length = k, v, k.size(2)
+
+    def move(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """Rows `src` overwrite rows `dst` [M] in place, filled positions only (no row may
+        be in both)."""
+        if self.key is None or dst.numel() == 0:
+            return
+        for buffer in (self.key, self.value):
+            filled = buffer[:, :, : self.length]
+            filled.index_copy_(0, dst, filled.index_select(0, src))
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep rows `index` [N'] (beam search picks which hypotheses survive and drops
@@ -144,7 +156,9 @@ class MultiHeadAttention(nn.Module):
 
         query [B, Tq, D]; memory [B, Tk, D]; mask broadcastable to [B, H, Tq, Tk].
         With a cache, self-attention appends this step's keys/values and cross-attention
-        projects `memory` only on the first step.
+        projects `memory` only on the first step. Cached cross-attention keys/values of n
+        sentences may serve B = n·K single-position queries, K consecutive rows per sentence
+        (beam search; mask then [n, 1, 1, Tk]).
         Returns (output [B, Tq, D], weights [B, H, Tq, Tk] or None).
         """
         if memory is None:
@@ -160,6 +174,12 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache.store(k, v)
 
+        rows, groups = q.size(0), k.size(0)
+        if rows != groups:
+            # Beam search: the K hypotheses of a sentence (consecutive rows, one position
+            # each) attend to the same memory, read once: [n·K, H, 1, d_k] -> [n, H, K, d_k].
+            q = q.reshape(groups, rows // groups, self.n_heads, self.d_head).transpose(1, 2)
+
         p = self.dropout if self.training else 0.0
         if need_weights or _explicit_is_faster(q):
             out, weights = scaled_dot_product_attention(q, k, v, mask, p)
@@ -169,4 +189,8 @@ class MultiHeadAttention(nn.Module):
             weights = None
         b, h, tq, d_k = out.shape
         out = out.transpose(1, 2).reshape(b, tq, h * d_k)  # concat heads: [B, Tq, D]
+        if rows != groups:  # back to one row per hypothesis: [n, K, D] -> [n·K, 1, D]
+            out = out.reshape(rows, 1, h * d_k)
+            if weights is not None:  # [n, H, K, S] -> [n·K, H, 1, S]
+                weights = weights.transpose(1, 2).reshape(rows, h, 1, weights.size(-1))
         return self.out_proj(out), weights

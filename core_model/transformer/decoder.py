@@ -32,13 +32,19 @@ class DecoderCache:
         """`capacity`: decoding steps to allocate self-attention room for (0: grow as needed)."""
         return cls([LayerCache(KeyValueCache(capacity)) for _ in range(n_layers)])
 
-    def reorder(self, index: torch.Tensor, same_sentences: bool = False) -> None:
-        """Keep rows `index` [N']. `same_sentences`: every row stays within its own sentence's
-        beam, whose cross-attention keys/values are all equal, so only self-attention moves."""
+    def move(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """Self-attention rows `src` overwrite rows `dst` [M] in place (beam search: a
+        hypothesis's further children take the rows of hypotheses that ended)."""
         for layer in self.layers:
-            layer.self_attn.reorder(index)
-            if not same_sentences:
-                layer.cross_attn.reorder(index)
+            layer.self_attn.move(dst, src)
+
+    def reorder(self, rows: torch.Tensor, memories: torch.Tensor | None = None) -> None:
+        """Keep self-attention rows `rows` [N'] (the hypotheses that go on) and cross-attention
+        rows `memories` (the sentences that go on; None: all)."""
+        for layer in self.layers:
+            layer.self_attn.reorder(rows)
+            if memories is not None:
+                layer.cross_attn.reorder(memories)
 
 
 class DecoderLayer(nn.Module):

@@ -39,7 +39,7 @@ def _sentences() -> list[str]:
         a[: len(a) // 2] + b[len(b) // 2 :]
         for a, b in zip(sources, rng.sample(sources, len(sources)), strict=True)
     ]
-    return sources + mixed
+    return [*sources, *mixed, "", "   "]  # empty inputs translate to empty outputs
 
 
 @pytest.fixture(scope="module", params=["pre-norm", "post-norm, shared vocabulary"])

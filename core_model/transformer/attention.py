@@ -171,7 +171,8 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.key, cache.value
             else:
                 k, v = (self._split_heads(t) for t in self.in_proj.key_value(memory).chunk(2, -1))
-                if cache is not None:
+                if cache is not None:  # read at every step: laid out once for the matmuls
+                    k, v = k.contiguous(), v.contiguous()
                     cache.store(k, v)
 
         rows, groups = q.size(0), k.size(0)

@@ -7,7 +7,7 @@ the caller's order. Empty inputs translate to empty outputs without touching the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -29,6 +29,8 @@ class TranslationResult:
     # them are UNK (pieces the tokenizer never saw in training: the model cannot read them).
     src_tokens: int = 0
     unk_tokens: int = 0
+    src_ids: list[int] = field(default_factory=list)  # what the model read (cut, + EOS)
+    out_ids: list[int] = field(default_factory=list)  # output ids without BOS/EOS
 
 
 # Output bound a·|src| + b in pieces. Generous: zh→en outputs have several times more pieces
@@ -80,7 +82,24 @@ def make_result(
         float(score),
         src_tokens=source.src_tokens,
         unk_tokens=source.unk_tokens,
+        src_ids=list(source.ids),
+        out_ids=list(tokens),
     )
+
+
+@torch.inference_mode()
+def cross_attention(model: Transformer, result: TranslationResult) -> torch.Tensor | None:
+    """The last decoder layer's cross-attention [len(out_pieces), len(src_pieces)] (mean of
+    heads) as `model` reads the result's output — teacher forcing gives the rows incremental
+    decoding would: the heat-map of an output another engine decoded. None if empty."""
+    if not result.src_ids:
+        return None
+    device = next(model.parameters()).device
+    src = torch.tensor([result.src_ids], device=device)  # [1, S]
+    tgt = torch.tensor([[model.cfg.bos_id, *result.out_ids]], device=device)  # [1, T_out + 1]
+    memory, src_mask = model.encode(src)
+    _, weights = model.decode(tgt, memory, src_mask, need_weights=True)  # [1, T_out + 1, S]
+    return weights[0, : len(result.out_pieces)].float().cpu()
 
 
 def batches(lengths: Sequence[int], max_tokens: int, max_sentences: int) -> list[list[int]]:

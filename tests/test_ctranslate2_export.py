@@ -8,13 +8,14 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 
 from core_model import translator
 from core_model.artifact import load_model, save_model
 from core_model.tokenizer import TokenizerPair, WhitespaceTokenizer
 from core_model.training import TrainConfig, train
 from core_model.transformer import ModelConfig, Transformer
-from core_model.translator import translate_ids
+from core_model.translator import cross_attention, translate_ids
 from workbench.ctranslate2_export import QUANTIZATIONS, export_ctranslate2
 from workbench.ctranslate2_translator import load_export
 from workbench.ctranslate2_translator import translate as ct2_translate
@@ -76,6 +77,13 @@ def test_ctranslate2_decodes_what_our_decoder_decodes(version: Path, tmp_path: P
     assert [r.text for r in theirs] == [r.text for r in ours]
     for a, b in zip(ours, theirs, strict=True):
         assert b.score == pytest.approx(a.score, abs=1e-3)  # log-probabilities, fp32 noise
+    # Heat-maps stay ours: our model's cross-attention over CTranslate2's output is the one
+    # our decoder drew for the same output.
+    drawn = translate_ids(loaded.model, loaded.tokenizers, texts[:8], with_attention=True)
+    for a, b in zip(drawn, theirs[:8], strict=True):
+        heat_map = cross_attention(loaded.model, b)
+        assert heat_map.shape == (len(b.out_pieces), len(b.src_pieces))
+        assert torch.allclose(heat_map, a.attention, atol=1e-5)
 
     for kind in ("gnmt", "power"):  # the paper's penalty (the default) and CTranslate2's own
         beam = functools.partial(translator.beam_search, length_penalty_kind=kind)

@@ -5,7 +5,7 @@
 All text is generated here (made-up syllable words and random CJK characters), no shared
 data. The import goes through the public ``workbench.importing.import_file`` (parse,
 validate, de-duplicate, one transaction, FTS index); searches through
-``workbench.corpus.search_pairs`` (page of 50 + capped count). As a baseline the same
+``workbench.pairs.search_pairs`` (page of 50 + capped count). As a baseline the same
 queries run as a plain LIKE scan. On SQLite a second process meanwhile takes the database's
 write lock again and again (as a worker's progress write or a UI edit would) and reports the
 longest it had to wait: about the longest time the import held the lock in one piece. The
@@ -94,9 +94,11 @@ def main() -> None:
     else:
         os.environ.pop("WORKBENCH_DB_URL", None)
 
-    from db.engine import get_engine, session_scope
-    from workbench import corpus as C
+    from db import search
+    from workbench import corpora, pairs
     from workbench.importing import import_file
+    from workbench.storage import engine as get_engine
+    from workbench.storage import session_scope
 
     data = work / "pairs.tsv"
     t = time.perf_counter()
@@ -105,7 +107,7 @@ def main() -> None:
     print(f"generated {args.pairs} pairs in {gen_s:.1f}s ({data.stat().st_size >> 20} MiB)")
 
     get_engine()  # migrations are not part of the import time
-    info = C.create_corpus(f"bench-{args.pairs}", "zh", "en")
+    info = corpora.create_corpus(f"bench-{args.pairs}", "zh", "en")
     load_before = os.getloadavg()[0]
     probe, stop = None, work / "probe.stop"
     engine = get_engine()
@@ -141,20 +143,21 @@ def main() -> None:
     pages: dict[str, float] = {}
     totals: dict[str, str] = {}
     for label, q in queries.items():
-        pages[label] = round(timed(lambda q=q: C.search_pairs(info.id, q, page_size=50)), 1)
-        res = C.search_pairs(info.id, q, page_size=50)
+        pages[label] = round(timed(lambda q=q: pairs.search_pairs(info.id, q, page_size=50)), 1)
+        res = pairs.search_pairs(info.id, q, page_size=50)
         totals[label] = f"{res.total}{'' if res.total_is_exact else '+'}"
     pages["word_valid_split"] = round(
-        timed(lambda: C.search_pairs(info.id, common, split="valid", page_size=50)), 1
+        timed(lambda: pairs.search_pairs(info.id, common, split="valid", page_size=50)), 1
     )
-    pages["no_query_page1"] = round(timed(lambda: C.search_pairs(info.id, "", page_size=50)), 1)
+    pages["no_query_page1"] = round(timed(lambda: pairs.search_pairs(info.id, "", page_size=50)), 1)
     pages["no_query_page_1000"] = round(
-        timed(lambda: C.search_pairs(info.id, "", page=1000, page_size=50)), 1
+        timed(lambda: pairs.search_pairs(info.id, "", page=1000, page_size=50)), 1
     )
 
     def like_scan(q: str) -> None:
         with session_scope() as s:
-            C._search_like(s.connection(), info.id, q, None, 50, 0)
+            caps = (pairs.COUNT_CAP, pairs.LIKE_SCAN_CAP)
+            search._search_like(s.connection(), search._Query(info.id, q, None, 50, 0, *caps))
 
     baseline = {label: round(timed(lambda q=q: like_scan(q), 3), 1) for label, q in queries.items()}
     search_ms = max(pages[k] for k in ("word", "rare", "phrase", "cjk3", "word_valid_split"))
@@ -174,7 +177,7 @@ def main() -> None:
         "search_pages_ms": pages,
         "search_totals": totals,
         "baseline_like_scan_ms": baseline,
-        "stats_ms": round(timed(lambda: C.corpus_stats(info.id), 3), 1),
+        "stats_ms": round(timed(lambda: pairs.corpus_stats(info.id), 3), 1),
         "cpus": os.cpu_count(),
     }
     print(json.dumps(out))

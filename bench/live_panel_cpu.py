@@ -73,7 +73,7 @@ def main() -> None:
     os.environ.update(WORKBENCH_HOME=str(home))
     os.environ.pop("WORKBENCH_DB_URL", None)
     sys.path.insert(0, str(ROOT))
-    from workbench import demo, jobs
+    from workbench import demo, run_info, runs
 
     info = demo.ensure_demo_corpus()
     run_id = None
@@ -81,7 +81,7 @@ def main() -> None:
     log = open(home / "processes.log", "wb")  # noqa: SIM115 — closed at the end
     try:
         if not args.idle:
-            run_id = jobs.enqueue_training(info.id, preset="tiny", epochs=200, min_epoch_steps=50)
+            run_id = runs.enqueue_training(info.id, preset="tiny", epochs=200, min_epoch_steps=50)
             worker = [sys.executable, "-m", "workbench", "worker", "--once"]
             procs.append(
                 subprocess.Popen(worker, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -112,15 +112,15 @@ def main() -> None:
                     chart = page.locator('[data-testid="stVegaLiteChart"]').first
                     chart.wait_for(timeout=180_000)
                 page.wait_for_timeout(3000)  # past the page's first full render
-                step0 = jobs.get_run(run_id).progress_step if run_id else 0
+                step0 = run_info.get_run(run_id).progress_step if run_id else 0
                 cpu0, t0 = cpu_seconds(server.pid), time.monotonic()
                 page.wait_for_timeout(args.seconds * 1000)
                 cpu1, t1 = cpu_seconds(server.pid), time.monotonic()
-                run = jobs.get_run(run_id) if run_id else None
+                run = run_info.get_run(run_id) if run_id else None
             finally:
                 browser.close()
         if run_id:
-            jobs.cancel_run(run_id)
+            runs.cancel_run(run_id)
     finally:
         for proc in reversed(procs):
             stop(proc)

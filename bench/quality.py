@@ -42,16 +42,21 @@ def _tsv(pairs_by_split: dict[str, data.Pairs]) -> bytes:
 
 
 def train_through_product(
-    name: str, src_lang: str, tgt_lang: str, train: data.Pairs, valid: data.Pairs, minutes: float
+    name: str,
+    src_lang: str,
+    tgt_lang: str,
+    train: data.Pairs,
+    valid: data.Pairs,
+    minutes: float | None,
 ) -> dict:
-    """Import, queue with the defaults and a time budget, train in a real worker process;
-    returns the run and the registered version's metrics."""
-    from workbench import corpus, importing, jobs, registry
+    """Import, queue with the defaults and a time budget (None: the automatic budget), train
+    in a real worker process; returns the run and the registered version's metrics."""
+    from workbench import corpora, importing, registry, run_info, runs
 
-    info = corpus.create_corpus(name, src_lang, tgt_lang)
+    info = corpora.create_corpus(name, src_lang, tgt_lang)
     imported = importing.import_file(info.id, _tsv({"train": train, "valid": valid}), "tsv")
     clicked = time.monotonic()
-    run_id = jobs.enqueue_training(info.id, minutes=minutes)
+    run_id = runs.enqueue_training(info.id, minutes=minutes)
     worker = subprocess.run(
         [sys.executable, "-m", "workbench", "worker", "--once"],
         cwd=ROOT,
@@ -60,8 +65,8 @@ def train_through_product(
         text=True,
     )
     ready_s = time.monotonic() - clicked
-    run = jobs.get_run(run_id)
-    if run.status != "succeeded" or run.version_id is None:
+    run = run_info.get_run(run_id)
+    if run.status != runs.RunStatus.SUCCEEDED or run.version_id is None:
         tail = worker.stdout[-2000:] + worker.stderr[-2000:]
         raise SystemExit(f"error: run {run_id} {run.status}: {run.error}\n{tail}")
     version = registry.get_version(run.version_id)

@@ -1,8 +1,51 @@
-"""Storage layer: SQLAlchemy models, engine/session setup and Alembic migrations.
+"""Storage layer: SQLAlchemy models, engines, Alembic migrations and the search SQL.
 
-Imports nothing from ``workbench`` or the UI.
+Imports nothing from ``workbench`` or the UI. The application opens a database with
+``init(url)``: the engine for ``url``, its schema brought to the newest revision the first
+time this process opens it. Modules depend one way: ``db.migrate`` uses ``db.engine`` (and
+``db.search``), never the reverse.
 """
 
-from db.engine import database_url, dispose_engines, get_engine, session_scope, workbench_home
+from __future__ import annotations
 
-__all__ = ["database_url", "dispose_engines", "get_engine", "session_scope", "workbench_home"]
+import threading
+
+from sqlalchemy import Engine
+
+from db.engine import SQLITE_BUSY_TIMEOUT_MS, create_workbench_engine
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def init(url: str, *, sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Engine:
+    """The engine for ``url``, created and migrated to the newest revision once per process
+    (cached afterwards: every later call is a dictionary lookup)."""
+    engine = _engines.get(url)
+    if engine is not None:
+        return engine
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            # Imported here: a process that never opens a database (`--help`) skips Alembic.
+            from db.migrate import upgrade
+
+            engine = create_workbench_engine(url, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
+            try:
+                upgrade(engine)
+            except BaseException:
+                engine.dispose()
+                raise
+            _engines[url] = engine
+    return engine
+
+
+def dispose_engines() -> None:
+    """Close every engine ``init`` opened (tests call this between temporary databases)."""
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+__all__ = ["dispose_engines", "init"]

@@ -4,8 +4,9 @@
 migration runs under a transaction-scoped advisory lock, on SQLite under an exclusive
 ``flock`` on ``<db file>.migrate.lock``; the loser then finds the schema already at head.
 
-Developers add a revision with ``python -m db.migrate revision -m "what changed"`` (it
-autogenerates against ``WORKBENCH_DB_URL`` / the default SQLite file).
+Developers add a revision with
+``python -m db.migrate --url sqlite:///workbench_data/workbench.db revision -m "what changed"``
+(it upgrades that database, then autogenerates the difference to the models).
 """
 
 from __future__ import annotations
@@ -21,16 +22,16 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 
+from db.engine import create_workbench_engine
+from db.search import SEARCH_OBJECT_PREFIXES
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _PG_LOCK_KEY = 0x5742_4442  # "WBDB": any constant shared by all workbench processes
 
-# Backend-specific search objects created by the migrations but absent from the models'
-# metadata (FTS5 shadow tables on SQLite, pg_trgm indexes on PostgreSQL).
-SEARCH_OBJECT_PREFIXES = ("pairs_fts", "ix_pairs_source_trgm", "ix_pairs_target_trgm")
-
 
 def include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    """Autogenerate filter: ignore the search objects that live outside the models."""
+    """Autogenerate filter: ignore the search objects that live outside the models
+    (``db.search``)."""
     return not (name or "").startswith(SEARCH_OBJECT_PREFIXES)
 
 
@@ -83,16 +84,15 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from db.engine import create_workbench_engine, database_url
-
     parser = argparse.ArgumentParser(prog="python -m db.migrate")
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("upgrade", help="upgrade the database to head")
     sub.add_parser("current", help="print the database's revision")
     rev = sub.add_parser("revision", help="autogenerate a new revision from the models")
     rev.add_argument("-m", "--message", required=True)
+    parser.add_argument("--url", required=True, help="the database's SQLAlchemy URL")
     args = parser.parse_args(argv)
-    url = database_url()
+    url = args.url
     engine = create_workbench_engine(url)
     if args.cmd == "upgrade":
         upgrade(engine)

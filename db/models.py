@@ -6,12 +6,14 @@ Every datetime column is a timezone-aware UTC ``datetime`` in Python on every ba
 
 Search support lives outside this metadata because it is backend-specific and created by the
 migration: on SQLite an FTS5 table ``pairs_fts`` (trigram tokenizer) kept in sync by triggers,
-on PostgreSQL ``pg_trgm`` GIN indexes ``ix_pairs_source_trgm`` / ``ix_pairs_target_trgm``.
+on PostgreSQL ``pg_trgm`` GIN indexes ``ix_pairs_source_trgm`` / ``ix_pairs_target_trgm``;
+``db.search`` holds every query that uses them.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -34,7 +36,23 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 SPLITS = ("train", "valid", "test")
-RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+
+
+class RunStatus(StrEnum):
+    """Where a training run is in its life. The values are what the ``status`` column holds;
+    every change from one to another is made in ``workbench.runs``."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+def _one_of(column: str, values: Any) -> str:
+    """The SQL of a CHECK that ``column`` holds one of ``values``."""
+    return f"{column} IN ({', '.join(repr(str(v)) for v in values)})"
+
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -94,7 +112,7 @@ class Corpus(Base):
     """A named collection of sentence pairs in one direction (src_lang -> tgt_lang).
 
     A row with an ``import_token`` is hidden while a large import fills it (see
-    ``workbench.importing``): a staging corpus of the import's own, or an empty corpus
+    ``workbench.import_staging``): a staging corpus of the import's own, or an empty corpus
     receiving pairs in place. No listing shows it.
     """
 
@@ -122,7 +140,7 @@ class Pair(Base):
         UniqueConstraint("corpus_id", "content_hash"),
         Index("ix_pairs_corpus_id_id", "corpus_id", "id"),  # pages in id order
         Index("ix_pairs_corpus_id_split_id", "corpus_id", "split", "id"),
-        CheckConstraint("split IN ('train', 'valid', 'test')", name="split"),
+        CheckConstraint(_one_of("split", SPLITS), name="split"),
         _AUTOINCREMENT,
     )
 
@@ -144,9 +162,7 @@ class TrainingRun(Base):
 
     __tablename__ = "training_runs"
     __table_args__ = (
-        CheckConstraint(
-            "status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')", name="status"
-        ),
+        CheckConstraint(_one_of("status", RunStatus), name="status"),
         Index("ix_training_runs_status_id", "status", "id"),
         _AUTOINCREMENT,
     )
@@ -156,7 +172,7 @@ class TrainingRun(Base):
         ForeignKey("corpora.id", ondelete="SET NULL"), index=True
     )
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED.value)
     device: Mapped[str] = mapped_column(String(32), default="cpu")
     snapshot_pair_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
     snapshot_hash: Mapped[str] = mapped_column(String(64), default="")

@@ -1,4 +1,9 @@
-"""Shared fixtures: a temporary WORKBENCH_HOME on SQLite, and a throw-away PostgreSQL.
+"""Shared fixtures: a temporary WORKBENCH_HOME on SQLite, a throw-away PostgreSQL, and a
+fingerprint of the whole database.
+
+The tests mirror the layers: ``core_model/``, ``db/``, ``workbench/`` (services, worker, CLI),
+``ui/`` (Streamlit AppTest) and ``e2e/`` (a real browser). Helpers that are not fixtures are
+in ``tests/helpers.py`` (the toy corpus among them).
 
 ``pg_server`` runs ``initdb`` + ``postgres`` from the PostgreSQL binaries (found via PATH,
 ``pg_config --bindir`` or /usr/lib/postgresql/*/bin) in a temp dir on a free 127.0.0.1 port.
@@ -25,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from db.engine import ENV_DB_URL, ENV_HOME, dispose_engines
+from db import dispose_engines
+from workbench.settings import ENV_DB_URL, ENV_HOME
 
 
 @pytest.fixture
@@ -47,11 +53,11 @@ def fingerprint_database() -> str:
 
     from sqlalchemy import select
 
-    from db.engine import get_engine
     from db.models import Base
+    from workbench.storage import engine
 
     digest = hashlib.sha256()
-    with get_engine().connect() as conn:
+    with engine().connect() as conn:
         for table in Base.metadata.sorted_tables:
             rows = conn.execute(select(table).order_by(*table.primary_key.columns)).all()
             digest.update(f"{table.name}:{len(rows)}:{rows!r}".encode())

@@ -9,18 +9,20 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import common
-from workbench import corpus, evaluation, jobs, registry
+from ui import charts, dialogs, feedback, formatting, pickers
+from workbench import corpora, evaluation, registry, run_info, snapshots
 
 COMPARISON = "models_comparison"
 MAX_COMPARE_PAIRS = 500
 
 
 def render() -> None:
-    common.page_header("Models", "Every trained version, its scores, and side-by-side comparisons.")
+    feedback.page_header(
+        "Models", "Every trained version, its scores, and side-by-side comparisons."
+    )
     versions = registry.list_versions()
     if not versions:
-        common.no_versions_notice(
+        feedback.no_versions_notice(
             "No model version yet: start a run on the Train page; when it succeeds its version "
             "appears here."
         )
@@ -92,7 +94,7 @@ _RECORDED_SCORES_HELP = (
 
 
 def manage(versions: list[Any]) -> None:
-    version = common.version_picker(versions, key="models_version")
+    version = pickers.version_picker(versions, key="models_version")
     left, right = st.columns([3, 2], gap="large")
     with left, st.form(f"edit_version_{version.id}", border=False):
         name = st.text_input("Name", value=version.name)
@@ -100,19 +102,19 @@ def manage(versions: list[Any]) -> None:
             "Notes", value=version.notes, height=100, placeholder="What is special about it?"
         )
         if st.form_submit_button("Save", type="primary", icon=":material/save:"):
-            with common.error_boundary("saving the version"):
+            with feedback.error_boundary("saving the version"):
                 if name != version.name:
                     registry.rename_version(version.id, name)
                 if notes != version.notes:
                     registry.set_notes(version.id, notes)
-                common.flash(f"Saved version #{version.id}.")
+                feedback.flash(f"Saved version #{version.id}.")
                 st.rerun()
     with right:
         m = version.metrics
         st.markdown(
             f"**Corpus** {version.corpus_name or '(deleted corpus)'} · "
-            f"{common.pair_count_label(version.train_pair_count, 'snapshot')} · "
-            f"{version.device} · {common.fmt_duration(version.train_seconds)}  \n"
+            f"{formatting.pair_count_label(version.train_pair_count, 'snapshot')} · "
+            f"{version.device} · {formatting.fmt_duration(version.train_seconds)}  \n"
             f"**Parameters** {version.param_count:,} · **steps** {m.get('steps', '—')} · "
             f"**stopped by** {str(m.get('stop_reason', '—')).replace('_', ' ')}"
         )
@@ -132,8 +134,8 @@ def manage(versions: list[Any]) -> None:
             if st.button(
                 "Delete…", icon=":material/delete:", key="delete_version", width="stretch"
             ):
-                common.ask_confirmation("delete_version")
-    common.confirmation_dialog(
+                dialogs.ask_confirmation("delete_version")
+    dialogs.confirmation_dialog(
         "delete_version",
         "Delete version",
         f"Delete version **#{version.id} {version.name}** and its files? This cannot be undone.",
@@ -144,7 +146,7 @@ def manage(versions: list[Any]) -> None:
 
 def _delete(version: Any) -> str:
     registry.delete_version(version.id)
-    st.session_state.pop(common.CURRENT_VERSION, None)
+    st.session_state.pop(pickers.CURRENT_VERSION, None)
     st.session_state.pop(COMPARISON, None)
     return f"Deleted version #{version.id}."
 
@@ -160,11 +162,11 @@ def compare(versions: list[Any]) -> None:
             icon=":material/info:",
         )
         return
-    labels = {v.id: common.version_label(v) for v in versions}
+    labels = {v.id: pickers.version_label(v) for v in versions}
     before = st.session_state.get("compare_versions")
     if before is not None and any(i not in labels for i in before):  # a version was deleted
         st.session_state["compare_versions"] = [i for i in before if i in labels]
-    common.keep_label_fresh(
+    pickers.keep_label_fresh(
         "compare_versions", [labels[i] for i in st.session_state.get("compare_versions") or []]
     )
     chosen = st.multiselect(
@@ -182,28 +184,28 @@ def compare(versions: list[Any]) -> None:
 
     curves(picked)
 
-    corpora = corpus.list_corpora()
-    if not corpora:
+    all_corpora = corpora.list_corpora()
+    if not all_corpora:
         st.info("Comparing needs a corpus with test pairs; none exists.")
         return
     first = picked[0]
-    if first.corpus_id in {c.id for c in corpora}:
-        st.session_state.setdefault(common.CURRENT_CORPUS, first.corpus_id)
+    if first.corpus_id in {c.id for c in all_corpora}:
+        st.session_state.setdefault(pickers.CURRENT_CORPUS, first.corpus_id)
     row = st.columns([3, 2, 1], vertical_alignment="bottom")
     with row[0]:
-        test_corpus = common.corpus_picker(
-            corpora,
+        test_corpus = pickers.corpus_picker(
+            all_corpora,
             key="compare_corpus",
             label="Test pairs from",
             help="The versions translate this corpus' test split; BLEU and chrF are computed "
             "against its references.",
         )
     with row[1]:
-        beam = common.decoding_picker("compare")
+        beam = pickers.decoding_picker("compare")
     if row[2].button("Compare", type="primary", icon=":material/compare_arrows:", key="compare"):
-        with common.error_boundary("comparing the versions"):
-            pairs = corpus.split_pairs(test_corpus.id, "test", limit=MAX_COMPARE_PAIRS)
-            if not pairs:
+        with feedback.error_boundary("comparing the versions"):
+            test_pairs = snapshots.split_pairs(test_corpus.id, "test", limit=MAX_COMPARE_PAIRS)
+            if not test_pairs:
                 st.warning(
                     f"“{test_corpus.name}” has no test pairs. Mark some pairs as test on the "
                     "Corpus page (split column), then compare again.",
@@ -212,14 +214,14 @@ def compare(versions: list[Any]) -> None:
                 st.session_state.pop(COMPARISON, None)
             else:
                 with st.spinner(
-                    f"Translating {len(pairs)} test pairs with {len(chosen)} versions…",
+                    f"Translating {len(test_pairs)} test pairs with {len(chosen)} versions…",
                     show_time=True,
                 ):
-                    result = evaluation.compare(chosen, pairs, beam=beam)
+                    result = evaluation.compare(chosen, test_pairs, beam=beam)
                 st.session_state[COMPARISON] = {
                     "versions": list(chosen),
                     "corpus": test_corpus.name,
-                    "basis": evaluation.ScoreBasis("test", len(pairs), beam),
+                    "basis": evaluation.ScoreBasis("test", len(test_pairs), beam),
                     "metrics": result.metrics,
                     "sentences": result.sentences,
                 }
@@ -232,12 +234,12 @@ def curves(picked: list[Any]) -> None:
     run_of = {v.run_id: f"#{v.id} {v.name}" for v in picked if v.run_id is not None}
     if not run_of:
         return
-    metrics = jobs.run_metrics(list(run_of))
+    metrics = run_info.run_metrics(list(run_of))
     if metrics.empty:
         return
     metrics = metrics.assign(version=metrics["run_id"].map(run_of))
     st.markdown("**Loss curves**")
-    st.altair_chart(common.loss_chart(metrics, by="version", height=280), width="stretch")
+    st.altair_chart(charts.loss_chart(metrics, by="version", height=280), width="stretch")
 
 
 def comparison_view(shown: dict[str, Any]) -> None:
@@ -247,7 +249,7 @@ def comparison_view(shown: dict[str, Any]) -> None:
     st.markdown(f"**Scores on “{shown['corpus']}”** · {basis}")
     if basis.pairs < evaluation.MIN_RELIABLE_PAIRS:
         st.warning(
-            f"Only {common.plural(basis.pairs, 'test pair')}: on so few sentences a BLEU "
+            f"Only {formatting.plural(basis.pairs, 'test pair')}: on so few sentences a BLEU "
             "difference between versions is mostly chance. Mark at least "
             f"{evaluation.MIN_RELIABLE_PAIRS} pairs as test on the Corpus page for a comparison "
             "you can rely on.",
@@ -279,7 +281,3 @@ def comparison_view(shown: dict[str, Any]) -> None:
         width="stretch",
         column_config={"differs": None},
     )
-
-
-if __name__ == "__main__":
-    common.run_page(render)

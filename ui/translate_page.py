@@ -8,15 +8,13 @@ plain lists: it is what the user is looking at, not data.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
-from ui import common
-from workbench import corpus, registry, translation
+from ui import charts, feedback, pickers
+from workbench import corpora, pairs, registry, settings, translation
 
 RESULTS = "translate_results"
 MAX_LINES = 500
@@ -26,12 +24,12 @@ MAX_MAP_PIECES = 80
 
 
 def render() -> None:
-    common.page_header(
+    feedback.page_header(
         "Translate", "Translate with any stored model version; inspect and correct its output."
     )
     versions = registry.list_versions()
     if not versions:
-        common.no_versions_notice(
+        feedback.no_versions_notice(
             "No model version yet: train one on the Train page (the demo corpus trains in "
             "about a minute), then come back here."
         )
@@ -40,9 +38,9 @@ def render() -> None:
     with st.container(border=True):
         top = st.columns([3, 2], gap="medium")
         with top[0]:
-            version = common.version_picker(versions, key="translate_version")
+            version = pickers.version_picker(versions, key="translate_version")
         with top[1]:
-            beam = common.decoding_picker("translate")
+            beam = pickers.decoding_picker("translate")
         text = st.text_area(
             f"Source sentences ({version.src_lang}), one per line",
             key="translate_input",
@@ -57,14 +55,14 @@ def render() -> None:
                 st.warning(f"At most {MAX_LINES} lines at once, got {len(lines)}.")
             else:
                 with (
-                    common.error_boundary("translating"),
+                    feedback.error_boundary("translating"),
                     st.spinner(f"Translating {len(lines)} sentence(s)…", show_time=True),
                 ):
                     results = translation.translate(version.id, lines, beam, with_attention=True)
                     checks = translation.check_inputs(version.id, results)
                     st.session_state[RESULTS] = {
                         "version_id": version.id,
-                        "version": common.version_label(version),
+                        "version": pickers.version_label(version),
                         "beam": beam,
                         "items": [
                             _plain(src, r, c)
@@ -82,13 +80,13 @@ def _examples(version: Any) -> str:
     """A few training sentences of the version's corpus as a hint of what it knows."""
     if version.corpus_id is None:
         return "One sentence per line"
-    return _training_examples(common.database_key(), version.corpus_id) or "One sentence per line"
+    return _training_examples(settings.database_url(), version.corpus_id) or "One sentence per line"
 
 
 @st.cache_data(ttl=300, show_spinner=False)
 def _training_examples(database: str, corpus_id: int) -> str:
     try:
-        page = corpus.search_pairs(corpus_id, split="train", page_size=3)
+        page = pairs.search_pairs(corpus_id, split="train", page_size=3)
     except Exception:  # the corpus may be gone; the hint is optional
         return ""
     return "\n".join(page.rows["source"].tolist())
@@ -174,7 +172,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
                 f"{MAX_MAP_PIECES} is unreadable. Translate a shorter part to see one."
             )
         elif item["attention"]:
-            st.altair_chart(attention_chart(item), width="stretch")
+            st.altair_chart(charts.attention_chart(item), width="stretch")
             st.caption(
                 "Each row is an output piece; darker cells are the source pieces the last "
                 "decoder layer attended to while producing it (averaged over heads)."
@@ -185,71 +183,27 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
         correction_form(item, shown, version)
 
 
-def attention_chart(item: dict[str, Any]) -> alt.Chart:
-    """Heat-map of [len(out), len(src)] weights; positions keep repeated pieces apart."""
-    src, out, weights = item["src_pieces"], item["out_pieces"], item["attention"]
-    rows = [
-        {"out": o, "src": s, "weight": float(weights[o][s])}
-        for o in range(min(len(out), len(weights)))
-        for s in range(min(len(src), len(weights[o])))
-    ]
-    data = pd.DataFrame(rows)
-    src_labels, out_labels = json.dumps(src), json.dumps(out)
-    cell = 30
-    return (
-        alt.Chart(data)
-        .mark_rect()
-        .encode(
-            x=alt.X(
-                "src:O",
-                title="source pieces",
-                axis=alt.Axis(
-                    labelExpr=f"{src_labels}[datum.value]",
-                    labelAngle=0 if max(map(len, src), default=0) <= 4 else -40,
-                    orient="top",
-                ),
-            ),
-            y=alt.Y(
-                "out:O",
-                title="output pieces",
-                axis=alt.Axis(labelExpr=f"{out_labels}[datum.value]"),
-            ),
-            color=alt.Color(
-                "weight:Q", scale=alt.Scale(scheme="blues", domainMin=0), title="weight"
-            ),
-            tooltip=[
-                alt.Tooltip("weight:Q", format=".2f"),
-                alt.Tooltip("src:O", title="source position"),
-                alt.Tooltip("out:O", title="output position"),
-            ],
-        )
-        .properties(width=max(240, cell * len(src)), height=max(160, cell * len(out)))
-    )
-
-
 def correction_form(item: dict[str, Any], shown: dict[str, Any], version: Any) -> None:
     st.markdown("**Correct and save as a pair**")
-    corpora = corpus.list_corpora()
-    if not corpora:
+    all_corpora = corpora.list_corpora()
+    if not all_corpora:
         st.caption("Create a corpus on the Corpus page to save corrections.")
         return
-    langs = [c for c in corpora if (c.src_lang, c.tgt_lang) == (version.src_lang, version.tgt_lang)]
-    options = langs or corpora
+    langs = [
+        c for c in all_corpora if (c.src_lang, c.tgt_lang) == (version.src_lang, version.tgt_lang)
+    ]
+    options = langs or all_corpora
     if version.corpus_id in {c.id for c in options}:
-        st.session_state.setdefault(common.CURRENT_CORPUS, version.corpus_id)
+        st.session_state.setdefault(pickers.CURRENT_CORPUS, version.corpus_id)
     key = f"{shown['version_id']}_{abs(hash(item['source']))}"
     with st.form(f"correction_{key}", border=False):
         st.text_input("Source", value=item["source"], disabled=True)
         target = st.text_area("Corrected translation", value=item["text"], height=90)
-        target_corpus = common.corpus_picker(options, key="translate_corpus", label="Into corpus")
+        target_corpus = pickers.corpus_picker(options, key="translate_corpus", label="Into corpus")
         if st.form_submit_button("Save as pair", icon=":material/playlist_add:"):
-            with common.error_boundary("saving the pair"):
+            with feedback.error_boundary("saving the pair"):
                 pair_id = translation.save_correction(target_corpus.id, item["source"], target)
                 st.success(
                     f"Saved as pair #{pair_id} in “{target_corpus.name}”.",
                     icon=":material/check_circle:",
                 )
-
-
-if __name__ == "__main__":
-    common.run_page(render)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench import corpus, importing
-from workbench.corpus import CorpusInfo
-from workbench.errors import WorkbenchError
+from workbench import corpora, importing
+from workbench.corpora import CorpusInfo
 
 DEMO_NAME = "Everyday phrases (demo)"
 DEMO_SRC_LANG, DEMO_TGT_LANG = "zh", "en"
@@ -23,18 +22,14 @@ def ensure_demo_corpus() -> CorpusInfo | None:
     """Add the demo corpus when the database has no corpus at all; return it, else None.
 
     Idempotent: once any corpus exists (the demo or the user's own) this does nothing, so a
-    user who deletes the demo after creating their own corpus never sees it come back.
-    Two sessions racing on an empty database create it once (corpus names are unique).
+    user who deletes the demo after creating their own corpus never sees it come back. The
+    corpus is created together with its pairs (one import), so a failure leaves nothing
+    half-made; two sessions racing on an empty database create it once (the second import
+    finds every pair there already).
     """
-    if corpus.list_corpora():
+    if corpora.list_corpora():
         return None
-    try:
-        info = corpus.create_corpus(DEMO_NAME, DEMO_SRC_LANG, DEMO_TGT_LANG)
-    except WorkbenchError:  # another session created it a moment ago
-        return None
-    try:
-        importing.import_file(info.id, DEMO_FILE, "tsv", strict=True)
-    except BaseException:
-        corpus.delete_corpus(info.id)  # never leave an empty, half-made demo behind
-        raise
-    return corpus.get_corpus(info.id)
+    result = importing.import_file(
+        DEMO_NAME, DEMO_FILE, "tsv", strict=True, create_langs=(DEMO_SRC_LANG, DEMO_TGT_LANG)
+    )
+    return corpora.get_corpus(result.corpus_id) if result.added else None

@@ -33,13 +33,13 @@ from core_model.artifact import (
     matches_recorded_sha256,
     model_files,
 )
-from db.engine import MAX_ID, session_scope, workbench_home
+from db.engine import MAX_ID
 from db.models import Corpus, ModelVersion
-from workbench.corpus import _validate_lang, get_corpus
+from workbench import settings
+from workbench.corpora import get_corpus, validate_lang
 from workbench.errors import WorkbenchError
+from workbench.storage import session_scope
 from workbench.text_rules import clean_text, strip_invisible, validate_name
-
-IMPORT_STAGING_PREFIX = "import-"  # folders under runs/ that an import copies into
 
 
 @dataclass
@@ -83,12 +83,6 @@ def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:
     )
 
 
-def _resolve(artifact_path: str) -> Path:
-    """Paths are stored relative to WORKBENCH_HOME so a data folder can be moved whole."""
-    path = Path(artifact_path)
-    return path if path.is_absolute() else workbench_home() / path
-
-
 def import_version(
     folder: Path,
     corpus: str | None = None,
@@ -104,13 +98,16 @@ def import_version(
     changes, and what is registered is exactly what was checked. Languages are required:
     given, else the linked corpus's, else those recorded in the folder's config.json. The
     folder's metrics are informative only: kept when they are plain finite values.
+
+    The corpus is read, the folder copied and checked, and the version registered in
+    separate steps: no transaction is held open while a model is copied and loaded.
     """
     if name is not None:
         name = validate_name(name, "version name")
     corpus_info = get_corpus(corpus) if corpus else None
     folder = Path(folder)
     # Staged under runs/, where the worker's sweep removes what a killed import left behind.
-    staging = workbench_home() / "runs" / f"{IMPORT_STAGING_PREFIX}{uuid.uuid4().hex}"
+    staging = settings.new_import_staging_dir(uuid.uuid4().hex)
     try:
         try:
             copy_model(folder, staging)
@@ -127,8 +124,8 @@ def import_version(
             raise WorkbenchError(
                 f"{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"
             )
-        src_lang = _validate_lang(str(src_lang), "source")
-        tgt_lang = _validate_lang(str(tgt_lang), "target")
+        src_lang = validate_lang(str(src_lang), "source")
+        tgt_lang = validate_lang(str(tgt_lang), "target")
         metrics = _plain_metrics(saved.get("metrics"))
         metrics["parameters"] = sum(p.numel() for p in loaded.model.parameters())
         del loaded
@@ -185,8 +182,8 @@ def register_version(
     """Record a model (a finished run's, or an imported copy) and move `model_dir` into
     models/<id>/; returns the id.
 
-    The row is committed first and removed again if the move fails, so a folder under
-    models/ always has a row and a row never points at nothing.
+    Two transactions on purpose: the row is committed first and removed again if the move
+    fails, so a folder under models/ always has a row and a row never points at nothing.
     """
     weights = model_dir / WEIGHTS_FILE
     if not weights.is_file():
@@ -212,10 +209,10 @@ def register_version(
         )
         s.add(version)
         s.flush()
-        version.artifact_path = f"models/{version.id}"
+        version.artifact_path = settings.model_folder(version.id)
         version.name = name or f"{corpus.name if corpus else 'model'} v{version.id}"
         version_id, relative = version.id, version.artifact_path
-    destination = workbench_home() / relative
+    destination = settings.resolve(relative)
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(model_dir), destination)
@@ -274,7 +271,7 @@ def get_version(version_id: int) -> VersionInfo:
 
 
 def artifact_dir(version_id: int) -> Path:
-    return _resolve(get_version(version_id).artifact_path)
+    return settings.resolve(get_version(version_id).artifact_path)
 
 
 def rename_version(version_id: int, name: str) -> None:
@@ -301,7 +298,7 @@ def delete_version(version_id: int) -> None:
         version = s.get(ModelVersion, version_id)
         if version is None:
             raise WorkbenchError(f"Model version {version_id} does not exist.")
-        folder = _resolve(version.artifact_path)
+        folder = settings.resolve(version.artifact_path)
         s.delete(version)
     shutil.rmtree(folder, ignore_errors=True)
     _load_cached.cache_clear()
@@ -321,12 +318,16 @@ def _load_cached(folder: str, sha256: str, device: str) -> LoadedModel:
 
 def load_version(version_id: int, device: str = "cpu") -> LoadedModel:
     """The version's model and tokenizers, verified against the registry and cached."""
-    info = get_version(version_id)
+    return load_model_of(get_version(version_id), device)
+
+
+def load_model_of(info: VersionInfo, device: str = "cpu") -> LoadedModel:
+    """``load_version`` for a version already read (no database access)."""
     try:
-        return _load_cached(str(_resolve(info.artifact_path)), info.sha256, device)
+        return _load_cached(str(settings.resolve(info.artifact_path)), info.sha256, device)
     except ArtifactError as exc:
         reason = str(exc).rstrip(".")
-        raise WorkbenchError(f"Model version {version_id} cannot be loaded: {reason}.") from None
+        raise WorkbenchError(f"Model version {info.id} cannot be loaded: {reason}.") from None
 
 
 def version_zip(version_id: int) -> bytes:

@@ -1,5 +1,5 @@
-"""The one text rule of the workbench: what stored text and names may contain, and how
-text that is shown on a terminal is made safe.
+"""The one text rule of the workbench: what stored text and names may contain, how a pair is
+identified and which split it goes to, and how text shown on a terminal is made safe.
 
 Every write path (import, data editor, API, saved corrections, corpus and version names)
 calls ``clean_text`` / ``normalize_text``, and the import's hot path calls the same function,
@@ -14,7 +14,17 @@ so a pair is stored identically whichever way it arrives.
 * **Normalisation** — then Unicode NFC, and every run of whitespace (tabs, newlines, the
   ideographic space U+3000, the C0 separators that Python counts as whitespace) becomes one
   space; the ends are stripped. ``normalize_text(normalize_text(x)) == normalize_text(x)``.
-* **Identity** — ``pair_hash``: BLAKE2b-128 of the normalised ``source \\x1f target``.
+* **Identity** — ``pair_hash``: BLAKE2b-128 of the normalised ``source \\x1f target``; it is
+  unique per corpus, so the same pair can never be stored twice. ``loose_key`` is the looser
+  identity under which de-duplication merges near-duplicates (NFKC + case folding).
+* **Length** — at most ``MAX_CHARS`` characters per side; ``rough_token_count`` counts the
+  tokens of length statistics and ratio warnings.
+* **Split rule** — a pair written without an explicit split goes to ``train`` while the corpus
+  (counting the pairs in the same write) has fewer than ``TINY_CORPUS`` (20) pairs, so a tiny
+  corpus is learned whole. From then on the split is derived from the pair's hash: buckets
+  0-89 of 100 → ``train``, 90-94 → ``valid``, 95-99 → ``test`` (≈ 90/5/5). The same pair gets
+  the same bucket in every corpus and on every machine. A split given explicitly (import
+  column, data editor) always wins.
 * **Names** (corpora, model versions) — ``validate_name``: normalised, 1 to ``MAX_NAME``
   characters, and *refused* (not cleaned) when they contain anything cleaning would remove:
   a name is typed on purpose, so a hidden character in it is a mistake worth reporting.
@@ -27,13 +37,19 @@ so a pair is stored identically whichever way it arrives.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from hashlib import blake2b
+from typing import Any
 
+from db.models import SPLITS
 from workbench.errors import WorkbenchError
 
 MAX_NAME = 200
+MAX_CHARS = 2000  # per side; longer "sentences" are almost always paste accidents
+TINY_CORPUS = 20
+SPLIT_BUCKETS = (("train", 90), ("valid", 95), ("test", 100))  # cumulative, of 100
 
 # What cleaning removes (the whitespace controls \t \n \v \f \r \x1c-\x1f \x85 are left to
 # the whitespace rule, which turns them into spaces).
@@ -45,6 +61,12 @@ _UNSAFE_ON_TERMINAL = re.compile(
     "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
 )
 _ID_REF = re.compile(r"^\s*(#|id:)?\s*([0-9]+)\s*$", re.IGNORECASE)
+# Scripts written without spaces between words, and Hangul: one character, one token. (Wider
+# than core_model.metrics' test for sacreBLEU's 'zh' tokenizer, which must leave Korean out.)
+_CJK_RE = re.compile(
+    r"[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    r"\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]"
+)
 
 
 def clean_text(text: str) -> tuple[str, int]:
@@ -83,6 +105,67 @@ def hash_encoded(source: bytes, target: bytes) -> str:
 def pair_hash(source: str, target: str) -> str:
     """The 32-hex-digit identity of an already *normalised* pair."""
     return hash_encoded(source.encode(), target.encode())
+
+
+def loose_key(source: str, target: str) -> bytes:
+    """Key under which de-duplication treats pairs as the same: NFKC (full-width → half-width
+    forms) + case folding + normalised whitespace."""
+
+    def fold(t: str) -> str:
+        return " ".join(unicodedata.normalize("NFKC", t).casefold().split())
+
+    return blake2b(f"{fold(source)}\x1f{fold(target)}".encode(), digest_size=12).digest()
+
+
+def rough_token_count(text: str) -> int:
+    """Tokens for length statistics: each CJK character counts as one token, other text is
+    counted in whitespace-separated words (so unsegmented Chinese is not "one word")."""
+    cjk = len(_CJK_RE.findall(text))
+    rest = _CJK_RE.sub(" ", text)
+    return cjk + len(rest.split())
+
+
+# ------------------------------------------------------------------------- split rule
+
+
+def hash_split(content_hash: str) -> str:
+    """The deterministic ≈90/5/5 split of a pair, from hex digits 8-15 of its hash."""
+    bucket = int(content_hash[8:16], 16) % 100
+    for name, upper in SPLIT_BUCKETS:
+        if bucket < upper:
+            return name
+    return "train"  # unreachable
+
+
+def default_split(content_hash: str, corpus_size_after_write: int) -> str:
+    """The split of a pair written without one (see the module docstring)."""
+    if corpus_size_after_write < TINY_CORPUS:
+        return "train"
+    return hash_split(content_hash)
+
+
+def is_blank(value: Any) -> bool:
+    """None, NaN, pd.NA or NaT (what st.data_editor hands back for an untouched cell)."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def validate_split(split: Any) -> str | None:
+    """A canonical split name, or None for "not given" (None, NaN, empty)."""
+    if split is None or (isinstance(split, str) and split.strip() == ""):
+        return None
+    if is_blank(split):
+        return None
+    value = str(split).strip().lower()
+    if value not in SPLITS:
+        raise WorkbenchError(f"invalid split {split!r}: use one of {', '.join(SPLITS)}")
+    return value
+
+
+# ------------------------------------------------------------------------------ names
 
 
 def validate_name(name: object, what: str = "corpus name") -> str:

@@ -7,14 +7,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from core_model.translator import TranslationResult
 from core_model.translator import translate as translate_loaded
-from db.engine import session_scope
 from db.models import Pair
-from workbench import corpus
+from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
-from workbench.registry import get_version, load_version
+from workbench.pairs import edit_pairs
+from workbench.registry import get_version, load_model_of, load_version
+from workbench.storage import session_scope
+from workbench.text_rules import normalize_text, pair_hash
 
 MAX_BEAM = 16
 MAX_SENTENCES = 5_000
@@ -91,30 +94,42 @@ def check_inputs(version_id: int, results: Sequence[TranslationResult]) -> list[
     The longest trained source comes from the version's training metrics; versions trained
     before those were recorded fall back to the model's max_len (then only a cut input warns).
     """
-    max_len = load_version(version_id).model.cfg.max_len
-    longest = int(get_version(version_id).metrics.get("longest_source_tokens") or max_len)
+    info = get_version(version_id)
+    max_len = load_model_of(info).model.cfg.max_len
+    longest = int(info.metrics.get("longest_source_tokens") or max_len)
     return [InputCheck(r.src_tokens, r.unk_tokens, longest, max_len) for r in results]
 
 
 # -------------------------------------------------------------------------- corrections
 
 
-def save_correction(corpus_id: int, source: str, target: str, note: str = "correction") -> int:
+def save_correction(
+    corpus_id: CorpusRef, source: str, target: str, note: str = "correction"
+) -> int:
     """Store a (source, corrected translation) pair in a corpus: the correction loop.
 
     Refusals speak of this one pair, not of the corpus table's "new row 1".
     """
-    info = corpus.get_corpus(corpus_id)
-    content = corpus.pair_hash(corpus.normalize_text(source), corpus.normalize_text(target))
-    with session_scope() as s:
-        existing = s.scalar(
-            select(Pair.id).where(Pair.corpus_id == info.id, Pair.content_hash == content)
-        )
-    if existing is not None:
-        raise WorkbenchError(f"This pair is already in corpus “{info.name}” (pair {existing}).")
-    if not corpus.normalize_text(target):
-        raise WorkbenchError("The corrected translation is empty: type it first.")
+    content = pair_hash(normalize_text(source), normalize_text(target))
     try:
-        return corpus.add_pair(info.id, source, target, note=note)
-    except WorkbenchError as exc:
-        raise WorkbenchError(f"Not saved: {str(exc).removeprefix('new row 1: ')}.") from None
+        with session_scope() as s:
+            info = find(s, corpus_id)
+            existing = s.scalar(
+                select(Pair.id).where(Pair.corpus_id == info.id, Pair.content_hash == content)
+            )
+            if existing is not None:
+                raise WorkbenchError(
+                    f"This pair is already in corpus “{info.name}” (pair {existing})."
+                )
+            if not normalize_text(target):
+                raise WorkbenchError("The corrected translation is empty: type it first.")
+            try:
+                added = [{"source": source, "target": target, "note": note}]
+                return edit_pairs(s, info, added=added).added_ids[0]
+            except WorkbenchError as exc:
+                reason = str(exc).removeprefix("new row 1: ")
+                raise WorkbenchError(f"Not saved: {reason}.") from None
+    except IntegrityError as exc:  # a concurrent writer saved the same pair meanwhile
+        raise WorkbenchError(
+            f"Not saved: the edit conflicts with a concurrent change: {exc.orig}."
+        ) from None

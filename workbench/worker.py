@@ -3,7 +3,9 @@
 Claims queued runs one at a time (atomically, so several workers — on one machine or on
 GPU machines sharing a PostgreSQL database — never train the same run), trains them with
 core_model, streams progress rows and a heartbeat, honours cancel requests, and registers
-a model version on success. A failure is recorded as one sentence a user can act on.
+a model version on success. A failure is recorded as one sentence a user can act on. The
+status changes themselves are ``workbench.runs``'s; starting a worker process and its lock
+are ``workbench.worker_process``'s.
 
 A busy database (a big import holding SQLite's write lock for longer than its busy timeout)
 delays what the worker writes, it never fails a run: progress is buffered and written later,
@@ -12,7 +14,6 @@ and the other writes are retried until the lock is free.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -25,55 +26,28 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete
 from sqlalchemy.exc import OperationalError
 
 from core_model.artifact import ArtifactError
 from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device, train
 from core_model.training import checkpoint as ckpt
-from db.engine import session_scope, workbench_home
-from db.models import Corpus, RunMetric, TrainingRun, utcnow
-from workbench import jobs
-from workbench.corpus import snapshot_from_ids
+from db.models import Corpus, RunMetric, RunStatus, TrainingRun
+from workbench import run_folders, runs, settings
 from workbench.errors import WorkbenchError
 from workbench.registry import artifact_dir, register_version
+from workbench.snapshots import snapshot_from_ids
+from workbench.storage import session_scope
+from workbench.worker_process import hold_worker_lock
 
 log = logging.getLogger("workbench.worker")
 T = TypeVar("T")
 RETRY_PAUSE_S = 1.0
+HEARTBEAT_INTERVAL_S = 2.0
 
 
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def claim_next_run(worker: str) -> int | None:
-    """Take the oldest queued run this machine can train. The conditional UPDATE makes the
-    claim atomic on SQLite and PostgreSQL alike: of two racing workers, exactly one updates
-    the row. A worker without CUDA leaves runs that asked for it to a GPU worker."""
-    query = select(TrainingRun.id).where(TrainingRun.status == "queued")
-    if not torch.cuda.is_available():
-        query = query.where(TrainingRun.device.not_like("cuda%"))
-    with session_scope() as s:
-        candidates = s.scalars(query.order_by(TrainingRun.id).limit(5)).all()
-    for run_id in candidates:
-        now = utcnow()
-        with session_scope() as s:
-            claimed = s.execute(
-                update(TrainingRun)
-                .where(TrainingRun.id == run_id, TrainingRun.status == "queued")
-                .values(
-                    status="running",
-                    worker_id=worker,
-                    heartbeat_at=now,
-                    started_at=func.coalesce(TrainingRun.started_at, now),
-                    attempts=TrainingRun.attempts + 1,
-                    note=None,  # a re-queued run's note; the card shows its attempt instead
-                )
-            ).rowcount
-        if claimed == 1:
-            return run_id
-    return None
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -155,7 +129,7 @@ class RunSync(threading.Thread):
         self._wake.set()
 
     def run(self) -> None:
-        pause = jobs.HEARTBEAT_INTERVAL_S
+        pause = HEARTBEAT_INTERVAL_S
         while not self._closing.is_set():
             self._wake.wait(pause)
             self._wake.clear()
@@ -163,7 +137,7 @@ class RunSync(threading.Thread):
                 return
             # After a refused write, try again soon: waiting inside the busy handler is how
             # this worker gets the lock the moment the import lets go of it.
-            pause = jobs.HEARTBEAT_INTERVAL_S if self.write() else RETRY_PAUSE_S / 2
+            pause = HEARTBEAT_INTERVAL_S if self.write() else RETRY_PAUSE_S / 2
 
     def write(self) -> bool:
         """One transaction with everything buffered; False when the database refused it (all
@@ -172,15 +146,7 @@ class RunSync(threading.Thread):
             with self._buffer_lock:
                 rows, latest = list(self._rows), dict(self._latest)
             try:
-                with session_scope() as s:
-                    owned = s.execute(
-                        _owned(self.run_id, self.worker).values(heartbeat_at=utcnow(), **latest)
-                    ).rowcount
-                    if owned:
-                        s.add_all(RunMetric(run_id=self.run_id, **row) for row in rows)
-                    requested = s.scalar(
-                        select(TrainingRun.cancel_requested).where(TrainingRun.id == self.run_id)
-                    )
+                owned, requested = runs.sync_progress(self.run_id, self.worker, latest, rows)
             except Exception as exc:  # a busy database, say: everything stays buffered
                 self.last_error = exc
                 first_line = next(iter(str(exc).splitlines()), type(exc).__name__)
@@ -212,27 +178,13 @@ class RunSync(threading.Thread):
         self.join(timeout=10)
 
 
-def _owned(run_id: int, worker: str):
-    """An UPDATE of the run that only applies while this worker still owns it: a run the
-    reaper already failed is never brought back to life by a late write."""
-    return update(TrainingRun).where(
-        TrainingRun.id == run_id,
-        TrainingRun.status == "running",
-        TrainingRun.worker_id == worker,
+def _finish(run_id: int, worker: str, status: RunStatus, error: str | None = None) -> bool:
+    """Close the run (``runs.finish_run``), waiting for a locked database as long as it
+    takes; False when it was no longer ours."""
+    return _until_written(
+        lambda: runs.finish_run(run_id, worker, status, error),
+        f"run {run_id}: closing it as {status}",
     )
-
-
-def _finish(run_id: int, worker: str, status: str, error: str | None = None) -> bool:
-    """Close the run; False when it was no longer ours (then nothing is written)."""
-    values: dict[str, Any] = dict(status=status, error=error, finished_at=utcnow(), eta_s=0.0)
-    if status == "failed":  # training may have ended well before registering failed
-        values["stop_reason"] = None
-
-    def close() -> bool:
-        with session_scope() as s:
-            return bool(s.execute(_owned(run_id, worker).values(**values)).rowcount)
-
-    return _until_written(close, f"run {run_id}: closing it as {status}")
 
 
 def _load_run(run_id: int) -> tuple[TrainingRun, Corpus | None]:
@@ -286,11 +238,10 @@ def _train_run(
         raise TrainingError(f"The run's saved settings are invalid: {exc}") from None
     device = resolve_device(config.device)
 
-    def record_device() -> None:
-        with session_scope() as s:
-            s.execute(_owned(run.id, worker).values(device=str(device)))
-
-    _until_written(record_device, f"run {run.id}: recording its device")
+    _until_written(
+        lambda: runs.record_device(run.id, worker, str(device)),
+        f"run {run.id}: recording its device",
+    )
     if corpus is None:
         raise TrainingError("The corpus of this run was deleted.")
     frozen = snapshot_from_ids(corpus.id, run.snapshot_pair_ids)
@@ -327,28 +278,29 @@ def _train_run(
     if not sync.flush():
         return "taken over"
     if result.cancelled:
-        _finish(run.id, worker, "cancelled")
-        return "cancelled"
+        _finish(run.id, worker, RunStatus.CANCELLED)
+        return RunStatus.CANCELLED
     _until_written(
         lambda: register_version(out_dir, result.metrics, run_id=run.id, corpus_id=corpus.id),
         f"run {run.id}: registering its model",
     )
-    _finish(run.id, worker, "succeeded")
-    return "succeeded"
+    _finish(run.id, worker, RunStatus.SUCCEEDED)
+    return RunStatus.SUCCEEDED
 
 
 def execute_run(run_id: int, worker: str) -> str:
     """Train one claimed run to its end (progress and heartbeat alongside); return its final
     status. A failed or cancelled run keeps its folder, and so its checkpoint, to be resumed
-    (`jobs.resume_run`) until the run is deleted; a succeeded one's model moved to models/."""
+    (`runs.resume_run`) until the run is deleted; a succeeded one's model moved to models/."""
     run, corpus = _load_run(run_id)
-    kept = {k: v for k, v in (run.progress_detail or {}).items() if k in jobs.ATTEMPT_KEYS}
+    kept = {k: v for k, v in (run.progress_detail or {}).items() if k in runs.ATTEMPT_KEYS}
     sync = RunSync(run_id, worker, kept)
     sync.start()
-    status, error = "failed", None
+    status: str = RunStatus.FAILED
+    error = None
     try:
         try:
-            status = _train_run(run, corpus, worker, sync, jobs.run_dir(run_id))
+            status = _train_run(run, corpus, worker, sync, settings.run_dir(run_id))
         except (TrainingError, ArtifactError, WorkbenchError) as exc:
             error = str(exc)
         except torch.cuda.OutOfMemoryError:
@@ -358,7 +310,7 @@ def execute_run(run_id: int, worker: str) -> str:
             error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
         if error is not None:
             sync.flush()  # the rows up to the failure, then the verdict
-            _finish(run_id, worker, "failed", error)
+            _finish(run_id, worker, RunStatus.FAILED, error)
     finally:
         sync.close()
     return status
@@ -367,21 +319,22 @@ def execute_run(run_id: int, worker: str) -> str:
 def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | None = None) -> int:
     """Process queued runs until stopped (or one run with `once`); returns runs processed.
 
-    Holds a shared lock on worker.lock while alive: `jobs.ensure_worker` tests it to know
-    whether a local worker is running.
+    Holds the worker lock while alive (`worker_process.hold_worker_lock`): that is how
+    `worker_process.ensure_worker` knows a local worker is running. Each poll first takes back
+    the runs of dead workers (`runs.reap_stale_runs`).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     me = worker_id()
-    lock = open(jobs.worker_lock_path(), "a+")  # noqa: SIM115 — held for the process lifetime
-    fcntl.flock(lock, fcntl.LOCK_SH)
+    lock = hold_worker_lock()  # noqa: F841 — released when the process ends
     processed = 0
     idle_since = time.monotonic()
-    log.info("worker %s started (home %s)", me, workbench_home())
-    jobs.sweep_run_folders()
+    log.info("worker %s started (home %s)", me, settings.home())
+    run_folders.sweep_run_folders()
+    cuda = torch.cuda.is_available()
     while True:
         try:
-            jobs.reap_stale_runs()
-            run_id = claim_next_run(me)
+            runs.reap_stale_runs()
+            run_id = runs.claim_next_run(me, cuda=cuda)
         except OperationalError as exc:
             if not _is_busy(exc):
                 raise

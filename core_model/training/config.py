@@ -55,8 +55,7 @@ class TrainConfig:
     lr_schedule: str = "auto"  # 'noam' | 'constant' | 'linear' | 'auto' (the recipe's)
     lr: float | None = None  # peak rate; None => the recipe's
     lr_factor: float = 1.0  # scale of the Noam curve (noam with lr None: the paper's peak)
-    warmup_steps: int | None = None  # warm-up in steps ...
-    warmup_fraction: float | None = None  # ... or as a share of the budget (linear schedule)
+    warmup_steps: int | None = None  # None => the recipe's (linear) or a tenth of the budget
     label_smoothing: float = 0.1
     clip_norm: float | None = 1.0
     weight_decay: float = 0.0

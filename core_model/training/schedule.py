@@ -28,21 +28,15 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def linear_decay_lr(
-    step: int, lr: float, warmup: int, progress: float, warmup_fraction: float | None = None
-) -> float:
-    """Linear warm-up to `lr`, then linear decay to 0 as `progress` (budget used, 0..1) -> 1.
+def linear_decay_lr(step: int, lr: float, warmup: int, progress: float) -> float:
+    """Linear warm-up to `lr` over `warmup` steps, then linear decay to 0 as `progress` (the
+    share of the budget used, 0..1) reaches 1.
 
-    The warm-up is a share of the budget (`warmup_fraction`: it scales with a time budget whose
-    step count is unknown in advance) or a number of steps (`warmup`).
+    The warm-up is counted in steps, not as a share of the budget: Adam's moment estimates
+    need about a hundred updates whatever the budget (tuned: docs/TRAINING.md).
     """
-    if warmup_fraction:
-        ramp = progress / warmup_fraction
-        decay = (1.0 - progress) / (1.0 - warmup_fraction)
-    else:
-        ramp = max(1, step) / warmup if warmup > 0 else 1.0
-        decay = 1.0 - progress
-    return lr * max(0.0, min(ramp, 1.0, decay))
+    ramp = max(1, step) / warmup if warmup > 0 else 1.0
+    return lr * max(0.0, min(ramp, 1.0, 1.0 - progress))
 
 
 def constant_lr(step: int, lr: float, warmup: int = 0) -> float:
@@ -61,7 +55,6 @@ class LRSchedule:
     warmup: int
     factor: float = 1.0  # noam scale
     lr: float = 1e-3  # constant rate / linear peak
-    warmup_fraction: float | None = None  # linear: warm-up as a share of the budget
 
     def __post_init__(self) -> None:
         if self.kind not in ("noam", "constant", "linear"):
@@ -73,7 +66,7 @@ class LRSchedule:
         if self.kind == "noam":
             return noam_lr(step, self.d_model, self.warmup, self.factor)
         if self.kind == "linear":
-            return linear_decay_lr(step, self.lr, self.warmup, progress, self.warmup_fraction)
+            return linear_decay_lr(step, self.lr, self.warmup, progress)
         return constant_lr(step, self.lr, self.warmup)
 
     def peak(self) -> float:
@@ -187,10 +180,10 @@ def plan_budget(n_batches: int, cfg: TrainConfig, memorise: bool = False) -> Bud
 def make_schedule(cfg: TrainConfig, d_model: int, total_steps: int) -> LRSchedule:
     """The concrete schedule of a resolved config (`training.recipe` has decided 'auto').
 
-    'linear' warms up over `warmup_fraction` of the budget (or `warmup_steps`) and decays to
-    zero where the budget ends. 'constant' holds `lr` after a short warm-up. 'noam' is the
-    paper's curve; without an explicit warm-up it uses min(4000, total/10) steps, rescaled to
-    peak at `lr` (default: the paper's peak for this width, d_model^-0.5 · 4000^-0.5).
+    'linear' warms up over `warmup_steps` and decays to zero where the budget ends.
+    'constant' holds `lr` after a short warm-up. 'noam' is the paper's curve; without an
+    explicit warm-up it uses min(4000, total/10) steps, rescaled to peak at `lr` (default:
+    the paper's peak for this width, d_model^-0.5 · 4000^-0.5).
     """
     kind = cfg.lr_schedule
     if kind not in ("noam", "constant", "linear"):
@@ -204,5 +197,4 @@ def make_schedule(cfg: TrainConfig, d_model: int, total_steps: int) -> LRSchedul
         factor = noam_factor_for_peak(cfg.lr or paper_peak, d_model, warmup)
         return LRSchedule("noam", d_model, warmup, factor=factor)
     warmup = cfg.warmup_steps if cfg.warmup_steps is not None else min(100, total_steps // 10)
-    fraction = cfg.warmup_fraction if kind == "linear" and cfg.warmup_steps is None else None
-    return LRSchedule(kind, d_model, warmup, lr=cfg.lr or paper_peak, warmup_fraction=fraction)
+    return LRSchedule(kind, d_model, warmup, lr=cfg.lr or paper_peak)

@@ -1,11 +1,12 @@
 """Alembic environment: runs on the connection passed in ``config.attributes`` (see
-``db.migrate.upgrade``), or on ``sqlalchemy.url`` / the workbench URL when run standalone."""
+``db.migrate.upgrade``), or on ``sqlalchemy.url`` when run standalone (``db.migrate.main``)."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import Connection
 
+from db.engine import create_workbench_engine
 from db.migrate import include_name
 from db.models import Base
 
@@ -42,9 +43,7 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    from db.engine import create_workbench_engine, database_url
-
-    engine = create_workbench_engine(config.get_main_option("sqlalchemy.url") or database_url())
+    engine = create_workbench_engine(config.get_main_option("sqlalchemy.url"))
     with engine.connect() as conn:
         context.configure(**_configure_kwargs(conn))
         with context.begin_transaction():

@@ -1,0 +1,1 @@
+"""The test suite, one folder per layer (see ``conftest.py``)."""

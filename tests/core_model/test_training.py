@@ -1,0 +1,373 @@
+"""Training engine: loss, schedule, batching, budget, reproducibility, callbacks, cancel,
+checkpoint/resume, fine-tuning, model selection and the user-facing errors."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from core_model import training as tr
+from core_model.artifact import load_model
+from core_model.batching import collate, encode_pairs, example_cost, make_batches, shard_batches
+from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from core_model.tokenizer import train_tokenizers
+from core_model.training import TrainConfig, TrainingError, plan_budget, train
+from core_model.training.checkpoint import find_checkpoint, read_state
+from core_model.training.label_smoothing import LabelSmoothingLoss, label_smoothed_nll_loss
+from core_model.training.schedule import (
+    LRSchedule,
+    constant_lr,
+    make_schedule,
+    noam_factor_for_peak,
+    noam_lr,
+)
+from core_model.training.selection import average_state_dicts
+from core_model.transformer import Transformer
+from tests.helpers import toy_pairs
+
+
+def quick(**kw) -> TrainConfig:
+    """A few dozen steps of the tiny model: enough to exercise the loop, fast on 2 cores."""
+    base = dict(preset="tiny", epochs=2, min_epoch_steps=10, precision="fp32", device="cpu")
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# -- loss ---------------------------------------------------------------------------------------
+
+
+def test_label_smoothing_matches_definition() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(6, 10)
+    target = torch.tensor([4, 5, 0, 9, 0, 1])  # two PAD positions
+    eps = 0.1
+    loss, nll = label_smoothed_nll_loss(logits, target, eps, ignore_index=0)
+    lp = logits.log_softmax(-1)
+    expected = 0.0
+    for row, t in enumerate(target.tolist()):
+        if t == 0:
+            continue
+        # (1-ε)·one-hot + ε·uniform over the 9 non-PAD classes
+        q = torch.full((10,), eps / 9)
+        q[0] = 0.0
+        q[t] += 1 - eps
+        expected += float(-(q * lp[row]).sum())
+    assert math.isclose(float(loss), expected, rel_tol=1e-5)
+    keep = target != 0
+    ref_nll = F.cross_entropy(logits[keep], target[keep], reduction="sum")
+    assert math.isclose(float(nll), float(ref_nll), rel_tol=1e-5)
+    plain, _ = label_smoothed_nll_loss(logits, target, 0.0)
+    assert math.isclose(float(plain), float(ref_nll), rel_tol=1e-5)
+    module = LabelSmoothingLoss(eps)(logits[None], target[None])
+    assert math.isclose(float(module), float(loss) / 4, rel_tol=1e-5)
+
+
+def test_label_smoothing_gradient_ignores_padding() -> None:
+    logits = torch.randn(3, 7, requires_grad=True)
+    loss, _ = label_smoothed_nll_loss(logits, torch.tensor([0, 3, 0]), 0.1)
+    loss.backward()
+    assert torch.all(logits.grad[0] == 0) and torch.all(logits.grad[2] == 0)
+    assert logits.grad[1].abs().sum() > 0
+
+
+def test_label_smoothing_gradient_is_the_definitions() -> None:
+    """The fused backward equals autograd through log-softmax (fp64, PAD and ε > 0)."""
+    torch.manual_seed(0)
+    target = torch.tensor([4, 5, 0, 9, 0, 1])
+    for eps in (0.0, 0.1):
+        logits = torch.randn(6, 10, dtype=torch.float64, requires_grad=True)
+        loss, _ = label_smoothed_nll_loss(logits, target, eps, ignore_index=0)
+        (loss * 0.5).backward()
+        ref = logits.detach().clone().requires_grad_(True)
+        lp = ref.log_softmax(-1)
+        q = torch.full((6, 10), eps / 9, dtype=torch.float64)
+        q[:, 0] = 0.0
+        q[torch.arange(6), target] += 1 - eps
+        (-(q * lp).sum(-1) * (target != 0)).sum().mul(0.5).backward()
+        assert torch.allclose(logits.grad, ref.grad, atol=1e-12)
+    bf16 = torch.randn(6, 10).bfloat16().requires_grad_(True)
+    label_smoothed_nll_loss(bf16, target, 0.1)[0].backward()
+    assert bf16.grad.dtype == torch.bfloat16
+
+
+# -- schedule -----------------------------------------------------------------------------------
+
+
+def test_noam_schedule_is_the_paper_formula() -> None:
+    d, w = 512, 4000
+    for step in (1, 100, 3999, 4000, 4001, 100_000):
+        assert math.isclose(noam_lr(step, d, w), d**-0.5 * min(step**-0.5, step * w**-1.5))
+    assert noam_lr(4000, d, w) >= max(noam_lr(s, d, w) for s in range(1, 20000, 97))
+    assert math.isclose(noam_lr(10, d, w, factor=2.0), 2 * noam_lr(10, d, w))
+    f = noam_factor_for_peak(1e-3, 256, 500)
+    assert math.isclose(LRSchedule("noam", 256, 500, factor=f).peak(), 1e-3)
+    assert constant_lr(5, 1e-3, warmup=10) == pytest.approx(5e-4)
+    assert constant_lr(50, 1e-3, warmup=10) == 1e-3
+    linear = LRSchedule("linear", 256, 10, lr=1e-3)
+    assert linear.lr_at(5, progress=0.05) == pytest.approx(5e-4)
+    assert linear.lr_at(50, progress=0.5) == pytest.approx(5e-4)
+    assert linear.lr_at(100, progress=1.0) == 0.0
+
+
+def test_schedule_resolution() -> None:
+    short = make_schedule(TrainConfig(lr_schedule="constant"), d_model=64, total_steps=400)
+    assert short.kind == "constant" and short.lr == pytest.approx(noam_lr(4000, 64, 4000))
+    long = make_schedule(TrainConfig(lr_schedule="noam"), d_model=256, total_steps=30_000)
+    assert long.kind == "noam" and long.warmup == 3000
+    assert long.peak() == pytest.approx(noam_lr(4000, 256, 4000))
+    paper = make_schedule(TrainConfig(lr_schedule="noam", warmup_steps=4000), 512, 100_000)
+    assert paper.lr_at(4000) == pytest.approx(512**-0.5 * 4000**-0.5)
+    budget = make_schedule(TrainConfig(lr_schedule="linear", lr=2e-3, warmup_steps=100), 256, 1)
+    assert budget.lr_at(50, progress=0.01) == pytest.approx(1e-3)  # half-way up the warm-up
+    assert budget.lr_at(100, progress=0.02) == pytest.approx(2e-3 * 0.98)  # decay has begun
+    assert budget.lr_at(500, progress=0.5) == pytest.approx(1e-3)  # half-way down
+    assert budget.lr_at(900, progress=1.0) == 0.0
+
+
+# -- batching -----------------------------------------------------------------------------------
+
+
+def test_batches_respect_token_budget_and_cover_everything() -> None:
+    pairs = toy_pairs() * 10
+    tok = train_tokenizers([s for s, _ in pairs], [t for _, t in pairs], vocab_size=300)
+    examples = encode_pairs(pairs, tok, max_len=64)
+    batches = make_batches(examples, max_tokens=100, seed=3)
+    assert sorted(i for b in batches for i in b) == list(range(len(examples)))
+    for b in batches:
+        assert len(b) == 1 or max(example_cost(examples[i]) for i in b) * len(b) <= 100
+    assert batches == make_batches(examples, max_tokens=100, seed=3)
+    assert batches != make_batches(examples, max_tokens=100, seed=4)
+    batch = collate(examples, batches[0])
+    row = 0
+    n = len(examples[batches[0][0]].tgt)
+    assert batch.tgt_in[row, 0] == BOS_ID
+    assert torch.equal(batch.tgt_in[row, 1 : n + 1], batch.tgt_out[row, :n])
+    assert batch.tgt_out[row, n] == EOS_ID
+    assert batch.src[row, len(examples[batches[0][0]].src) - 1] == EOS_ID
+    assert batch.n_tokens == int((batch.tgt_out != PAD_ID).sum())
+
+
+def test_shards_have_equal_step_counts() -> None:
+    batches = [[i] for i in range(7)]
+    shards = [shard_batches(batches, r, 3) for r in range(3)]
+    assert len({len(s) for s in shards}) == 1
+    assert {i for s in shards for b in s for i in b} == set(range(7))
+    assert shard_batches(batches, 0, 1) == batches
+
+
+def test_adaptive_budget() -> None:
+    cfg = TrainConfig()
+    tiny = plan_budget(1, cfg)  # a dozen pairs = one batch
+    assert tiny.total_steps >= cfg.min_steps and tiny.steps_per_epoch >= cfg.min_epoch_steps
+    assert 3 <= tiny.epochs <= 20
+    mid = plan_budget(120, cfg)  # ~30k pairs at 4096 tokens per batch
+    assert mid.passes_per_epoch == 1 and 20 <= mid.epochs <= 40
+    big = plan_budget(10_000, cfg)
+    assert big.total_steps <= cfg.max_adaptive_steps and big.epochs >= 1
+    fixed = plan_budget(120, TrainConfig(epochs=3, max_steps=200))
+    assert fixed.total_steps == 200 and fixed.epochs == 2
+
+
+# -- the loop -----------------------------------------------------------------------------------
+
+
+def test_same_seed_same_weights_and_other_seed_differs() -> None:
+    pairs = toy_pairs()
+    a = train(pairs, None, quick(seed=1))
+    b = train(pairs, None, quick(seed=1))
+    c = train(pairs, None, quick(seed=2))
+    assert same_weights(weights(a.model), weights(b.model))
+    assert not same_weights(weights(a.model), weights(c.model))
+    assert a.metrics["steps"] == 20 and not a.cancelled
+
+
+def test_progress_events_validation_and_history() -> None:
+    events: list[tr.ProgressEvent] = []
+    pairs = toy_pairs()
+    res = train(pairs[:10], pairs[10:], quick(progress_every_s=0.0), callback=events.append)
+    kinds = [e.kind for e in events]
+    assert kinds.count("epoch") == 2 and kinds[-1] == "done" and "step" in kinds
+    epoch_events = [e for e in events if e.kind == "epoch"]
+    for e in epoch_events:
+        assert e.valid_loss is not None and e.bleu is not None and e.chrf is not None
+        assert e.tokens_per_s > 0 and e.total_steps == 20
+    assert epoch_events[0].lr > 0 and epoch_events[-1].lr == 0.0  # linear decay to the end
+    assert [h["epoch"] for h in res.history] == [1, 2]
+    assert {"train_loss", "valid_loss", "bleu", "chrf"} <= set(res.history[-1])
+    steps = [e.step for e in events]
+    assert steps == sorted(steps)
+    assert res.metrics["selected"] in ("last", "best", "average_last_5")
+    done = events[-1]
+    assert done.stop_reason == "epochs" and done.fraction == 1.0 and done.total_steps == 20
+    assert all(e.limit == "steps" for e in events)
+    assert res.metrics["longest_source_tokens"] == max(
+        len(res.tokenizers.src.encode(s)) + 1 for s, _ in pairs[:10]
+    )
+
+
+def test_time_budget_progress_follows_the_clock() -> None:
+    """Under a binding time budget, progress is the share of the clock used and the expected
+    end is projected from the current speed; the run ends with the time-budget reason."""
+    events: list[tr.ProgressEvent] = []
+    cfg = quick(epochs=1000, time_budget_s=1.5, progress_every_s=0.0)
+    res = train(toy_pairs(), None, cfg, callback=events.append)
+    assert res.metrics["stop_reason"] == "time_budget"
+    steps = [e for e in events if e.kind == "step" and e.step > 5]
+    assert steps and all(e.limit == "time" for e in steps)
+    assert all(e.total_steps < 1000 * 10 for e in steps), "the expected end follows the clock"
+    mid = steps[len(steps) // 2]
+    assert abs(mid.fraction - mid.elapsed_s / 1.5) < 0.1
+    assert events[-1].stop_reason == "time_budget"
+    assert tr.StopReason(res.metrics["stop_reason"]).describe() == "time budget reached"
+
+
+def test_watch_says_what_may_stop_the_run_early() -> None:
+    events: list[tr.ProgressEvent] = []
+    train(toy_pairs(), None, TrainConfig(preset="tiny", device="cpu"), callback=events.append)
+    epoch_events = [e for e in events if e.kind == "epoch"]
+    assert epoch_events[0].watch["rule"] == "memorise"
+    assert 0.0 <= epoch_events[0].watch["reproduced"] <= 1.0
+    assert events[-1].stop_reason == "memorised"
+    assert tr.StopReason.EARLY_STOPPING.describe(patience=5) == (
+        "validation stopped improving for 5 epochs"
+    )
+
+
+def test_cancel_returns_quickly(tmp_path: Path) -> None:
+    calls = {"n": 0}
+
+    def cancel_after_5() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 5
+
+    res = train(toy_pairs(), None, quick(epochs=50), out_dir=tmp_path, should_cancel=cancel_after_5)
+    assert res.cancelled and res.metrics["steps"] == 5
+    assert not (tmp_path / "model.safetensors").exists()  # no model version for a cancelled run
+
+
+def test_checkpoint_resume_equals_uninterrupted_run(tmp_path: Path) -> None:
+    pairs = toy_pairs()
+    cfg = quick(epochs=3, lr_schedule="constant", warmup_steps=5)
+    full = train(pairs, None, cfg)
+    calls = {"n": 0}
+
+    def cancel_in_epoch_2() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 15  # epoch 1 = 10 steps, then cancel in epoch 2
+
+    first = train(pairs, None, cfg, out_dir=tmp_path / "run", should_cancel=cancel_in_epoch_2)
+    assert first.cancelled and find_checkpoint(tmp_path / "run") is not None
+    # the clock of a time budget continues across attempts: the checkpoint keeps the time spent
+    assert read_state(find_checkpoint(tmp_path / "run"))["elapsed_s"] > 0
+    # As if killed between save_checkpoint's two renames: only checkpoint.old is left.
+    os.replace(tmp_path / "run" / "checkpoint", tmp_path / "run" / "checkpoint.old")
+    assert find_checkpoint(tmp_path / "run") == tmp_path / "run" / "checkpoint.old"
+    resumed = train(pairs, None, cfg, out_dir=tmp_path / "run", resume_from=tmp_path / "run")
+    assert resumed.metrics["steps"] == full.metrics["steps"] == 30
+    assert same_weights(weights(resumed.model), weights(full.model))
+    assert (tmp_path / "run" / "model.safetensors").exists()
+    assert not (tmp_path / "run" / "checkpoint").exists()  # removed after success
+
+
+def test_out_dir_is_a_loadable_model_and_fine_tuning_reuses_tokenizers(tmp_path: Path) -> None:
+    pairs = toy_pairs()
+    first = train(pairs, None, quick(), out_dir=tmp_path / "v1", extra_config={"corpus": "toy"})
+    loaded = load_model(tmp_path / "v1")
+    assert loaded.config["corpus"] == "toy" and loaded.config["training"]["preset"] == "tiny"
+    assert loaded.config["metrics"]["steps"] == 20
+    more = [("我喜欢喝茶。", "I like drinking tea.")]
+    tuned = train(pairs + more, None, quick(preset="small"), init_from=tmp_path / "v1")
+    assert tuned.model.cfg == first.model.cfg  # the artifact's model config wins over the preset
+    assert tuned.tokenizers.src.encode(pairs[0][0]) == first.tokenizers.src.encode(pairs[0][0])
+    assert not same_weights(weights(tuned.model), weights(loaded.model))
+
+
+def test_early_stopping_and_average(monkeypatch: pytest.MonkeyPatch) -> None:
+    # validation that never improves: stop after `patience` epochs past the first
+    monkeypatch.setattr(tr.Trainer, "_validate", lambda self: {"valid_loss": 1.0, "bleu": 5.0})
+    pairs = toy_pairs()
+    res = train(pairs, pairs[:2], quick(epochs=20, patience=2, average_last=3, min_valid_pairs=1))
+    assert res.metrics["stop_reason"] == "early_stopping"
+    assert res.metrics["epochs"] == 3 and res.metrics["best_epoch"] == 1
+    assert res.metrics["selected"] in ("last", "best", "average_last_3")
+
+
+def test_tiny_validation_set_neither_stops_nor_selects() -> None:
+    # 2 validation pairs are noise: the run must still go on until the training pairs are learnt
+    pairs = toy_pairs()
+    res = train(pairs, pairs[:2], TrainConfig(preset="tiny", device="cpu"))
+    assert res.metrics["stop_reason"] == "memorised" and res.metrics["selected"] == "last"
+    assert all("bleu" in h and "train_exact_match" in h for h in res.history)
+
+
+def test_average_state_dicts() -> None:
+    a = {"w": torch.tensor([1.0, 3.0]), "n": torch.tensor([1])}
+    b = {"w": torch.tensor([3.0, 5.0]), "n": torch.tensor([2])}
+    avg = average_state_dicts([a, b])
+    assert torch.equal(avg["w"], torch.tensor([2.0, 4.0])) and torch.equal(avg["n"], b["n"])
+
+
+def test_average_without_validation_is_selected() -> None:
+    res = train(toy_pairs(), None, quick(epochs=3, average_last=2))
+    assert res.metrics["selected"] == "average_last_2"
+
+
+def test_bf16_autocast_and_whitespace_tokenizer_run() -> None:
+    pairs = [("我 有 一个 苹果", "I have an apple"), ("我 有 一本 书", "I have a book")]
+    res = train(pairs, None, quick(precision="bf16", tokenizer="whitespace", epochs=1))
+    assert res.metrics["precision"] == "bf16" and res.tokenizers.kind == "whitespace"
+    assert math.isfinite(res.metrics["train_loss"])
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+def test_empty_corpus_is_a_training_error() -> None:
+    with pytest.raises(TrainingError, match="empty"):
+        train([], None, quick())
+    with pytest.raises(TrainingError, match="empty"):
+        train([("", "x"), ("  ", "")], None, quick())
+
+
+def test_cuda_requested_without_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(TrainingError, match="CUDA"):
+        train(toy_pairs(), None, quick(device="cuda"))
+
+
+def test_bad_settings_are_training_errors() -> None:
+    for bad in (dict(precision="fp8"), dict(preset="huge"), dict(lr_schedule="cosine")):
+        with pytest.raises(TrainingError):
+            train(toy_pairs(), None, quick(**bad))
+
+
+def test_nan_loss_is_a_training_error() -> None:
+    with pytest.raises(TrainingError, match="NaN"):
+        train(toy_pairs(), None, quick(lr=float("nan")))
+
+
+def test_out_of_memory_is_a_training_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(Transformer, "forward", boom)
+    with pytest.raises(TrainingError, match="Out of memory"):
+        train(toy_pairs(), None, quick())
+
+
+def test_resume_from_nothing_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(TrainingError, match="resume"):
+        train(toy_pairs(), None, quick(), resume_from=tmp_path)

@@ -1,0 +1,156 @@
+"""Helpers shared by the tests (import them: ``from tests.helpers import …``): the toy corpus,
+the CLI and real worker processes, waiting for a condition.
+
+The toy corpus is ``fixtures/toy_zh_en.tsv``, a dozen unsegmented Chinese → English pairs:
+``toy_pairs()`` reads it and ``make_toy_corpus()`` stores it as a corpus: the one definition
+every test uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = ROOT / "tests" / "fixtures" / "toy_zh_en.tsv"
+
+
+def toy_pairs() -> list[tuple[str, str]]:
+    """The toy corpus as (source, target) pairs, in file order."""
+    rows = [line.rstrip("\n").split("\t") for line in TOY.read_text(encoding="utf-8").splitlines()]
+    return [(r[0], r[1]) for r in rows if len(r) >= 2]
+
+
+def make_toy_corpus(name: str = "toy") -> int:
+    """The toy pairs as a new corpus ``name`` (in the test's database); returns its id."""
+    from workbench import corpora, pairs
+
+    info = corpora.create_corpus(name, "zh", "en")
+    pairs.apply_edits(info.id, added=[{"source": s, "target": t} for s, t in toy_pairs()])
+    return info.id
+
+
+def add_preset(monkeypatch, name: str) -> None:
+    """A new model preset in core_model (as if added to its source), for this test only."""
+    from core_model.training import config as training_config
+    from core_model.transformer import config as model_config
+
+    monkeypatch.setitem(model_config.PRESETS, name, dict(model_config.PRESETS["tiny"]))
+    monkeypatch.setattr(training_config, "PRESET_CHOICES", (*training_config.PRESET_CHOICES, name))
+
+
+def subprocess_env() -> dict[str, str]:
+    """The test's environment (WORKBENCH_HOME / WORKBENCH_DB_URL) plus the repo on the path."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``python -m workbench ARGS`` in a real process with the test's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+_DYING_IMPORT = """
+import os, signal, sys
+import workbench.importing as I
+import workbench.pair_writer as W
+I.IMPORT_CHUNK = 50
+insert = W.SqliteWriter.insert
+calls = []
+def dying_insert(self, *args):
+    calls.append(1)
+    if len(calls) == 3:  # two chunks are committed, the third is half-written
+        os.kill(os.getpid(), signal.SIGKILL)
+    return insert(self, *args)
+W.SqliteWriter.insert = dying_insert
+"""
+
+
+def killed_import(home: Path, start: str, *args: str) -> None:
+    """Run an import in a process of its own (on ``home``'s SQLite file) that is SIGKILLed while
+    it writes its third chunk of 50 pairs. ``start`` is the Python line that starts the import;
+    ``sys.argv[1:]`` are ``args``."""
+    env = {**os.environ, "WORKBENCH_HOME": str(home)}
+    env.pop("WORKBENCH_DB_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _DYING_IMPORT + start, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+
+
+def start_worker(*args: str, log: Path | None = None) -> subprocess.Popen:
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 — closed by the OS
+    return subprocess.Popen(
+        [sys.executable, "-m", "workbench", "worker", *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a process this test started (by PID), if it is still running."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+@contextlib.contextmanager
+def module_home(home: Path) -> Iterator[Path]:
+    """``WORKBENCH_HOME=home`` with its own SQLite file, for a module-scoped fixture (which
+    the function-scoped ``wb_home`` cannot serve)."""
+    from db import dispose_engines
+    from workbench.settings import ENV_DB_URL, ENV_HOME
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ENV_HOME, str(home))
+        mp.delenv(ENV_DB_URL, raising=False)
+        dispose_engines()
+        try:
+            yield home
+        finally:
+            dispose_engines()
+
+
+def train_version(corpus_id: int, **options: Any) -> tuple[int, int]:
+    """Queue a run and train it in this process (a worker's ``--once``); returns (run id,
+    version id) and fails the test unless it registered a version."""
+    from workbench import run_info, runs, worker
+
+    run_id = runs.enqueue_training(corpus_id, **options)
+    assert worker.run_worker(once=True) == 1
+    run = run_info.get_run(run_id)
+    assert run.version_id is not None, run.error
+    return run_id, run.version_id

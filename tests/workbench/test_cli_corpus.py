@@ -1,0 +1,269 @@
+"""``python -m workbench import/export`` as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, killed_import
+
+TSV = (
+    "我今天很忙。\tI am busy today.\n"
+    "外面在下雨。\tIt is raining outside.\n"
+    "请把门关上。\tPlease close the door.\n"
+)
+
+
+def run(home: Path, *args: str, db_url: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WORKBENCH_HOME": str(home)}
+    env.pop("WORKBENCH_DB_URL", None)
+    if db_url:
+        env["WORKBENCH_DB_URL"] = db_url
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+def test_import_export_round_trip(db_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "cli_home"
+    src = tmp_path / "pairs.tsv"
+    src.write_text(TSV, encoding="utf-8")
+    common = ["--corpus", "daily", "--src-lang", "zh", "--tgt-lang", "en"]
+    proc = run(home, "import", *common, str(src), db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 3 pairs into 'daily'" in proc.stdout
+
+    out = tmp_path / "out.jsonl"
+    proc = run(home, "export", "--corpus", "daily", str(out), db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["target"] for r in rows] == [
+        "I am busy today.",
+        "It is raining outside.",
+        "Please close the door.",
+    ]
+
+    # Re-importing the export: everything is a duplicate; --json gives one JSON line.
+    proc = run(home, "import", *common, "--json", str(out), db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (result["added"], result["duplicates"], result["corpus"]) == (0, 3, "daily")
+
+
+def test_aligned_and_tatoeba(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    (tmp_path / "a.zh").write_text("你好\n再见\n", encoding="utf-8")
+    (tmp_path / "a.en").write_text("Hello\nBye\n", encoding="utf-8")
+    proc = run(
+        home,
+        *("import", "--corpus", "al", "--src-lang", "zh", "--tgt-lang", "en"),
+        *("--format", "aligned", "--tgt-file", str(tmp_path / "a.en"), str(tmp_path / "a.zh")),
+    )
+    assert proc.returncode == 0 and "imported 2 pairs" in proc.stdout, proc.stderr
+    tat = tmp_path / "cmn.tsv"
+    tat.write_text("The tea is hot.\t茶很烫。\tCC-BY 2.0 (France) Attribution: x\n", "utf-8")
+    proc = run(home, "import", "--corpus", "t", "--src-lang", "zh", "--tgt-lang", "en", str(tat))
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "t.tsv"
+    assert run(home, "export", "--corpus", "t", str(out)).returncode == 0
+    assert out.read_text("utf-8").splitlines()[1].startswith("茶很烫。\tThe tea is hot.\ttrain")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["import", "--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en", "{bad}"], "line 2"),
+        (
+            ["import", "--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en", "{missing}"],
+            "not found",
+        ),
+        (
+            ["import", "--corpus", "c", "--src-lang", "zh!", "--tgt-lang", "en", "{good}"],
+            "language",
+        ),
+        (["import", "--corpus", "c", "--src-lang", "zh", "{good}"], "--tgt-lang"),
+        (["import", "--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en", "{docx}"], "--format"),
+        (["export", "--corpus", "nope", "{out}"], "no corpus"),
+        (["frobnicate"], "invalid choice"),
+        ([], "required"),
+    ],
+)
+def test_bad_input_is_one_error_line(tmp_path: Path, args: list[str], message: str) -> None:
+    files = {
+        "bad": tmp_path / "bad.tsv",
+        "good": tmp_path / "good.tsv",
+        "missing": tmp_path / "missing.tsv",
+        "docx": tmp_path / "x.docx",
+        "out": tmp_path / "out.tsv",
+    }
+    files["bad"].write_text("a\tb\nno tab here\n", encoding="utf-8")
+    files["good"].write_text(TSV, encoding="utf-8")
+    files["docx"].write_bytes(b"PK")
+    argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
+    line = assert_one_line_error(run(tmp_path / "h", *argv))
+    assert message in line
+
+
+def test_failed_import_writes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    good, bad = tmp_path / "good.tsv", tmp_path / "bad.tsv"
+    good.write_text(TSV, encoding="utf-8")
+    bad.write_bytes(TSV.encode() + b"\xff\xfe\tbroken\n")
+    common = ["import", "--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en"]
+    assert run(home, *common, str(good)).returncode == 0
+    assert "line 4: not valid UTF-8" in assert_one_line_error(run(home, *common, str(bad)))
+    out = tmp_path / "out.tsv"
+    assert run(home, "export", "--corpus", "c", str(out)).returncode == 0
+    assert len(out.read_text("utf-8").splitlines()) == 1 + 3
+
+
+# ------------------------------------------------------------ hostile input, failing disks
+
+
+KILLED_CLI_IMPORT = (
+    "from workbench.cli import main\n"
+    'main(["import", "--corpus", "fresh", "--src-lang", "zh", "--tgt-lang", "en", sys.argv[1]])'
+)
+
+
+def test_a_killed_import_leaves_no_empty_corpus_behind(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    data = tmp_path / "pairs.tsv"
+    data.write_text("\n".join(f"句子{i}\tsentence {i}" for i in range(500)), encoding="utf-8")
+    killed_import(home, KILLED_CLI_IMPORT, str(data))
+    line = assert_one_line_error(run(home, "export", "--corpus", "fresh", str(tmp_path / "o")))
+    assert "no corpus 'fresh'" in line
+    common = ["--corpus", "fresh", "--src-lang", "zh", "--tgt-lang", "en"]
+    proc = run(home, "import", *common, str(data))
+    assert proc.returncode == 0 and "imported 500 pairs" in proc.stdout, proc.stderr
+
+
+def _db(home: Path, sql: str, *params) -> None:
+    import sqlite3
+
+    with sqlite3.connect(home / "workbench.db") as conn:
+        conn.execute(sql, params)
+
+
+def test_output_escapes_control_characters(tmp_path: Path) -> None:
+    """Names stored before the name rule (or hostile file names) cannot act on the terminal."""
+    home = tmp_path / "h"
+    src = tmp_path / "pairs.tsv"
+    src.write_text(TSV, encoding="utf-8")
+    common = ["--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en"]
+    assert run(home, "import", *common, str(src)).returncode == 0
+    evil = "evil\x1b]0;pwned\x07\x1b[2J\u202e"
+    _db(home, "UPDATE corpora SET name = ?", evil)
+    _db(
+        home,
+        "INSERT INTO model_versions (name, notes, artifact_path, sha256, param_count, metrics,"
+        " device, src_lang, tgt_lang, train_pair_count, train_seconds, created_at) VALUES"
+        " (?, '', 'models/1', '', 0, '{}', 'cpu', 'zh', 'en', 0, 0, '2026-01-01 00:00:00')",
+        evil,
+    )
+    for args in (["versions"], ["versions", "--json"]):
+        proc = run(home, *args)
+        assert proc.returncode == 0, proc.stderr
+        assert not any(ch in proc.stdout for ch in "\x1b\x07\u202e"), repr(proc.stdout)
+    proc = run(home, "versions")
+    assert "evil\\x1b]0;pwned\\x07\\x1b[2J\\u202e" in proc.stdout
+    assert json.loads(run(home, "versions", "--json").stdout)[0]["name"] == evil
+    out = tmp_path / "out\x1b[2J.tsv"
+    proc = run(home, "export", "--corpus", "#1", str(out))
+    assert proc.returncode == 0 and "\x1b" not in proc.stdout and "out\\x1b[2J" in proc.stdout
+    line = assert_one_line_error(run(home, "export", "--corpus", "x\x1b[2J", str(out)))
+    assert "\x1b" not in line
+
+
+@pytest.mark.parametrize(
+    ("args", "db_url", "message"),
+    [
+        (["versions"], "not a url", "WORKBENCH_DB_URL is not a database URL"),
+        (["versions"], "sqlite:///{missing}/x.db", "does not exist"),
+        (["versions"], "nosuchdb://x", "unknown database backend"),
+        (["translate", "--version", "99999999999999999999", "hi"], None, "ids are 1 to"),
+        (["evaluate", "--version", "0", "--src", "a", "--ref", "b"], None, "ids are 1 to"),
+        (["export", "--corpus", "#99999999999999999999", "{out}"], None, "no corpus"),
+        (["export", "--corpus", b"bad\xffname", "{out}"], None, "--corpus is not valid UTF-8"),
+        (["translate", "--version", "1", b"caf\xe9"], None, "an argument is not valid UTF-8"),
+        (["versions", "\x1b[2J", b"\xff"], None, "unrecognized arguments: \\x1b[2J \\udcff"),
+        (
+            ["import", "--corpus", b"\xff", "--src-lang", "zh", "--tgt-lang", "en", "{good}"],
+            None,
+            "--corpus is not valid UTF-8",
+        ),
+    ],
+)
+def test_bad_environment_and_arguments_are_one_error_line(
+    tmp_path: Path, args: list, db_url: str | None, message: str
+) -> None:
+    missing = tmp_path / "no" / "such" / "folder"
+    good = tmp_path / "good.tsv"
+    good.write_text(TSV, encoding="utf-8")
+    fill = {"out": str(tmp_path / "out.tsv"), "good": str(good), "missing": str(missing)}
+    argv = [a.format(**fill) if isinstance(a, str) else a for a in args]
+    url = db_url.format(**fill) if db_url else None
+    line = assert_one_line_error(run(tmp_path / "h", *argv, db_url=url))
+    assert message in line and "internal error" not in line
+    assert not missing.parent.exists()  # no folder is created for a given database URL
+
+
+DISK_FULL = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+from workbench.__main__ import main
+from tests.helpers import ROOT, killed_import
+"""
+
+
+def test_a_full_disk_is_one_error_line(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    small, big = tmp_path / "small.tsv", tmp_path / "big.tsv"
+    small.write_text(TSV, encoding="utf-8")
+    big.write_text(
+        "\n".join(f"第{i}句很长很长的句子。\tSentence {i} is rather long." for i in range(20_000)),
+        encoding="utf-8",
+    )
+    common = ["--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en"]
+    assert run(home, "import", *common, str(small)).returncode == 0
+    limit = (home / "workbench.db").stat().st_size + 200_000
+    env = {**os.environ, "WORKBENCH_HOME": str(home)}
+    env.pop("WORKBENCH_DB_URL", None)
+    for argv in (["import", *common, str(big)], ["export", "--corpus", "c", str(tmp_path / "o")]):
+        code = DISK_FULL + f"sys.argv[1:] = {argv!r}\nraise SystemExit(main())\n"
+        if argv[0] == "export":  # the export itself must be what hits the limit
+            limit = 10
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(limit)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        line = assert_one_line_error(proc, code=1)
+        assert "internal error" not in line, line
+        assert "disk full" in line or "disk I/O error" in line, line
+    out = tmp_path / "out.tsv"
+    assert run(home, "export", "--corpus", "c", str(out)).returncode == 0
+    assert len(out.read_text("utf-8").splitlines()) == 1 + 3  # the failed import wrote nothing

@@ -1,0 +1,83 @@
+"""What every page says to the user: its header, one-shot messages after an action, and
+errors as one line (never a traceback).
+
+Everything here is view code. Data comes from `workbench` services only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+
+import streamlit as st
+
+from ui import navigation
+from workbench.errors import WorkbenchError
+
+log = logging.getLogger("workbench.ui")
+
+_FLASH = "_flash_messages"
+
+
+@contextlib.contextmanager
+def error_boundary(action: str | None = None) -> Iterator[None]:
+    """Turn a failure into one `st.error` line instead of a traceback.
+
+    `WorkbenchError` messages are meant for users and shown as they are; anything else is
+    logged with its traceback on the server and summarised. Streamlit's own control flow
+    (`st.rerun`, `st.stop`) derives from BaseException and passes through untouched.
+    """
+    try:
+        yield
+    except WorkbenchError as exc:
+        st.error(_sentence(str(exc)), icon=":material/error:")
+    except Exception as exc:
+        log.exception("unexpected error%s", f" while {action}" if action else "")
+        what = f"while {action}" if action else "on this page"
+        st.error(
+            f"Something went wrong {what}: {type(exc).__name__}: {exc}. "
+            "Nothing was changed; the details are in the server log.",
+            icon=":material/error:",
+        )
+
+
+def _sentence(message: str) -> str:
+    message = message.strip()
+    if not message:
+        return "The action failed."
+    return message[0].upper() + message[1:]
+
+
+def guarded(render: Callable[[], None]) -> Callable[[], None]:
+    """``render`` inside the error boundary: no traceback ever reaches the browser."""
+
+    def page() -> None:
+        with error_boundary():
+            render()
+
+    return page
+
+
+def page_header(title: str, caption: str) -> None:
+    """Title, one line on what the page is for, then the messages left by the last action."""
+    st.title(title, anchor=False)
+    st.caption(caption)
+    show_flashes()
+
+
+def flash(message: str, kind: str = "success") -> None:
+    """Show `message` on the next run (actions end with `st.rerun()` to refresh the data)."""
+    st.session_state.setdefault(_FLASH, []).append((kind, message))
+
+
+def show_flashes() -> None:
+    for kind, message in st.session_state.pop(_FLASH, []):
+        icon = {"success": ":material/check_circle:", "info": ":material/info:"}.get(kind)
+        getattr(st, kind, st.info)(message, icon=icon)
+
+
+def no_versions_notice(message: str) -> None:
+    """The empty state of the pages that need a trained version."""
+    st.info(message, icon=":material/info:")
+    navigation.link(navigation.TRAIN, "Go to Train")

@@ -1,0 +1,238 @@
+"""The Train page's live panel: the runs in progress, re-drawn from the database every few
+seconds, and how the last one ended.
+
+It is a fragment that re-reads only what changed (less often while nothing changes), so
+closing the tab, reloading or restarting Streamlit never stops training: the next page load
+picks the run up where it is.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from ui import charts, feedback, formatting, navigation
+from workbench import run_folders, run_info, runs, worker_process
+from workbench.run_info import RunInfo
+from workbench.runs import RunStatus
+
+STATUS_ICONS = {
+    RunStatus.QUEUED: ":material/hourglass_top:",
+    RunStatus.RUNNING: ":material/autorenew:",
+    RunStatus.SUCCEEDED: ":material/check_circle:",
+    RunStatus.FAILED: ":material/error:",
+    RunStatus.CANCELLED: ":material/stop_circle:",
+}
+LIVE_REFRESH_S = 2  # while the runs move
+IDLE_REFRESH_S = 10  # once nothing has changed for IDLE_AFTER_S
+IDLE_AFTER_S = 10
+WORKER_GRACE_S = 20  # a worker just started needs a few seconds (torch import) to show up
+_LIVE = "train_live_state"
+
+
+def live_state() -> dict[str, Any]:
+    """What the live panel remembers between refreshes (this browser tab only)."""
+    return st.session_state.setdefault(
+        _LIVE,
+        {
+            "interval": LIVE_REFRESH_S,
+            "seen": None,  # what the runs looked like at the last refresh
+            "changed_at": time.monotonic(),
+            "active": set(),  # runs in progress at the last refresh
+            "metrics": {},  # run id -> its metric rows read so far
+        },
+    )
+
+
+def live_panel() -> None:
+    """Re-drawn from the database every few seconds; a run that ends refreshes the page.
+
+    Each refresh reads the run rows and only the metric rows written since the last one.
+    While nothing changes (a run waits for a worker, validates for minutes, or none is in
+    progress) the refreshes slow down to IDLE_REFRESH_S, and speed up again on a change.
+    Reading changes nothing: a run whose worker was lost is taken back explicitly, so it
+    waits for a worker (and says so) instead of looking as if it still ran.
+    """
+    with feedback.error_boundary("reading the run's progress"):
+        state = live_state()
+        recent = run_info.list_runs(limit=20)
+        if any(r.worker_lost for r in recent) and runs.reap_stale_runs():
+            recent = run_info.list_runs(limit=20)
+        active = [r for r in recent if r.active]
+        now_active = {r.id for r in active}
+        finished = state["active"] - now_active
+        state["active"] = now_active
+        state["metrics"] = {
+            run_id: rows for run_id, rows in state["metrics"].items() if run_id in now_active
+        }
+        if finished:  # a run we were watching ended: refresh history and pickers
+            st.rerun()
+        _pace(state, recent, active)
+        if not active:
+            _last_outcome(recent)
+            return
+        waiting = [r for r in active if r.status == RunStatus.QUEUED]
+        if waiting and _age_s(waiting[-1]) > WORKER_GRACE_S and not worker_process.worker_alive():
+            left, right = st.columns([4, 1], vertical_alignment="center")
+            left.warning(
+                "No worker is running on this machine, so the queued run is waiting.",
+                icon=":material/warning:",
+            )
+            if right.button("Start worker", key="start_worker"):
+                worker_process.ensure_worker()
+                st.rerun()
+        for run in active:
+            metrics = run_info.follow_metrics(run.id, state["metrics"].get(run.id))
+            state["metrics"][run.id] = metrics
+            _run_card(run, metrics)
+
+
+def _pace(state: dict[str, Any], recent: list[RunInfo], active: list[RunInfo]) -> None:
+    """Back off while nothing changes; go back to the quick pace on the first change. A new
+    pace takes a page rerun: only then does Streamlit re-arm the fragment's timer."""
+    seen = (
+        recent[0].id if recent else None,
+        [(r.id, r.status, r.progress_step, r.cancel_requested, r.attempts) for r in active],
+    )
+    now = time.monotonic()
+    if seen != state["seen"]:
+        state["seen"], state["changed_at"] = seen, now
+    pace = LIVE_REFRESH_S if now - state["changed_at"] < IDLE_AFTER_S else IDLE_REFRESH_S
+    if pace != state["interval"]:
+        state["interval"] = pace
+        st.rerun()
+
+
+def _age_s(run: RunInfo) -> float:
+    created = run.created_at
+    if created.tzinfo is None:  # SQLite hands back naive UTC datetimes
+        created = created.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - created).total_seconds()
+
+
+def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
+    with st.container(border=True):
+        title = st.columns([4, 1], vertical_alignment="center")
+        preset = run.config.get("preset", "?")
+        resumed = f" · attempt {run.attempts}" if run.attempts > 1 else ""
+        title[0].markdown(
+            f"**{STATUS_ICONS.get(run.status, '')} Run #{run.id}** · {run.corpus_name} · "
+            f"{preset} · {run.device} · budget: {run.budget} · _{run.status}_{resumed}"
+        )
+        if run.cancel_requested:
+            title[1].button("Cancelling…", disabled=True, key=f"cancel_{run.id}", width="stretch")
+        elif title[1].button(
+            "Cancel", icon=":material/stop:", key=f"cancel_{run.id}", width="stretch"
+        ):
+            with feedback.error_boundary("cancelling the run"):
+                runs.cancel_run(run.id)
+                st.rerun()
+        pairs = formatting.plural(run.snapshot_size, "pair")
+        st.caption(f"{pairs} in the snapshot (training + validation)")
+        if run.note:  # e.g. a re-queued run: its worker died, the next one resumes it
+            st.caption(run.note)
+        if run.status == RunStatus.QUEUED:
+            st.caption("Waiting for the worker…")
+            return
+        total = run.progress_total
+        st.progress(run.fraction_done, text=_progress_text(run) if total else None)
+        if not total:
+            st.caption("Preparing: tokenizers and model…")
+        rule = run.early_stop_rule
+        if rule:
+            st.caption(rule)
+        cells = st.columns(4)
+        eta = formatting.fmt_duration(run.eta_s) if total else "—"
+        cells[0].metric(
+            "ETA",
+            f"≤ {eta}" if rule and total else eta,
+            help="At most this long: the run may stop sooner (see above)." if rule else None,
+        )
+        steps = metrics[metrics["kind"].eq("step")]
+        last = steps.iloc[-1] if not steps.empty else None
+        cells[1].metric("Tokens / s", f"{last['tokens_per_s']:,.0f}" if last is not None else "—")
+        cells[2].metric(
+            "Training loss", formatting.fmt_number(last["train_loss"]) if last is not None else "—"
+        )
+        valid = metrics.loc[metrics["kind"].eq("epoch"), "valid_loss"].dropna()
+        cells[3].metric(
+            "Validation loss", formatting.fmt_number(valid.iloc[-1]) if len(valid) else "—"
+        )
+        if not metrics.empty:
+            charts.curves(metrics)
+
+
+def _progress_text(run: RunInfo) -> str:
+    """Progress against what will end the run: the clock under a time budget, else the step
+    budget ('at most' when an early-stopping rule may end it sooner)."""
+    percent = f"{100 * run.fraction_done:.0f} %"
+    budget = run.time_budget_s
+    if run.time_limited and budget:
+        return (
+            f"{formatting.fmt_duration(run.fraction_done * budget)} of "
+            f"{formatting.fmt_duration(budget)} · step {run.progress_step:,} of about "
+            f"{run.progress_total:,} · {percent}"
+        )
+    bound = "at most " if run.early_stop_rule else ""
+    return f"step {run.progress_step:,} of {bound}{run.progress_total:,} · {percent}"
+
+
+def _outcome(run: RunInfo) -> str:
+    """How a finished run ended, in one sentence."""
+    if run.status == RunStatus.SUCCEEDED:
+        ready = f"version #{run.version_id} is ready" if run.version_id else "no version"
+        why = f": {run.stopped_because}" if run.stopped_because else ""
+        return f"Run #{run.id} finished: {ready}. It stopped at step {run.progress_step:,}{why}."
+    if run.status == RunStatus.FAILED:
+        return f"Run #{run.id} failed: {run.error}"
+    if run.status == RunStatus.CANCELLED:
+        at = f" at step {run.progress_step:,}" if run.progress_step else ""
+        return f"Run #{run.id} was cancelled{at}."
+    return f"Run #{run.id} is {run.status}."
+
+
+def _last_outcome(recent: list[RunInfo]) -> None:
+    if not recent:
+        st.info("No run yet. Pick a corpus above and click **Train**.", icon=":material/info:")
+        return
+    last = recent[0]
+    left, right = st.columns([4, 1], vertical_alignment="center")
+    if last.status == RunStatus.SUCCEEDED and last.version_id is not None:
+        left.success(_outcome(last), icon=":material/check_circle:")
+        with right:
+            navigation.link(navigation.TRANSLATE, "Translate")
+    elif last.status == RunStatus.FAILED:
+        left.error(_outcome(last), icon=":material/error:")
+        with right:
+            resume_button(last, key="resume_last")
+    elif last.status == RunStatus.CANCELLED:
+        left.info(_outcome(last) + " No run in progress.", icon=":material/info:")
+        with right:
+            resume_button(last, key="resume_last")
+    else:
+        left.info("No run in progress.", icon=":material/info:")
+
+
+def resume_button(run: RunInfo, key: str) -> None:
+    """'Resume from step N' for a failed or cancelled run that left a checkpoint."""
+    if run.status not in runs.RESUMABLE_STATUSES:
+        return
+    step = run_folders.checkpoint_step(run.id)
+    if step is None:
+        return
+    if st.button(
+        f"Resume from step {step:,}",
+        icon=":material/play_arrow:",
+        key=key,
+        width="stretch",
+        help="Train on from the run's last checkpoint (saved at the end of each epoch).",
+    ):
+        with feedback.error_boundary("resuming the run"):
+            runs.resume_run(run.id)
+            worker_process.ensure_worker()
+            feedback.flash(f"Run #{run.id} resumes from step {step:,}: a worker is picking it up.")
+            st.rerun()

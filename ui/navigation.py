@@ -1,0 +1,41 @@
+"""The pages of the app: their module, address, title and icon, and links between them.
+
+Each page is the ``render`` callable of its module, which is imported the first time the page
+runs: the first page a browser opens paints before the others' imports (torch, via the
+registry and the runs) are loaded. ``streamlit_app.py`` registers ``PAGES``; a page links to
+another with ``link`` (so pages never import each other).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+import streamlit as st
+
+
+@dataclass(frozen=True)
+class PageRef:
+    """Where a page lives (its module and URL path) and how the navigation shows it."""
+
+    module: str
+    url_path: str
+    title: str
+    icon: str
+
+    def render(self) -> None:
+        """Draw the page: its module's ``render()``."""
+        importlib.import_module(self.module).render()
+
+
+CORPUS = PageRef("ui.corpus_page", "corpus", "Corpus", ":material/dataset:")
+TRAIN = PageRef("ui.train_page", "train", "Train", ":material/model_training:")
+TRANSLATE = PageRef("ui.translate_page", "translate", "Translate", ":material/translate:")
+MODELS = PageRef("ui.models_page", "models", "Models", ":material/deployed_code:")
+PAGES = (CORPUS, TRAIN, TRANSLATE, MODELS)  # in the navigation's order; the first is the default
+
+
+def link(ref: PageRef, label: str, icon: str | None = None) -> None:
+    """A link to another page of the app."""
+    page = st.Page(ref.render, title=ref.title, icon=ref.icon, url_path=ref.url_path)
+    st.page_link(page, label=label, icon=icon or ref.icon)

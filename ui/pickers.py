@@ -1,0 +1,103 @@
+"""Pickers shared by the pages: corpus, model version and decoding, and the labels they show.
+
+A choice made in one page's picker is remembered across pages (``CURRENT_CORPUS``,
+``CURRENT_VERSION`` in ``st.session_state``: view state only, the data is in the database).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import streamlit as st
+
+from ui.formatting import pair_count_label
+
+if TYPE_CHECKING:
+    from workbench.corpora import CorpusInfo
+    from workbench.registry import VersionInfo
+
+CURRENT_CORPUS = "current_corpus_id"  # view state shared by the pages (not a widget key)
+CURRENT_VERSION = "current_version_id"
+_PENDING = "_pending_selection"
+DECODINGS = ("Greedy", "Beam search")
+
+
+def corpus_label(c: CorpusInfo) -> str:
+    return f"{c.name} · {c.src_lang}→{c.tgt_lang} · {pair_count_label(c.pair_count, 'all')}"
+
+
+def select_later(key: str, value: Any) -> None:
+    """Make the picker with widget `key` show `value` on the next run (a widget's value can
+    only be changed before the widget is drawn)."""
+    st.session_state.setdefault(_PENDING, {})[key] = value
+
+
+def keep_label_fresh(key: str, shown: Any) -> None:
+    """Call before drawing the keyed widget `key` whose chosen option(s) read `shown`.
+
+    The browser keeps showing the label it was sent with the choice (e.g. "… · 48 pairs")
+    even when the options are re-sent with new labels (49 pairs after a Save, a new name after
+    a rename). Re-assigning the value makes Streamlit send the choice again, with its label.
+    """
+    sent = f"_label_sent:{key}"
+    if key in st.session_state and st.session_state.get(sent) != shown:
+        st.session_state[key] = st.session_state[key]
+    st.session_state[sent] = shown
+
+
+def _prepare_picker(key: str, labels: dict[Any, str], shared: str) -> None:
+    """Give a keyed picker its value before it is drawn: a pending choice, else its own last
+    value if still valid, else the choice shared across pages, else the first option."""
+    options = list(labels)
+    pending = st.session_state.get(_PENDING, {})
+    if key in pending and pending[key] in options:
+        st.session_state[key] = pending.pop(key)
+    elif st.session_state.get(key) not in options:
+        current = st.session_state.get(shared)
+        st.session_state[key] = current if current in options else options[0]
+    keep_label_fresh(key, labels[st.session_state[key]])
+
+
+def corpus_picker(
+    corpora: Sequence[CorpusInfo], *, key: str, label: str = "Corpus", help: str | None = None
+) -> CorpusInfo:
+    """A selectbox over the corpora; the choice is remembered across pages."""
+    by_id = {c.id: c for c in corpora}
+    labels = {i: corpus_label(c) for i, c in by_id.items()}
+    _prepare_picker(key, labels, CURRENT_CORPUS)
+    chosen = st.selectbox(label, list(by_id), format_func=labels.__getitem__, key=key, help=help)
+    st.session_state[CURRENT_CORPUS] = chosen
+    return by_id[chosen]
+
+
+def version_label(v: VersionInfo) -> str:
+    return f"#{v.id} {v.name} · {v.src_lang}→{v.tgt_lang}"
+
+
+def version_picker(
+    versions: Sequence[VersionInfo], *, key: str, label: str = "Model version"
+) -> VersionInfo:
+    """A selectbox over the versions (newest first); the choice is remembered across pages."""
+    by_id = {v.id: v for v in versions}
+    labels = {i: version_label(v) for i, v in by_id.items()}
+    _prepare_picker(key, labels, CURRENT_VERSION)
+    chosen = st.selectbox(label, list(by_id), format_func=labels.__getitem__, key=key)
+    st.session_state[CURRENT_VERSION] = chosen
+    return by_id[chosen]
+
+
+def decoding_picker(prefix: str) -> int:
+    """Greedy or beam search (and its width); returns the beam size, 1 for greedy. Widget keys
+    are `{prefix}_mode` and `{prefix}_beam`."""
+    mode = st.segmented_control(
+        "Decoding",
+        DECODINGS,
+        default=DECODINGS[0],
+        key=f"{prefix}_mode",
+        help="Greedy takes the likeliest next piece; beam search keeps several candidate "
+        "translations and is usually a little better, and slower.",
+    )
+    if mode == "Beam search":
+        return int(st.slider("Beam size", 2, 8, 4, key=f"{prefix}_beam"))
+    return 1

@@ -1,0 +1,44 @@
+"""What the app does on every start of a script run, before the page: its style, and the demo
+corpus on a first start (see ``workbench.demo``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from ui.feedback import error_boundary
+from workbench import demo, settings
+
+APP_TITLE = "Translation workbench"
+
+_STYLE = """
+<style>
+/* Less empty space between the top navigation and the page title. */
+[data-testid="stMainBlockContainer"] { padding-top: 3.5rem; }
+</style>
+"""
+
+
+def apply_style() -> None:
+    st.html(_STYLE)
+
+
+@st.cache_resource(show_spinner=False)
+def _seed_demo(database: str) -> dict[str, Any]:
+    """Once per server process and database: add the demo corpus to an empty database."""
+    info = demo.ensure_demo_corpus()
+    return {"name": info.name if info is not None else None, "announced": False}
+
+
+def seed_demo() -> None:
+    """Add the demo corpus on first start (see `workbench.demo`) and say so, once."""
+    with error_boundary("adding the demo corpus"):
+        seeded = _seed_demo(settings.database_url())
+        if seeded["name"] and not seeded["announced"]:
+            seeded["announced"] = True
+            st.toast(
+                f"Added the demo corpus “{seeded['name']}”. Open **Train** and click Train "
+                "to try it.",
+                icon=":material/waving_hand:",
+            )

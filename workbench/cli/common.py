@@ -1,0 +1,84 @@
+"""What every command shares: the ``Command`` record, exit statuses, output for people and
+for scripts, and argument types.
+
+Output meant for people passes through ``print_text``, which escapes control characters
+(``text_rules.escape_controls``): a corpus or version name, a file name or a line of an
+imported file can never act on the terminal. JSON output escapes them the JSON way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from db.engine import MAX_ID
+from workbench.errors import WorkbenchError
+from workbench.text_rules import escape_controls
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``python -m workbench <name>`` command: its options and its work."""
+
+    name: str
+    help: str
+    add_args: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]  # returns the exit status
+
+
+def print_text(text: str, file: TextIO | None = None) -> None:
+    """Print for people: control characters shown as escapes (see the module docstring)."""
+    print(escape_controls(text), file=file or sys.stdout)
+
+
+def print_json(data: Any) -> None:
+    """One JSON line; besides JSON's own escapes, every character that could act on a
+    terminal (C1 controls, bidi overrides, line separators) is written as a \\u escape."""
+    print(escape_controls(json.dumps(data, ensure_ascii=False), json=True))
+
+
+def print_error(message: str) -> None:
+    """The one-line ``error: …`` every failure ends with (on stderr)."""
+    print(f"error: {escape_controls(' '.join(message.split()))}", file=sys.stderr)
+
+
+def row_id(text: str) -> int:
+    """An id argument: a positive integer that a database row can have."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an id: {text!r}") from None
+    if not 1 <= value <= MAX_ID:
+        raise argparse.ArgumentTypeError(f"ids are 1 to {MAX_ID}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file; ``WorkbenchError`` when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise WorkbenchError(f"file not found: {path}") from None
+    except UnicodeDecodeError:
+        raise WorkbenchError(f"{path} is not UTF-8 text") from None

@@ -1,0 +1,83 @@
+"""``import`` and ``export``: sentence pairs in and out of a corpus."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from workbench.cli.common import EXIT_OK, Command, print_json, print_text
+from workbench.corpora import CORPUS_REF_HELP
+from workbench.errors import WorkbenchError
+from workbench.exporting import EXPORT_FORMATS
+from workbench.formats import FORMATS
+
+
+def _args_import(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, help="pairs file (for --format aligned: the source side)")
+    p.add_argument(
+        "--corpus", required=True, help=f"{CORPUS_REF_HELP}; a new name creates the corpus"
+    )
+    p.add_argument("--src-lang", required=True, help="source language code, e.g. zh")
+    p.add_argument("--tgt-lang", required=True, help="target language code, e.g. en")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="file format (default: from the file extension; aligned when --tgt-file)",
+    )
+    p.add_argument("--tgt-file", type=Path, help="target-side file for --format aligned")
+    p.add_argument("--strict", action="store_true", help="abort on any invalid row")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON line")
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from workbench.corpora import get_corpus
+    from workbench.importing import import_file
+
+    if not args.file.is_file():
+        raise WorkbenchError(f"file not found: {args.file}")
+    if args.tgt_file is not None and args.format not in (None, "aligned"):
+        raise WorkbenchError("--tgt-file is only used with --format aligned")
+    # A new corpus is created together with its pairs: a bad file, or an import killed
+    # half-way, leaves no empty corpus behind.
+    result = import_file(
+        args.corpus,
+        args.file,
+        args.format,
+        args.tgt_file,
+        strict=args.strict,
+        create_langs=(args.src_lang, args.tgt_lang),
+    )
+    name = get_corpus(result.corpus_id).name
+    if args.json:
+        print_json({"corpus": name, **result.as_dict()})
+        return EXIT_OK
+    for issue in result.report[:10]:
+        print_text(f"  line {issue.line}: {issue.severity}: {issue.message}", file=sys.stderr)
+    if len(result.report) > 10:
+        print_text(f"  … {sum(result.issue_counts.values()) - 10} more issues", file=sys.stderr)
+    print_text(
+        f"imported {result.added} pairs into {name!r} "
+        f"({result.duplicates} duplicates, {result.skipped} invalid rows skipped)"
+    )
+    return EXIT_OK
+
+
+def _args_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, help="output file (.tsv, .jsonl or .csv)")
+    p.add_argument("--corpus", required=True, help=CORPUS_REF_HELP)
+    p.add_argument("--format", choices=EXPORT_FORMATS, help="default: from extension")
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from workbench.exporting import export_pairs
+
+    n = export_pairs(args.corpus, args.file, args.format)
+    print_text(f"exported {n} pairs to {args.file}")
+    return EXIT_OK
+
+
+COMMANDS = [
+    Command("import", "import sentence pairs into a corpus", _args_import, _cmd_import),
+    Command("export", "export a corpus as TSV/JSONL/CSV", _args_export, _cmd_export),
+]

@@ -1,0 +1,111 @@
+"""``versions``, ``register``, ``translate`` and ``evaluate``: the model versions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from workbench.cli.common import (
+    EXIT_OK,
+    Command,
+    positive_int,
+    print_text,
+    read_lines,
+    row_id,
+)
+from workbench.corpora import CORPUS_REF_HELP
+from workbench.errors import WorkbenchError
+from workbench.text_rules import escape_controls
+
+
+def _args_versions(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="one JSON array of versions")
+
+
+def _cmd_versions(args: argparse.Namespace) -> int:
+    from workbench.registry import versions_table
+
+    table = versions_table()
+    if args.json:
+        print(
+            escape_controls(
+                table.to_json(orient="records", date_format="iso", force_ascii=False), json=True
+            )
+        )
+    elif table.empty:
+        print("no model versions yet: train one with `python -m workbench train`")
+    else:
+        shown = table.drop(columns=["notes"])
+        for column in ("name", "corpus", "device"):  # stored text, escaped cell by cell
+            shown[column] = shown[column].map(lambda v: v if v is None else escape_controls(v))
+        print(shown.to_string(index=False))
+    return EXIT_OK
+
+
+def _args_register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("folder", type=Path, help="model folder, e.g. from core_model.distributed")
+    p.add_argument(
+        "--corpus",
+        help=f"link the version to this corpus (and take its languages): {CORPUS_REF_HELP}",
+    )
+    p.add_argument("--src-lang", help="source language code, e.g. de")
+    p.add_argument("--tgt-lang", help="target language code, e.g. en")
+    p.add_argument("--name", help="version name (default: '<corpus> v<id>')")
+
+
+def _cmd_register(args: argparse.Namespace) -> int:
+    from workbench.registry import import_version
+
+    version_id = import_version(
+        args.folder, args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, name=args.name
+    )
+    print(json.dumps({"version_id": version_id}))
+    return EXIT_OK
+
+
+def _args_translate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", type=row_id, required=True, help="model version id")
+    p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
+    p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from workbench.translation import translate
+
+    try:
+        texts = args.text or [line.rstrip("\n") for line in sys.stdin]
+    except UnicodeDecodeError:
+        raise WorkbenchError("standard input is not UTF-8 text") from None
+    for result in translate(args.version, texts, beam=args.beam):
+        print_text(result.text)
+    return EXIT_OK
+
+
+def _args_evaluate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", type=row_id, required=True, help="model version id")
+    p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
+    p.add_argument("--ref", type=Path, required=True, help="reference translations")
+    p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from workbench.evaluation import evaluate
+
+    sources, references = read_lines(args.src), read_lines(args.ref)
+    if len(sources) != len(references):
+        raise WorkbenchError(
+            f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}"
+        )
+    scores = evaluate(args.version, list(zip(sources, references, strict=True)), beam=args.beam)
+    print(json.dumps(scores))
+    return EXIT_OK
+
+
+COMMANDS = [
+    Command("versions", "list the model versions", _args_versions, _cmd_versions),
+    Command("register", "add a model folder trained elsewhere", _args_register, _cmd_register),
+    Command("translate", "translate sentences with a version", _args_translate, _cmd_translate),
+    Command("evaluate", "BLEU/chrF of a version on a test set", _args_evaluate, _cmd_evaluate),
+]

@@ -1,0 +1,194 @@
+"""``train``, ``resume``, ``runs``, ``delete-run`` and ``worker``: training runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from workbench.cli.common import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    Command,
+    positive_float,
+    positive_int,
+)
+
+if TYPE_CHECKING:
+    from workbench.run_info import RunInfo
+
+
+def _args_train(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--corpus", required=True, help="corpus name or id")
+    # No `choices`: the presets live in core_model (importing it costs every command a torch
+    # import); an unknown name is refused with the list of known ones.
+    p.add_argument(
+        "--preset",
+        help="model size preset (default: auto, the recipe's pick); a wrong name lists them all",
+    )
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--epochs", type=positive_int, help="train for N epochs")
+    budget.add_argument(
+        "--minutes", type=positive_float, help="train for M minutes of wall-clock time"
+    )
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--from-version", type=int, help="fine-tune this version (same tokenizer)")
+    p.add_argument("--max-steps", type=positive_int, help="cap on optimizer steps")
+    p.add_argument("--wait", action="store_true", help="block until the run ends")
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from workbench import runs, train_options
+
+    extra = {"max_steps": args.max_steps} if args.max_steps else {}
+    run_id = runs.enqueue_training(
+        args.corpus,
+        preset=args.preset or train_options.DEFAULT_PRESET,
+        epochs=args.epochs,
+        minutes=args.minutes,
+        device=args.device,
+        init_version_id=args.from_version,
+        **extra,
+    )
+    return _follow(run_id, args.wait)
+
+
+def _follow(run_id: int, wait: bool) -> int:
+    """Make sure a worker will take the queued run; with `wait`, report its progress on stderr
+    until it ends, then print the outcome as one JSON line (exit 1 unless it succeeded)."""
+    from workbench import worker_process
+    from workbench.run_info import get_run
+    from workbench.runs import RunStatus
+
+    pid = worker_process.ensure_worker()
+    if pid is not None:
+        print(f"started a worker (pid {pid})", file=sys.stderr)
+    if not wait:
+        print(json.dumps({"run_id": run_id, "status": RunStatus.QUEUED, "version_id": None}))
+        return EXIT_OK
+    last_step, polls = -1, 0
+    while (run := get_run(run_id)).active:
+        polls += 1
+        # The worker may have exited idle just before the enqueue, or died: starting one
+        # (if none is alive) first takes back the runs of dead workers.
+        if (run.status == RunStatus.QUEUED and polls % 5 == 0) or run.worker_lost:
+            worker_process.ensure_worker()
+        if run.progress_step != last_step and run.progress_total:
+            last_step = run.progress_step
+            print(f"run {run_id}: {_progress_line(run)}", file=sys.stderr)
+        time.sleep(1.0)
+    if run.stopped_because:
+        why = f"stopped at step {run.progress_step}: {run.stopped_because}"
+        print(f"run {run_id}: {why}", file=sys.stderr)
+    print(
+        json.dumps(
+            {
+                "run_id": run.id,
+                "status": run.status,
+                "version_id": run.version_id,
+                "device": run.device,
+                "steps": run.progress_step,
+                "stop_reason": run.stop_reason,
+                "error": run.error,
+            },
+            ensure_ascii=False,
+        )
+    )
+    return EXIT_OK if run.status == RunStatus.SUCCEEDED else EXIT_INTERNAL
+
+
+def _progress_line(run: RunInfo) -> str:
+    """'step 130 of at most 1000, 13%, at most 474s left; stops early once …'"""
+    bound = "at most " if run.early_stop_rule else ""
+    line = f"step {run.progress_step} of {bound}{run.progress_total}"
+    line += f", {100 * run.fraction_done:.0f}% of its {'time' if run.time_limited else 'steps'}"
+    if run.eta_s:
+        line += f", {bound}{run.eta_s:.0f}s left"
+    return line + (f"; {run.early_stop_rule}" if run.early_stop_rule else "")
+
+
+def _args_resume(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=int, help="id of a failed or cancelled run (see `runs`)")
+    p.add_argument("--wait", action="store_true", help="block until the run ends")
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    from workbench import runs
+
+    step = runs.resume_run(args.run)
+    print(f"run {args.run}: resumes from its checkpoint at step {step}", file=sys.stderr)
+    return _follow(args.run, args.wait)
+
+
+def _args_runs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="one JSON array of runs")
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from workbench import run_info, runs
+
+    runs.reap_stale_runs()  # list a run whose worker died as what it now is (queued again)
+    listed = run_info.list_runs()
+    if args.json:
+        print(json.dumps([_run_record(r) for r in listed], ensure_ascii=False))
+    elif not listed:
+        print("no training runs yet: start one with `python -m workbench train`")
+    else:
+        table = run_info.runs_table(runs=listed)
+        table["error"] = table["error"].str.slice(0, 60)
+        print(table.to_string(index=False))
+    return EXIT_OK
+
+
+def _run_record(run: RunInfo) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "corpus": run.corpus_name,
+        "status": run.status,
+        "preset": run.config.get("preset"),
+        "trained_for": run.budget,
+        "device": run.device,
+        "pairs": run.snapshot_size,
+        "steps": run.progress_step,
+        "stop_reason": run.stop_reason,
+        "stopped_because": run.stopped_because,
+        "version_id": run.version_id,
+        "error": run.error,
+        "created_at": run.created_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
+
+
+def _args_delete_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=int, help="run id; its model version, if any, is kept")
+
+
+def _cmd_delete_run(args: argparse.Namespace) -> int:
+    from workbench import runs
+
+    runs.delete_run(args.run)
+    print(f"deleted run {args.run}")
+    return EXIT_OK
+
+
+def _args_worker(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--once", action="store_true", help="process one queued run, then exit")
+    p.add_argument("--idle-exit", type=float, help="exit after this many idle seconds")
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from workbench.worker import run_worker
+
+    run_worker(once=args.once, idle_exit_s=args.idle_exit)
+    return EXIT_OK
+
+
+COMMANDS = [
+    Command("train", "queue a training run (and start a worker)", _args_train, _cmd_train),
+    Command("resume", "resume a failed or cancelled run", _args_resume, _cmd_resume),
+    Command("runs", "list the training runs", _args_runs, _cmd_runs),
+    Command("delete-run", "delete a run and its checkpoint", _args_delete_run, _cmd_delete_run),
+    Command("worker", "train queued runs in this process", _args_worker, _cmd_worker),
+]

@@ -1,0 +1,139 @@
+"""The workbench's environment and every path under ``WORKBENCH_HOME``.
+
+This is the only module that reads the workbench's environment variables or builds a path
+under the data folder; the rest of the application asks it.
+
+Environment:
+
+* ``WORKBENCH_HOME`` (default ``./workbench_data``): the data folder, created when missing.
+* ``WORKBENCH_DB_URL`` (any SQLAlchemy URL, e.g. ``postgresql+psycopg://user@host/db``):
+  the database; default the SQLite file ``<WORKBENCH_HOME>/workbench.db``.
+* ``WORKBENCH_SQLITE_BUSY_TIMEOUT_MS``: how long a SQLite writer waits for the lock
+  (default ``db.engine.SQLITE_BUSY_TIMEOUT_MS``; tests shrink it).
+* ``WORKBENCH_HEARTBEAT_TIMEOUT``: seconds without a heartbeat after which a running run's
+  worker is taken for dead (default 90).
+* ``WORKBENCH_DEBUG``: when set, the CLI prints the traceback of an internal error.
+
+The data folder::
+
+    <WORKBENCH_HOME>/
+      workbench.db              the SQLite database (unless WORKBENCH_DB_URL says otherwise)
+      models/<version id>/      a model version's files (see workbench.registry)
+      runs/<run id>/            where a run trains: its checkpoint, then its model
+      runs/import-<hex>/        a model folder being copied in by `register`
+      logs/worker.log           what a worker started on demand prints
+      worker.lock, spawn.lock   a live worker's lock; the lock that serialises starting one
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from db.engine import SQLITE_BUSY_TIMEOUT_MS
+
+ENV_HOME = "WORKBENCH_HOME"
+ENV_DB_URL = "WORKBENCH_DB_URL"
+ENV_SQLITE_BUSY_TIMEOUT = "WORKBENCH_SQLITE_BUSY_TIMEOUT_MS"
+ENV_HEARTBEAT_TIMEOUT = "WORKBENCH_HEARTBEAT_TIMEOUT"
+ENV_DEBUG = "WORKBENCH_DEBUG"
+DEFAULT_HOME = "./workbench_data"
+# Longer than SQLite's busy timeout: a heartbeat may wait that long behind a big import.
+HEARTBEAT_TIMEOUT_S = 90.0
+IMPORT_STAGING_PREFIX = "import-"  # folders under runs/ that a `register` copies into
+
+
+# ------------------------------------------------------------------------- environment
+
+
+def home() -> Path:
+    """The data folder (created if missing)."""
+    folder = Path(os.environ.get(ENV_HOME) or DEFAULT_HOME).expanduser().resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def database_url() -> str:
+    """``WORKBENCH_DB_URL`` if set, else the SQLite file ``<WORKBENCH_HOME>/workbench.db``."""
+    url = os.environ.get(ENV_DB_URL, "").strip()
+    if url:
+        return url
+    return f"sqlite:///{home() / 'workbench.db'}"
+
+
+def database_is_local() -> bool:
+    """SQLite means one machine: no GPU worker elsewhere can pick up a CUDA run."""
+    return database_url().startswith("sqlite")
+
+
+def sqlite_busy_timeout_ms() -> int:
+    """How long a SQLite writer waits for the lock before 'database is locked'."""
+    return int(os.environ.get(ENV_SQLITE_BUSY_TIMEOUT) or SQLITE_BUSY_TIMEOUT_MS)
+
+
+def heartbeat_timeout_s() -> float:
+    """Seconds without a heartbeat after which a running run's worker is taken for dead."""
+    return float(os.environ.get(ENV_HEARTBEAT_TIMEOUT) or HEARTBEAT_TIMEOUT_S)
+
+
+def debug() -> bool:
+    """Whether internal errors should show their traceback (``WORKBENCH_DEBUG``)."""
+    return bool(os.environ.get(ENV_DEBUG))
+
+
+# ------------------------------------------------------------------------------- paths
+
+
+def model_folder(version_id: int) -> str:
+    """Where a version's files go, relative to the data folder (stored so in its row, so a
+    data folder can be moved whole)."""
+    return f"models/{version_id}"
+
+
+def resolve(stored_path: str) -> Path:
+    """A path stored in the database: relative ones are under the data folder."""
+    path = Path(stored_path)
+    return path if path.is_absolute() else home() / path
+
+
+def runs_dir() -> Path:
+    return home() / "runs"
+
+
+def run_dir(run_id: int) -> Path:
+    """Where a run's worker trains: its epoch checkpoint, then the model before registration."""
+    return runs_dir() / str(run_id)
+
+
+def new_import_staging_dir(token: str) -> Path:
+    """A fresh folder under runs/ that a model folder is copied into before it is checked
+    (the worker's sweep removes one that a killed `register` left behind)."""
+    return runs_dir() / f"{IMPORT_STAGING_PREFIX}{token}"
+
+
+def import_staging_dirs() -> list[Path]:
+    """Every such folder now under runs/."""
+    return list(runs_dir().glob(f"{IMPORT_STAGING_PREFIX}*"))
+
+
+def worker_log_path() -> Path:
+    """What a worker started on demand prints (its folder is created)."""
+    logs = home() / "logs"
+    logs.mkdir(exist_ok=True)
+    return logs / "worker.log"
+
+
+def worker_lock_path() -> Path:
+    """A live worker holds a shared lock on this file for as long as it runs."""
+    return home() / "worker.lock"
+
+
+def spawn_lock_path() -> Path:
+    """Serialises starting a worker, so two quick clicks never start two."""
+    return home() / "spawn.lock"
+
+
+def sqlite_import_lock_path(sqlite_file: str, token: str) -> Path:
+    """The lock a live staged import holds: next to the SQLite file (not under the data
+    folder), so every process that writes to that file sees it."""
+    return Path(f"{sqlite_file}.import-{token}.lock")

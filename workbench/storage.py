@@ -1,0 +1,36 @@
+"""The workbench's database: the one place the application opens it and starts a session.
+
+``engine()`` is the engine for ``settings.database_url()``, migrated to the newest revision
+the first time this process opens that database (``db.init``). ``session_scope()`` is the
+unit of work a service opens: one per public function, handed to its private helpers
+(functions that take a ``session`` argument never open one of their own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+import db
+from workbench import settings
+
+
+def engine() -> Engine:
+    """The engine of the configured database (opened and migrated on first use)."""
+    return db.init(
+        settings.database_url(), sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms()
+    )
+
+
+@contextmanager
+def session_scope() -> Iterator[Session]:
+    """A short unit of work: commits on success, rolls back on any exception.
+
+    Objects stay readable after the block (``expire_on_commit=False``), but services still
+    return plain dataclasses rather than ORM objects.
+    """
+    with Session(engine(), expire_on_commit=False) as session, session.begin():
+        yield session

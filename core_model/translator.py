@@ -13,7 +13,7 @@ import torch
 
 from core_model.artifact import LoadedModel
 from core_model.batching import encode_source, pad_sources
-from core_model.decoding import beam_search, greedy_decode
+from core_model.decoding import LENGTH_PENALTIES, beam_search, greedy_decode
 from core_model.tokenizer import UNK_ID, TokenizerPair, clean_text
 from core_model.transformer import Transformer
 
@@ -128,6 +128,7 @@ def translate_ids(
     max_sentences: int = 128,
     max_len_a: float = MAX_LEN_A,
     max_len_b: int = MAX_LEN_B,
+    length_penalty_kind: str = LENGTH_PENALTIES[0],
 ) -> list[TranslationResult]:
     """Translate with an in-memory model (the training loop's validation uses this too)."""
     was_training = model.training
@@ -150,6 +151,7 @@ def translate_ids(
                 max_len_a=max_len_a,
                 max_len_b=max_len_b,
                 need_attention=with_attention,
+                length_penalty_kind=length_penalty_kind,
             )
         else:
             decoded = greedy_decode(
@@ -173,7 +175,7 @@ def translate(
     """Translate `texts` with a loaded model folder; one result per input, in input order.
 
     kwargs: max_tokens, max_sentences (batch limits), max_len_a, max_len_b (output length
-    bound a·|src| + b).
+    bound a·|src| + b), length_penalty_kind (beam search's, core_model.decoding).
     """
     if beam < 1:
         raise ValueError("beam must be at least 1")

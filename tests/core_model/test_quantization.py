@@ -12,8 +12,9 @@ from core_model.artifact import load_model
 from core_model.quantization import Int8StackedProjection, quantize_int8
 from core_model.training import TrainConfig, train
 from core_model.translator import translate_ids
+from tests.helpers import ROOT
 
-DEMO = Path(__file__).resolve().parents[1] / "workbench" / "demo_zh_en.tsv"
+DEMO = ROOT / "workbench" / "demo_zh_en.tsv"
 
 
 def test_int8_model_translates_as_fp32(tmp_path: Path) -> None:

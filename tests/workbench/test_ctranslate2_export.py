@@ -3,19 +3,18 @@ to CTranslate2 (built from our weights alone) decodes what our own decoder decod
 
 from __future__ import annotations
 
-import functools
 import random
 from pathlib import Path
 
 import pytest
 import torch
 
-from core_model import translator
 from core_model.artifact import load_model, save_model
 from core_model.tokenizer import TokenizerPair, WhitespaceTokenizer
 from core_model.training import TrainConfig, train
 from core_model.transformer import ModelConfig, Transformer
 from core_model.translator import cross_attention, translate_ids
+from tests.helpers import ROOT
 from workbench.ctranslate2_export import QUANTIZATIONS, export_ctranslate2
 from workbench.ctranslate2_translator import load_export
 from workbench.ctranslate2_translator import translate as ct2_translate
@@ -23,7 +22,7 @@ from workbench.errors import WorkbenchError
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-DEMO = Path(__file__).resolve().parents[1] / "workbench" / "demo_zh_en.tsv"
+DEMO = ROOT / "workbench" / "demo_zh_en.tsv"
 
 
 def _pairs() -> list[tuple[str, str]]:
@@ -85,13 +84,14 @@ def test_ctranslate2_decodes_what_our_decoder_decodes(version: Path, tmp_path: P
         assert heat_map.shape == (len(b.out_pieces), len(b.src_pieces))
         assert torch.allclose(heat_map, a.attention, atol=1e-5)
 
-    for kind in ("gnmt", "power"):  # the paper's penalty (the default) and CTranslate2's own
-        beam = functools.partial(translator.beam_search, length_penalty_kind=kind)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(translator, "beam_search", beam)
-            ours = translate_ids(loaded.model, loaded.tokenizers, texts, beam=4)
+    # Beam search is the same algorithm in both: with CTranslate2's own length penalty
+    # (|Y|^α) the outputs are the same. With GNMT's (the paper's, our default) the engine
+    # re-ranks the K hypotheses CTranslate2 returns, the K best by |Y|^α: where more than K
+    # finished and GNMT prefers one of those it dropped, the outputs differ (rarely).
+    for kind, at_least in (("power", 0.99), ("gnmt", 0.95)):
+        ours = translate_ids(loaded.model, loaded.tokenizers, texts, 4, length_penalty_kind=kind)
         theirs = ct2_translate(ct2, texts, beam=4, length_penalty_kind=kind)
-        assert _agreement(ours, theirs) >= 0.99, kind
+        assert _agreement(ours, theirs) >= at_least, kind
     assert _agreement(ours, translate_ids(loaded.model, loaded.tokenizers, texts)) < 1.0
 
 

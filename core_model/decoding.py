@@ -6,12 +6,13 @@ projected from the encoder memory once per sentence. `use_cache=False` re-runs t
 over the whole prefix each step — the slow reference that a test checks the cache against.
 
 A sentence leaves the batch as soon as it is finished, so a batch costs what its unfinished
-sentences cost, and the vocabulary-sized work of a step is one log-sum-exp and one top-k per
-row. Beam search is the algorithm of the NMT toolkits (OpenNMT, fairseq, CTranslate2), so a
-model exported to CTranslate2 decodes the same: each step ranks the 2K best continuations of
-a sentence's K hypotheses; those among the first K that end in EOS are set aside as finished
-and the K best others carry on; the sentence is done when K hypotheses have finished (or at
-its length bound), and the finished hypothesis with the best length-normalised score wins.
+sentences cost, and the vocabulary-sized work of a step is one log-softmax and one top-k per
+row. Beam search is the algorithm of the NMT toolkits (as CTranslate2 runs it, so a model
+exported there decodes the same): each step ranks the 2K best continuations of a sentence's K
+hypotheses; those among the first K that end in EOS are set aside as finished and the K best
+others carry on. A sentence is done once its best continuation has ended and K hypotheses
+have finished (or at its length bound); its K most probable finished hypotheses are then
+ranked by log-probability / lp(Y), the length penalty.
 """
 
 from __future__ import annotations
@@ -227,8 +228,9 @@ def beam_search(
     """Keep the `beam_size` best prefixes per sentence; all sentences × beams in one batch.
 
     The first step runs one row per sentence (all its beams would be equal); the survivors
-    then fan out to K rows each. The winner is the finished hypothesis with the best
-    log-probability / lp(Y), lp one of LENGTH_PENALTIES (`length_penalty_kind`).
+    then fan out to K rows each. The winner is the one of the K most probable finished
+    hypotheses with the best log-probability / lp(Y), lp one of LENGTH_PENALTIES
+    (`length_penalty_kind`).
     """
     cfg = model.cfg
     batch, k = src_ids.size(0), beam_size
@@ -248,6 +250,7 @@ def beam_search(
     ys = torch.full((batch, 1), cfg.bos_id, dtype=torch.long, device=device)  # [N, t+1]
     scores = torch.zeros(batch, 1, device=device)  # [n, beams]: N = n · beams rows
     n_finished = torch.zeros(batch, dtype=torch.long, device=device)  # [n]
+    best_ended = torch.zeros(batch, dtype=torch.bool, device=device)  # [n] best candidate ended
     attention = memory.new_zeros(batch, 0, src_ids.size(1)) if need_attention else None  # [N,t,S]
     finished: list[list[_Finished]] = [[] for _ in range(batch)]
     results: list[DecodeResult] = [DecodeResult([], 0.0)] * batch
@@ -289,15 +292,19 @@ def beam_search(
                     att = torch.cat([attention[rows[f]], weights[rows[f], None].float()])
                 finished[int(sentence[s])].append(_Finished(row, logp[f], att))
             n_finished += ends.sum(dim=1)
+            best_ended |= ends[:, 0]
         # The K best candidates that do not end in EOS carry on (at most K of 2K are EOS).
         carry = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]  # [n, K]
         fan_out = beams != k  # the first step: each sentence's row becomes K
         if not fan_out:
             carry = carry.gather(1, _in_place_order((flat // width).gather(1, carry)))
-        done = last | (n_finished >= k)  # [n]
+        # Done once the best continuation has ended (no hypothesis left is more probable)
+        # and K have finished.
+        done = last | (best_ended & (n_finished >= k))  # [n]
         for s in done.nonzero()[:, 0].tolist():
             i = int(sentence[s])
-            best = max(finished[i], key=lambda h: h.log_prob / lp(len(h.row)))
+            k_best = sorted(finished[i], key=lambda h: h.log_prob, reverse=True)[:k]
+            best = max(k_best, key=lambda h: h.log_prob / lp(len(h.row)))
             score = best.log_prob / lp(len(best.row))
             results[i] = _result(best.row, score, best.attention, src_ids[i], cfg)
         keep = (~done).nonzero()[:, 0]  # [n'] sentences still decoding
@@ -310,7 +317,7 @@ def beam_search(
             attention = torch.cat([attention[origin], weights[origin, None].float()], dim=1)
         all_stay = keep.numel() == n
         if not all_stay:  # finished sentences leave
-            sentence, n_finished = sentence[keep], n_finished[keep]
+            sentence, n_finished, best_ended = sentence[keep], n_finished[keep], best_ended[keep]
             memory, src_mask = memory[keep], src_mask[keep]
         if cache is not None and all_stay and not fan_out:
             moved = origin != torch.arange(origin.numel(), device=device)

@@ -18,10 +18,12 @@ a failed export leaves nothing behind.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +35,16 @@ from core_model.tokenizer import SentencePieceTokenizer, Tokenizer
 from core_model.transformer import Transformer
 from core_model.transformer.attention import MultiHeadAttention
 from core_model.transformer.positional_encoding import sinusoid_table
+from workbench.engines import QUANTIZATIONS
 from workbench.errors import WorkbenchError
+from workbench.registry import get_version, load_model_of
 
 FORMAT = "ctranslate2"
-# Weight types of an export; the first is the default. CTranslate2 converts at load time to
-# what the machine supports (int16 runs as int8 or float32 on CPUs without MKL).
-QUANTIZATIONS = ("float32", "int8", "int16")
 METADATA_FILE = "workbench.json"
 NEVER_OUTPUT_BIAS = -1e4  # exp(-1e4) is 0 in float32: the token's probability is zero
 
 
-def _require_ctranslate2() -> Any:
+def require_ctranslate2() -> Any:
     try:
         import ctranslate2
     except ImportError:
@@ -102,7 +103,7 @@ def _feed_forward(spec: Any, layer: Any) -> None:
 
 def build_spec(loaded: LoadedModel) -> Any:
     """The CTranslate2 `TransformerSpec` of a loaded model, weights set and validated."""
-    ctranslate2 = _require_ctranslate2()
+    ctranslate2 = require_ctranslate2()
     specs = ctranslate2.specs
     _check_expressible(loaded)
     model: Transformer = loaded.model
@@ -168,6 +169,47 @@ def export_ctranslate2(
     """Write the CTranslate2 export of the model folder `model_dir` to the new folder
     `out_dir` (it must not exist or be empty). `metadata` (version id, languages) goes into
     workbench.json. Returns `out_dir`."""
+    _check_destination(out_dir, quantization)
+    try:
+        loaded = load_model(model_dir)
+    except ArtifactError as exc:
+        raise WorkbenchError(f"Cannot export: {exc}") from None
+    return export_loaded(loaded, out_dir, quantization, metadata)
+
+
+def export_version(version_id: int, out_dir: str | Path, quantization: str) -> Path:
+    """`export_ctranslate2` for a stored version (its files verified by the registry)."""
+    _check_destination(out_dir, quantization)
+    info = get_version(version_id)
+    metadata = {
+        "version_id": info.id,
+        "version_name": info.name,
+        "src_lang": info.src_lang,
+        "tgt_lang": info.tgt_lang,
+        "source_sha256": info.sha256,
+    }
+    return export_loaded(load_model_of(info), out_dir, quantization, metadata)
+
+
+def zip_name(version_id: int, quantization: str) -> str:
+    return f"version-{version_id}-ctranslate2-{quantization}.zip"
+
+
+def export_version_zip(version_id: int, quantization: str) -> bytes:
+    """The export of a version as a zip (a download); its files under one folder named as
+    the zip (`zip_name`)."""
+    name = zip_name(version_id, quantization).removesuffix(".zip")
+    with tempfile.TemporaryDirectory(prefix="ct2-export-") as tmp:
+        folder = export_version(version_id, Path(tmp) / name, quantization)
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in sorted(folder.rglob("*")):
+                if path.is_file():
+                    zf.write(path, (Path(name) / path.relative_to(folder)).as_posix())
+    return buffer.getvalue()
+
+
+def _check_destination(out_dir: str | Path, quantization: str) -> None:
     if quantization not in QUANTIZATIONS:
         raise WorkbenchError(
             f"Unknown quantization {quantization!r}; choose one of {', '.join(QUANTIZATIONS)}."
@@ -175,10 +217,17 @@ def export_ctranslate2(
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise WorkbenchError(f"{out} already exists and is not an empty folder.")
-    try:
-        loaded = load_model(model_dir)
-    except ArtifactError as exc:
-        raise WorkbenchError(f"Cannot export: {exc}") from None
+
+
+def export_loaded(
+    loaded: LoadedModel,
+    out_dir: str | Path,
+    quantization: str = QUANTIZATIONS[0],
+    metadata: dict[str, Any] | None = None,
+) -> Path:
+    """Write the CTranslate2 export of a loaded model to the new folder `out_dir`."""
+    _check_destination(out_dir, quantization)
+    out = Path(out_dir)
     spec = build_spec(loaded)
     spec.optimize(quantization=quantization)
     out.parent.mkdir(parents=True, exist_ok=True)

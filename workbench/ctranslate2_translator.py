@@ -3,17 +3,19 @@
 Inputs are encoded by our own tokenizers (core_model.translator.encode_inputs), so both
 engines read identical ids. Decoding matches core_model.decoding: the same per-sentence
 output bound a·|src| + b (sentences are decoded in groups that share it), greedy as is, and
-beam search — the same algorithm in CTranslate2 — asked for its K best finished
-hypotheses, ranked by our length penalty. With the 'power' penalty (CTranslate2's own) the
-outputs are ours; with GNMT's they differ where more than K hypotheses finish and the one GNMT
-prefers is not among CTranslate2's K best by |Y|^α. Cross-attention heat-maps stay with our decoder.
+beam search — the same algorithm in CTranslate2 run without its own length penalty, which
+then ends a sentence as ours does (its best continuation ended and K hypotheses finished)
+and returns the K most probable finished hypotheses: ranked here by our length penalty.
+Cross-attention heat-maps stay with our decoder.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +32,16 @@ from core_model.translator import (
     encode_inputs,
     make_result,
 )
-from workbench.ctranslate2_export import METADATA_FILE, _require_ctranslate2, vocabulary
+from workbench import settings
+from workbench.ctranslate2_export import (
+    METADATA_FILE,
+    export_version,
+    require_ctranslate2,
+    vocabulary,
+)
+from workbench.engines import ENGINE_QUANTIZATION
 from workbench.errors import WorkbenchError
+from workbench.registry import get_version
 
 
 @dataclass
@@ -50,7 +60,7 @@ def load_export(
 ) -> Ctranslate2Model:
     """Load an export folder for CPU translation. `compute_type` 'default' runs the weights
     as exported; 'int8' etc. convert them on load. `threads`: CPU threads (default: torch's)."""
-    ctranslate2 = _require_ctranslate2()
+    ctranslate2 = require_ctranslate2()
     d = Path(directory)
     try:
         info = json.loads((d / METADATA_FILE).read_text(encoding="utf-8"))
@@ -70,6 +80,37 @@ def load_export(
     return Ctranslate2Model(translator, tokenizers, cfg, target_ids, tokens[cfg.eos_id])
 
 
+@lru_cache(maxsize=4)
+def _load_cached(folder: str, source_sha256: str, threads: int) -> Ctranslate2Model:
+    return load_export(folder, threads)
+
+
+def load_version_engine(
+    version_id: int, quantization: str = ENGINE_QUANTIZATION
+) -> Ctranslate2Model:
+    """The version exported to CTranslate2, exported on first use into the version's folder
+    (again when the version's files no longer match it) and then kept loaded."""
+    require_ctranslate2()
+    info = get_version(version_id)
+    folder = settings.ctranslate2_folder(info.artifact_path, quantization)
+    if _exported_from(folder) != info.sha256:
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            export_version(version_id, folder, quantization)
+        except (WorkbenchError, OSError):
+            if _exported_from(folder) != info.sha256:  # not another process's export
+                raise
+    return _load_cached(str(folder), info.sha256, torch.get_num_threads())
+
+
+def _exported_from(folder: Path) -> str | None:
+    """The sha256 of the version an export folder was made from (None: no export)."""
+    try:
+        return json.loads((folder / METADATA_FILE).read_text(encoding="utf-8"))["source_sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def translate(
     model: Ctranslate2Model,
     texts: Sequence[str],
@@ -83,9 +124,6 @@ def translate(
 ) -> list[TranslationResult]:
     """One result per text, in order — the arguments mean what they mean for
     core_model.translator.translate_ids (batch limits, output bound) and beam_search."""
-    # Any nonzero penalty makes CTranslate2 stop a sentence at K finished hypotheses, as ours
-    # does; it divides their log-probabilities by |Y|^alpha ('power'), and returns the K best.
-    alpha = length_penalty_alpha if length_penalty_alpha > 0 else 1.0
     cfg, tokenizers = model.cfg, model.tokenizers
     inputs = encode_inputs(tokenizers, texts, cfg.max_len)
     results = [TranslationResult("", [], []) for _ in texts]
@@ -102,7 +140,7 @@ def translate(
             decoded = model.translator.translate_batch(
                 source,
                 beam_size=beam,
-                length_penalty=alpha if beam > 1 else 0.0,
+                length_penalty=0.0,  # scores are log-probabilities; ranked by ours below
                 num_hypotheses=beam,
                 return_scores=True,
                 return_end_token=True,
@@ -111,24 +149,21 @@ def translate(
                 min_decoding_length=0,  # ours may output EOS first (an empty translation)
             )
             for i, out in zip(idx, decoded, strict=True):
-                tokens, score = _best(out, beam, alpha, length_penalty_alpha, length_penalty_kind)
+                tokens, score = _best(out, beam, length_penalty_alpha, length_penalty_kind)
                 ended = bool(tokens) and tokens[-1] == model.eos_token
                 ids = [model.target_ids[t] for t in tokens[: len(tokens) - ended]]
                 results[i] = make_result(tokenizers, inputs[i], ids, score, ended)
     return results
 
 
-def _best(
-    out: Any, beam: int, ct2_alpha: float, alpha: float, kind: str
-) -> tuple[list[str], float]:
+def _best(out: Any, beam: int, alpha: float, kind: str) -> tuple[list[str], float]:
     """The winning hypothesis (tokens, EOS included when produced) and its score: greedy's
-    log-probability, or beam's log-probability / lp(Y) as core_model.decoding ranks them
-    (CTranslate2 divided each by |Y|^ct2_alpha)."""
+    log-probability, or for beam search the best log-probability / lp(Y) of the K returned."""
     if beam == 1:
         return list(out.hypotheses[0]), float(out.scores[0])
-    ranked = []
-    for tokens, score in zip(out.hypotheses, out.scores, strict=True):
-        log_prob = float(score) * len(tokens) ** ct2_alpha
-        ranked.append((log_prob / float(length_penalty(len(tokens), alpha, kind)), list(tokens)))
+    ranked = [
+        (float(score) / float(length_penalty(len(tokens), alpha, kind)), list(tokens))
+        for tokens, score in zip(out.hypotheses, out.scores, strict=True)
+    ]
     normalised, tokens = max(ranked, key=lambda r: r[0])
     return tokens, normalised

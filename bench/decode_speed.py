@@ -53,7 +53,6 @@ def run_engine(engine: str, model_dir: str, export_dir: str | None, n: int, thre
     torch.set_num_threads(threads)
     pairs = data.multi30k("val")[:n]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    rss_before_load = _peak_rss_mb()
     if engine.startswith("ct2_"):
         from workbench.ctranslate2_translator import load_export, translate
 
@@ -78,7 +77,7 @@ def run_engine(engine: str, model_dir: str, export_dir: str | None, n: int, thre
         def run(texts: list[str], beam: int) -> list:
             return translate_ids(model, tokenizers, texts, beam=beam)
 
-    out: dict = {"load_rss_mb": round(_peak_rss_mb() - rss_before_load, 1)}
+    out: dict = {}
     run(sources[:16], 4)  # warm-up: first calls pay for allocations and kernel selection
     for beam in BEAMS:
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -96,7 +95,7 @@ def run_engine(engine: str, model_dir: str, export_dir: str | None, n: int, thre
             "output_tokens": tokens,
             "bleu": round(corpus_bleu([r.text for r in results], refs, tokenize="13a"), 2),
         }
-    out["peak_rss_mb"] = round(_peak_rss_mb(), 1)
+    out["peak_rss_mb"] = round(_peak_rss_mb(), 1)  # the whole process: Python, torch, model
     return out
 
 
@@ -155,45 +154,53 @@ def _ratio(a: float, b: float) -> float:
 
 
 def targets(engines: dict) -> dict:
-    """The issue's targets on this CPU, as measured ratios (beam 4 unless named)."""
+    """The issue's targets on this CPU, as measured ratios (beam 4 unless named). Judged on
+    tokens per CPU-second (`met`): on a machine shared with other work, a process's wall
+    time also counts the time it waited for a core; wall-time ratios are given beside."""
 
-    def tps(name: str, beam: int = 4) -> float:
-        return engines[name][f"beam{beam}"]["tokens_per_s"]
+    def speed(name: str, beam: int = 4, per: str = "tokens_per_cpu_s") -> float:
+        return engines[name][f"beam{beam}"][per]
+
+    def ratios(a: str, b: str, beam: int = 4) -> dict:
+        return {
+            "cpu": _ratio(speed(a, beam), speed(b, beam)),
+            "wall": _ratio(speed(a, beam, "tokens_per_s"), speed(b, beam, "tokens_per_s")),
+        }
 
     def bleu(name: str, beam: int = 4) -> float:
         return engines[name][f"beam{beam}"]["bleu"]
 
     out: dict = {}
     if {"ct2_int8", "ours_fp32"} <= engines.keys():
-        ratio = _ratio(tps("ct2_int8"), tps("ours_fp32"))
+        ratio = ratios("ct2_int8", "ours_fp32")
         delta = round(bleu("ct2_int8") - bleu("ours_fp32"), 2)
         out["ct2_int8_vs_ours_fp32"] = {
             "tokens_per_s_ratio": ratio,
             "bleu_delta": delta,
-            "met": ratio >= 4 and abs(delta) <= 0.5,
+            "met": ratio["cpu"] >= 4 and abs(delta) <= 0.5,
         }
     if {"ours_int8", "ours_fp32"} <= engines.keys():
-        ratio = _ratio(tps("ours_int8"), tps("ours_fp32"))
+        ratio = ratios("ours_int8", "ours_fp32")
         delta = round(bleu("ours_int8") - bleu("ours_fp32"), 2)
         out["ours_int8_vs_ours_fp32"] = {
             "tokens_per_s_ratio": ratio,
-            "greedy_tokens_per_s_ratio": _ratio(tps("ours_int8", 1), tps("ours_fp32", 1)),
+            "greedy_tokens_per_s_ratio": ratios("ours_int8", "ours_fp32", 1),
             "bleu_delta": delta,
-            "met": ratio >= 2 and abs(delta) <= 0.3,
+            "met": ratio["cpu"] >= 2 and abs(delta) <= 0.3,
         }
     ours = [e for e in engines if e.startswith("ours_") and not e.endswith("_baseline")]
     if ours and "ct2_float32" in engines:
-        best = max(ours, key=tps)
-        ratio = _ratio(tps(best), tps("ct2_float32"))
+        best = max(ours, key=speed)
+        ratio = ratios(best, "ct2_float32")
         out["ours_best_vs_ct2_float32"] = {
             "ours_best": best,
             "tokens_per_s_ratio": ratio,
-            "met": ratio >= 0.5,
-            "parity": ratio >= 1.0,
+            "met": ratio["cpu"] >= 0.5,
+            "parity": ratio["cpu"] >= 1.0,
         }
     if {"ours_fp32", "ours_fp32_baseline"} <= engines.keys():
         out["ours_fp32_vs_baseline"] = {
-            f"beam{b}_tokens_per_s_ratio": _ratio(tps("ours_fp32", b), tps("ours_fp32_baseline", b))
+            f"beam{b}_tokens_per_s_ratio": ratios("ours_fp32", "ours_fp32_baseline", b)
             for b in BEAMS
         }
     return out

@@ -1,8 +1,9 @@
 """§3.2 Attention: scaled dot-product attention and multi-head attention.
 
-Two paths compute the same thing: `F.scaled_dot_product_attention` (fused, fast)
-for training and decoding, and the paper's explicit softmax(QKᵀ/√d_k)V when the
-caller wants the attention weights (heat-maps).
+Two paths compute the same thing: `F.scaled_dot_product_attention` (fused, fast) for
+training, and the paper's explicit softmax(QKᵀ/√d_k)V when the caller wants the attention
+weights (heat-maps) or where it is faster (`_explicit_is_faster`: bf16 and decoding steps on a
+CPU). `KeyValueCache` keeps the keys/values of incremental decoding.
 """
 
 from __future__ import annotations

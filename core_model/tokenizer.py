@@ -372,11 +372,12 @@ class TokenizerPair:
         return cls(load_tokenizer(d / "src"), load_tokenizer(d / "tgt"), False)
 
 
-def _char_overlap(src_texts: Sequence[str], tgt_texts: Sequence[str], sample: int = 2000) -> float:
-    """Jaccard overlap of the character sets of both sides (letters only)."""
+def shares_alphabet(src_texts: Sequence[str], tgt_texts: Sequence[str], sample: int = 2000) -> bool:
+    """Whether both sides write with mostly the same letters (de/en yes, zh/en no): Jaccard
+    overlap of their letter sets of at least one half."""
     a = {ch for t in src_texts[:sample] for ch in t if ch.isalpha()}
     b = {ch for t in tgt_texts[:sample] for ch in t if ch.isalpha()}
-    return len(a & b) / max(1, len(a | b))
+    return len(a & b) / max(1, len(a | b)) >= 0.5
 
 
 def train_tokenizers(
@@ -395,7 +396,7 @@ def train_tokenizers(
     """
     src_texts, tgt_texts = list(src_texts), list(tgt_texts)
     if joint is None:
-        joint = _char_overlap(src_texts, tgt_texts) >= 0.5
+        joint = shares_alphabet(src_texts, tgt_texts)
     if kind == "sentencepiece":
         train = SentencePieceTokenizer.train
     elif kind == "whitespace":

@@ -22,6 +22,7 @@ class TrainerState:
     bad_epochs: int = 0  # epochs since the best one (early stopping)
     memorised_epochs: int = 0  # consecutive epochs reproducing every training pair
     elapsed_s: float = 0.0  # training time so far (a time budget counts it across resumes)
+    tokens_trained: int = 0  # source + target tokens of every step so far (all ranks)
     best_weights: Weights | None = None
     recent_weights: list[Weights] = field(default_factory=list)  # for checkpoint averaging
 
@@ -37,6 +38,7 @@ class TrainerState:
             "bad_epochs": self.bad_epochs,
             "memorised_epochs": self.memorised_epochs,
             "elapsed_s": self.elapsed_s,
+            "tokens_trained": self.tokens_trained,
             "best_weights": self.best_weights,
             "recent_weights": list(self.recent_weights),
         }
@@ -50,6 +52,7 @@ class TrainerState:
         self.bad_epochs = int(state.get("bad_epochs", 0))
         self.memorised_epochs = int(state.get("memorised_epochs", 0))
         self.elapsed_s = float(state.get("elapsed_s", 0.0))
+        self.tokens_trained = int(state.get("tokens_trained", 0))
         self.best_weights = state.get("best_weights")
         self.recent_weights = list(state.get("recent_weights") or [])
 

@@ -317,6 +317,7 @@ class Trainer:
             window_loss += loss_sum
             window_tok += n_tok
             window_all += n_all
+            self.state.tokens_trained += n_all * ranks.world
             now = time.monotonic()
             if now - last_emit >= self.cfg.progress_every_s:
                 self.throughput = window_all * ranks.world / max(1e-9, now - window_start)
@@ -442,7 +443,9 @@ class Trainer:
             "stop_reason": self.stop_reason.value,
             "selected": chosen,
             "train_time_s": round(train_time, 2),
-            "tokens_per_s": round(self.throughput, 1),
+            # the run's average, validation included: what the budget bought
+            "tokens_trained": state.tokens_trained,
+            "tokens_per_s": round(state.tokens_trained / max(train_time, 1e-9), 1),
             "parameters": self.model.num_parameters(),
             "train_pairs": len(self.train_ex),
             "valid_pairs": len(self.valid_ex),

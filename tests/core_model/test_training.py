@@ -210,6 +210,10 @@ def test_progress_events_validation_and_history() -> None:
     steps = [e.step for e in events]
     assert steps == sorted(steps)
     assert res.metrics["selected"] in ("last", "best", "average_last_5")
+    # the run's tokens/s is its average over the whole training time, not the last window's
+    m = res.metrics
+    assert m["tokens_trained"] > 0
+    assert m["tokens_per_s"] == pytest.approx(m["tokens_trained"] / m["train_time_s"], rel=0.01)
     done = events[-1]
     assert done.stop_reason == "epochs" and done.fraction == 1.0 and done.total_steps == 20
     assert all(e.limit == "steps" for e in events)
@@ -277,6 +281,7 @@ def test_checkpoint_resume_equals_uninterrupted_run(tmp_path: Path) -> None:
     assert find_checkpoint(tmp_path / "run") == tmp_path / "run" / "checkpoint.old"
     resumed = train(pairs, None, cfg, out_dir=tmp_path / "run", resume_from=tmp_path / "run")
     assert resumed.metrics["steps"] == full.metrics["steps"] == 30
+    assert resumed.metrics["tokens_trained"] == full.metrics["tokens_trained"]  # kept on resume
     assert same_weights(weights(resumed.model), weights(full.model))
     assert (tmp_path / "run" / "model.safetensors").exists()
     assert not (tmp_path / "run" / "checkpoint").exists()  # removed after success

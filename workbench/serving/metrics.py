@@ -8,6 +8,7 @@ or an address.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+    return ordered[min(len(ordered), max(1, math.ceil(q * len(ordered)))) - 1]
 
 
 @dataclass

@@ -30,6 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core_model.translator import TranslationResult
 from workbench import registry, settings
+from workbench.corpora import validate_lang
 from workbench.errors import WorkbenchError
 from workbench.serving import api_keys, served
 from workbench.serving.batching import Batcher, Busy, Engine, default_engine
@@ -181,7 +182,9 @@ def _served_version(source: str, target: str) -> int:
         raise WorkbenchError(
             "Language detection (source 'auto') is not available: give the source language code"
         )
-    return served.served_version_id(source, target)
+    return served.served_version_id(
+        validate_lang(source, "source"), validate_lang(target, "target")
+    )
 
 
 def _version_record(info: registry.VersionInfo) -> V1Version:

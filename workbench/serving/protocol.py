@@ -16,7 +16,6 @@ from urllib.parse import parse_qsl
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from db.engine import MAX_ID
 from workbench.translation import MAX_BEAM
 
 MAX_ALTERNATIVES = 8
@@ -177,7 +176,7 @@ class V1TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     q: Texts
-    version: int | None = Field(None, ge=1, le=MAX_ID, description="Pin this version")
+    version: int | None = Field(None, ge=1, description="Pin this version")
     source: str | None = Field(None, description="With target: the served version of the pair")
     target: str | None = None
     beam: int = Field(1, ge=1, le=MAX_BEAM, description="1 is greedy decoding")

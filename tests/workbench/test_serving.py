@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator, Sequence
 
 import pytest
+import torch
 from sqlalchemy import text
 
 from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
@@ -170,6 +171,7 @@ class CountingEngine:
 
     def __init__(self, fail_on: str | None = None) -> None:
         self.calls: list[int] = []
+        self.threads: list[int] = []  # torch's CPU threads seen by each call
         self.fail_on = fail_on
         self.real = default_engine()
 
@@ -177,6 +179,7 @@ class CountingEngine:
         self, version_id: int, texts: Sequence[str], beam: int, attention: bool
     ) -> list[translation.TranslationResult]:
         self.calls.append(len(texts))
+        self.threads.append(torch.get_num_threads())
         if self.fail_on in texts:
             raise RuntimeError("engine failure")
         return self.real.translate(version_id, texts, beam, attention)
@@ -227,6 +230,18 @@ def test_a_cap_splits_batches_and_a_failure_stays_in_its_batch(versions: tuple[i
     assert all(not isinstance(a, Exception) and a[0].text for a in answers[:4])
 
 
+def test_decoding_uses_the_configured_torch_threads(versions: tuple[int, int]) -> None:
+    counting = CountingEngine()
+    before = torch.get_num_threads()
+    try:
+        for threads in (2, 1):
+            batcher = Batcher(counting.engine(), threads=threads)
+            asyncio.run(_concurrently(batcher, versions[0], ["一"]))
+    finally:
+        torch.set_num_threads(before)
+    assert counting.threads == [2, 1]
+
+
 def test_a_full_queue_refuses_instead_of_waiting(versions: tuple[int, int]) -> None:
     batcher = Batcher(CountingEngine().engine(), window_s=0.05, max_queued_sentences=3)
     answers = asyncio.run(_concurrently(batcher, versions[0], ["一", "二", "三", "四"]))
@@ -264,3 +279,4 @@ def test_cli_serves_versions_and_manages_keys(clean: tuple[int, int]) -> None:
     assert "revoked" in cli("api-keys").stdout
     bad = cli("serve", "--port", "70000")
     assert bad.returncode == 2 and "65535" in bad.stderr
+    assert cli("serve", "--threads", "0").returncode == 2

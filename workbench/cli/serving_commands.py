@@ -33,6 +33,12 @@ def _args_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=positive_int, default=1, help="beam of /translate (1)")
     p.add_argument("--timeout", type=positive_float, default=60.0, help="seconds (60)")
     p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=1,
+        help="torch CPU threads for decoding, in each server process (1)",
+    )
+    p.add_argument(
         "--no-batching",
         action="store_true",
         help="decode each request on its own (for comparisons)",
@@ -51,6 +57,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             chars_per_request=args.chars_per_request,
             timeout_s=args.timeout,
             beam=args.beam,
+            threads=args.threads,
             batching=not args.no_batching,
         )
     except ValueError as exc:

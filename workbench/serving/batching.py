@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from core_model.translator import TranslationResult
 
 TranslateFn = Callable[[int, Sequence[str], int, bool], list[TranslationResult]]
@@ -85,6 +87,7 @@ class Batcher:
         max_sentences: int = 64,
         max_chars: int = 16_000,
         max_queued_sentences: int = 4_096,
+        threads: int = 1,
         on_batch: Callable[[BatchDone], None] | None = None,
     ) -> None:
         self.engine = engine
@@ -97,8 +100,15 @@ class Batcher:
         self.queued_sentences = 0
         self._queues: dict[BatchKey, deque[_Request]] = {}
         self._wakeup = asyncio.Event()
-        # One thread decodes: on a CPU, torch already spreads one batch over the cores.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        # One thread decodes, with `threads` CPU threads of torch's own. Few is the default:
+        # on a small or busy machine torch's threads wait for each other whenever one is
+        # descheduled, and a small model gains little from more; --workers adds processes.
+        self._executor = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="decode",
+            initializer=torch.set_num_threads,
+            initargs=(threads,),
+        )
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:

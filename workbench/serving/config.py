@@ -25,6 +25,7 @@ class ServeConfig:
     max_body_bytes: int = 256 * 1024
     timeout_s: float = 60.0  # reading a body, and waiting for a translation
     beam: int = 1  # the beam of the LibreTranslate endpoint (/v1 chooses its own)
+    threads: int = 1  # torch's CPU threads for decoding (see batching.Batcher)
     batching: bool = True  # gather concurrent requests into shared decoder batches
     batch_window_ms: float = 5.0  # how long an idle decoder waits for more requests
     max_batch_sentences: int = 64
@@ -38,7 +39,13 @@ class ServeConfig:
 
         if not 1 <= self.beam <= MAX_BEAM:
             raise ValueError(f"beam must be between 1 and {MAX_BEAM}")
-        for name in ("chars_per_request", "max_texts", "max_body_bytes", "max_batch_sentences"):
+        for name in (
+            "chars_per_request",
+            "max_texts",
+            "max_body_bytes",
+            "max_batch_sentences",
+            "threads",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.timeout_s <= 0 or self.batch_window_ms < 0:

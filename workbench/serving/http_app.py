@@ -84,6 +84,7 @@ class Server:
             max_sentences=c.max_batch_sentences,
             max_chars=c.max_batch_chars,
             max_queued_sentences=c.max_queued_sentences,
+            threads=c.threads,
             on_batch=self.metrics.observe_batch,
         )
         self.batcher.start()

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, pickers
-from workbench import corpora, pairs, registry, settings, translation
+from workbench import corpora, engines, pairs, registry, settings, translation
 
 RESULTS = "translate_results"
 MAX_LINES = 500
@@ -41,6 +41,7 @@ def render() -> None:
             version = pickers.version_picker(versions, key="translate_version")
         with top[1]:
             beam = pickers.decoding_picker("translate")
+            engine = pickers.engine_picker("translate")
         text = st.text_area(
             f"Source sentences ({version.src_lang}), one per line",
             key="translate_input",
@@ -58,12 +59,15 @@ def render() -> None:
                     feedback.error_boundary("translating"),
                     st.spinner(f"Translating {len(lines)} sentence(s)…", show_time=True),
                 ):
-                    results = translation.translate(version.id, lines, beam, with_attention=True)
+                    results = translation.translate(
+                        version.id, lines, beam, with_attention=True, engine=engine
+                    )
                     checks = translation.check_inputs(version.id, results)
                     st.session_state[RESULTS] = {
                         "version_id": version.id,
                         "version": pickers.version_label(version),
                         "beam": beam,
+                        "engine": engine,
                         "items": [
                             _plain(src, r, c)
                             for src, r, c in zip(lines, results, checks, strict=True)
@@ -111,7 +115,8 @@ def _plain(source: str, result: Any, check: translation.InputCheck) -> dict[str,
 def results_view(shown: dict[str, Any], version: Any) -> None:
     items = shown["items"]
     st.subheader("Translations", anchor=False)
-    st.caption(f"{shown['version']} · {translation.decoding_label(shown['beam'])}")
+    engine = engines.ENGINE_LABELS[shown.get("engine", engines.ENGINES[0])]
+    st.caption(f"{shown['version']} · {translation.decoding_label(shown['beam'])} · {engine}")
     flagged = [n for n, i in enumerate(items, start=1) if i["warnings"]]
     if flagged and len(items) > 1:  # each sentence's own reasons are shown when it is picked
         st.warning(

@@ -1,4 +1,5 @@
-"""``versions``, ``register``, ``translate`` and ``evaluate``: the model versions."""
+"""``versions``, ``register``, ``translate``, ``evaluate`` and ``export-version``: the model
+versions."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from workbench.cli.common import (
     row_id,
 )
 from workbench.corpora import CORPUS_REF_HELP
+from workbench.engines import ENGINE_QUANTIZATION, ENGINES, EXPORT_FORMATS, QUANTIZATIONS
 from workbench.errors import WorkbenchError
 from workbench.text_rules import escape_controls
 
@@ -68,6 +70,19 @@ def _cmd_register(args: argparse.Namespace) -> int:
 def _args_translate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", type=row_id, required=True, help="model version id")
     p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help="who decodes: our handwritten decoder (default) or the version exported to "
+        "CTranslate2 (exported on first use)",
+    )
+    p.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default=ENGINE_QUANTIZATION,
+        help=f"weights of the CTranslate2 engine (default {ENGINE_QUANTIZATION})",
+    )
     p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
 
 
@@ -78,8 +93,40 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         texts = args.text or [line.rstrip("\n") for line in sys.stdin]
     except UnicodeDecodeError:
         raise WorkbenchError("standard input is not UTF-8 text") from None
-    for result in translate(args.version, texts, beam=args.beam):
+    results = translate(
+        args.version, texts, beam=args.beam, engine=args.engine, quantization=args.quantization
+    )
+    for result in results:
         print_text(result.text)
+    return EXIT_OK
+
+
+def _args_export_version(p: argparse.ArgumentParser) -> None:
+    p.add_argument("version", type=row_id, help="model version id")
+    p.add_argument("out", type=Path, help="the folder to write (new or empty)")
+    p.add_argument("--format", choices=EXPORT_FORMATS, required=True, help="what to export to")
+    p.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default=QUANTIZATIONS[0],
+        help=f"weight type (default {QUANTIZATIONS[0]}, which decodes exactly as ours)",
+    )
+
+
+def _cmd_export_version(args: argparse.Namespace) -> int:
+    from workbench.ctranslate2_export import export_version
+
+    folder = export_version(args.version, args.out, args.quantization)
+    print(
+        json.dumps(
+            {
+                "version_id": args.version,
+                "format": args.format,
+                "quantization": args.quantization,
+                "folder": str(folder),
+            }
+        )
+    )
     return EXIT_OK
 
 
@@ -108,4 +155,10 @@ COMMANDS = [
     Command("register", "add a model folder trained elsewhere", _args_register, _cmd_register),
     Command("translate", "translate sentences with a version", _args_translate, _cmd_translate),
     Command("evaluate", "BLEU/chrF of a version on a test set", _args_evaluate, _cmd_evaluate),
+    Command(
+        "export-version",
+        "export a version to another inference engine",
+        _args_export_version,
+        _cmd_export_version,
+    ),
 ]

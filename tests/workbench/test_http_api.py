@@ -165,6 +165,18 @@ def test_v1_pins_a_version_with_beam_and_attention(api: Api) -> None:
     assert {(v["id"], v["served"]) for v in listed} == {(api.v1, True), (api.v2, False)}
 
 
+def test_v1_translates_with_the_ctranslate2_engine_like_the_cli(api: Api) -> None:
+    sources = [s for s, _ in toy_pairs()][:4]
+    out = cli("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)
+    assert out.returncode == 0, out.stderr
+    body = {"q": sources, "version": api.v1, "engine": "ctranslate2", "attention": True}
+    answer = post(api, "/v1/translate", json=body)
+    assert answer.status_code == 200, answer.text
+    translations = answer.json()["translations"]
+    assert [t["text"] for t in translations] == out.stdout.splitlines()
+    assert all(t["attention"]["weights"] for t in translations)  # our model's heat-map
+
+
 def metric(api: Api, name: str) -> float:
     """A counter of version v1 from /metrics (0 before it first counts)."""
     prefix = f'{name}{{version="{api.v1}"}} '
@@ -257,6 +269,11 @@ def test_native_bad_input_and_unknown_routes(api: Api) -> None:
         (post(api, "/v1/translate", json={"q": "好"}), 400, "give a version"),
         (post(api, "/v1/translate", json={"q": "好", "version": api.v1, "beam": 99}), 400, "beam"),
         (post(api, "/v1/translate", json={"q": "好", "version": 1, "nbest": 2}), 400, "nbest"),
+        (
+            post(api, "/v1/translate", json={"q": "好", "version": api.v1, "engine": "marian"}),
+            400,
+            "engine: unknown engine 'marian': choose one of handwritten, ctranslate2",
+        ),
         (httpx.get(f"{api.url}/translate"), 405, "Method Not Allowed"),
         (httpx.get(f"{api.url}/nowhere"), 404, "Not Found"),
     ]
@@ -339,9 +356,10 @@ def test_health_reports_a_served_version_that_cannot_load(api: Api) -> None:
 
 def test_switching_the_served_version_under_load_drops_nothing(api: Api) -> None:
     """Clients keep translating while the pair's version changes three times: every request
-    is answered, and each one sent after a switch is answered by the new version."""
+    is answered, and by a version that was served while it was in flight (one sent after a
+    switch is answered by the new version)."""
     sources = [s for s, _ in toy_pairs()]
-    answers: list[tuple[float, httpx.Response]] = []  # (when it was sent, the answer)
+    answers: list[tuple[float, float, httpx.Response]] = []  # (sent, answered, the answer)
     running = threading.Event()
     running.set()
 
@@ -350,30 +368,34 @@ def test_switching_the_served_version_under_load_drops_nothing(api: Api) -> None
             while running.is_set():
                 body = {"q": sources[i % len(sources)], "source": "zh", "target": "en"}
                 sent = time.monotonic()
-                answers.append((sent, session.post(f"{api.url}/v1/translate", json=body)))
+                answer = session.post(f"{api.url}/v1/translate", json=body)
+                answers.append((sent, time.monotonic(), answer))
                 i += 1
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
     for t in threads:
         t.start()
-    switched: list[tuple[float, int]] = []
+    switched: list[tuple[float, float, int]] = []  # (began, committed by, the new version)
     try:
         for version in (api.v2, api.v1, api.v2):
             time.sleep(1.0)
+            began = time.monotonic()
             served.serve_version(version)
-            switched.append((time.monotonic(), version))
+            switched.append((began, time.monotonic(), version))
         time.sleep(1.0)
     finally:
         running.clear()
         for t in threads:
             t.join()
         served.serve_version(api.v1)
-    assert answers and all(a.status_code == 200 for _, a in answers), {a.text for _, a in answers}
-    for sent, answer in answers:
-        current = [version for at, version in switched if at <= sent]
-        if current:
-            assert answer.json()["version"]["id"] == current[-1]
-    used = {a.json()["version"]["id"] for _, a in answers}
+    assert answers and all(a.status_code == 200 for *_, a in answers), {a.text for *_, a in answers}
+    for sent, answered, answer in answers:
+        done = [version for _, end, version in switched if end <= sent]
+        allowed = {done[-1] if done else api.v1} | {
+            version for start, end, version in switched if end > sent and start <= answered
+        }  # the version served when it was sent, or one switched to while it was in flight
+        assert answer.json()["version"]["id"] in allowed
+    used = {a.json()["version"]["id"] for *_, a in answers}
     assert used == {api.v1, api.v2}
 
 

@@ -172,17 +172,19 @@ class CountingEngine:
     def __init__(self, fail_on: str | None = None) -> None:
         self.calls: list[int] = []
         self.threads: list[int] = []  # torch's CPU threads seen by each call
+        self.engines: list[str] = []
         self.fail_on = fail_on
         self.real = default_engine()
 
     def translate(
-        self, version_id: int, texts: Sequence[str], beam: int, attention: bool
+        self, version_id: int, texts: Sequence[str], beam: int, attention: bool, engine: str
     ) -> list[translation.TranslationResult]:
         self.calls.append(len(texts))
         self.threads.append(torch.get_num_threads())
+        self.engines.append(engine)
         if self.fail_on in texts:
             raise RuntimeError("engine failure")
-        return self.real.translate(version_id, texts, beam, attention)
+        return self.real.translate(version_id, texts, beam, attention, engine)
 
     def engine(self) -> Engine:
         return Engine(self.translate, self.real.load)
@@ -217,6 +219,31 @@ def test_without_batching_each_request_is_decoded_alone(versions: tuple[int, int
     batcher = Batcher(counting.engine(), batching=False)
     answers = asyncio.run(_concurrently(batcher, versions[0], sources))
     assert len(answers) == 4 and counting.calls == [1, 1, 1, 1]
+
+
+def test_requests_for_different_engines_never_share_a_batch(versions: tuple[int, int]) -> None:
+    counting = CountingEngine()
+    batcher = Batcher(counting.engine(), window_s=0.05)
+    sources = [s for s, _ in toy_pairs()][:4]
+
+    async def both() -> list[object]:
+        batcher.start()
+        try:
+            await batcher.load(versions[0])
+            return await asyncio.gather(
+                *(
+                    batcher.translate(versions[0], [t], engine=engine)
+                    for t in sources
+                    for engine in ("handwritten", "ctranslate2")
+                )
+            )
+        finally:
+            await batcher.stop()
+
+    answers = asyncio.run(both())
+    batches = sorted(zip(counting.engines, counting.calls, strict=True))
+    assert batches == [("ctranslate2", 4), ("handwritten", 4)]
+    assert all(a[0].text for a in answers)  # type: ignore[index]
 
 
 def test_a_cap_splits_batches_and_a_failure_stays_in_its_batch(versions: tuple[int, int]) -> None:

@@ -1,14 +1,15 @@
 """Concurrent requests for one version share decoder batches.
 
-Requests are queued per (version, beam, attention). A single decoding thread takes the queue
+Requests are queued per (version, beam, attention, engine). A single decoding thread takes the queue
 whose first request is oldest; when it was idle it first waits a short window for more
 requests to arrive, then decodes whole requests together up to a sentence and character cap.
 While it decodes, new requests queue up and form the next batch, so under load every batch is
 as large as the traffic allows and no request waits for more than one batch ahead of it.
 Requests are never split, and a request whose caller gave up (timeout) is skipped.
 
-What decodes is the ``Engine``: the translation service and its loader, so another engine
-(e.g. CTranslate2) is a different ``Engine``, not a different batcher.
+What decodes is the ``Engine``: the translation service and its loader. The service itself
+offers the decoders of ``workbench.engines`` (handwritten, CTranslate2): a request names one,
+and only requests for the same one share a batch.
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ from typing import Any
 import torch
 
 from core_model.translator import TranslationResult
+from workbench.engines import ENGINES
 
-TranslateFn = Callable[[int, Sequence[str], int, bool], list[TranslationResult]]
+# (version_id, texts, beam, with_attention, engine) -> one result per text
+TranslateFn = Callable[[int, Sequence[str], int, bool, str], list[TranslationResult]]
 
 
 @dataclass(frozen=True)
 class Engine:
-    """How batches are decoded: ``translate(version_id, texts, beam, with_attention)`` (one
-    result per text, in order) and ``load(version_id)`` (loads the weights once per process)."""
+    """How batches are decoded: ``translate(version_id, texts, beam, with_attention, engine)``
+    (one result per text, in order; ``engine`` one of ``workbench.engines.ENGINES``) and
+    ``load(version_id)`` (loads the weights once per process)."""
 
     translate: TranslateFn
     load: Callable[[int], Any]
@@ -54,6 +58,7 @@ class BatchKey:
     version_id: int
     beam: int
     with_attention: bool
+    engine: str
 
 
 @dataclass
@@ -100,9 +105,10 @@ class Batcher:
         self.queued_sentences = 0
         self._queues: dict[BatchKey, deque[_Request]] = {}
         self._wakeup = asyncio.Event()
-        # One thread decodes, with `threads` CPU threads of torch's own. Few is the default:
-        # on a small or busy machine torch's threads wait for each other whenever one is
-        # descheduled, and a small model gains little from more; --workers adds processes.
+        # One thread decodes, with `threads` CPU threads of torch's own (the CTranslate2
+        # engine loads with torch's count too). Few is the default: on a small or busy
+        # machine torch's threads wait for each other whenever one is descheduled, and a
+        # small model gains little from more; --workers adds processes.
         self._executor = ThreadPoolExecutor(
             max_workers=1,
             thread_name_prefix="decode",
@@ -126,13 +132,19 @@ class Batcher:
         await loop.run_in_executor(self._executor, self.engine.load, version_id)
 
     async def translate(
-        self, version_id: int, texts: list[str], beam: int = 1, with_attention: bool = False
+        self,
+        version_id: int,
+        texts: list[str],
+        beam: int = 1,
+        with_attention: bool = False,
+        engine: str = ENGINES[0],
     ) -> list[TranslationResult]:
         """One result per text, in order, decoded together with other waiting requests."""
         if self.queued_sentences + len(texts) > self.max_queued_sentences:
             raise Busy(f"{self.queued_sentences:,} sentences are waiting to be translated")
         request = _Request(texts, sum(map(len, texts)), asyncio.get_running_loop().create_future())
-        self._queues.setdefault(BatchKey(version_id, beam, with_attention), deque()).append(request)
+        key = BatchKey(version_id, beam, with_attention, engine)
+        self._queues.setdefault(key, deque()).append(request)
         self.queued_sentences += len(texts)
         self._wakeup.set()
         return await request.future
@@ -199,6 +211,7 @@ class Batcher:
                 texts,
                 key.beam,
                 key.with_attention,
+                key.engine,
             )
         except Exception as exc:  # every request of the batch hears it; the runner goes on
             for request in batch:

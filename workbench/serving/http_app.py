@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core_model.translator import TranslationResult
-from workbench import registry, settings
+from workbench import engines, registry, settings
 from workbench.corpora import validate_lang
 from workbench.errors import WorkbenchError
 from workbench.serving import api_keys, served
@@ -161,12 +161,18 @@ class Server:
         return texts
 
     async def translate(
-        self, version_id: int, texts: list[str], beam: int, attention: bool = False
+        self,
+        version_id: int,
+        texts: list[str],
+        beam: int,
+        attention: bool = False,
+        engine: str = engines.ENGINES[0],
     ) -> list[TranslationResult]:
         assert self.batcher is not None
         try:
             return await asyncio.wait_for(
-                self.batcher.translate(version_id, texts, beam, attention), self.config.timeout_s
+                self.batcher.translate(version_id, texts, beam, attention, engine),
+                self.config.timeout_s,
             )
         except Busy as exc:
             raise ApiError(503, f"Busy: {exc}; try again shortly", {"Retry-After": "1"}) from None
@@ -320,7 +326,8 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         response_model=V1TranslateResponse,
         openapi_extra=body_schema(V1TranslateRequest, form=False),
         tags=["native"],
-        summary="Translate with a pinned version (or a pair's served one), any beam, attention",
+        summary="Translate with a pinned version (or a pair's served one), any beam, attention "
+        "and engine",
     )
     async def v1_translate(request: Request) -> V1TranslateResponse:
         c = server.config
@@ -329,6 +336,8 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         )
         max_chars = await server.authorize(request, req.api_key)
         texts = server.texts(req.q, max_chars)
+        if req.engine not in engines.available_engines():
+            raise ApiError(400, f"Invalid request: the {req.engine} engine is not installed here")
         if req.version is not None:
             info = await _call(registry.get_version, req.version, status=404)
         elif req.source and req.target:
@@ -337,7 +346,7 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         else:
             raise ApiError(400, "Invalid request: give a version, or a source and a target")
         request.state.version_id = info.id
-        results = await server.translate(info.id, texts, req.beam, req.attention)
+        results = await server.translate(info.id, texts, req.beam, req.attention, req.engine)
         checks = await _call(check_inputs, info.id, results, status=500)
         return V1TranslateResponse(
             version=await run_in_threadpool(_version_record, info),

@@ -14,8 +14,9 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qsl
 
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from workbench.engines import ENGINE_LABELS, ENGINES
 from workbench.translation import MAX_BEAM
 
 MAX_ALTERNATIVES = 8
@@ -127,7 +128,10 @@ def validated(model: type[M], fields: dict[str, Any]) -> M:
         where = ".".join(str(p) for p in first["loc"]) or "body"
         if first["type"] == "missing":
             raise ApiError(400, f"Invalid request: missing {where} parameter") from None
-        raise ApiError(400, f"Invalid request: {where}: {first['msg']}") from None
+        # a validator's own words, without pydantic's "Value error, " before them
+        own = first["type"] == "value_error"
+        message = str(first["ctx"]["error"]) if own else first["msg"]
+        raise ApiError(400, f"Invalid request: {where}: {message}") from None
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -181,7 +185,21 @@ class V1TranslateRequest(BaseModel):
     target: str | None = None
     beam: int = Field(1, ge=1, le=MAX_BEAM, description="1 is greedy decoding")
     attention: bool = Field(False, description="Add the last layer's cross-attention")
+    engine: str = Field(
+        ENGINES[0],
+        description="Who decodes: "
+        + ", ".join(f"{e} ({ENGINE_LABELS[e]})" for e in ENGINES)
+        + "; the attention is always the handwritten model's",
+        json_schema_extra={"enum": list(ENGINES)},
+    )
     api_key: str | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, engine: str) -> str:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        return engine
 
 
 class V1Version(BaseModel):

@@ -206,7 +206,8 @@ def main() -> None:
         "version_id": version_id,
         "pair": f"{info.src_lang}→{info.tgt_lang}",
         "parameters": info.param_count,
-        "preset": info.metrics.get("preset"),
+        "training_steps": info.metrics.get("steps"),
+        "valid_bleu": info.metrics.get("bleu"),
     }
 
     proc, url = start_server("--no-batching")

@@ -261,3 +261,40 @@ class TranslationLog(Base):
     output: Mapped[str] = mapped_column(Text)
     corrected: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = _created()
+
+
+class ServedVersion(Base):
+    """The version that answers HTTP requests for one language pair (``workbench serve``).
+
+    One row per pair: choosing another version for the pair replaces the row's version, and
+    deleting a version stops serving it (the row goes with it).
+    """
+
+    __tablename__ = "served_versions"
+
+    src_lang: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tgt_lang: Mapped[str] = mapped_column(String(32), primary_key=True)
+    version_id: Mapped[int] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="CASCADE"), unique=True
+    )
+    since: Mapped[datetime] = _created()
+
+
+class ApiKey(Base):
+    """A key for the HTTP API. Only a digest of the key is stored (the key itself is shown
+    once, when it is created), plus its first characters so people can tell keys apart.
+
+    The limits are per key; NULL means the server's default.
+    """
+
+    __tablename__ = "api_keys"
+    __table_args__ = (_AUTOINCREMENT,)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256, hex
+    prefix: Mapped[str] = mapped_column(String(16))
+    requests_per_minute: Mapped[int | None] = mapped_column(Integer)
+    chars_per_request: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _created()
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

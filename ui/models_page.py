@@ -1,5 +1,6 @@
-"""Models page: every stored version with its scores; rename, annotate, download or delete one;
-compare several on a corpus' held-out test pairs (loss curves, BLEU/chrF, side-by-side output).
+"""Models page: every stored version with its scores; rename, annotate, download, delete or
+serve one over HTTP; compare several on a corpus' held-out test pairs (loss curves, BLEU/chrF,
+side-by-side output); the served pairs and the API keys (``serving_panel``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, dialogs, feedback, formatting, pickers
+from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
 from workbench import (
     corpora,
     ctranslate2_export,
@@ -37,14 +38,20 @@ def render() -> None:
         return
 
     versions_table()
-    manage_tab, compare_tab = st.tabs(
-        [":material/edit: Manage a version", ":material/compare_arrows: Compare versions"],
+    manage_tab, compare_tab, http_tab = st.tabs(
+        [
+            ":material/edit: Manage a version",
+            ":material/compare_arrows: Compare versions",
+            ":material/api: HTTP API",
+        ],
         key="models_tab",
     )
     with manage_tab:
         manage(versions)
     with compare_tab:
         compare(versions)
+    with http_tab:
+        serving_panel.http_api_tab()
 
 
 def versions_table() -> None:
@@ -55,6 +62,9 @@ def versions_table() -> None:
         "scored on",
         [str(evaluation.training_scores_basis(i) or "—") for i in table["id"]],
     )
+    table.insert(
+        table.columns.get_loc("name") + 1, "served", serving_panel.served_column(table["id"])
+    )
     st.dataframe(
         table,
         hide_index=True,
@@ -62,6 +72,9 @@ def versions_table() -> None:
         column_config={
             "id": st.column_config.NumberColumn("id", format="#%d", width="small"),
             "name": st.column_config.TextColumn("name", width="medium"),
+            "served": st.column_config.TextColumn(
+                "served", width="small", help="The language pair it answers over HTTP"
+            ),
             "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
             "pairs": st.column_config.NumberColumn(
                 "trained on (snapshot)",
@@ -145,6 +158,7 @@ def manage(versions: list[Any]) -> None:
                 dialogs.ask_confirmation("delete_version")
         if engines.ctranslate2_installed():
             ctranslate2_download(version)
+        serving_panel.version_serving(version)
     dialogs.confirmation_dialog(
         "delete_version",
         "Delete version",

@@ -13,6 +13,8 @@ Environment:
 * ``WORKBENCH_HEARTBEAT_TIMEOUT``: seconds without a heartbeat after which a running run's
   worker is taken for dead (default 90).
 * ``WORKBENCH_DEBUG``: when set, the CLI prints the traceback of an internal error.
+* ``WORKBENCH_SERVE_CONFIG``: set by ``workbench serve`` for its worker processes (the
+  server's ``ServeConfig`` as JSON); not meant to be set by hand.
 
 The data folder::
 
@@ -38,6 +40,7 @@ ENV_DB_URL = "WORKBENCH_DB_URL"
 ENV_SQLITE_BUSY_TIMEOUT = "WORKBENCH_SQLITE_BUSY_TIMEOUT_MS"
 ENV_HEARTBEAT_TIMEOUT = "WORKBENCH_HEARTBEAT_TIMEOUT"
 ENV_DEBUG = "WORKBENCH_DEBUG"
+ENV_SERVE_CONFIG = "WORKBENCH_SERVE_CONFIG"
 DEFAULT_HOME = "./workbench_data"
 # Longer than SQLite's busy timeout: a heartbeat may wait that long behind a big import.
 HEARTBEAT_TIMEOUT_S = 90.0
@@ -80,6 +83,11 @@ def heartbeat_timeout_s() -> float:
 def debug() -> bool:
     """Whether internal errors should show their traceback (``WORKBENCH_DEBUG``)."""
     return bool(os.environ.get(ENV_DEBUG))
+
+
+def serve_config() -> str | None:
+    """The JSON of the HTTP server's config, handed to its worker processes."""
+    return os.environ.get(ENV_SERVE_CONFIG) or None
 
 
 # ------------------------------------------------------------------------------- paths

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, func, inspect, select, text
 
 from db import init
 from db.engine import create_workbench_engine
-from db.migrate import current_revision, head_revision, include_name, upgrade
+from db.migrate import alembic_config, current_revision, head_revision, include_name, upgrade
 from db.models import Base, Corpus, ModelVersion, Pair, RunMetric, TrainingRun
 from tests.helpers import ROOT
 from workbench.settings import database_url, home
@@ -170,6 +170,14 @@ def _database_at(tmp_path: Path, revision: str) -> Engine:
     return engine
 
 
+def upgrade_down(engine: Engine, revision: str) -> None:
+    """Alembic's downgrade on ``engine`` (the application only ever upgrades)."""
+    from alembic import command
+
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), revision)
+
+
 def test_a_database_of_an_older_revision_is_upgraded_with_its_rows(tmp_path: Path) -> None:
     """A workbench from before 0002 (no run attempts) keeps its runs when the app upgrades it."""
     engine = _database_at(tmp_path, "0001")
@@ -237,8 +245,43 @@ def test_upgrade_to_0004_keeps_corpora_visible(tmp_path: Path) -> None:
         )
     upgrade(engine)
     with engine.connect() as conn:
-        assert current_revision(conn) == head_revision() == "0004"
+        assert current_revision(conn) == head_revision()
         assert conn.execute(text("SELECT name, import_token FROM corpora")).all() == [("old", None)]
+    engine.dispose()
+
+
+def test_upgrade_to_0005_keeps_versions_unserved_and_serving_follows_deletes(
+    tmp_path: Path,
+) -> None:
+    """Versions registered before 0005 stay and nothing is served nor keyed; a served version
+    that is deleted stops being served (its row goes with it); a downgrade drops the tables."""
+    engine = _database_at(tmp_path, "0004")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO model_versions (name, notes, artifact_path, sha256, param_count, "
+                "metrics, device, src_lang, tgt_lang, train_pair_count, train_seconds, "
+                "created_at) VALUES ('old v1', '', 'models/1', '', 0, '{}', 'cpu', 'zh', 'en', "
+                "0, 0.0, '2026-01-01 00:00:00')"
+            )
+        )
+    upgrade(engine)
+    with engine.begin() as conn:
+        assert current_revision(conn) == head_revision()
+        assert conn.execute(text("SELECT name FROM model_versions")).all() == [("old v1",)]
+        assert conn.execute(text("SELECT count(*) FROM served_versions")).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM api_keys")).scalar() == 0
+        conn.execute(
+            text(
+                "INSERT INTO served_versions (src_lang, tgt_lang, version_id) "
+                "VALUES ('zh', 'en', 1)"
+            )
+        )
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM model_versions WHERE id = 1"))
+        assert conn.execute(text("SELECT count(*) FROM served_versions")).scalar() == 0
+    upgrade_down(engine, "0004")
+    assert {"served_versions", "api_keys"}.isdisjoint(inspect(engine).get_table_names())
     engine.dispose()
 
 

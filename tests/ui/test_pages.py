@@ -33,6 +33,7 @@ from workbench import (
     worker,
     worker_process,
 )
+from workbench.serving import api_keys, served
 from workbench.settings import ENV_DB_URL, ENV_HOME
 
 APP = ROOT / "streamlit_app.py"
@@ -759,6 +760,58 @@ def test_models_rename_and_notes(populated: Trained) -> None:
     assert_clean(at)
     info = registry.get_version(version_id)
     assert (info.name, info.notes) == ("first try", "demo corpus, tiny")
+
+
+def test_models_serve_a_version_and_show_the_request(populated: Trained) -> None:
+    version_id = populated.version_ids[0]
+    at = open_page("models")
+    at.selectbox(key="models_version").select(version_id).run()
+    assert "not served" in texts(at.markdown)
+    assert "curl -s http://127.0.0.1:5000/translate" in texts(at.code)
+    at.button(key="serve_version").click().run()
+    assert_clean(at)
+    try:
+        assert served.serving_of(version_id) is not None
+        assert f"Version #{version_id} now answers zh→en requests" in texts(at.success)
+        assert "answers zh→en requests" in texts(at.markdown)
+        versions = at.dataframe[0].value
+        assert versions.set_index("id")["served"].to_dict() == {
+            v: "zh→en" if v == version_id else "" for v in populated.version_ids
+        }
+        table = at.dataframe[-1].value  # the HTTP API tab's served pairs
+        assert table["version"].tolist() == [version_id]
+        at.button(key="stop_serving").click().run()
+        assert_clean(at)
+        assert served.list_served() == []
+    finally:
+        for pair in served.list_served():
+            served.stop_serving(pair.version_id)
+
+
+def test_models_api_keys_are_shown_once_and_revoked(populated: Trained) -> None:
+    def labelled(widgets, label: str):
+        return next(w for w in widgets if w.label == label)
+
+    at = open_page("models")
+    labelled(at.text_input, "New key for").input("CAT plugin")
+    labelled(at.number_input, "Requests per minute").set_value(30)
+    labelled(at.button, "Create key").click().run()
+    assert_clean(at)
+    [info] = api_keys.list_keys()
+    [shown] = [c.value for c in at.code if c.value.startswith(api_keys.KEY_PREFIX)]
+    assert api_keys.find_active_key(shown) == info and info.requests_per_minute == 30
+    assert "shown only this once" in texts(at.success)
+    at.run()
+    assert shown not in texts(at.code), "the key is shown once"
+    at.button(key="revoke_key").click().run()
+    assert api_keys.find_active_key(shown) is not None, "revoking must ask first"
+    at.button(key="revoke_key_confirm").click().run()
+    assert_clean(at)
+    assert api_keys.find_active_key(shown) is None
+    assert f"Revoked API key #{info.id}." in texts(at.success)
+    labelled(at.text_input, "New key for").input("")
+    labelled(at.button, "Create key").click().run()
+    assert "Key name must not be empty" in texts(at.error)
 
 
 def test_compare_without_test_pairs_says_so(populated: Trained) -> None:

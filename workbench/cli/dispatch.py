@@ -1,12 +1,12 @@
 """``python -m workbench <command>``: the command line of DESIGN.md.
 
 Adding a command: in the module of its group (``corpus_commands``, ``training_commands``,
-``model_commands``, or a new one) write ``_args_<name>(parser)`` (its options) and
-``_cmd_<name>(args) -> int`` (its work; return the exit status), then add one ``Command``
-line to that module's ``COMMANDS`` (a new module is added to ``GROUPS`` below). Choices come
-from their one source (e.g. ``formats.FORMATS``, ``train_options.presets``), never a list of
-their own. A command imports the services it calls inside ``_cmd_<name>``, so that every
-other command starts without them.
+``model_commands``, ``serving_commands``, or a new one) write ``_args_<name>(parser)`` (its
+options) and ``_cmd_<name>(args) -> int`` (its work; return the exit status), then add one
+``Command`` line to that module's ``COMMANDS`` (a new module is added to ``GROUPS`` below).
+Choices come from their one source (e.g. ``formats.FORMATS``, ``train_options.presets``),
+never a list of their own. A command imports the services it calls inside ``_cmd_<name>``,
+so that every other command starts without them.
 
 Every command fails the same way: bad input raises ``WorkbenchError`` and the user sees one
 line ``error: <message>`` with exit status 2 (a malformed ``WORKBENCH_DB_URL`` and arguments
@@ -25,11 +25,11 @@ from collections.abc import Sequence
 
 from db.engine import DatabaseConfigError
 from workbench import settings
-from workbench.cli import corpus_commands, model_commands, training_commands
+from workbench.cli import corpus_commands, model_commands, serving_commands, training_commands
 from workbench.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, Command, print_error
 from workbench.errors import WorkbenchError
 
-GROUPS = (corpus_commands, training_commands, model_commands)
+GROUPS = (corpus_commands, training_commands, model_commands, serving_commands)
 COMMANDS: list[Command] = [cmd for group in GROUPS for cmd in group.COMMANDS]
 
 

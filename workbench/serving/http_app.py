@@ -1,0 +1,490 @@
+"""The HTTP front end: LibreTranslate's protocol and the native ``/v1`` API (FastAPI).
+
+Like the UI and the CLI it only calls workbench services: ``served`` (which version answers
+a pair), ``api_keys``, ``registry`` and ``translation`` (through the ``Batcher``, which shares
+decoder batches between concurrent requests). Blocking service calls run in the thread pool;
+decoding runs on the batcher's thread, so the event loop keeps accepting requests.
+
+Errors are ``{"error": message}`` with LibreTranslate's codes: 400 bad request, 403 bad key,
+429 too many requests, 500 a translation failure; besides 404 unknown version, 408/413 slow
+or oversized bodies, 415 neither JSON nor a form, 503 busy or timed out. Bad input is never a
+500, and an unexpected failure answers 500 without stopping the server. Keys are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from core_model.translator import TranslationResult
+from workbench import engines, registry, settings
+from workbench.corpora import validate_lang
+from workbench.errors import WorkbenchError
+from workbench.serving import api_keys, served
+from workbench.serving.batching import Batcher, Busy, Engine, default_engine
+from workbench.serving.config import ServeConfig
+from workbench.serving.limits import RateLimiter
+from workbench.serving.metrics import Metrics
+from workbench.serving.protocol import (
+    ERROR_RESPONSES,
+    ApiError,
+    Language,
+    Texts,
+    TranslateRequest,
+    TranslateResponse,
+    V1Attention,
+    V1TranslateRequest,
+    V1TranslateResponse,
+    V1Translation,
+    V1Version,
+    body_schema,
+    language_name,
+    read_fields,
+    validated,
+)
+from workbench.translation import check_inputs
+
+log = logging.getLogger("workbench.serving")
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
+
+
+class Server:
+    """What one server process holds: its config, batcher, limits, metrics and readiness."""
+
+    def __init__(self, config: ServeConfig, engine: Engine) -> None:
+        self.config = config
+        self.engine = engine
+        self.metrics = Metrics()
+        self.limiter = RateLimiter()
+        self.batcher: Batcher | None = None
+        self.loaded: set[int] = set()
+        self.load_errors: dict[int, str] = {}
+        self._loading: dict[int, asyncio.Task[None]] = {}
+
+    def start(self) -> None:
+        c = self.config
+        self.batcher = Batcher(
+            self.engine,
+            batching=c.batching,
+            window_s=c.batch_window_ms / 1000,
+            max_sentences=c.max_batch_sentences,
+            max_chars=c.max_batch_chars,
+            max_queued_sentences=c.max_queued_sentences,
+            threads=c.threads,
+            on_batch=self.metrics.observe_batch,
+        )
+        self.batcher.start()
+
+    # ------------------------------------------------------------------- readiness
+
+    def ensure_loaded(self, version_ids: list[int]) -> None:
+        """Start loading the versions not loaded yet (each once at a time; a failed one is
+        tried again on the next call)."""
+        for version_id in version_ids:
+            if version_id not in self.loaded and version_id not in self._loading:
+                task = asyncio.get_running_loop().create_task(self._load(version_id))
+                self._loading[version_id] = task
+
+    async def _load(self, version_id: int) -> None:
+        assert self.batcher is not None
+        try:
+            await self.batcher.load(version_id)
+            self.loaded.add(version_id)
+            self.load_errors.pop(version_id, None)
+        except WorkbenchError as exc:
+            self.load_errors[version_id] = str(exc)
+        except Exception as exc:
+            log.exception("loading version %s failed", version_id)
+            self.load_errors[version_id] = f"version {version_id}: {type(exc).__name__}: {exc}"
+        finally:
+            self._loading.pop(version_id, None)
+
+    # --------------------------------------------------------------------- requests
+
+    async def authorize(self, request: Request, key: str | None) -> int:
+        """Check the key and the client's rate; returns the characters this request may hold."""
+        info = None
+        if key:
+            info = await run_in_threadpool(api_keys.find_active_key, key)
+            if info is None:
+                raise ApiError(403, "Invalid API key")
+        elif self.config.require_keys:
+            raise ApiError(
+                400, "An API key is required (api_key): ask this server's operator for one"
+            )
+        per_minute = (info and info.requests_per_minute) or self.config.requests_per_minute
+        if per_minute:
+            host = request.client.host if request.client else "unknown"
+            client = f"key {info.id}" if info else f"address {host}"
+            retry = self.limiter.allow(client, per_minute)
+            if retry is not None:
+                raise ApiError(
+                    429,
+                    f"Slowdown: at most {per_minute} requests per minute",
+                    {"Retry-After": str(max(1, math.ceil(retry)))},
+                )
+        return (info and info.chars_per_request) or self.config.chars_per_request
+
+    def texts(self, q: Texts, max_chars: int) -> list[str]:
+        texts = [q] if isinstance(q, str) else q
+        if not texts or not any(texts):
+            raise ApiError(400, "Invalid request: q is empty: give a text to translate")
+        if len(texts) > self.config.max_texts:
+            raise ApiError(
+                400,
+                f"Invalid request: {len(texts):,} texts, at most {self.config.max_texts:,} "
+                "in one request",
+            )
+        if any("\ud800" <= ch <= "\udfff" for t in texts for ch in t):
+            raise ApiError(400, "Invalid request: q is not valid Unicode text")
+        size = sum(map(len, texts))
+        if size > max_chars:
+            raise ApiError(
+                400,
+                f"Invalid request: request ({size:,} characters) exceeds the limit of "
+                f"{max_chars:,} characters",
+            )
+        return texts
+
+    async def translate(
+        self,
+        version_id: int,
+        texts: list[str],
+        beam: int,
+        attention: bool = False,
+        engine: str = engines.ENGINES[0],
+    ) -> list[TranslationResult]:
+        assert self.batcher is not None
+        try:
+            return await asyncio.wait_for(
+                self.batcher.translate(version_id, texts, beam, attention, engine),
+                self.config.timeout_s,
+            )
+        except Busy as exc:
+            raise ApiError(503, f"Busy: {exc}; try again shortly", {"Retry-After": "1"}) from None
+        except TimeoutError:
+            raise ApiError(
+                503, f"No translation within {self.config.timeout_s:g} s: the server is overloaded"
+            ) from None
+        except WorkbenchError as exc:
+            raise ApiError(500, f"Cannot translate text: {exc}") from None
+
+
+def _served_version(source: str, target: str) -> int:
+    if source.lower() == "auto":
+        raise WorkbenchError(
+            "Language detection (source 'auto') is not available: give the source language code"
+        )
+    return served.served_version_id(
+        validate_lang(source, "source"), validate_lang(target, "target")
+    )
+
+
+def _version_record(info: registry.VersionInfo) -> V1Version:
+    is_served = served.serving_of(info.id) is not None
+    return V1Version(
+        id=info.id,
+        name=info.name,
+        src_lang=info.src_lang,
+        tgt_lang=info.tgt_lang,
+        served=is_served,
+    )
+
+
+async def _call(fn: Callable[..., Any], *args: Any, status: int = 400) -> Any:
+    """A blocking workbench service in the thread pool; its ``WorkbenchError`` -> ``status``."""
+    try:
+        return await run_in_threadpool(fn, *args)
+    except WorkbenchError as exc:
+        raise ApiError(status, str(exc)) from None
+
+
+def create_app(config: ServeConfig | None = None, engine: Engine | None = None) -> FastAPI:
+    server = Server(config or ServeConfig(), engine or default_engine())
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        server.start()
+        try:
+            pairs = await run_in_threadpool(served.list_served)
+            server.ensure_loaded([p.version_id for p in pairs])
+        except Exception:  # no database yet: /health says so
+            log.exception("reading the served versions failed")
+        yield
+        assert server.batcher is not None
+        await server.batcher.stop()
+
+    app = FastAPI(
+        title="Translation workbench",
+        summary="LibreTranslate-compatible translation with the workbench's stored versions",
+        version="1",
+        lifespan=lifespan,
+        responses=ERROR_RESPONSES,
+    )
+    app.state.server = server
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse({"error": exc.message}, exc.status, headers=exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(exc.detail)}, exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid"}
+        where = ".".join(str(p) for p in first["loc"])
+        return JSONResponse({"error": f"Invalid request: {where}: {first['msg']}"}, 400)
+
+    # ------------------------------------------------------------- LibreTranslate
+
+    @app.post(
+        "/translate",
+        response_model=TranslateResponse,
+        response_model_exclude_none=True,
+        openapi_extra=body_schema(TranslateRequest, form=True),
+        tags=["LibreTranslate"],
+        summary="Translate text(s) with the version served for the pair",
+    )
+    async def translate(request: Request) -> dict[str, Any]:
+        c = server.config
+        req = validated(TranslateRequest, await read_fields(request, c.max_body_bytes, c.timeout_s))
+        max_chars = await server.authorize(request, req.api_key)
+        texts = server.texts(req.q, max_chars)
+        if req.format != "text":
+            raise ApiError(400, f"{req.format} format is not supported: send plain text")
+        version_id = await _call(_served_version, req.source, req.target)
+        request.state.version_id = version_id
+        # A line is what the model translates: texts are split at line breaks and joined back.
+        lines = [t.split("\n") for t in texts]
+        results = await server.translate(version_id, [x for ls in lines for x in ls], c.beam)
+        outputs, start = [], 0
+        for ls in lines:
+            outputs.append("\n".join(r.text for r in results[start : start + len(ls)]))
+            start += len(ls)
+        single = isinstance(req.q, str)
+        answer: dict[str, Any] = {"translatedText": outputs[0] if single else outputs}
+        if req.alternatives:  # the engine returns its best hypothesis only
+            answer["alternatives"] = [] if single else [[] for _ in outputs]
+        return answer
+
+    @app.get(
+        "/languages",
+        response_model=list[Language],
+        tags=["LibreTranslate"],
+        summary="The languages of the served pairs",
+    )
+    async def languages() -> list[Language]:
+        pairs = await run_in_threadpool(served.list_served)
+        targets: dict[str, list[str]] = {}
+        for p in pairs:
+            targets.setdefault(p.src_lang, []).append(p.tgt_lang)
+        for p in pairs:
+            targets.setdefault(p.tgt_lang, [])
+        return [
+            Language(code=code, name=language_name(code), targets=sorted(t))
+            for code, t in sorted(targets.items())
+        ]
+
+    @app.get("/frontend/settings", tags=["LibreTranslate"], summary="Limits clients show")
+    async def frontend_settings() -> dict[str, Any]:
+        pairs = await run_in_threadpool(served.list_served)
+        source, target = (pairs[0].src_lang, pairs[0].tgt_lang) if pairs else ("", "")
+        return {
+            "charLimit": server.config.chars_per_request,
+            "frontendTimeout": int(server.config.timeout_s * 1000),
+            "apiKeys": True,
+            "keyRequired": server.config.require_keys,
+            "suggestions": False,
+            "filesTranslation": False,
+            "supportedFilesFormat": [],
+            "language": {
+                "source": {"code": source, "name": language_name(source)},
+                "target": {"code": target, "name": language_name(target)},
+            },
+        }
+
+    # --------------------------------------------------------------------- native
+
+    @app.post(
+        "/v1/translate",
+        response_model=V1TranslateResponse,
+        openapi_extra=body_schema(V1TranslateRequest, form=False),
+        tags=["native"],
+        summary="Translate with a pinned version (or a pair's served one), any beam, attention "
+        "and engine",
+    )
+    async def v1_translate(request: Request) -> V1TranslateResponse:
+        c = server.config
+        req = validated(
+            V1TranslateRequest, await read_fields(request, c.max_body_bytes, c.timeout_s)
+        )
+        max_chars = await server.authorize(request, req.api_key)
+        texts = server.texts(req.q, max_chars)
+        if req.engine not in engines.available_engines():
+            raise ApiError(400, f"Invalid request: the {req.engine} engine is not installed here")
+        if req.version is not None:
+            info = await _call(registry.get_version, req.version, status=404)
+        elif req.source and req.target:
+            version_id = await _call(_served_version, req.source, req.target)
+            info = await _call(registry.get_version, version_id, status=404)
+        else:
+            raise ApiError(400, "Invalid request: give a version, or a source and a target")
+        request.state.version_id = info.id
+        results = await server.translate(info.id, texts, req.beam, req.attention, req.engine)
+        checks = await _call(check_inputs, info.id, results, status=500)
+        return V1TranslateResponse(
+            version=await run_in_threadpool(_version_record, info),
+            translations=[
+                V1Translation(
+                    text=r.text,
+                    score=r.score,
+                    warnings=check.warnings,
+                    attention=V1Attention(
+                        source_pieces=r.src_pieces,
+                        output_pieces=r.out_pieces,
+                        weights=[[round(w, 4) for w in row] for row in r.attention.tolist()],
+                    )
+                    if r.attention is not None
+                    else None,
+                )
+                for r, check in zip(results, checks, strict=True)
+            ],
+        )
+
+    @app.get(
+        "/v1/versions",
+        response_model=list[V1Version],
+        tags=["native"],
+        summary="Every stored version, and whether it is served",
+    )
+    async def v1_versions() -> list[V1Version]:
+        def read() -> list[V1Version]:
+            served_ids = {p.version_id for p in served.list_served()}
+            return [
+                V1Version(
+                    id=v.id,
+                    name=v.name,
+                    src_lang=v.src_lang,
+                    tgt_lang=v.tgt_lang,
+                    served=v.id in served_ids,
+                )
+                for v in registry.list_versions()
+            ]
+
+        return await run_in_threadpool(read)
+
+    # ---------------------------------------------------------- health and metrics
+
+    @app.get("/health", tags=["operations"], summary="Ready once every served version loaded")
+    async def health() -> JSONResponse:
+        pairs = await run_in_threadpool(served.list_served)
+        server.ensure_loaded([p.version_id for p in pairs])
+        listed = [
+            {"source": p.src_lang, "target": p.tgt_lang, "version": p.version_id} for p in pairs
+        ]
+        waiting = [p.version_id for p in pairs if p.version_id not in server.loaded]
+        errors = [server.load_errors[v] for v in waiting if v in server.load_errors]
+        if errors:
+            body = {"status": "error", "error": "; ".join(errors), "served": listed}
+            return JSONResponse(body, 503)
+        if waiting:
+            message = f"loading version(s) {', '.join(map(str, waiting))}"
+            return JSONResponse({"status": "loading", "error": message, "served": listed}, 503)
+        return JSONResponse({"status": "ok", "served": listed})
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        tags=["operations"],
+        summary="Prometheus text format",
+    )
+    async def metrics() -> PlainTextResponse:
+        assert server.batcher is not None
+        return PlainTextResponse(
+            server.metrics.render(server.batcher.queued_sentences),
+            media_type="text/plain; version=0.0.4; charset=utf-8",
+        )
+
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=["*"],
+        allow_methods=["GET", "POST"],
+        allow_headers=["Authorization", "Content-Type"],
+        max_age=24 * 3600,
+    )
+    app.add_middleware(Observed, server=server)
+    return app
+
+
+class Observed:
+    """Times and counts every request, logs one line without the query (where a key may be)
+    and answers an unexpected failure with a JSON 500 instead of a dropped connection."""
+
+    def __init__(self, app: ASGIApp, server: Server) -> None:
+        self.app, self.server = app, server
+
+    async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        status = 500
+        response_started = False
+
+        async def observe_send(message: dict[str, Any]) -> None:
+            nonlocal status, response_started
+            if message["type"] == "http.response.start":
+                status, response_started = message["status"], True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observe_send)
+        except Exception:
+            log.exception("internal error on %s %s", scope["method"], scope["path"])
+            if not response_started:
+                body = b'{"error":"Internal error: the server could not answer this request"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 500,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+        finally:
+            seconds = time.monotonic() - started
+            route = scope.get("route")
+            path = getattr(route, "path", "other")
+            version = scope.get("state", {}).get("version_id")
+            self.server.metrics.observe_request(path, version, status, seconds)
+            client = scope.get("client") or ("-", 0)
+            log.info(
+                '%s "%s %s" %d %.0f ms',
+                client[0],
+                scope["method"],
+                scope["path"],
+                status,
+                seconds * 1000,
+            )
+
+
+def app_from_environment() -> FastAPI:
+    """The app of a ``workbench serve`` process (uvicorn's factory; see ``server``)."""
+    raw = settings.serve_config()
+    return create_app(ServeConfig.from_json(raw) if raw else ServeConfig())

@@ -1,0 +1,253 @@
+"""The shapes of requests and answers, and how a request body becomes fields.
+
+LibreTranslate's clients send either JSON or an HTML form (``libretranslatepy`` posts
+``application/x-www-form-urlencoded``), with ``api_key`` among the fields; both are read the
+same way here, query parameters included. Every refusal is an ``ApiError``: a 4xx (or 5xx)
+status with a one-line message, answered as ``{"error": message}`` like LibreTranslate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Literal, TypeVar
+from urllib.parse import parse_qsl
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from workbench.engines import ENGINE_LABELS, ENGINES
+from workbench.translation import MAX_BEAM
+
+MAX_ALTERNATIVES = 8
+LANGUAGE_NAMES = {  # ISO 639-1 codes LibreTranslate's clients show by name; others by code
+    "ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
+    "en": "English", "es": "Spanish", "fa": "Persian", "fi": "Finnish", "fr": "French",
+    "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian", "id": "Indonesian", "it": "Italian",
+    "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
+    "ru": "Russian", "sv": "Swedish", "th": "Thai", "tr": "Turkish", "uk": "Ukrainian",
+    "vi": "Vietnamese", "zh": "Chinese",
+}  # fmt: skip
+
+
+class ApiError(Exception):
+    """A refused request: ``status`` and a one-line message for the client."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def language_name(code: str) -> str:
+    return LANGUAGE_NAMES.get(code.split("-")[0].lower(), code)
+
+
+# ------------------------------------------------------------------------------ bodies
+
+
+async def read_fields(request: Request, max_bytes: int, timeout_s: float) -> dict[str, Any]:
+    """The request's fields: its query parameters, then its JSON object or form fields."""
+    fields: dict[str, Any] = _form_fields(request.scope["query_string"], "the query")
+    body = await _read_body(request, max_bytes, timeout_s)
+    if not body:
+        return fields
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind in ("application/json", "") or kind.endswith("+json"):
+        fields.update(_json_fields(body))
+    elif kind == "application/x-www-form-urlencoded":
+        fields.update(_form_fields(body, "the form"))
+    else:
+        raise ApiError(415, f"Unsupported content type {kind!r}: send JSON or a form")
+    return fields
+
+
+async def _read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
+    too_big = ApiError(413, f"The request body is larger than {max_bytes:,} bytes")
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ApiError(400, "Invalid Content-Length header")
+        if int(declared) > max_bytes:
+            raise too_big
+
+    async def read() -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise too_big
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    try:
+        return await asyncio.wait_for(read(), timeout_s)
+    except TimeoutError:
+        raise ApiError(408, f"The request body did not arrive within {timeout_s:g} s") from None
+
+
+def _json_fields(body: bytes) -> dict[str, Any]:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, "Invalid request: the body is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        message = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise ApiError(400, f"Invalid JSON format: {message}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "Invalid JSON format: expected an object")
+    return data
+
+
+def _form_fields(raw: bytes, where: str) -> dict[str, Any]:
+    """Form or query fields: a name given once is a string, given again a list."""
+    try:
+        pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise ApiError(400, f"Invalid request: {where} is not UTF-8 text") from None
+    fields: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in fields:
+            previous = fields[name]
+            fields[name] = [*previous, value] if isinstance(previous, list) else [previous, value]
+        else:
+            fields[name] = value
+    return fields
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], fields: dict[str, Any]) -> M:
+    """The fields as ``model``, or a 400 naming the first wrong field."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        if first["type"] == "missing":
+            raise ApiError(400, f"Invalid request: missing {where} parameter") from None
+        # a validator's own words, without pydantic's "Value error, " before them
+        own = first["type"] == "value_error"
+        message = str(first["ctx"]["error"]) if own else first["msg"]
+        raise ApiError(400, f"Invalid request: {where}: {message}") from None
+
+
+# ----------------------------------------------------------------------------- shapes
+
+Texts = str | list[str]
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="What was wrong, in one line")
+
+
+class TranslateRequest(BaseModel):
+    """LibreTranslate's ``POST /translate`` (JSON or form)."""
+
+    model_config = ConfigDict(extra="ignore")  # clients send more (e.g. `secret`)
+
+    q: Texts = Field(description="Text, or a list of texts, to translate")
+    source: str = Field(description="Source language code ('auto' is not available)")
+    target: str = Field(description="Target language code")
+    format: Literal["text", "html"] = "text"
+    alternatives: int = Field(
+        0,
+        ge=0,
+        le=MAX_ALTERNATIVES,
+        description="Alternative translations wanted; this server returns the best only, "
+        "so the list is empty",
+    )
+    api_key: str | None = None
+
+
+class TranslateResponse(BaseModel):
+    translatedText: Texts  # LibreTranslate's name
+    alternatives: list[str] | list[list[str]] | None = None
+
+
+class Language(BaseModel):
+    code: str
+    name: str
+    targets: list[str]
+
+
+class V1TranslateRequest(BaseModel):
+    """The native ``POST /v1/translate``: a pinned version or a served pair, any beam, and
+    the cross-attention on request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    q: Texts
+    version: int | None = Field(None, ge=1, description="Pin this version")
+    source: str | None = Field(None, description="With target: the served version of the pair")
+    target: str | None = None
+    beam: int = Field(1, ge=1, le=MAX_BEAM, description="1 is greedy decoding")
+    attention: bool = Field(False, description="Add the last layer's cross-attention")
+    engine: str = Field(
+        ENGINES[0],
+        description="Who decodes: "
+        + ", ".join(f"{e} ({ENGINE_LABELS[e]})" for e in ENGINES)
+        + "; the attention is always the handwritten model's",
+        json_schema_extra={"enum": list(ENGINES)},
+    )
+    api_key: str | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, engine: str) -> str:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        return engine
+
+
+class V1Version(BaseModel):
+    id: int
+    name: str
+    src_lang: str
+    tgt_lang: str
+    served: bool = Field(description="Whether it answers for its pair on /translate")
+
+
+class V1Attention(BaseModel):
+    source_pieces: list[str]
+    output_pieces: list[str]
+    weights: list[list[float]] = Field(description="A row per output piece")
+
+
+class V1Translation(BaseModel):
+    text: str
+    score: float = Field(description="Log-probability (beam: length-normalised)")
+    warnings: list[str] = Field(description="Why this output may not be trusted")
+    attention: V1Attention | None = None
+
+
+class V1TranslateResponse(BaseModel):
+    version: V1Version
+    translations: list[V1Translation]
+
+
+def body_schema(model: type[BaseModel], form: bool) -> dict[str, Any]:
+    """The OpenAPI ``requestBody`` of an endpoint that parses its body itself."""
+    schema = model.model_json_schema()
+    content = {"application/json": {"schema": schema}}
+    if form:
+        content["application/x-www-form-urlencoded"] = {"schema": schema}
+    return {"requestBody": {"required": True, "content": content}}
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in (
+        (400, "Invalid request"),
+        (403, "Invalid API key"),
+        (404, "No such version"),
+        (408, "The body came too slowly"),
+        (413, "The body is too large"),
+        (415, "Neither JSON nor a form"),
+        (429, "Too many requests: slow down"),
+        (500, "Translation error"),
+        (503, "Busy, or timed out"),
+    )
+}

@@ -1,0 +1,74 @@
+"""Run the HTTP server: uvicorn with the app of ``http_app``, in one or several processes.
+
+Each process loads the served versions once (the registry caches loaded versions) and keeps
+its own batcher, limits and metrics. The config reaches the processes through the
+environment (``settings.serve_config``), which ``--workers`` needs: uvicorn starts each
+worker from the app's import path.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import os
+import sys
+
+from workbench import settings
+from workbench.serving.config import ServeConfig
+
+APP_FACTORY = "workbench.serving.http_app:app_from_environment"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def startup_lines(host: str, port: int, workers: int, config: ServeConfig) -> list[str]:
+    """What the server says when it starts: where it listens and who may use it."""
+    lines = [
+        f"Serving translations on http://{host}:{port} ({workers} process"
+        f"{'es' if workers > 1 else ''}; LibreTranslate protocol and /v1, docs at /docs)"
+    ]
+    if config.require_keys:
+        lines.append("API keys are required (create them on the Models page or `api-key-create`).")
+    elif is_loopback(host):
+        lines.append(
+            f"API keys are off, so the server listens on {host} only: programs on this machine "
+            "can use it. To serve others, create keys and start with --require-keys --host 0.0.0.0."
+        )
+    else:
+        lines.append(
+            f"warning: API keys are off and the server listens on {host}: anyone who can reach "
+            "this machine can use it (start with --require-keys to ask for keys)."
+        )
+    if workers > 1 and config.requests_per_minute:
+        lines.append("Rate limits are counted in each process: a client may reach N times them.")
+    return lines
+
+
+def run_server(host: str, port: int, workers: int, config: ServeConfig) -> None:
+    """Serve until interrupted."""
+    import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
+
+    os.environ[settings.ENV_SERVE_CONFIG] = config.to_json()
+    for line in startup_lines(host, port, workers, config):
+        print(line, file=sys.stderr, flush=True)
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config["loggers"]["workbench"] = {"handlers": ["default"], "level": "INFO"}
+    uvicorn.run(
+        APP_FACTORY,
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        access_log=False,  # the app logs each request itself, without its query string
+        log_config=log_config,
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=int(config.timeout_s),
+    )

@@ -27,6 +27,7 @@ from core_model.decoding import (
 )
 from core_model.tokenizer import Tokenizer
 from core_model.transformer import ModelConfig
+from core_model.transformer.masks import decoder_self_mask, padding_mask
 from core_model.translator import MAX_LEN_A, MAX_LEN_B, encode_inputs
 
 Matrix = list[list[float]]
@@ -94,6 +95,10 @@ class Inspection:
     encoder_self: list[list[Matrix]]  # [layer][head] -> [S, S]
     decoder_self: list[list[Matrix]]  # [layer][head] -> [T, T]: zero above the diagonal
     cross: list[list[Matrix]]  # [layer][head] -> [T, S]
+    # the masks (§3.2.3) of each kind: True where a query may not see a key (PAD, the future)
+    encoder_self_masked: list[list[bool]]  # [S, S]
+    decoder_self_masked: list[list[bool]]  # [T, T]
+    cross_masked: list[list[bool]]  # [T, S]
     greedy: list[GreedyStep]
     greedy_log_prob: float  # of the greedy output: the sum of its steps'
     beam: BeamInspection | None
@@ -175,10 +180,11 @@ def inspect_sentence(
     tgt_in = [cfg.bos_id, *out_ids[:-1]]
     s, t = len(source.ids), len(out_ids)
     pads = [cfg.pad_id] * padding
-    logits, maps = model.attention_maps(
-        torch.tensor([source.ids + pads], device=device),
-        torch.tensor([tgt_in + pads], device=device),
-    )  # logits [1, T + padding, V]
+    src_padded = torch.tensor([source.ids + pads], device=device)  # [1, S + padding]
+    tgt_padded = torch.tensor([tgt_in + pads], device=device)  # [1, T + padding]
+    logits, maps = model.attention_maps(src_padded, tgt_padded)  # logits [1, T + padding, V]
+    src_keys = padding_mask(src_padded, cfg.pad_id)[0, 0, 0]  # [S]: True = may attend
+    decoder_keys = decoder_self_mask(tgt_padded, cfg.pad_id)[0, 0]  # [T, T]
 
     log_probs = output_log_probs(logits[0, :t], cfg)  # [T, V]: the greedy steps' distributions
     top_values, top_ids = log_probs.topk(min(top_k, log_probs.size(-1)), dim=-1)  # [T, k]
@@ -206,6 +212,9 @@ def inspect_sentence(
         encoder_self=_per_head(maps.encoder_self, s + padding, s + padding),
         decoder_self=_per_head(maps.decoder_self, t + padding, t + padding),
         cross=_per_head(maps.cross, t + padding, s + padding),
+        encoder_self_masked=(~src_keys).expand(s + padding, -1).tolist(),
+        decoder_self_masked=(~decoder_keys).tolist(),
+        cross_masked=(~src_keys).expand(t + padding, -1).tolist(),
         greedy=greedy_steps,
         greedy_log_prob=float(chosen.sum()),
         beam=(_beam(loaded, src, beam_size, bound, alpha, penalty_kind) if beam_size > 1 else None),

@@ -102,6 +102,9 @@ def length_histogram(tokens: pd.Series, color: str) -> alt.Chart:
     )
 
 
+MASKED_COLOR = "#e8e8e8"  # a cell the attention mask hides (weight 0 by construction)
+
+
 def attention_chart(
     item: dict[str, Any],
     x_title: str = "source pieces",
@@ -156,9 +159,6 @@ def attention_chart(
         )
         .properties(width=max(240, cell * len(src)), height=max(160, cell * len(out)))
     )
-
-
-MASKED_COLOR = "#e8e8e8"
 
 
 def attention_grid(data: pd.DataFrame, cell: int = 7) -> alt.Chart:

@@ -204,15 +204,6 @@ def _positional_frame(table: list[list[float]], columns: int = 64) -> pd.DataFra
     )
 
 
-def _masks(kind: str, queries: int, keys: int, real_q: int, real_k: int) -> list[list[bool]]:
-    """Which cells the model's masks hide: PAD keys (beyond the real ones), and for the
-    decoder's self-attention later positions."""
-    return [
-        [k >= real_k or (kind == "decoder_self" and k > q) for k in range(keys)]
-        for q in range(queries)
-    ]
-
-
 def attention_panel(shown: Any, show_shapes: bool) -> None:
     seen = shown.inspection
     with st.container(border=True):
@@ -229,8 +220,7 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
             "decoder input": seen.tgt_in_pieces + pad,
         }
         q_labels, k_labels = labels[q_side], labels[k_side]
-        real_q, real_k = len(q_labels) - seen.padding, len(k_labels) - seen.padding
-        masked = _masks(field, len(q_labels), len(k_labels), real_q, real_k)
+        masked = getattr(seen, f"{field}_masked")  # [query][key]: hidden by the mask
         n_layers, n_heads = len(maps), len(maps[0])
         cells = n_layers * n_heads * len(q_labels) * len(k_labels)
         if cells <= MAX_GRID_CELLS:

@@ -88,6 +88,13 @@ def test_padding_changes_nothing_for_the_real_positions(loaded: LoadedModel) -> 
             assert torch.allclose(a, b[:, :rows, :cols], atol=1e-5)
             assert torch.all(b[:, :, cols:] == 0), "no query attends to a PAD key"
     assert len(padded.encoder_self[0][0]) == s + 3 and len(padded.cross[0][0]) == t + 3
+    # the masks it reports are the model's: exactly the cells with zero weight
+    for kind in ("encoder_self", "decoder_self", "cross"):
+        masked = torch.tensor(getattr(padded, f"{kind}_masked"))  # [rows, cols]
+        weights = torch.tensor(getattr(padded, kind))  # [layers, H, rows, cols]
+        assert torch.equal(weights == 0, masked.expand_as(weights))
+    assert padded.decoder_self_masked[0][1] and not padded.decoder_self_masked[1][0]
+    assert padded.cross_masked[0][s:] == [True] * 3 and not any(padded.cross_masked[0][:s])
 
 
 def test_greedy_steps_are_the_decoders_own(loaded: LoadedModel, model: Transformer) -> None:

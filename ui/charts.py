@@ -161,10 +161,11 @@ def attention_chart(
     )
 
 
-def attention_grid(data: pd.DataFrame, cell: int = 7) -> alt.Chart:
+def attention_grid(data: pd.DataFrame) -> alt.Chart:
     """Small multiples: one heat-map per layer (rows) and head (columns) of long-form data
     (layer, head, query, key, weight, masked); masked cells grey."""
     queries, keys = int(data["query"].max()) + 1, int(data["key"].max()) + 1
+    cell = max(3, min(12, 150 // max(queries, keys)))  # pixels: a map of about 150 px
     return (
         alt.Chart(data)
         .mark_rect()
@@ -188,7 +189,7 @@ def attention_grid(data: pd.DataFrame, cell: int = 7) -> alt.Chart:
                 alt.Tooltip("weight:Q", format=".2f"),
             ],
         )
-        .properties(width=max(60, cell * keys), height=max(60, cell * queries))
+        .properties(width=cell * keys, height=cell * queries)
         .facet(
             row=alt.Row("layer:O", title="layer", header=alt.Header(labelAngle=0)),
             column=alt.Column("head:O", title="head"),
@@ -199,8 +200,8 @@ def attention_grid(data: pd.DataFrame, cell: int = 7) -> alt.Chart:
 
 def positional_chart(data: pd.DataFrame, marked: int) -> alt.Chart:
     """The sinusoid table (position, dimension, value) as a heat-map; the first `marked`
-    positions (the sentence's) are framed."""
-    heat = (
+    positions (the sentence's) solid, the others faded."""
+    return (
         alt.Chart(data)
         .mark_rect()
         .encode(
@@ -209,16 +210,11 @@ def positional_chart(data: pd.DataFrame, marked: int) -> alt.Chart:
             color=alt.Color(
                 "value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]), title="PE"
             ),
+            opacity=alt.condition(alt.datum.position < marked, alt.value(1.0), alt.value(0.25)),
             tooltip=["position:O", "dimension:O", alt.Tooltip("value:Q", format=".3f")],
         )
+        .properties(height=max(120, 14 * data["position"].nunique()))
     )
-    frame = pd.DataFrame({"from": [0], "to": [max(0, marked - 1)]})
-    band = (
-        alt.Chart(frame)
-        .mark_rule(color="#222", strokeWidth=3)
-        .encode(y=alt.Y("from:O"), y2="to:O", x=alt.value(0))
-    )
-    return (heat + band).properties(height=max(120, 12 * data["position"].nunique()))
 
 
 def norms_chart(data: pd.DataFrame) -> alt.Chart:
@@ -248,7 +244,7 @@ def top_k_chart(data: pd.DataFrame) -> alt.Chart:
             color=alt.condition(alt.datum.chosen, alt.value("#2f6fdf"), alt.value("#b8c7e6")),
             tooltip=["piece:N", "id:Q", alt.Tooltip("prob:Q", format=".3f")],
         )
-        .properties(height=max(120, 24 * len(data)))
+        .properties(height=alt.Step(26))
     )
 
 

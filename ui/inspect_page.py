@@ -178,7 +178,7 @@ def tokens_panel(shown: Any, show_shapes: bool) -> None:
             "§3.5 Positional encoding: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and "
             "PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)) — each pair of dimensions is a "
             "sinusoid whose wavelength grows from 2π to 10000·2π, so PE(pos+k) is a linear "
-            "function of PE(pos). The framed rows are this sentence's source positions. It is "
+            "function of PE(pos). The solid rows are this sentence's source positions. It is "
             "added to the embeddings: the bars compare the two signals' norms per position "
             "(‖PE‖ = √(d_model/2) everywhere)."
         )
@@ -243,19 +243,19 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
             st.altair_chart(charts.attention_grid(grid), width="content")
         else:
             st.caption(f"No grid: {cells:,} cells are too many to draw; pick one map below.")
-        pick = st.columns(2)
-        layer = pick[0].selectbox(
+        left, right = st.columns([1, 3], gap="medium")
+        layer = left.selectbox(
             "Enlarge layer", range(1, n_layers + 1), key=f"inspect_layer_{field}"
         )
-        head = pick[1].selectbox("head", range(1, n_heads + 1), key=f"inspect_head_{field}")
+        head = left.selectbox("head", range(1, n_heads + 1), key=f"inspect_head_{field}")
         item = {
             "src_pieces": k_labels,
             "out_pieces": q_labels,
             "attention": maps[layer - 1][head - 1],
         }
-        st.altair_chart(
+        right.altair_chart(
             charts.attention_chart(item, f"keys ({k_side})", f"queries ({q_side})", masked),
-            width="content",
+            width="stretch",
         )
         st.caption(caption)
         if show_shapes:

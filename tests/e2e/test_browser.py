@@ -241,7 +241,7 @@ def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
             _shot(page, shots, "translate")
 
             # 3b. Inspect the same sentence with beam search: every panel draws, the greedy
-            # output is the learned translation, and the beam tree is there.
+            # output is the learned translation; the decoder's self-attention is pictured.
             page.goto(f"{url}/inspect")
             expect(page.get_by_role("heading", name="Inspect")).to_be_visible()
             page.locator(".st-key-inspect_mode button", has_text="Beam search").click()
@@ -252,7 +252,10 @@ def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
             expect(page.get_by_role("heading", name="Beam search")).to_be_visible(timeout=60_000)
             expect(page.get_by_text(f"greedy: {DEMO_TARGET}").first).to_be_visible()
             expect(page.locator('[data-testid="stVegaLiteChart"]')).to_have_count(7)
+            page.locator(".st-key-inspect_kind button", has_text="Decoder masked").click()
+            expect(page.get_by_text("the empty upper triangle", exact=False)).to_be_visible()
             _no_traceback(page)
+            page.get_by_role("heading", name="Inspect").scroll_into_view_if_needed()
             _shot(page, shots, "inspect")
 
             # 4. Fine-tune version #1 briefly, so there are two versions to compare.

@@ -9,6 +9,8 @@ Pure PyTorch: usable from a notebook with no database or UI.
 - `training/`     §5 the training loop, its budget, schedule, precision and checkpoints
 - `decoding`      §6.1 batched greedy and beam search with a key/value cache
 - `translator`    text in, text out
+- `inspection`    one sentence looked at inside: attention per layer and head, decoding steps,
+                  beam search history, positional encoding, embedding neighbours
 - `metrics`       sacreBLEU BLEU and chrF
 - `artifact`      a trained model on disk (safetensors + JSON, no pickle)
 - `distributed`   the torchrun entry point for data-parallel training

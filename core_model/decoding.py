@@ -17,6 +17,7 @@ ranked by log-probability / lp(Y), the length penalty.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,32 @@ class DecodeResult:
     # [T_out, S_real]: a row per output token (plus the EOS step), last layer, mean of heads
     attention: torch.Tensor | None = None
     ended: bool = True  # produced EOS (False: stopped by the length bound)
+    # beam search with `history=True`: the sentence's candidates, step by step
+    history: list[BeamStep] | None = None
+
+
+# What became of a beam search candidate at its step (BeamCandidate.status):
+#   finished  among the K best and ends (EOS, or the length bound): set aside, ranked at the end
+#   kept      among the K best that do not end in EOS: a hypothesis of the next step
+#   pruned    neither: dropped
+#   stopped   kept, but the search of its sentence ended at this step
+BEAM_STATUSES = ("finished", "kept", "pruned", "stopped")
+
+
+@dataclass
+class BeamCandidate:
+    """One of a sentence's 2K best continuations at a step."""
+
+    prefix: list[int]  # the hypothesis it extends: its output ids so far (without BOS)
+    token: int
+    log_prob: float  # log P(prefix + token): the sum over its steps
+    status: str  # one of BEAM_STATUSES
+
+
+@dataclass
+class BeamStep:
+    step: int
+    candidates: list[BeamCandidate]  # best first
 
 
 def output_bounds(src_lengths: torch.Tensor, a: float, b: int, cap: int) -> torch.Tensor:
@@ -54,17 +81,24 @@ def _next_token_log_probs(
     need_attention: bool,
     forbid_eos: bool,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probabilities of the next token [N, V] in fp32 (and its cross-attention [N, S]).
-
-    PAD and BOS are never outputs (nor EOS when `forbid_eos`): probability zero.
-    """
+    """Log-probabilities of the next token [N, V] (`output_log_probs`), and its
+    cross-attention [N, S]."""
     step_input = ys[:, -1:] if cache is not None else ys
     logits, weights = model.decode(step_input, memory, src_mask, cache, need_attention)
-    logits = logits[:, -1].float()
-    cfg = model.cfg
+    log_probs = output_log_probs(logits[:, -1], model.cfg, forbid_eos)
+    return log_probs, (weights[:, -1] if weights is not None else None)
+
+
+def output_log_probs(
+    logits: torch.Tensor, cfg: ModelConfig, forbid_eos: bool = False
+) -> torch.Tensor:
+    """The decoder's next-token distribution: logits [..., V] -> log-probabilities [..., V] in
+    fp32, PAD and BOS (and EOS when `forbid_eos`) at probability zero. Overwrites `logits`
+    when they are fp32 already."""
+    logits = logits.float()
     banned = [cfg.pad_id, cfg.bos_id] + ([cfg.eos_id] if forbid_eos else [])
-    logits[:, banned] = float("-inf")
-    return logits.log_softmax(dim=-1), (weights[:, -1] if weights is not None else None)
+    logits[..., banned] = float("-inf")
+    return logits.log_softmax(dim=-1)
 
 
 def _top_k(x: torch.Tensor, k: int, block: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -183,6 +217,16 @@ def length_penalty(length: torch.Tensor | int, alpha: float, kind: str = "gnmt")
     )
 
 
+def pick_finished(
+    log_probs: Sequence[float], lengths: Sequence[int], k: int, lp: Callable[[int], float]
+) -> int:
+    """Beam search's winner among a sentence's finished hypotheses, given in the order they
+    finished: of the k most probable, the one with the best log-probability / lp(length).
+    Returns its index."""
+    k_best = sorted(range(len(log_probs)), key=log_probs.__getitem__, reverse=True)[:k]
+    return max(k_best, key=lambda j: log_probs[j] / lp(lengths[j]))
+
+
 @dataclass
 class _Finished:
     """A hypothesis set aside: its ids (EOS last if produced) and summed log-probability."""
@@ -224,13 +268,15 @@ def beam_search(
     need_attention: bool = False,
     use_cache: bool = True,
     fixed_length: int | None = None,
+    history: bool = False,
 ) -> list[DecodeResult]:
     """Keep the `beam_size` best prefixes per sentence; all sentences × beams in one batch.
 
     The first step runs one row per sentence (all its beams would be equal); the survivors
     then fan out to K rows each. The winner is the one of the K most probable finished
     hypotheses with the best log-probability / lp(Y), lp one of LENGTH_PENALTIES
-    (`length_penalty_kind`).
+    (`length_penalty_kind`). `history` records every step's candidates in the results
+    (`DecodeResult.history`), to show how the search went; it costs nothing when off.
     """
     cfg = model.cfg
     batch, k = src_ids.size(0), beam_size
@@ -254,6 +300,7 @@ def beam_search(
     attention = memory.new_zeros(batch, 0, src_ids.size(1)) if need_attention else None  # [N,t,S]
     finished: list[list[_Finished]] = [[] for _ in range(batch)]
     results: list[DecodeResult] = [DecodeResult([], 0.0)] * batch
+    steps_of: list[list[BeamStep]] | None = [[] for _ in range(batch)] if history else None
 
     for step in range(steps):
         n, beams = scores.shape
@@ -301,12 +348,19 @@ def beam_search(
         # Done once the best continuation has ended (no hypothesis left is more probable)
         # and K have finished.
         done = last | (best_ended & (n_finished >= k))  # [n]
+        if steps_of is not None:
+            _record_step(
+                steps_of, step, sentence, ys, cand_rows, cand_tokens, cand_scores, ends, carry, done
+            )
         for s in done.nonzero()[:, 0].tolist():
             i = int(sentence[s])
-            k_best = sorted(finished[i], key=lambda h: h.log_prob, reverse=True)[:k]
-            best = max(k_best, key=lambda h: h.log_prob / lp(len(h.row)))
+            hyps = finished[i]
+            lengths = [len(h.row) for h in hyps]
+            best = hyps[pick_finished([h.log_prob for h in hyps], lengths, k, lp)]
             score = best.log_prob / lp(len(best.row))
             results[i] = _result(best.row, score, best.attention, src_ids[i], cfg)
+            if steps_of is not None:
+                results[i].history = steps_of[i]
         keep = (~done).nonzero()[:, 0]  # [n'] sentences still decoding
         if keep.numel() == 0:
             break
@@ -325,3 +379,34 @@ def beam_search(
         elif cache is not None:
             cache.reorder(origin, None if all_stay else keep)
     return results
+
+
+def _record_step(
+    steps_of: list[list[BeamStep]],
+    step: int,
+    sentence: torch.Tensor,
+    ys: torch.Tensor,
+    cand_rows: torch.Tensor,
+    cand_tokens: torch.Tensor,
+    cand_scores: torch.Tensor,
+    ends: torch.Tensor,
+    carry: torch.Tensor,
+    done: torch.Tensor,
+) -> None:
+    """Append this step's candidates [n, 2K] (best first) to the history of each running
+    sentence: which hypothesis (row of ys [N, t+1]) each extends, and what became of it."""
+    prefixes = ys[:, 1:].tolist()
+    kept = torch.zeros_like(ends).scatter_(1, carry, True).tolist()
+    rows, tokens, scores = cand_rows.tolist(), cand_tokens.tolist(), cand_scores.tolist()
+    for s, (i, ended, stopped) in enumerate(
+        zip(sentence.tolist(), ends.tolist(), done.tolist(), strict=True)
+    ):
+        candidates = []
+        for c, row in enumerate(rows[s]):
+            status = "pruned"
+            if ended[c]:
+                status = "finished"
+            elif kept[s][c]:
+                status = "stopped" if stopped else "kept"
+            candidates.append(BeamCandidate(prefixes[row], tokens[s][c], scores[s][c], status))
+        steps_of[i].append(BeamStep(step, candidates))

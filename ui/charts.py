@@ -1,5 +1,6 @@
-"""The Altair charts of the pages: loss and learning-rate curves, length histograms and the
-cross-attention heat-map."""
+"""The Altair charts of the pages: loss and learning-rate curves, length histograms, the
+attention heat-maps (one, or a layer × head grid), and the Inspect page's views of positions,
+decoding steps and beam search."""
 
 from __future__ import annotations
 
@@ -101,11 +102,25 @@ def length_histogram(tokens: pd.Series, color: str) -> alt.Chart:
     )
 
 
-def attention_chart(item: dict[str, Any]) -> alt.Chart:
-    """Heat-map of [len(out), len(src)] weights; positions keep repeated pieces apart."""
+MASKED_COLOR = "#e8e8e8"  # a cell the attention mask hides (weight 0 by construction)
+
+
+def attention_chart(
+    item: dict[str, Any],
+    x_title: str = "source pieces",
+    y_title: str = "output pieces",
+    masked: list[list[bool]] | None = None,
+) -> alt.Chart:
+    """Heat-map of [len(out), len(src)] weights; positions keep repeated pieces apart.
+    `masked` cells (a key the mask hides from that query) are drawn grey, not as weight 0."""
     src, out, weights = item["src_pieces"], item["out_pieces"], item["attention"]
     rows = [
-        {"out": o, "src": s, "weight": float(weights[o][s])}
+        {
+            "out": o,
+            "src": s,
+            "weight": float(weights[o][s]),
+            "masked": bool(masked[o][s]) if masked is not None else False,
+        }
         for o in range(min(len(out), len(weights)))
         for s in range(min(len(src), len(weights[o])))
     ]
@@ -118,7 +133,7 @@ def attention_chart(item: dict[str, Any]) -> alt.Chart:
         .encode(
             x=alt.X(
                 "src:O",
-                title="source pieces",
+                title=x_title,
                 axis=alt.Axis(
                     labelExpr=f"{src_labels}[datum.value]",
                     labelAngle=0 if max(map(len, src), default=0) <= 4 else -40,
@@ -127,17 +142,150 @@ def attention_chart(item: dict[str, Any]) -> alt.Chart:
             ),
             y=alt.Y(
                 "out:O",
-                title="output pieces",
+                title=y_title,
                 axis=alt.Axis(labelExpr=f"{out_labels}[datum.value]"),
             ),
-            color=alt.Color(
-                "weight:Q", scale=alt.Scale(scheme="blues", domainMin=0), title="weight"
+            color=alt.condition(
+                alt.datum.masked,
+                alt.value(MASKED_COLOR),
+                alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domainMin=0), title="weight"),
             ),
             tooltip=[
                 alt.Tooltip("weight:Q", format=".2f"),
-                alt.Tooltip("src:O", title="source position"),
-                alt.Tooltip("out:O", title="output position"),
+                alt.Tooltip("src:O", title="key position" if masked else "source position"),
+                alt.Tooltip("out:O", title="query position" if masked else "output position"),
+                *([alt.Tooltip("masked:N")] if masked is not None else []),
             ],
         )
         .properties(width=max(240, cell * len(src)), height=max(160, cell * len(out)))
     )
+
+
+def attention_grid(data: pd.DataFrame) -> alt.Chart:
+    """Small multiples: one heat-map per layer (rows) and head (columns) of long-form data
+    (layer, head, query, key, weight, masked); masked cells grey."""
+    queries, keys = int(data["query"].max()) + 1, int(data["key"].max()) + 1
+    cell = max(3, min(12, 150 // max(queries, keys)))  # pixels: a map of about 150 px
+    return (
+        alt.Chart(data)
+        .mark_rect()
+        .encode(
+            x=alt.X("key:O", axis=None),
+            y=alt.Y("query:O", axis=None),
+            color=alt.condition(
+                alt.datum.masked,
+                alt.value(MASKED_COLOR),
+                alt.Color(
+                    "weight:Q",
+                    scale=alt.Scale(scheme="blues", domain=[0, 1]),
+                    title="weight",
+                ),
+            ),
+            tooltip=[
+                alt.Tooltip("layer:O"),
+                alt.Tooltip("head:O"),
+                alt.Tooltip("query:O", title="query position"),
+                alt.Tooltip("key:O", title="key position"),
+                alt.Tooltip("weight:Q", format=".2f"),
+            ],
+        )
+        .properties(width=cell * keys, height=cell * queries)
+        .facet(
+            row=alt.Row("layer:O", title="layer", header=alt.Header(labelAngle=0)),
+            column=alt.Column("head:O", title="head"),
+            spacing=6,
+        )
+    )
+
+
+def positional_chart(data: pd.DataFrame, marked: int) -> alt.Chart:
+    """The sinusoid table (position, dimension, value) as a heat-map; the first `marked`
+    positions (the sentence's) solid, the others faded."""
+    return (
+        alt.Chart(data)
+        .mark_rect()
+        .encode(
+            x=alt.X("dimension:O", title="dimension i", axis=alt.Axis(labelOverlap=True)),
+            y=alt.Y("position:O", title="position"),
+            color=alt.Color(
+                "value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]), title="PE"
+            ),
+            opacity=alt.condition(alt.datum.position < marked, alt.value(1.0), alt.value(0.25)),
+            tooltip=["position:O", "dimension:O", alt.Tooltip("value:Q", format=".3f")],
+        )
+        .properties(height=max(120, 14 * data["position"].nunique()))
+    )
+
+
+def norms_chart(data: pd.DataFrame) -> alt.Chart:
+    """‖embedding‖ and ‖PE‖ per source position (position, piece, signal, norm), grouped."""
+    return (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X("position:O", title="source position"),
+            xOffset="signal:N",
+            y=alt.Y("norm:Q", title="L2 norm"),
+            color=alt.Color("signal:N", title=None, legend=alt.Legend(orient="top")),
+            tooltip=["position:O", "piece:N", "signal:N", alt.Tooltip("norm:Q", format=".2f")],
+        )
+        .properties(height=220)
+    )
+
+
+def top_k_chart(data: pd.DataFrame) -> alt.Chart:
+    """The k most probable next pieces of a step (rank, piece, prob, chosen)."""
+    return (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            y=alt.Y("label:N", sort=alt.EncodingSortField("rank"), title=None),
+            x=alt.X("prob:Q", title="probability", scale=alt.Scale(domain=[0, 1])),
+            color=alt.condition(alt.datum.chosen, alt.value("#2f6fdf"), alt.value("#b8c7e6")),
+            tooltip=["piece:N", "id:Q", alt.Tooltip("prob:Q", format=".3f")],
+        )
+        .properties(height=alt.Step(26))
+    )
+
+
+BEAM_COLORS = {"kept": "#2f6fdf", "finished": "#2a9d4b", "pruned": "#bbbbbb", "stopped": "#e39b2d"}
+
+
+def beam_chart(data: pd.DataFrame) -> alt.Chart:
+    """Beam search candidates (step, log_prob, status, hypothesis, ...): each step's 2K
+    best continuations by log-probability, coloured by what became of them; the returned
+    translation is the ringed point."""
+    statuses = [s for s in BEAM_COLORS if s in set(data["status"])]
+    base = alt.Chart(data).encode(
+        x=alt.X("step:O", title="step"),
+        y=alt.Y("log_prob:Q", title="log P(prefix)"),
+        tooltip=[
+            "step:O",
+            "hypothesis:N",
+            "status:N",
+            alt.Tooltip("log_prob:Q", format=".3f"),
+            alt.Tooltip("score:Q", format=".3f", title="log P / lp"),
+        ],
+    )
+    points = base.mark_circle(size=70, opacity=0.85).encode(
+        color=alt.Color(
+            "status:N",
+            scale=alt.Scale(domain=statuses, range=[BEAM_COLORS[s] for s in statuses]),
+            legend=alt.Legend(orient="top", title=None),
+        )
+    )
+    best = base.transform_filter(alt.datum.best).mark_point(size=260, color="#111", strokeWidth=2)
+    return (points + best).properties(height=280)
+
+
+def loss_with_step(metrics: pd.DataFrame, step: int | None) -> alt.Chart:
+    """A run's loss curves with a rule at the step a version's weights come from."""
+    chart = loss_chart(metrics)
+    if step is None:
+        return chart
+    rule = (
+        alt.Chart(pd.DataFrame({"step": [step], "label": [f"this version (step {step})"]}))
+        .mark_rule(color="#d62728", strokeDash=[4, 3], strokeWidth=2)
+        .encode(x="step:Q", tooltip=["label:N"])
+    )
+    return chart + rule

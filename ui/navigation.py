@@ -31,8 +31,15 @@ class PageRef:
 CORPUS = PageRef("ui.corpus_page", "corpus", "Corpus", ":material/dataset:")
 TRAIN = PageRef("ui.train_page", "train", "Train", ":material/model_training:")
 TRANSLATE = PageRef("ui.translate_page", "translate", "Translate", ":material/translate:")
+INSPECT = PageRef("ui.inspect_page", "inspect", "Inspect", ":material/visibility:")
 MODELS = PageRef("ui.models_page", "models", "Models", ":material/deployed_code:")
-PAGES = (CORPUS, TRAIN, TRANSLATE, MODELS)  # in the navigation's order; the first is the default
+PAGES = (
+    CORPUS,
+    TRAIN,
+    TRANSLATE,
+    INSPECT,
+    MODELS,
+)  # in the navigation's order; the first is the default
 
 
 def link(ref: PageRef, label: str, icon: str | None = None) -> None:

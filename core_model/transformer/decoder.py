@@ -3,7 +3,9 @@ output, and feed-forward. Supports step-by-step decoding with a key/value cache.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -12,6 +14,13 @@ from core_model.transformer.attention import KeyValueCache, MultiHeadAttention
 from core_model.transformer.config import ModelConfig
 from core_model.transformer.feed_forward import PositionwiseFeedForward
 from core_model.transformer.residual import ResidualSublayer
+
+
+class LayerWeights(NamedTuple):
+    """One decoder layer's attention weights, per head."""
+
+    self_attn: torch.Tensor  # masked self-attention [B, H, T, T] (T_seen keys with a cache)
+    cross_attn: torch.Tensor  # attention over the encoder output [B, H, T, S]
 
 
 @dataclass
@@ -65,19 +74,24 @@ class DecoderLayer(nn.Module):
         src_mask: torch.Tensor,
         cache: LayerCache | None = None,
         need_weights: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """y [B, T, D], memory [B, S, D] -> ([B, T, D], cross-attention [B, H, T, S] or None)."""
+    ) -> tuple[torch.Tensor, LayerWeights | None]:
+        """y [B, T, D], memory [B, S, D] -> ([B, T, D], this layer's weights or None)."""
         self_cache = cache.self_attn if cache is not None else None
         cross_cache = cache.cross_attn if cache is not None else None
-        y, _ = self.self_block(y, lambda h: self.self_attn(h, mask=tgt_mask, cache=self_cache))
-        y, weights = self.cross_block(
+        y, self_weights = self.self_block(
+            y,
+            lambda h: self.self_attn(h, mask=tgt_mask, cache=self_cache, need_weights=need_weights),
+        )
+        y, cross_weights = self.cross_block(
             y,
             lambda h: self.cross_attn(
                 h, memory, mask=src_mask, cache=cross_cache, need_weights=need_weights
             ),
         )
         y, _ = self.ff_block(y, lambda h: (self.feed_forward(h), None))
-        return y, weights
+        if not need_weights:
+            return y, None
+        return y, LayerWeights(self_weights, cross_weights)
 
 
 class Decoder(nn.Module):
@@ -93,17 +107,16 @@ class Decoder(nn.Module):
         tgt_mask: torch.Tensor | None,
         src_mask: torch.Tensor,
         cache: DecoderCache | None = None,
-        need_weights: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Returns (hidden [B, T, D], last-layer cross-attention, mean over heads [B, T, S])."""
-        weights = None
-        last = len(self.layers) - 1
+        weights_of: Collection[int] = (),
+    ) -> tuple[torch.Tensor, dict[int, LayerWeights]]:
+        """Returns (hidden [B, T, D], the attention weights of the layers `weights_of`, by
+        layer index). Only those layers compute attention the slow, explicit way."""
+        weights = {}
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            # Only the last layer's cross-attention is drawn, so only it pays for the weights.
-            y, weights = layer(
-                y, memory, tgt_mask, src_mask, layer_cache, need_weights and i == last
-            )
+            y, layer_weights = layer(y, memory, tgt_mask, src_mask, layer_cache, i in weights_of)
+            if layer_weights is not None:
+                weights[i] = layer_weights
         if cache is not None:
             cache.length += y.size(1)
-        return self.final_norm(y), (weights.mean(dim=1) if weights is not None else None)
+        return self.final_norm(y), weights

@@ -19,11 +19,15 @@ class EncoderLayer(nn.Module):
         self.attn_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ff_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        # x [B, S, D]; src_mask [B, 1, 1, S]
-        x, _ = self.attn_block(x, lambda h: self.self_attn(h, mask=src_mask))
+    def forward(
+        self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x [B, S, D]; src_mask [B, 1, 1, S] -> ([B, S, D], self-attn [B, H, S, S] or None)."""
+        x, weights = self.attn_block(
+            x, lambda h: self.self_attn(h, mask=src_mask, need_weights=need_weights)
+        )
         x, _ = self.ff_block(x, lambda h: (self.feed_forward(h), None))
-        return x
+        return x, weights
 
 
 class Encoder(nn.Module):
@@ -34,8 +38,14 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        # [B, S, D] -> memory [B, S, D]
+    def forward(
+        self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """[B, S, D] -> (memory [B, S, D], each layer's self-attention [B, H, S, S] when
+        `need_weights`, else an empty list: only then is attention computed the slow way)."""
+        weights = []
         for layer in self.layers:
-            x = layer(x, src_mask)
-        return self.final_norm(x)
+            x, layer_weights = layer(x, src_mask, need_weights)
+            if layer_weights is not None:
+                weights.append(layer_weights)
+        return self.final_norm(x), weights

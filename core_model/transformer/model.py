@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from core_model.transformer.config import ModelConfig
-from core_model.transformer.decoder import Decoder, DecoderCache
+from core_model.transformer.decoder import Decoder, DecoderCache, LayerWeights
 from core_model.transformer.embedding import TokenEmbedding
 from core_model.transformer.encoder import Encoder
 from core_model.transformer.generator import Generator
 from core_model.transformer.masks import decoder_self_mask, padding_mask
 from core_model.transformer.positional_encoding import PositionalEncoding
+
+
+@dataclass
+class AttentionMaps:
+    """Every layer's attention weights, per head, of one teacher-forced pass. Each row sums
+    to 1 over the keys its mask allows; masked keys get exactly 0 (softmax of -inf)."""
+
+    encoder_self: list[torch.Tensor]  # per encoder layer [B, H, S, S]
+    decoder_self: list[torch.Tensor]  # per decoder layer [B, H, T, T]: 0 above the diagonal
+    cross: list[torch.Tensor]  # per decoder layer [B, H, T, S]
 
 
 class Transformer(nn.Module):
@@ -46,9 +59,17 @@ class Transformer(nn.Module):
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src_ids [B, S] -> (memory [B, S, D], src_mask [B, 1, 1, S])."""
-        src_mask = padding_mask(src_ids, self.cfg.pad_id)
-        memory = self.encoder(self.positions(self.src_embed(src_ids)), src_mask)
+        memory, src_mask, _ = self._encode(src_ids)
         return memory, src_mask
+
+    def _encode(
+        self, src_ids: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """`encode`, plus each encoder layer's self-attention [B, H, S, S] when asked."""
+        src_mask = padding_mask(src_ids, self.cfg.pad_id)
+        x = self.positions(self.src_embed(src_ids))
+        memory, weights = self.encoder(x, src_mask, need_weights)
+        return memory, src_mask, weights
 
     def decode(
         self,
@@ -61,13 +82,44 @@ class Transformer(nn.Module):
         """tgt_in_ids [B, T] (BOS + prefix) -> (logits [B, T, V], cross-attention [B, T, S] | None).
 
         With a cache, pass only the newest token ([B, 1]): earlier positions' keys and values
-        are in the cache, so no causal mask is needed.
+        are in the cache, so no causal mask is needed. The cross-attention drawn on the
+        Translate page is the last layer's, averaged over heads: only that layer pays for it.
         """
+        last = self.cfg.n_decoder_layers - 1
+        logits, weights = self._decode(
+            tgt_in_ids, memory, src_mask, cache, (last,) if need_weights else ()
+        )
+        return logits, (weights[last].cross_attn.mean(dim=1) if need_weights else None)
+
+    def _decode(
+        self,
+        tgt_in_ids: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor,
+        cache: DecoderCache | None,
+        weights_of: Collection[int],
+    ) -> tuple[torch.Tensor, dict[int, LayerWeights]]:
+        """`decode`, with the per-head weights of the decoder layers `weights_of`."""
         offset = cache.length if cache is not None else 0
         tgt_mask = None if cache is not None else decoder_self_mask(tgt_in_ids, self.cfg.pad_id)
         y = self.positions(self.tgt_embed(tgt_in_ids), offset)
-        hidden, weights = self.decoder(y, memory, tgt_mask, src_mask, cache, need_weights)
+        hidden, weights = self.decoder(y, memory, tgt_mask, src_mask, cache, weights_of)
         return self.generator(hidden), weights
+
+    def attention_maps(
+        self, src_ids: torch.Tensor, tgt_in_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, AttentionMaps]:
+        """Teacher forcing that also returns every layer's and head's attention weights (for
+        looking inside; training and decoding never call it): src_ids [B, S], tgt_in_ids
+        [B, T] -> (logits [B, T, V], AttentionMaps)."""
+        memory, src_mask, encoder_self = self._encode(src_ids, need_weights=True)
+        layers = range(self.cfg.n_decoder_layers)
+        logits, weights = self._decode(tgt_in_ids, memory, src_mask, None, layers)
+        return logits, AttentionMaps(
+            encoder_self,
+            [weights[i].self_attn for i in layers],
+            [weights[i].cross_attn for i in layers],
+        )
 
     def new_cache(self, capacity: int = 0) -> DecoderCache:
         """An empty decoding cache with room for `capacity` steps (0: grows as needed)."""

@@ -1,7 +1,7 @@
 """End to end in a real headless Chromium: the app as `make run` starts it, on a fresh
 WORKBENCH_HOME. Open it → Train on the demo corpus → wait for the version → translate a demo
-sentence and see the learned translation → fine-tune a second version → compare both on
-Models. A screenshot of each page is taken on the way: into the test's temporary folder, or,
+sentence and see the learned translation → inspect it → fine-tune a second version → compare
+both on Models. A screenshot of each page is taken on the way: into the test's temporary folder, or,
 with UPDATE_SCREENSHOTS=1, into docs/screenshots/ (the README shows them; a CJK font such as
 Debian's fonts-wqy-microhei makes the Chinese text legible):
 
@@ -239,6 +239,24 @@ def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
             expect(page.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible()
             _no_traceback(page)
             _shot(page, shots, "translate")
+
+            # 3b. Inspect the same sentence with beam search: every panel draws, the greedy
+            # output is the learned translation; the decoder's self-attention is pictured.
+            page.goto(f"{url}/inspect")
+            expect(page.get_by_role("heading", name="Inspect")).to_be_visible()
+            page.locator(".st-key-inspect_mode button", has_text="Beam search").click()
+            sentence = page.locator(".st-key-inspect_text input")
+            sentence.fill(DEMO_SOURCE)
+            sentence.press("Enter")
+            page.locator(".st-key-inspect button").click()
+            expect(page.get_by_role("heading", name="Beam search")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text(f"greedy: {DEMO_TARGET}").first).to_be_visible()
+            expect(page.locator('[data-testid="stVegaLiteChart"]')).to_have_count(7)
+            page.locator(".st-key-inspect_kind button", has_text="Decoder masked").click()
+            expect(page.get_by_text("the empty upper triangle", exact=False)).to_be_visible()
+            _no_traceback(page)
+            page.get_by_role("heading", name="Inspect").scroll_into_view_if_needed()
+            _shot(page, shots, "inspect")
 
             # 4. Fine-tune version #1 briefly, so there are two versions to compare.
             page.goto(f"{url}/train")

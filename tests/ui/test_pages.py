@@ -712,10 +712,19 @@ def test_models_compare_versions(populated: Trained) -> None:
     assert_clean(at)
     metrics = at.dataframe[1].value
     assert sorted(metrics["version"]) == sorted(populated.version_ids)
-    assert {"bleu", "chrf", "n"} <= set(metrics.columns)
+    assert {"BLEU", "BLEU 95 % interval", "p (BLEU)", "chrF", "p (chrF)"} <= set(metrics.columns)
+    baseline, other = (f"#{v}" for v in metrics["version"])
+    verdict = texts(at.markdown)
+    assert f"{other} is better than {baseline}" in verdict or "no significant difference" in verdict
     sentences = at.dataframe[2].value
     assert len(sentences) == 4  # the demo corpus' test split
-    assert {"source", "reference", "differs"} <= set(sentences.columns)
+    assert {"source", "reference", "differs", f"Δ chrF {other}"} <= set(sentences.columns)
+    at.selectbox(key="compare_sort").select("largest chrF loss first").run()
+    assert_clean(at)
+    deltas = list(at.dataframe[2].value[f"Δ chrF {other}"])
+    assert deltas == sorted(deltas)
+    downloads = [b.proto.label for b in at.get("download_button")]
+    assert {"Download CSV", "Download HTML report"} <= set(downloads)
     assert f"Scores on “{demo.DEMO_NAME}”** · test · 4 pairs · greedy" in texts(at.markdown)
     assert "Only 4 test pairs" in texts(at.warning)
 

@@ -11,6 +11,7 @@ from workbench.cli.common import (
     EXIT_OK,
     Command,
     positive_int,
+    print_json,
     print_text,
     read_lines,
     row_id,
@@ -93,14 +94,40 @@ def _args_evaluate(p: argparse.ArgumentParser) -> None:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from workbench.evaluation import evaluate
 
-    sources, references = read_lines(args.src), read_lines(args.ref)
-    if len(sources) != len(references):
-        raise WorkbenchError(
-            f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}"
-        )
-    scores = evaluate(args.version, list(zip(sources, references, strict=True)), beam=args.beam)
+    scores = evaluate(args.version, _test_pairs(args.src, args.ref), beam=args.beam)
     print(json.dumps(scores))
     return EXIT_OK
+
+
+def _args_compare(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--versions",
+        type=row_id,
+        nargs="+",
+        required=True,
+        metavar="ID",
+        help="two or more version ids; the first is the baseline of the p-values",
+    )
+    p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
+    p.add_argument("--ref", type=Path, required=True, help="reference translations")
+    p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from workbench.evaluation import compare
+
+    comparison = compare(args.versions, _test_pairs(args.src, args.ref), beam=args.beam)
+    for line in comparison.verdicts:
+        print_text(line)
+    print_json(comparison.as_dict())
+    return EXIT_OK
+
+
+def _test_pairs(src: Path, ref: Path) -> list[tuple[str, str]]:
+    sources, references = read_lines(src), read_lines(ref)
+    if len(sources) != len(references):
+        raise WorkbenchError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
+    return list(zip(sources, references, strict=True))
 
 
 COMMANDS = [
@@ -108,4 +135,10 @@ COMMANDS = [
     Command("register", "add a model folder trained elsewhere", _args_register, _cmd_register),
     Command("translate", "translate sentences with a version", _args_translate, _cmd_translate),
     Command("evaluate", "BLEU/chrF of a version on a test set", _args_evaluate, _cmd_evaluate),
+    Command(
+        "compare",
+        "BLEU/chrF of versions with 95% intervals and p-values",
+        _args_compare,
+        _cmd_compare,
+    ),
 ]

@@ -2,14 +2,24 @@
 
 The tabs: Pairs (``ui.pairs_table``: a paged, searchable table whose edits are saved together
 in one transaction), Import (``ui.import_panel``: previewed and validated before anything is
-written), Export & clean up, and Statistics.
+written), Export & clean up (``ui.cleaning_panel``: previewed, confirmed, undoable), and
+Statistics.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ui import charts, dialogs, feedback, formatting, import_panel, pairs_table, pickers
+from ui import (
+    charts,
+    cleaning_panel,
+    dialogs,
+    feedback,
+    formatting,
+    import_panel,
+    pairs_table,
+    pickers,
+)
 from workbench import corpora, exporting, pairs
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
@@ -148,6 +158,8 @@ def export_panel(current: CorpusInfo) -> None:
         "Remove duplicates",
         lambda: _dedupe(current),
     )
+    with st.container(border=True):
+        cleaning_panel.cleanup_panel(current)
 
 
 def _dedupe(current: CorpusInfo) -> str:

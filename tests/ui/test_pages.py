@@ -350,6 +350,55 @@ def test_import_preview_keeps_only_a_sample_in_the_session(small_corpus: int) ->
     assert "control or invisible characters removed from 300 rows" in texts(at.success)
 
 
+def test_import_with_clean_up_options_shows_what_they_drop(small_corpus: int) -> None:
+    data = "汤\tsoup\n麵條\tnoodle soup\n水\tDas Wasser ist heute sehr kalt und klar.\n".encode()
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/upload: Import"
+    at.run()
+    at.file_uploader[0].upload("menu.tsv", data, "text/tab-separated-values").run()
+    at.checkbox(key="import_clean_0_langid").check().run()
+    at.selectbox(key="import_clean_0_chinese").select("t2s").run()
+    assert_clean(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Filtered by clean-up"] == "1" and metrics["Will be added"] == "2"
+    report = at.session_state["_import_preview"][1].report
+    assert {(i.kind, i.severity) for i in report} >= {
+        ("lang_target", "filtered"),
+        ("converted", "warning"),
+    }
+    assert corpora.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
+    at.button(key="do_import").click().run()
+    assert_clean(at)
+    assert "1 filtered by clean-up" in texts(at.success)
+    assert "面条" in set(pairs.search_pairs(small_corpus, query="面").rows["source"])
+    assert pairs.search_pairs(small_corpus, query="water").total == 0
+
+
+def test_a_cleanup_asks_first_and_can_be_undone(small_corpus: int) -> None:
+    pairs.apply_edits(small_corpus, added=[{"source": "米饭米饭", "target": "米饭米饭"}])
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/download: Export & clean up"
+    at.run()
+    at.checkbox(key="cleanup_copies").check().run()
+    at.button(key="cleanup_preview").click().run()
+    assert_clean(at)
+    assert "**1 would be removed**" in texts(at.markdown)
+    at.button(key="cleanup_apply").click().run()
+    assert corpora.get_corpus(small_corpus).pair_count == 4, "nothing removed before confirming"
+    at.button(key="cleanup_cancel").click().run()
+    assert corpora.get_corpus(small_corpus).pair_count == 4
+    at.button(key="cleanup_apply").click().run()
+    at.button(key="cleanup_confirm").click().run()
+    assert_clean(at)
+    assert corpora.get_corpus(small_corpus).pair_count == 3
+    assert "removed 1 pair" in texts(at.success)
+    [undo] = [b for b in at.button if b.key.startswith("cleanup_undo_")]
+    undo.click().run()
+    assert_clean(at)
+    assert corpora.get_corpus(small_corpus).pair_count == 4
+    assert "1 pairs put back" in texts(at.success)
+
+
 def test_the_upload_size_is_limited_on_purpose() -> None:
     import tomllib
 

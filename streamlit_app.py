@@ -1,7 +1,7 @@
 """The browser UI: `make run` (or `streamlit run streamlit_app.py`).
 
 This file is the router: page config, what every run does first (style, the demo corpus on a
-first start), and the four pages, each registered as a callable (`ui.navigation`: a page's
+first start), and the pages, each registered as a callable (`ui.navigation`: a page's
 module's `render`, inside the error boundary). The pages live in `ui/`; all work is done by
 `workbench` services, and all state that matters lives in the database under WORKBENCH_HOME,
 so reloading the page or restarting Streamlit never stops a training run.

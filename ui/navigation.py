@@ -32,7 +32,14 @@ CORPUS = PageRef("ui.corpus_page", "corpus", "Corpus", ":material/dataset:")
 TRAIN = PageRef("ui.train_page", "train", "Train", ":material/model_training:")
 TRANSLATE = PageRef("ui.translate_page", "translate", "Translate", ":material/translate:")
 MODELS = PageRef("ui.models_page", "models", "Models", ":material/deployed_code:")
-PAGES = (CORPUS, TRAIN, TRANSLATE, MODELS)  # in the navigation's order; the first is the default
+REVIEW = PageRef("ui.review_page", "review", "Review", ":material/rate_review:")
+PAGES = (
+    CORPUS,
+    TRAIN,
+    TRANSLATE,
+    MODELS,
+    REVIEW,
+)  # in the navigation's order; the first is the default
 
 
 def link(ref: PageRef, label: str, icon: str | None = None) -> None:

@@ -24,6 +24,7 @@ from workbench import (
     corpora,
     demo,
     pairs,
+    pool,
     registry,
     run_info,
     runs,
@@ -40,6 +41,7 @@ PAGES = {
     "train": navigation.TRAIN,
     "translate": navigation.TRANSLATE,
     "models": navigation.MODELS,
+    "review": navigation.REVIEW,
 }
 TIMEOUT = 120
 
@@ -122,6 +124,7 @@ def test_empty_database_says_what_to_do(wb_home: Path, no_demo: None, page: str)
         "train": "No corpus yet",
         "translate": "No model version yet",
         "models": "No model version yet",
+        "review": "No corpus yet",
     }[page] in hint
 
 
@@ -781,6 +784,45 @@ def test_models_compare_versions(populated: Trained) -> None:
     at.button(key="compare").click().run()
     assert_clean(at)
     assert "test · 4 pairs · beam 4" in texts(at.markdown)
+
+
+def test_review_pool_to_pairs(populated: Trained, no_worker: None) -> None:
+    """Upload a pool, rank it (the worker's job, run here in-process), review the most
+    uncertain sentences into pairs."""
+    target = corpora.create_corpus("Pool review", "zh", "en")
+    try:
+        at = open_page("review")
+        at.selectbox(key="review_corpus").select(target.id).run()
+        sentences = "我想喝一杯茶。\n他们明天去北京开会。\n电脑坏了。\n"
+        at.file_uploader(key="pool_upload_0").upload("pool.txt", sentences.encode(), "text/plain")
+        at.run()
+        at.button(key="pool_add").click().run()
+        assert_clean(at)
+        assert "Added 3 sentences" in texts(at.success)
+        assert {m.label: m.value for m in at.metric}["In the pool"] == "3"
+        at.button(key="pool_rank").click().run()
+        assert_clean(at)
+        assert "queued" in texts(at.success)
+        assert worker.run_worker(once=True) == 1  # the pool job
+        at.run()
+        assert {m.label: m.value for m in at.metric}["Translated and ranked"] == "3"
+        queue = pool.review_queue(target.id)
+        assert len(queue) == 3
+        first, second, third = queue
+        assert f"**{first.source}**" in texts(at.markdown)  # most uncertain first
+        at.button(key=f"pool_accept_{first.id}").click().run()
+        at.text_input(key=f"pool_text_{second.id}").input("The computer broke.").run()
+        assert at.button(key=f"pool_accept_{second.id}").label == "Save correction"
+        at.button(key=f"pool_accept_{second.id}").click().run()
+        at.button(key=f"pool_skip_{third.id}").click().run()
+        assert_clean(at)
+        rows = pairs.search_pairs(target.id).rows
+        assert set(rows["source"]) == {first.source, second.source}
+        assert "The computer broke." in set(rows["target"])
+        assert all(note.startswith("pool review:") for note in rows["note"])
+        assert pool.pool_stats(target.id).waiting == 0
+    finally:
+        corpora.delete_corpus(target.id)
 
 
 def test_models_rename_and_notes(populated: Trained) -> None:

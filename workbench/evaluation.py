@@ -12,6 +12,7 @@ from core_model.artifact import ArtifactError, read_config
 from core_model.metrics import bleu_tokenizer_for, score
 from workbench import significance
 from workbench.errors import WorkbenchError
+from workbench.glossary import Glossary, term_hits
 from workbench.registry import artifact_dir, get_version
 from workbench.translation import MAX_SENTENCES, decoding_label, translate
 
@@ -26,20 +27,42 @@ def _check(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
     return [s for s, _ in pairs], [t for _, t in pairs]
 
 
-def _outputs(version_id: int, sources: list[str], beam: int) -> list[str]:
+def _outputs(
+    version_id: int, sources: list[str], beam: int, glossary: Glossary | None = None
+) -> list[str]:
     """Translations of any number of sentences (the service takes them in chunks)."""
     return [
         r.text
         for start in range(0, len(sources), MAX_SENTENCES)
-        for r in translate(version_id, sources[start : start + MAX_SENTENCES], beam=beam)
+        for r in translate(
+            version_id, sources[start : start + MAX_SENTENCES], beam=beam, glossary=glossary
+        )
     ]
 
 
-def evaluate(version_id: int, pairs: Sequence[tuple[str, str]], beam: int = 1) -> dict:
-    """{'bleu', 'chrf', 'n'} of the version's translations against the references."""
+def _term_scores(sources: list[str], outputs: list[str], glossary: Glossary | None) -> dict:
+    """{'term_hits', 'terms', 'term_hit_rate'} when there is a glossary, else {}."""
+    if not glossary:
+        return {}
+    hits, required = term_hits(sources, outputs, glossary)
+    rate = round(hits / required, 4) if required else None
+    return {"term_hits": hits, "terms": required, "term_hit_rate": rate}
+
+
+def evaluate(
+    version_id: int,
+    pairs: Sequence[tuple[str, str]],
+    beam: int = 1,
+    glossary: Glossary | None = None,
+    enforce: bool = False,
+) -> dict:
+    """{'bleu', 'chrf', 'n'} of the version's translations against the references; with a
+    `glossary`, also how many of its required terms the outputs contain ('term_hits' of
+    'terms', 'term_hit_rate'), and with `enforce` the translations obey it."""
     sources, references = _check(pairs)
-    outputs = _outputs(version_id, sources, beam)
-    return score(outputs, references, bleu_tokenizer_for(references))
+    outputs = _outputs(version_id, sources, beam, glossary if enforce else None)
+    scores = score(outputs, references, bleu_tokenizer_for(references))
+    return scores | _term_scores(sources, outputs, glossary)
 
 
 @dataclass
@@ -48,7 +71,8 @@ class Comparison:
     bootstrap (``workbench.significance``)."""
 
     # One row per version: version, name, bleu, bleu_low, bleu_high, chrf, chrf_low,
-    # chrf_high, p_value (BLEU, vs the baseline; None for it), chrf_p_value, n.
+    # chrf_high, p_value (BLEU, vs the baseline; None for it), chrf_p_value, n; with a
+    # glossary also term_hits, terms, term_hit_rate.
     metrics: pd.DataFrame
     # source, reference, then per version: output and chrF, and for every version after the
     # first "Δ chrF #id" (its sentence chrF minus the baseline's); differs.
@@ -73,6 +97,7 @@ class Comparison:
                     "chrf_p_value": _none_if_nan(row["chrf_p_value"]),
                     "n": int(row["n"]),
                 }
+                | {k: row[k] for k in ("term_hits", "terms", "term_hit_rate") if k in row}
             )
         return {
             "baseline": versions[0]["version"],
@@ -93,11 +118,16 @@ def delta_column(version_id: int) -> str:
 
 
 def compare(
-    version_ids: Sequence[int], pairs: Sequence[tuple[str, str]], beam: int = 1
+    version_ids: Sequence[int],
+    pairs: Sequence[tuple[str, str]],
+    beam: int = 1,
+    glossary: Glossary | None = None,
+    enforce: bool = False,
 ) -> Comparison:
     """Translate the same pairs with every version: corpus BLEU/chrF with 95 % intervals,
     p-values against the first version (paired bootstrap), per-sentence chrF and its
-    difference from the first version."""
+    difference from the first version; with a `glossary`, each version's term-hit rate
+    (and with `enforce`, translations that obey it)."""
     if len(version_ids) < 2 or len(set(version_ids)) < len(version_ids):
         raise WorkbenchError("Pick at least two different versions to compare.")
     sources, references = _check(pairs)
@@ -107,7 +137,7 @@ def compare(
     output_columns = []
     for version_id in version_ids:
         label = f"#{version_id}"
-        out = _outputs(version_id, sources, beam)
+        out = _outputs(version_id, sources, beam, glossary if enforce else None)
         outputs.append(out)
         sentences[label] = out
         sentences[f"chrF {label}"] = [
@@ -124,7 +154,7 @@ def compare(
 
     paired = significance.paired_bootstrap(outputs, references, tokenize)
     metric_rows = []
-    for version_id, estimate in zip(version_ids, paired.estimates, strict=True):
+    for version_id, estimate, out in zip(version_ids, paired.estimates, outputs, strict=True):
         bleu, chrf = estimate["bleu"], estimate["chrf"]
         metric_rows.append(
             {
@@ -140,6 +170,7 @@ def compare(
                 "chrf_p_value": chrf.p_value,
                 "n": len(sources),
             }
+            | _term_scores(sources, out, glossary)
         )
     baseline = f"#{version_ids[0]}"
     verdicts = [

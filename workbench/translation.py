@@ -14,6 +14,7 @@ from core_model.translator import translate as translate_loaded
 from db.models import Pair
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
+from workbench.glossary import Glossary, enforce
 from workbench.pairs import edit_pairs
 from workbench.registry import get_version, load_model_of, load_version
 from workbench.storage import session_scope
@@ -36,18 +37,25 @@ def translate(
     texts: Sequence[str],
     beam: int = 1,
     with_attention: bool = False,
+    glossary: Glossary | None = None,
 ) -> list[TranslationResult]:
     """One result per input text, in order (a batch is decoded together).
 
     beam=1 is greedy decoding; with_attention adds the last decoder layer's cross-attention
-    (output pieces × source pieces) for heat-maps.
+    (output pieces × source pieces) for heat-maps. With a `glossary` (``glossary.glossary_of``
+    a corpus), sentences that contain its source terms are made to use its target terms
+    (``glossary.enforce``: constrained beam search; those results have no attention); the
+    others are translated exactly as without it.
     """
     if not 1 <= beam <= MAX_BEAM:
         raise WorkbenchError(f"Beam size must be between 1 and {MAX_BEAM}.")
     if len(texts) > MAX_SENTENCES:
         raise WorkbenchError(f"At most {MAX_SENTENCES} sentences at once, got {len(texts)}.")
     loaded = load_version(version_id)
-    return translate_loaded(loaded, list(texts), beam=beam, with_attention=with_attention)
+    results = translate_loaded(loaded, list(texts), beam=beam, with_attention=with_attention)
+    if glossary:
+        results = enforce(loaded, list(texts), results, glossary, beam)
+    return results
 
 
 # ------------------------------------------------------------------------ input checks

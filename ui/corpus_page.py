@@ -2,8 +2,8 @@
 
 The tabs: Pairs (``ui.pairs_table``: a paged, searchable table whose edits are saved together
 in one transaction), Import (``ui.import_panel``: previewed and validated before anything is
-written), Export & clean up (``ui.cleaning_panel``: previewed, confirmed, undoable), and
-Statistics.
+written), Export & clean up (``ui.cleaning_panel``: previewed, confirmed, undoable),
+Statistics, and Glossary (``ui.glossary_panel``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from ui import (
     dialogs,
     feedback,
     formatting,
+    glossary_panel,
     import_panel,
     pairs_table,
     pickers,
@@ -64,6 +65,7 @@ def render() -> None:
             ":material/upload: Import",
             ":material/download: Export & clean up",
             ":material/bar_chart: Statistics",
+            ":material/menu_book: Glossary",
         ],
         key="corpus_tab",
         on_change="rerun",
@@ -80,6 +82,9 @@ def render() -> None:
     if tabs[3].open:
         with tabs[3]:
             statistics_panel(current)
+    if tabs[4].open:
+        with tabs[4]:
+            glossary_panel.glossary_panel(current)
 
 
 # ------------------------------------------------------------------- corpus management

@@ -14,6 +14,7 @@ from workbench import (
     comparison_report,
     corpora,
     evaluation,
+    glossary,
     registry,
     run_info,
     significance,
@@ -210,6 +211,13 @@ def compare(versions: list[Any]) -> None:
         )
     with row[1]:
         beam = pickers.decoding_picker("compare")
+    terms = glossary.glossary_of(test_corpus.id)
+    enforce = bool(terms) and st.toggle(
+        f"Make the versions use the glossary of “{test_corpus.name}” ({len(terms.terms)} terms)",
+        key="compare_glossary",
+        help="Off: the term-hit rate says how often each version uses the required terms on "
+        "its own. On: sentences with a term are decoded to use it (constrained search).",
+    )
     if row[2].button("Compare", type="primary", icon=":material/compare_arrows:", key="compare"):
         with feedback.error_boundary("comparing the versions"):
             test_pairs = snapshots.split_pairs(test_corpus.id, "test", limit=MAX_COMPARE_PAIRS)
@@ -225,8 +233,11 @@ def compare(versions: list[Any]) -> None:
                     f"Translating {len(test_pairs)} test pairs with {len(chosen)} versions…",
                     show_time=True,
                 ):
-                    result = evaluation.compare(chosen, test_pairs, beam=beam)
+                    result = evaluation.compare(
+                        chosen, test_pairs, beam=beam, glossary=terms, enforce=enforce
+                    )
                 st.session_state[COMPARISON] = {
+                    "glossary": "glossary enforced" if enforce else "",
                     "versions": list(chosen),
                     "corpus": test_corpus.name,
                     "basis": evaluation.ScoreBasis("test", len(test_pairs), beam),
@@ -257,7 +268,8 @@ def comparison_view(shown: dict[str, Any]) -> None:
     result: evaluation.Comparison = shown["result"]
     sentences = result.sentences
     basis: evaluation.ScoreBasis = shown["basis"]
-    st.markdown(f"**Scores on “{shown['corpus']}”** · {basis}")
+    enforced = f" · {shown['glossary']}" if shown.get("glossary") else ""
+    st.markdown(f"**Scores on “{shown['corpus']}”** · {basis}{enforced}")
     if basis.pairs < evaluation.MIN_RELIABLE_PAIRS:
         st.warning(
             f"Only {formatting.plural(basis.pairs, 'test pair')}: on so few sentences a BLEU "
@@ -341,6 +353,16 @@ def _scores_table(metrics: pd.DataFrame) -> pd.DataFrame:
             "p (chrF)": metrics["chrf_p_value"],
             "pairs": metrics["n"],
         }
+        | (
+            {
+                "glossary terms used": [
+                    f"{h:,} of {n:,}" + (f" ({h / n:.0%})" if n else "")
+                    for h, n in zip(metrics["term_hits"], metrics["terms"], strict=True)
+                ]
+            }
+            if "term_hits" in metrics
+            else {}
+        )
     )
 
 

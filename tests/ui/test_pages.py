@@ -23,6 +23,7 @@ from ui import navigation
 from workbench import (
     corpora,
     demo,
+    glossary,
     pairs,
     pool,
     registry,
@@ -823,6 +824,39 @@ def test_review_pool_to_pairs(populated: Trained, no_worker: None) -> None:
         assert pool.pool_stats(target.id).waiting == 0
     finally:
         corpora.delete_corpus(target.id)
+
+
+def test_a_glossary_edited_on_the_corpus_page_is_obeyed_on_translate(
+    populated: Trained,
+) -> None:
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/menu_book: Glossary"
+    at.run()
+    assert_clean(at)
+    editor = at.data_editor[0]
+    at.session_state[editor.key] = {
+        "edited_rows": {},
+        "added_rows": [{"source term": "茶", "target term": "apple"}],
+        "deleted_rows": [],
+    }
+    at.run()
+    at.button(key="glossary_save").click().run()
+    assert_clean(at)
+    assert "1 term" in texts(at.success)
+    try:
+        at = open_page("translate")
+        at.text_area(key="translate_input").input("我想喝一杯茶。\n你好，很高兴认识你。")
+        at.button(key="translate").click().run()
+        assert_clean(at)
+        with_terms = at.session_state["translate_results"]["items"]
+        assert "apple" in with_terms[0]["text"] and "glossary applied" in texts(at.caption)
+        at.toggle(key="translate_glossary").set_value(False).run()
+        at.button(key="translate").click().run()
+        without = at.session_state["translate_results"]["items"]
+        assert "apple" not in without[0]["text"]
+        assert without[1]["text"] == with_terms[1]["text"]  # no term: the same translation
+    finally:
+        glossary.set_terms(populated.corpus_id, [])
 
 
 def test_models_rename_and_notes(populated: Trained) -> None:

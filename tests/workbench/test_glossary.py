@@ -4,12 +4,13 @@ reports the term-hit rate."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import make_toy_corpus, module_home, toy_pairs, train_version
+from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
 from workbench import evaluation, glossary, translation
 from workbench.errors import WorkbenchError
 
@@ -81,3 +82,22 @@ def test_matching_and_editing_the_glossary(trained: dict, tmp_path) -> None:
     with pytest.raises(WorkbenchError, match="line 1: expected two columns"):
         glossary.import_terms(corpus, b"only one column\n", "tsv")
     glossary.set_terms(corpus, [])
+
+
+def test_the_command_line_enforces_and_reports_terms(trained: dict, tmp_path) -> None:
+    glossary.set_terms(trained["corpus_id"], [("公园", "library")])
+    version, corpus = str(trained["version"]), str(trained["corpus_id"])
+    plain = cli("translate", "--version", version, PARK)
+    obeyed = cli("translate", "--version", version, "--glossary", corpus, PARK)
+    assert plain.returncode == obeyed.returncode == 0, obeyed.stderr
+    assert "library" not in plain.stdout and "library" in obeyed.stdout
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(s for s, _ in toy_pairs()) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(t for _, t in toy_pairs()) + "\n", encoding="utf-8")
+    files = ("--src", str(src), "--ref", str(ref))
+    off = cli("evaluate", "--version", version, *files, "--glossary", corpus)
+    on = cli("evaluate", "--version", version, *files, "--glossary", corpus, "--enforce-glossary")
+    assert json.loads(off.stdout.splitlines()[-1])["term_hit_rate"] == 0.0
+    assert json.loads(on.stdout.splitlines()[-1])["term_hit_rate"] == 1.0
+    bad = cli("evaluate", "--version", version, *files, "--enforce-glossary")
+    assert bad.returncode == 2 and "needs --glossary" in bad.stderr

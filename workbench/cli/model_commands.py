@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.cli.common import (
     EXIT_OK,
@@ -19,6 +20,9 @@ from workbench.cli.common import (
 from workbench.corpora import CORPUS_REF_HELP
 from workbench.errors import WorkbenchError
 from workbench.text_rules import escape_controls
+
+if TYPE_CHECKING:
+    from workbench.glossary import Glossary
 
 
 def _args_versions(p: argparse.ArgumentParser) -> None:
@@ -66,9 +70,20 @@ def _cmd_register(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _glossary_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--glossary", metavar="CORPUS", help=f"{what}: {CORPUS_REF_HELP}")
+
+
+def _glossary(corpus: str | None) -> Glossary | None:
+    from workbench.glossary import glossary_of
+
+    return glossary_of(corpus) if corpus else None
+
+
 def _args_translate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", type=row_id, required=True, help="model version id")
     p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
+    _glossary_arg(p, "use the required terms of this corpus' glossary")
     p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
 
 
@@ -79,7 +94,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         texts = args.text or [line.rstrip("\n") for line in sys.stdin]
     except UnicodeDecodeError:
         raise WorkbenchError("standard input is not UTF-8 text") from None
-    for result in translate(args.version, texts, beam=args.beam):
+    for result in translate(args.version, texts, beam=args.beam, glossary=_glossary(args.glossary)):
         print_text(result.text)
     return EXIT_OK
 
@@ -89,12 +104,28 @@ def _args_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
     p.add_argument("--ref", type=Path, required=True, help="reference translations")
     p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
+    _glossary_args(p)
+
+
+def _glossary_args(p: argparse.ArgumentParser) -> None:
+    _glossary_arg(p, "report the hit rate of this corpus' glossary terms (term_hit_rate)")
+    p.add_argument(
+        "--enforce-glossary", action="store_true", help="make the translations use those terms"
+    )
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from workbench.evaluation import evaluate
 
-    scores = evaluate(args.version, _test_pairs(args.src, args.ref), beam=args.beam)
+    if args.enforce_glossary and not args.glossary:
+        raise WorkbenchError("--enforce-glossary needs --glossary CORPUS")
+    scores = evaluate(
+        args.version,
+        _test_pairs(args.src, args.ref),
+        beam=args.beam,
+        glossary=_glossary(args.glossary),
+        enforce=args.enforce_glossary,
+    )
     print(json.dumps(scores))
     return EXIT_OK
 
@@ -111,12 +142,21 @@ def _args_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
     p.add_argument("--ref", type=Path, required=True, help="reference translations")
     p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
+    _glossary_args(p)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from workbench.evaluation import compare
 
-    comparison = compare(args.versions, _test_pairs(args.src, args.ref), beam=args.beam)
+    if args.enforce_glossary and not args.glossary:
+        raise WorkbenchError("--enforce-glossary needs --glossary CORPUS")
+    comparison = compare(
+        args.versions,
+        _test_pairs(args.src, args.ref),
+        beam=args.beam,
+        glossary=_glossary(args.glossary),
+        enforce=args.enforce_glossary,
+    )
     for line in comparison.verdicts:
         print_text(line)
     print_json(comparison.as_dict())

@@ -42,10 +42,15 @@ def _tsv(pairs_by_split: dict[str, data.Pairs]) -> bytes:
 
 
 def train_through_product(
-    name: str, src_lang: str, tgt_lang: str, train: data.Pairs, valid: data.Pairs, minutes: float
+    name: str,
+    src_lang: str,
+    tgt_lang: str,
+    train: data.Pairs,
+    valid: data.Pairs,
+    minutes: float | None,
 ) -> dict:
-    """Import, queue with the defaults and a time budget, train in a real worker process;
-    returns the run and the registered version's metrics."""
+    """Import, queue with the defaults and a time budget (None: the automatic budget), train
+    in a real worker process; returns the run and the registered version's metrics."""
     from workbench import corpora, importing, registry, run_info, runs
 
     info = corpora.create_corpus(name, src_lang, tgt_lang)

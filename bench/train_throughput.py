@@ -70,7 +70,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=2048, help="target tokens per batch")
+    parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cfg = ModelConfig(
         src_vocab_size=8000,

@@ -140,7 +140,9 @@ def constrained_beam_search(
     done = [h for h in beam if h.finished and all(h.met)]
     pool = done or [h for h in beam if all(h.met)] or beam
     best = max(pool, key=lambda h: _normalised(h, length_penalty_alpha))
-    return DecodeResult(list(best.tokens), _normalised(best, length_penalty_alpha), None)
+    return DecodeResult(
+        list(best.tokens), _normalised(best, length_penalty_alpha), None, ended=best.finished
+    )
 
 
 def _normalised(hyp: _Hyp, alpha: float) -> float:

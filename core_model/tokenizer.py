@@ -210,7 +210,9 @@ def _suggested_vocab_size(message: str) -> int | None:
     m = re.search(r"value <= (\d+)", message)
     if m:
         return int(m.group(1))
-    m = re.search(r"required_chars[^\d]*(\d+)", message)
+    # "Vocabulary size is smaller than required_chars. 2015 vs 2755.": every character of the
+    # corpus (coverage 1.0) needs a piece of its own, plus the special pieces.
+    m = re.search(r"required_chars\.\s*\d+ vs (\d+)", message)
     if m:
         return int(m.group(1)) + len(SPECIAL_PIECES) + 1
     return None
@@ -372,11 +374,12 @@ class TokenizerPair:
         return cls(load_tokenizer(d / "src"), load_tokenizer(d / "tgt"), False)
 
 
-def _char_overlap(src_texts: Sequence[str], tgt_texts: Sequence[str], sample: int = 2000) -> float:
-    """Jaccard overlap of the character sets of both sides (letters only)."""
+def shares_alphabet(src_texts: Sequence[str], tgt_texts: Sequence[str], sample: int = 2000) -> bool:
+    """Whether both sides write with mostly the same letters (de/en yes, zh/en no): Jaccard
+    overlap of their letter sets of at least one half."""
     a = {ch for t in src_texts[:sample] for ch in t if ch.isalpha()}
     b = {ch for t in tgt_texts[:sample] for ch in t if ch.isalpha()}
-    return len(a & b) / max(1, len(a | b))
+    return len(a & b) / max(1, len(a | b)) >= 0.5
 
 
 def train_tokenizers(
@@ -395,7 +398,7 @@ def train_tokenizers(
     """
     src_texts, tgt_texts = list(src_texts), list(tgt_texts)
     if joint is None:
-        joint = _char_overlap(src_texts, tgt_texts) >= 0.5
+        joint = shares_alphabet(src_texts, tgt_texts)
     if kind == "sentencepiece":
         train = SentencePieceTokenizer.train
     elif kind == "whitespace":

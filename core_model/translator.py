@@ -7,13 +7,13 @@ the caller's order. Empty inputs translate to empty outputs without touching the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from core_model.artifact import LoadedModel
 from core_model.batching import encode_source, pad_sources
-from core_model.decoding import beam_search, greedy_decode
+from core_model.decoding import LENGTH_PENALTIES, beam_search, greedy_decode
 from core_model.tokenizer import UNK_ID, TokenizerPair, clean_text
 from core_model.transformer import Transformer
 
@@ -29,22 +29,93 @@ class TranslationResult:
     # them are UNK (pieces the tokenizer never saw in training: the model cannot read them).
     src_tokens: int = 0
     unk_tokens: int = 0
+    src_ids: list[int] = field(default_factory=list)  # what the model read (cut, + EOS)
+    out_ids: list[int] = field(default_factory=list)  # output ids without BOS/EOS
 
 
-def _batches(lengths: Sequence[int], max_tokens: int, max_sentences: int) -> list[list[int]]:
+# Output bound a·|src| + b in pieces. Generous: zh→en outputs have several times more pieces
+# than their sources, and the bound only ever stops a model that never emits EOS.
+MAX_LEN_A, MAX_LEN_B = 3.0, 50
+
+
+@dataclass
+class EncodedInput:
+    """One input text as the model reads it: `ids` cut to max_len and ending with EOS (empty
+    for an empty text), and how long and how unknown the whole, uncut input was."""
+
+    ids: list[int]
+    src_tokens: int = 0  # ids of the whole input + EOS
+    unk_tokens: int = 0  # how many of them are UNK (never seen in training)
+
+
+def encode_inputs(
+    tokenizers: TokenizerPair, texts: Sequence[str], max_len: int
+) -> list[EncodedInput]:
+    """Encode texts for any decoder of this model (ours or an exported one)."""
+    out = []
+    for text in texts:
+        if not clean_text(text).strip():
+            out.append(EncodedInput([]))
+            continue
+        full = tokenizers.src.encode(text)  # once more, uncut, to tell the caller
+        ids = encode_source(tokenizers, text, max_len)
+        out.append(EncodedInput(ids, len(full) + 1, sum(1 for t in full if t == UNK_ID)))
+    return out
+
+
+def make_result(
+    tokenizers: TokenizerPair,
+    source: EncodedInput,
+    tokens: Sequence[int],
+    score: float,
+    ended: bool,
+    attention: torch.Tensor | None = None,
+) -> TranslationResult:
+    """The result of one decoded output: `tokens` without BOS/EOS, `ended` whether the
+    decoder produced EOS (not stopped by the length bound); attention [T_out(+1), S]."""
+    out_pieces = tokenizers.tgt.ids_to_pieces(tokens) + (["</s>"] if ended else [])
+    return TranslationResult(
+        tokenizers.tgt.decode(tokens),
+        [*tokenizers.src.ids_to_pieces(source.ids[:-1]), "</s>"],
+        out_pieces,
+        attention,
+        float(score),
+        src_tokens=source.src_tokens,
+        unk_tokens=source.unk_tokens,
+        src_ids=list(source.ids),
+        out_ids=list(tokens),
+    )
+
+
+@torch.inference_mode()
+def cross_attention(model: Transformer, result: TranslationResult) -> torch.Tensor | None:
+    """The last decoder layer's cross-attention [len(out_pieces), len(src_pieces)] (mean of
+    heads) as `model` reads the result's output — teacher forcing gives the rows incremental
+    decoding would: the heat-map of an output another engine decoded. None if empty."""
+    if not result.src_ids:
+        return None
+    device = next(model.parameters()).device
+    src = torch.tensor([result.src_ids], device=device)  # [1, S]
+    tgt = torch.tensor([[model.cfg.bos_id, *result.out_ids]], device=device)  # [1, T_out + 1]
+    memory, src_mask = model.encode(src)
+    _, weights = model.decode(tgt, memory, src_mask, need_weights=True)  # [1, T_out + 1, S]
+    return weights[0, : len(result.out_pieces)].float().cpu()
+
+
+def batches(lengths: Sequence[int], max_tokens: int, max_sentences: int) -> list[list[int]]:
     """Positions sorted by length, cut into batches of ≤ max_tokens source positions."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches: list[list[int]] = []
+    out: list[list[int]] = []
     current: list[int] = []
     for i in order:
         too_long = lengths[i] * (len(current) + 1) > max_tokens
         if current and (too_long or len(current) >= max_sentences):
-            batches.append(current)
+            out.append(current)
             current = []
         current.append(i)
     if current:
-        batches.append(current)
-    return batches
+        out.append(current)
+    return out
 
 
 def translate_ids(
@@ -55,31 +126,23 @@ def translate_ids(
     with_attention: bool = False,
     max_tokens: int = 4000,
     max_sentences: int = 128,
-    # Output bound a·|src| + b in pieces. Generous: zh→en outputs have several times more
-    # pieces than their sources, and the bound only ever stops a model that never emits EOS.
-    max_len_a: float = 3.0,
-    max_len_b: int = 50,
+    max_len_a: float = MAX_LEN_A,
+    max_len_b: int = MAX_LEN_B,
+    length_penalty_kind: str = LENGTH_PENALTIES[0],
 ) -> list[TranslationResult]:
     """Translate with an in-memory model (the training loop's validation uses this too)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    max_len = model.cfg.max_len
-    src_ids = [
-        encode_source(tokenizers, t, max_len) if clean_text(t).strip() else [] for t in texts
-    ]
-    # Encoded once more, uncut, to tell the caller how long and how unknown each input was.
-    full_ids = [
-        tokenizers.src.encode(t) if ids else [] for t, ids in zip(texts, src_ids, strict=True)
-    ]
+    inputs = encode_inputs(tokenizers, texts, model.cfg.max_len)
     results: list[TranslationResult] = [TranslationResult("", [], []) for _ in texts]
-    todo = [i for i, ids in enumerate(src_ids) if ids]
+    todo = [i for i, source in enumerate(inputs) if source.ids]
     if beam > 1:  # beam search multiplies the batch by the beam width
         max_tokens = max(1, max_tokens // beam)
         max_sentences = max(1, max_sentences // beam)
-    for batch in _batches([len(src_ids[i]) for i in todo], max_tokens, max_sentences):
+    for batch in batches([len(inputs[i].ids) for i in todo], max_tokens, max_sentences):
         idx = [todo[j] for j in batch]
-        src = pad_sources([src_ids[i] for i in idx]).to(device)  # [B, S]
+        src = pad_sources([inputs[i].ids for i in idx]).to(device)  # [B, S]
         if beam > 1:
             decoded = beam_search(
                 model,
@@ -88,30 +151,15 @@ def translate_ids(
                 max_len_a=max_len_a,
                 max_len_b=max_len_b,
                 need_attention=with_attention,
+                length_penalty_kind=length_penalty_kind,
             )
         else:
             decoded = greedy_decode(
                 model, src, max_len_a=max_len_a, max_len_b=max_len_b, need_attention=with_attention
             )
         for i, res in zip(idx, decoded, strict=True):
-            src_pieces = [*tokenizers.src.ids_to_pieces(src_ids[i][:-1]), "</s>"]
-            out_pieces = [*tokenizers.tgt.ids_to_pieces(res.tokens), "</s>"]
-            att = None
-            if with_attention and res.attention is not None:
-                att = res.attention.float().cpu()  # [T_out (+1 if EOS was produced), S]
-                if att.size(0) < len(out_pieces):  # stopped at the length limit: no EOS row
-                    out_pieces = out_pieces[:-1]
-            text = tokenizers.tgt.decode(res.tokens)
-            full = full_ids[i]
-            results[i] = TranslationResult(
-                text,
-                src_pieces,
-                out_pieces,
-                att,
-                float(res.score),
-                src_tokens=len(full) + 1,
-                unk_tokens=sum(1 for t in full if t == UNK_ID),
-            )
+            att = res.attention.float().cpu() if res.attention is not None else None
+            results[i] = make_result(tokenizers, inputs[i], res.tokens, res.score, res.ended, att)
     if was_training:
         model.train()
     return results
@@ -127,7 +175,7 @@ def translate(
     """Translate `texts` with a loaded model folder; one result per input, in input order.
 
     kwargs: max_tokens, max_sentences (batch limits), max_len_a, max_len_b (output length
-    bound a·|src| + b).
+    bound a·|src| + b), length_penalty_kind (beam search's, core_model.decoding).
     """
     if beam < 1:
         raise ValueError("beam must be at least 1")

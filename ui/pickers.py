@@ -1,4 +1,5 @@
-"""Pickers shared by the pages: corpus, model version and decoding, and the labels they show.
+"""Pickers shared by the pages: corpus, model version, decoding and engine, and the labels
+they show.
 
 A choice made in one page's picker is remembered across pages (``CURRENT_CORPUS``,
 ``CURRENT_VERSION`` in ``st.session_state``: view state only, the data is in the database).
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from ui.formatting import pair_count_label
+from workbench import engines
 
 if TYPE_CHECKING:
     from workbench.corpora import CorpusInfo
@@ -101,3 +103,23 @@ def decoding_picker(prefix: str) -> int:
     if mode == "Beam search":
         return int(st.slider("Beam size", 2, 8, 4, key=f"{prefix}_beam"))
     return 1
+
+
+def engine_picker(prefix: str) -> str:
+    """Who decodes (workbench.engines); returns the engine, our decoder by default. Widget key
+    `{prefix}_engine`; with CTranslate2 not installed there is nothing to choose."""
+    choices = engines.available_engines()
+    if len(choices) == 1:
+        return choices[0]
+    engine = st.segmented_control(
+        "Engine",
+        choices,
+        default=choices[0],
+        format_func=lambda e: engines.ENGINE_LABELS[e],
+        key=f"{prefix}_engine",
+        help="The handwritten decoder is the reference. CTranslate2 runs the same model "
+        f"exported to that engine with {engines.ENGINE_QUANTIZATION} weights (exported the "
+        "first time, in seconds): faster on a CPU, nearly always the same output. The "
+        "attention map is always the handwritten model's.",
+    )
+    return engine or choices[0]

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, pickers
-from workbench import corpora, glossary, pairs, registry, settings, translation
+from workbench import corpora, engines, glossary, pairs, registry, settings, translation
 
 RESULTS = "translate_results"
 MAX_LINES = 500
@@ -41,6 +41,7 @@ def render() -> None:
             version = pickers.version_picker(versions, key="translate_version")
         with top[1]:
             beam = pickers.decoding_picker("translate")
+            engine = pickers.engine_picker("translate")
         text = st.text_area(
             f"Source sentences ({version.src_lang}), one per line",
             key="translate_input",
@@ -73,6 +74,7 @@ def render() -> None:
                         lines,
                         beam,
                         with_attention=True,
+                        engine=engine,
                         glossary=terms if use_glossary else None,
                     )
                     checks = translation.check_inputs(version.id, results)
@@ -80,6 +82,7 @@ def render() -> None:
                         "version_id": version.id,
                         "version": pickers.version_label(version),
                         "beam": beam,
+                        "engine": engine,
                         "glossary": use_glossary,
                         "items": [
                             _plain(src, r, c)
@@ -128,8 +131,12 @@ def _plain(source: str, result: Any, check: translation.InputCheck) -> dict[str,
 def results_view(shown: dict[str, Any], version: Any) -> None:
     items = shown["items"]
     st.subheader("Translations", anchor=False)
+    engine = engines.ENGINE_LABELS[shown.get("engine", engines.ENGINES[0])]
     glossary_note = " · glossary applied" if shown.get("glossary") else ""
-    st.caption(f"{shown['version']} · {translation.decoding_label(shown['beam'])}{glossary_note}")
+    st.caption(
+        f"{shown['version']} · {translation.decoding_label(shown['beam'])} · {engine}"
+        f"{glossary_note}"
+    )
     flagged = [n for n, i in enumerate(items, start=1) if i["warnings"]]
     if flagged and len(items) > 1:  # each sentence's own reasons are shown when it is picked
         st.warning(

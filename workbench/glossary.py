@@ -216,8 +216,10 @@ def enforce(
         out[i] = replace(
             out[i],
             text=tokenizers.tgt.decode(decoded.tokens),
-            out_pieces=[*tokenizers.tgt.ids_to_pieces(decoded.tokens), "</s>"],
+            out_pieces=tokenizers.tgt.ids_to_pieces(decoded.tokens)
+            + (["</s>"] if decoded.ended else []),
             attention=None,
             score=decoded.score,
+            out_ids=list(decoded.tokens),
         )
     return out

@@ -19,6 +19,7 @@ The data folder::
     <WORKBENCH_HOME>/
       workbench.db              the SQLite database (unless WORKBENCH_DB_URL says otherwise)
       models/<version id>/      a model version's files (see workbench.registry)
+        ctranslate2-<weights>/  the version exported to CTranslate2, made when first used
       runs/<run id>/            where a run trains: its checkpoint, then its model
       runs/import-<hex>/        a model folder being copied in by `register`
       logs/worker.log           what a worker started on demand prints
@@ -94,6 +95,12 @@ def resolve(stored_path: str) -> Path:
     """A path stored in the database: relative ones are under the data folder."""
     path = Path(stored_path)
     return path if path.is_absolute() else home() / path
+
+
+def ctranslate2_folder(stored_path: str, quantization: str) -> Path:
+    """Where the CTranslate2 engine keeps a version's export (inside the version's folder:
+    deleting the version deletes it; the version's digest never covers it)."""
+    return resolve(stored_path) / f"ctranslate2-{quantization}"
 
 
 def runs_dir() -> Path:

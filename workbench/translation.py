@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from core_model.translator import TranslationResult
+from core_model.translator import TranslationResult, cross_attention
 from core_model.translator import translate as translate_loaded
 from db.models import Pair
 from workbench.corpora import CorpusRef, find
+from workbench.ctranslate2_translator import load_version_engine
+from workbench.ctranslate2_translator import translate as ctranslate2_translate
+from workbench.engines import ENGINE_QUANTIZATION, ENGINES, QUANTIZATIONS
 from workbench.errors import WorkbenchError
 from workbench.glossary import Glossary, enforce
 from workbench.pairs import edit_pairs
@@ -37,22 +40,38 @@ def translate(
     texts: Sequence[str],
     beam: int = 1,
     with_attention: bool = False,
+    engine: str = ENGINES[0],
+    quantization: str = ENGINE_QUANTIZATION,
     glossary: Glossary | None = None,
 ) -> list[TranslationResult]:
     """One result per input text, in order (a batch is decoded together).
 
     beam=1 is greedy decoding; with_attention adds the last decoder layer's cross-attention
-    (output pieces × source pieces) for heat-maps. With a `glossary` (``glossary.glossary_of``
-    a corpus), sentences that contain its source terms are made to use its target terms
-    (``glossary.enforce``: constrained beam search; those results have no attention); the
-    others are translated exactly as without it.
+    (output pieces × source pieces) for heat-maps — always our model's, whichever engine
+    decoded. `quantization`: the CTranslate2 engine's weights (QUANTIZATIONS). With a
+    `glossary` (``glossary.glossary_of`` a corpus), sentences that contain its source terms
+    and miss their target terms are decoded again by our model under constraints
+    (``glossary.enforce``: constrained beam search, whichever engine decoded the rest; those
+    results have no attention); the others are translated exactly as without it.
     """
     if not 1 <= beam <= MAX_BEAM:
         raise WorkbenchError(f"Beam size must be between 1 and {MAX_BEAM}.")
     if len(texts) > MAX_SENTENCES:
         raise WorkbenchError(f"At most {MAX_SENTENCES} sentences at once, got {len(texts)}.")
+    if engine not in ENGINES:
+        raise WorkbenchError(f"Unknown engine {engine!r}; choose one of {', '.join(ENGINES)}.")
+    if quantization not in QUANTIZATIONS:
+        raise WorkbenchError(
+            f"Unknown quantization {quantization!r}; choose one of {', '.join(QUANTIZATIONS)}."
+        )
     loaded = load_version(version_id)
-    results = translate_loaded(loaded, list(texts), beam=beam, with_attention=with_attention)
+    if engine == "handwritten":
+        results = translate_loaded(loaded, list(texts), beam=beam, with_attention=with_attention)
+    else:
+        results = ctranslate2_translate(load_version_engine(version_id, quantization), texts, beam)
+        if with_attention:
+            for result in results:
+                result.attention = cross_attention(loaded.model, result)
     if glossary:
         results = enforce(loaded, list(texts), results, glossary, beam)
     return results

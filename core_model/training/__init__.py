@@ -1,6 +1,7 @@
 """§5 Training, split by concern (cf. nanoGPT's train.py and JoeyNMT's training module):
 
 - `config`          `TrainConfig`, every knob of a run, and `TrainingError`
+- `recipe`          the automatic choices (model, budget, rate, batches, vocabulary, dropout)
 - `precision`       device, number precision (bf16 autocast) and CPU-thread policy
 - `schedule`        the budget (steps, epochs, the clock) and the §5.3 learning-rate schedule
 - `label_smoothing` §5.4 label-smoothed cross-entropy
@@ -9,7 +10,9 @@
 - `validation`      loss, BLEU/chrF and exact-match checks on held-out pairs
 - `checkpoint`      resumable checkpoints on disk (safetensors + JSON)
 - `parallel`        data-parallel ranks (DistributedDataParallel under torchrun)
-- `trainer`         the loop itself: `train()`, `Trainer`, `ProgressEvent`, `StopReason`
+- `setup`           what a run starts from: clean pairs, device, tokenizers, model, optimizer
+- `progress`        what a run reports (`ProgressEvent`) and why it ended (`StopReason`)
+- `trainer`         the loop itself: `train()` and `Trainer`
 """
 
 from core_model.training.config import TrainConfig, TrainingError

@@ -5,12 +5,15 @@ choice of the final weights.
 `train()` is the one entry point (the workbench's worker and the benchmarks call it); it builds
 a `Trainer`, whose changing state is one `TrainerState` — what a checkpoint stores and a resume
 restores. Everything the loop reports goes through `ProgressEvent`s.
+
+(About 500 lines on purpose: the loop reads top to bottom in one class — setup, epochs, step,
+validation, selection, the end — as nanoGPT's train.py does; its parts live in the modules
+it imports.)
 """
 
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -21,11 +24,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from core_model.artifact import ArtifactError, load_model, save_model
+from core_model.artifact import ArtifactError, save_model
 from core_model.batching import collate, encode_pairs, make_batches, shard_batches
-from core_model.tokenizer import TokenizerError, TokenizerPair, clean_text, train_tokenizers
+from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
-from core_model.training import recipe
+from core_model.training import recipe, setup
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.label_smoothing import label_smoothed_nll_loss
 from core_model.training.parallel import Ranks
@@ -33,7 +36,6 @@ from core_model.training.precision import (
     autocast,
     cpu_threads,
     is_out_of_memory,
-    resolve_device,
     resolve_precision,
 )
 from core_model.training.progress import ProgressEvent, StopReason
@@ -102,17 +104,6 @@ def train(
         torch.set_num_threads(threads)  # the caller's process keeps its own setting
 
 
-def _clean_pairs(pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
-    out = []
-    for pair in pairs or []:
-        if len(pair) < 2:
-            continue
-        s, t = clean_text(pair[0]).strip(), clean_text(pair[1]).strip()
-        if s and t:
-            out.append((s, t))
-    return out
-
-
 class Trainer:
     """One training run: `setup` (data, tokenizers, model, budget), `run` (the epochs), `finish`
     (the final weights, the model folder, the metrics)."""
@@ -143,10 +134,10 @@ class Trainer:
     ) -> None:
         ranks = self.ranks
         self.cfg.check()
-        self.device = self._device()
+        self.device = setup.choose_device(self.cfg.device, ranks)
         self.comm_device = ranks.comm_device(self.device)
 
-        train_clean, valid_clean = _clean_pairs(train_pairs), _clean_pairs(valid_pairs)
+        train_clean, valid_clean = setup.clean_pairs(train_pairs), setup.clean_pairs(valid_pairs)
         if not train_clean:
             raise TrainingError("The training corpus is empty: add sentence pairs with both sides.")
         # The run's own choices as asked (a checkpoint is matched against these), then every
@@ -161,22 +152,9 @@ class Trainer:
         if resume_from is not None and resume_dir is None:
             raise TrainingError(f"No checkpoint to resume from in {resume_from}.")
 
-        init_model = None
-        if resume_dir is not None:
-            try:
-                tokenizers = ckpt.load_tokenizers(resume_dir)
-                mcfg = ModelConfig.from_dict(ckpt.read_state(resume_dir)["model"])
-            except (ArtifactError, KeyError, TypeError, ValueError) as exc:
-                raise TrainingError(f"Cannot resume from {resume_from}: {exc}") from exc
-        elif init_from is not None:
-            try:
-                loaded = load_model(init_from, device="cpu")
-            except ArtifactError as exc:
-                raise TrainingError(f"Cannot fine-tune from {init_from}: {exc}") from exc
-            tokenizers, init_model, mcfg = loaded.tokenizers, loaded.model, loaded.model.cfg
-        else:
-            tokenizers = self._train_tokenizers(train_clean)
-            mcfg = self._model_config(tokenizers)
+        tokenizers, mcfg, init_model = setup.starting_point(
+            cfg, train_clean, resume_dir, resume_from, init_from, ranks, self.comm_device
+        )
         self.tokenizers, self.mcfg = tokenizers, mcfg
 
         max_len = min(cfg.max_len, mcfg.max_len)
@@ -200,7 +178,7 @@ class Trainer:
         self.amp = resolve_precision(cfg.precision, self.device, self.n_params)
         self.default_threads = torch.get_num_threads()
         self._set_threads()
-        self.optimizer = self._make_optimizer()
+        self.optimizer = setup.make_optimizer(cfg, self.model)
         first = make_batches(self.train_ex, cfg.max_tokens_per_batch, seed=cfg.seed)
         n_batches = len(shard_batches(first, 0, ranks.world))
         self.budget = plan_budget(n_batches, cfg, memorise=bool(self.memorise_pairs))
@@ -220,29 +198,6 @@ class Trainer:
                 device_ids=[self.device.index] if self.device.type == "cuda" else None,
             )
 
-    def _device(self) -> torch.device:
-        device = resolve_device(self.cfg.device)
-        if self.ranks.on and device.type == "cuda" and device.index is None:
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", self.ranks.rank)))
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        return device
-
-    def _model_config(self, tokenizers: TokenizerPair) -> ModelConfig:
-        overrides = dict(self.cfg.model_overrides)
-        if self.cfg.dropout is not None:
-            overrides["dropout"] = self.cfg.dropout
-        try:
-            return ModelConfig.from_preset(
-                self.cfg.preset,
-                src_vocab_size=tokenizers.src.vocab_size,
-                tgt_vocab_size=tokenizers.tgt.vocab_size,
-                shared_vocab=tokenizers.shared,
-                **overrides,
-            )
-        except (TypeError, ValueError) as exc:
-            raise TrainingError(f"Invalid model settings: {exc}") from exc
-
     def _set_threads(self) -> None:
         """CPU threads for the next epoch (DDP ranks keep torchrun's OMP_NUM_THREADS so that
         every rank computes identically)."""
@@ -254,38 +209,6 @@ class Trainer:
             return
         torch.set_num_threads(
             cpu_threads(self.cfg.num_threads, self.n_params, self.default_threads)
-        )
-
-    def _train_tokenizers(self, pairs: list[tuple[str, str]]) -> TokenizerPair:
-        """Rank 0 trains the tokenizers; other ranks receive the identical bytes."""
-        blob = None
-        if self.ranks.main:
-            try:
-                tok = train_tokenizers(
-                    [s for s, _ in pairs],
-                    [t for _, t in pairs],
-                    kind=self.cfg.tokenizer,
-                    vocab_size=self.cfg.vocab_size,
-                    joint=self.cfg.joint_vocab,
-                )
-            except TokenizerError as exc:
-                raise TrainingError(f"Tokenizer training failed: {exc}") from exc
-            blob = tok.to_bytes()
-        return TokenizerPair.from_bytes(self.ranks.broadcast_bytes(blob, self.comm_device))
-
-    def _make_optimizer(self) -> torch.optim.Optimizer:
-        """Adam, β=(0.9, 0.98), ε=1e-9 (§5.3); AdamW when weight decay is asked for."""
-        cfg = self.cfg
-        if cfg.weight_decay > 0:
-            return torch.optim.AdamW(
-                self.model.parameters(),
-                lr=0.0,
-                betas=tuple(cfg.adam_betas),
-                eps=cfg.adam_eps,
-                weight_decay=cfg.weight_decay,
-            )
-        return torch.optim.Adam(
-            self.model.parameters(), lr=0.0, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps
         )
 
     # -- where the run stands ------------------------------------------------------------------

@@ -28,13 +28,23 @@ class DecoderCache:
     length: int = 0  # positions already decoded = offset of the next position
 
     @classmethod
-    def empty(cls, n_layers: int) -> DecoderCache:
-        return cls([LayerCache() for _ in range(n_layers)])
+    def empty(cls, n_layers: int, capacity: int = 0) -> DecoderCache:
+        """`capacity`: decoding steps to allocate self-attention room for (0: grow as needed)."""
+        return cls([LayerCache(KeyValueCache(capacity)) for _ in range(n_layers)])
 
-    def reorder(self, index: torch.Tensor) -> None:
+    def move(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """Self-attention rows `src` overwrite rows `dst` [M] in place (beam search: a
+        hypothesis's further children take the rows of hypotheses that ended)."""
         for layer in self.layers:
-            layer.self_attn.reorder(index)
-            layer.cross_attn.reorder(index)
+            layer.self_attn.move(dst, src)
+
+    def reorder(self, rows: torch.Tensor, memories: torch.Tensor | None = None) -> None:
+        """Keep self-attention rows `rows` [N'] (the hypotheses that go on) and cross-attention
+        rows `memories` (the sentences that go on; None: all)."""
+        for layer in self.layers:
+            layer.self_attn.reorder(rows)
+            if memories is not None:
+                layer.cross_attn.reorder(memories)
 
 
 class DecoderLayer(nn.Module):

@@ -69,8 +69,9 @@ class Transformer(nn.Module):
         hidden, weights = self.decoder(y, memory, tgt_mask, src_mask, cache, need_weights)
         return self.generator(hidden), weights
 
-    def new_cache(self) -> DecoderCache:
-        return DecoderCache.empty(self.cfg.n_decoder_layers)
+    def new_cache(self, capacity: int = 0) -> DecoderCache:
+        """An empty decoding cache with room for `capacity` steps (0: grows as needed)."""
+        return DecoderCache.empty(self.cfg.n_decoder_layers, capacity)
 
     def forward(self, src_ids: torch.Tensor, tgt_in_ids: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: src_ids [B, S], tgt_in_ids [B, T] -> logits [B, T, V]."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from core_model import ModelConfig, Transformer
-from core_model.decoding import beam_search, greedy_decode, length_penalty
+from core_model.decoding import _in_place_order, _top_k, beam_search, greedy_decode, length_penalty
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +99,49 @@ def test_output_length_is_bounded_and_fixed_length_is_exact(model: Transformer) 
 def test_length_penalty_is_gnmt() -> None:
     assert length_penalty(torch.tensor(1), 0.6) == pytest.approx(1.0)
     assert length_penalty(torch.tensor(7), 0.0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("vocab", [40, 300, 8000, 7997])
+def test_block_top_k_is_top_k(vocab: int) -> None:
+    torch.manual_seed(vocab)
+    x = torch.randn(37, vocab).log_softmax(-1)
+    x[:, [0, 1]] = float("-inf")  # banned tokens, as the decoder bans PAD and BOS
+    x[3] = x[3].sort().values  # the best values all in the last columns
+    for k in (1, 2, 8):
+        expected = x.topk(k, dim=-1)
+        values, indices = _top_k(x, k)
+        assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+
+
+def test_beam_slots_stay_in_place() -> None:
+    """A hypothesis's first child keeps its slot; only further children move, into the slots
+    of hypotheses without children."""
+    parents = torch.tensor([[0, 0, 1, 0], [2, 3, 1, 0], [3, 3, 3, 3]])  # best first
+    order = _in_place_order(parents)
+    assert order.tolist() == [[0, 2, 1, 3], [3, 2, 0, 1], [1, 2, 3, 0]]
+    assert parents.gather(1, order).tolist() == [[0, 1, 0, 0], [0, 1, 2, 3], [3, 3, 3, 3]]
+
+
+def test_finished_sentences_leave_the_batch(model: Transformer) -> None:
+    """Each step runs only the rows of unfinished sentences (greedy: one per sentence; beam
+    search: one per sentence on the first step, then K)."""
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        model.generator.proj.bias[model.cfg.eos_id] += 5.0  # sentences end after 2-12 steps
+    src = _batch()
+    rows_per_step: list[int] = []
+    real_decode = model.decode
+
+    def counting_decode(tgt, *args, **kwargs):
+        rows_per_step.append(tgt.size(0))
+        return real_decode(tgt, *args, **kwargs)
+
+    model.decode = counting_decode  # type: ignore[method-assign]
+    greedy = greedy_decode(model, src, max_len_a=0.0, max_len_b=12)
+    steps = [len(r.tokens) + r.ended for r in greedy]  # the step each one finished in
+    assert len(set(steps)) == 4
+    assert rows_per_step == [sum(s > t for s in steps) for t in range(max(steps))]
+    rows_per_step.clear()
+    beam_search(model, src, beam_size=3, max_len_a=0.0, max_len_b=12)
+    assert rows_per_step[:2] == [4, 12]
+    assert all(n % 3 == 0 for n in rows_per_step[1:]) and rows_per_step[-1] < 12

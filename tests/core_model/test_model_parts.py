@@ -105,10 +105,16 @@ def test_self_attention_cache_appends_one_step_at_a_time() -> None:
     attn = MultiHeadAttention(d_model=8, n_heads=2, dropout=0.0).eval()
     x = torch.randn(1, 4, 8)
     full, _ = attn(x, mask=causal_mask(4))
-    cache = KeyValueCache()
-    steps = [attn(x[:, t : t + 1], cache=cache)[0] for t in range(4)]
-    assert cache.key.shape == (1, 2, 4, 4)
-    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-6)
+    for capacity in (0, 6):  # grows as needed / preallocated: written in place, never copied
+        cache = KeyValueCache(capacity)
+        steps = [attn(x[:, t : t + 1], cache=cache)[0] for t in range(4)]
+        assert cache.length == 4 and torch.allclose(torch.cat(steps, dim=1), full, atol=1e-6)
+    assert cache.key.shape == (1, 2, 6, 4)
+    history, buffer = cache.key[:, :, :4].clone(), cache.key.data_ptr()
+    attn(x[:, :2], cache=cache)  # two more positions fit the buffer
+    assert cache.key.data_ptr() == buffer and cache.length == 6
+    attn(x[:, :1], cache=cache)  # a seventh does not: the buffer doubles, history kept
+    assert cache.key.shape == (1, 2, 12, 4) and torch.equal(cache.key[:, :, :4], history)
 
 
 def test_shared_vocabulary_ties_embeddings_and_generator() -> None:

@@ -177,3 +177,13 @@ def test_corrupt_tokenizer_folder(tmp_path: Path) -> None:
     (tmp_path / "joint" / "spm.model").write_bytes(b"not a model")
     with pytest.raises(TokenizerError):
         TokenizerPair.load(tmp_path)
+
+
+def test_a_vocabulary_smaller_than_the_alphabet_grows_to_fit_it() -> None:
+    """More distinct characters than pieces asked for (a small Chinese vocabulary): the size
+    grows to what SentencePiece says every character needs instead of failing."""
+    chars = [chr(0x4E00 + i) for i in range(600)]  # 600 distinct CJK characters
+    texts = ["".join(chars[i : i + 12]) for i in range(0, 600, 3)]
+    tok = SentencePieceTokenizer.train(texts, vocab_size=300)
+    assert tok.vocab_size >= 600
+    assert UNK_ID not in tok.encode(texts[7])

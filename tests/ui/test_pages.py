@@ -23,6 +23,7 @@ from ui import navigation
 from workbench import (
     corpora,
     demo,
+    engines,
     glossary,
     pairs,
     pool,
@@ -754,6 +755,29 @@ def test_translate_with_beam_search(populated: Trained) -> None:
     at.button(key="translate").click().run()
     assert_clean(at)
     assert "beam 4" in texts(at.caption)
+
+
+def test_translate_with_ctranslate2(populated: Trained) -> None:
+    """The engine choice: the version is exported to CTranslate2 on first use and translates
+    there; the attention map is still drawn (by our model)."""
+    pytest.importorskip("ctranslate2")
+    at = open_page("translate")
+    at.button_group(key="translate_engine").set_value("ctranslate2").run()
+    at.text_area(key="translate_input").input("我想喝一杯茶。\n谢谢你的帮助。")
+    at.button(key="translate").click().run()
+    assert_clean(at)
+    assert "greedy · CTranslate2" in texts(at.caption)
+    assert all(isinstance(t, str) and t for t in at.dataframe[0].value["translation"])
+    assert len(at.get("vega_lite_chart")) == 1
+
+
+def test_models_offers_a_ctranslate2_download(populated: Trained) -> None:
+    pytest.importorskip("ctranslate2")
+    at = open_page("models")
+    version_id = populated.version_ids[0]
+    assert at.selectbox(key=f"ct2_weights_{version_id}").options == list(engines.QUANTIZATIONS)
+    button = at.download_button(key=f"download_ct2_{version_id}")
+    assert button.label == "Download for CTranslate2"
 
 
 def test_models_compare_versions(populated: Trained) -> None:

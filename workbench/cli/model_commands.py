@@ -1,4 +1,5 @@
-"""``versions``, ``register``, ``translate`` and ``evaluate``: the model versions."""
+"""``versions``, ``register``, ``translate``, ``evaluate``, ``compare`` and ``export-version``:
+the model versions."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from workbench.cli.common import (
     row_id,
 )
 from workbench.corpora import CORPUS_REF_HELP
+from workbench.engines import ENGINE_QUANTIZATION, ENGINES, EXPORT_FORMATS, QUANTIZATIONS
 from workbench.errors import WorkbenchError
 from workbench.text_rules import escape_controls
 
@@ -83,6 +85,19 @@ def _glossary(corpus: str | None) -> Glossary | None:
 def _args_translate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", type=row_id, required=True, help="model version id")
     p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help="who decodes: our handwritten decoder (default) or the version exported to "
+        "CTranslate2 (exported on first use)",
+    )
+    p.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default=ENGINE_QUANTIZATION,
+        help=f"weights of the CTranslate2 engine (default {ENGINE_QUANTIZATION})",
+    )
     _glossary_arg(p, "use the required terms of this corpus' glossary")
     p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
 
@@ -94,8 +109,45 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         texts = args.text or [line.rstrip("\n") for line in sys.stdin]
     except UnicodeDecodeError:
         raise WorkbenchError("standard input is not UTF-8 text") from None
-    for result in translate(args.version, texts, beam=args.beam, glossary=_glossary(args.glossary)):
+    results = translate(
+        args.version,
+        texts,
+        beam=args.beam,
+        engine=args.engine,
+        quantization=args.quantization,
+        glossary=_glossary(args.glossary),
+    )
+    for result in results:
         print_text(result.text)
+    return EXIT_OK
+
+
+def _args_export_version(p: argparse.ArgumentParser) -> None:
+    p.add_argument("version", type=row_id, help="model version id")
+    p.add_argument("out", type=Path, help="the folder to write (new or empty)")
+    p.add_argument("--format", choices=EXPORT_FORMATS, required=True, help="what to export to")
+    p.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default=QUANTIZATIONS[0],
+        help=f"weight type (default {QUANTIZATIONS[0]}, which decodes exactly as ours)",
+    )
+
+
+def _cmd_export_version(args: argparse.Namespace) -> int:
+    from workbench.ctranslate2_export import export_version
+
+    folder = export_version(args.version, args.out, args.quantization)
+    print(
+        json.dumps(
+            {
+                "version_id": args.version,
+                "format": args.format,
+                "quantization": args.quantization,
+                "folder": str(folder),
+            }
+        )
+    )
     return EXIT_OK
 
 
@@ -180,5 +232,11 @@ COMMANDS = [
         "BLEU/chrF of versions with 95% intervals and p-values",
         _args_compare,
         _cmd_compare,
+    ),
+    Command(
+        "export-version",
+        "export a version to another inference engine",
+        _args_export_version,
+        _cmd_export_version,
     ),
 ]

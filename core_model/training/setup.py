@@ -1,0 +1,120 @@
+"""What a run starts from: clean pairs, the device, the tokenizers and model configuration
+(new, fine-tuned or resumed) and the optimizer. Kept apart from the loop in `trainer` so that
+reads in the order a run happens."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from core_model.artifact import ArtifactError, load_model
+from core_model.tokenizer import TokenizerError, TokenizerPair, clean_text, train_tokenizers
+from core_model.training import checkpoint as ckpt
+from core_model.training.config import TrainConfig, TrainingError
+from core_model.training.parallel import Ranks
+from core_model.training.precision import resolve_device
+from core_model.transformer import ModelConfig, Transformer
+
+
+def clean_pairs(pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    """Pairs with both sides non-empty after cleaning (an empty side teaches nothing)."""
+    out = []
+    for pair in pairs or []:
+        if len(pair) < 2:
+            continue
+        s, t = clean_text(pair[0]).strip(), clean_text(pair[1]).strip()
+        if s and t:
+            out.append((s, t))
+    return out
+
+
+def choose_device(name: str, ranks: Ranks) -> torch.device:
+    """The device to train on; each DDP rank on a GPU takes its own (LOCAL_RANK)."""
+    device = resolve_device(name)
+    if ranks.on and device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", ranks.rank)))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    return device
+
+
+def starting_point(
+    cfg: TrainConfig,
+    train_pairs: list[tuple[str, str]],
+    resume_dir: Path | None,
+    resume_from: str | Path | None,
+    init_from: str | Path | None,
+    ranks: Ranks,
+    comm_device: torch.device,
+) -> tuple[TokenizerPair, ModelConfig, Transformer | None]:
+    """(tokenizers, model config, model to fine-tune or None): those of the checkpoint being
+    resumed, of the version being fine-tuned, or new ones trained for these pairs."""
+    if resume_dir is not None:
+        try:
+            tokenizers = ckpt.load_tokenizers(resume_dir)
+            return tokenizers, ModelConfig.from_dict(ckpt.read_state(resume_dir)["model"]), None
+        except (ArtifactError, KeyError, TypeError, ValueError) as exc:
+            raise TrainingError(f"Cannot resume from {resume_from}: {exc}") from exc
+    if init_from is not None:
+        try:
+            loaded = load_model(init_from, device="cpu")
+        except ArtifactError as exc:
+            raise TrainingError(f"Cannot fine-tune from {init_from}: {exc}") from exc
+        return loaded.tokenizers, loaded.model.cfg, loaded.model
+    tokenizers = _train_tokenizers(cfg, train_pairs, ranks, comm_device)
+    return tokenizers, model_config(cfg, tokenizers), None
+
+
+def model_config(cfg: TrainConfig, tokenizers: TokenizerPair) -> ModelConfig:
+    """The preset's network sized to the vocabularies, with the run's overrides."""
+    overrides = dict(cfg.model_overrides)
+    if cfg.dropout is not None:
+        overrides["dropout"] = cfg.dropout
+    try:
+        return ModelConfig.from_preset(
+            cfg.preset,
+            src_vocab_size=tokenizers.src.vocab_size,
+            tgt_vocab_size=tokenizers.tgt.vocab_size,
+            shared_vocab=tokenizers.shared,
+            **overrides,
+        )
+    except (TypeError, ValueError) as exc:
+        raise TrainingError(f"Invalid model settings: {exc}") from exc
+
+
+def _train_tokenizers(
+    cfg: TrainConfig, pairs: list[tuple[str, str]], ranks: Ranks, comm_device: torch.device
+) -> TokenizerPair:
+    """Rank 0 trains the tokenizers; other ranks receive the identical bytes."""
+    blob = None
+    if ranks.main:
+        try:
+            tok = train_tokenizers(
+                [s for s, _ in pairs],
+                [t for _, t in pairs],
+                kind=cfg.tokenizer,
+                vocab_size=cfg.vocab_size,
+                joint=cfg.joint_vocab,
+            )
+        except TokenizerError as exc:
+            raise TrainingError(f"Tokenizer training failed: {exc}") from exc
+        blob = tok.to_bytes()
+    return TokenizerPair.from_bytes(ranks.broadcast_bytes(blob, comm_device))
+
+
+def make_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """Adam, β=(0.9, 0.98), ε=1e-9 (§5.3); AdamW when weight decay is asked for."""
+    if cfg.weight_decay > 0:
+        return torch.optim.AdamW(
+            model.parameters(),
+            lr=0.0,
+            betas=tuple(cfg.adam_betas),
+            eps=cfg.adam_eps,
+            weight_decay=cfg.weight_decay,
+        )
+    return torch.optim.Adam(
+        model.parameters(), lr=0.0, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps
+    )

@@ -80,6 +80,12 @@ def _term_pattern(term: str) -> str:
     return rf"(?<!\w){escaped}(?!\w)"
 
 
+def contains_term(text: str, term: str) -> bool:
+    """Whether `text` contains `term` as source terms are matched: a whole word (ignoring
+    case) in scripts with spaces ("woman" does not contain "man"), a substring in Chinese."""
+    return re.search(_term_pattern(term), text, re.IGNORECASE) is not None
+
+
 def _no_spaces(ch: str) -> bool:
     """Scripts written without spaces between words (CJK ideographs, kana)."""
     cp = ord(ch)
@@ -178,12 +184,12 @@ def glossary_of(corpus_id: CorpusRef) -> Glossary:
 def term_hits(sources: list[str], outputs: list[str], glossary: Glossary) -> tuple[int, int]:
     """(required terms found in the outputs, terms required): a term is required in every
     sentence whose source contains it, and found when its target term is in the output
-    (ignoring case)."""
+    (``contains_term``)."""
     hits = required = 0
     for source, output in zip(sources, outputs, strict=True):
         for _src, tgt in glossary.matches(source):
             required += 1
-            hits += tgt.casefold() in output.casefold()
+            hits += contains_term(output, tgt)
     return hits, required
 
 
@@ -202,7 +208,7 @@ def enforce(
     device = next(model.parameters()).device
     for i, text in enumerate(texts):
         required = [t for _, t in glossary.matches(text)]
-        if not required or all(t.casefold() in out[i].text.casefold() for t in required):
+        if not required or all(contains_term(out[i].text, t) for t in required):
             continue
         constraints = [tokenizers.tgt.encode(t) for t in required]
         constraints = [c for c in constraints if c and UNK_ID not in c]

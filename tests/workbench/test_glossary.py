@@ -68,6 +68,11 @@ def test_matching_and_editing_the_glossary(trained: dict, tmp_path) -> None:
     assert terms.matches("I love new york and YORK.") == [("New York", "纽约"), ("York", "约克")]
     assert terms.matches("Yorkshire") == []  # whole words in scripts with spaces
     assert terms.matches("喝咖啡吗") == [("咖啡", "coffee")]  # substrings in Chinese
+    # An output hits a target term the same way: "woman" does not use the term "man".
+    men = glossary.Glossary((("Mann", "man"),))
+    sources = ["Ein Mann läuft.", "Ein Mann läuft.", "Ein Mann läuft."]
+    outputs = ["A woman runs.", "A Man runs.", "A man's dog runs."]
+    assert glossary.term_hits(sources, outputs, men) == (2, 3)
     corpus = trained["corpus_id"]
     assert glossary.set_terms(corpus, [("茶", "tea"), ("", ""), ("猫", "cat")]) == 2
     with pytest.raises(WorkbenchError, match="twice"):

@@ -49,6 +49,18 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class PoolStatus(StrEnum):
+    """Where a pool sentence is in the review: waiting, or what the reviewer did with it."""
+
+    NEW = "new"
+    ACCEPTED = "accepted"  # the machine translation became a pair as it was
+    EDITED = "edited"  # a corrected translation became a pair
+    SKIPPED = "skipped"
+
+
+CLEANUP_ACTIONS = ("removed", "changed")
+
+
 def _one_of(column: str, values: Any) -> str:
     """The SQL of a CHECK that ``column`` holds one of ``values``."""
     return f"{column} IN ({', '.join(repr(str(v)) for v in values)})"
@@ -298,3 +310,123 @@ class ApiKey(Base):
     chars_per_request: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = _created()
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class GlossaryTerm(Base):
+    """A corpus' required translation of a source term: wherever ``source_term`` occurs in
+    a source sentence, the output must contain ``target_term`` (``workbench.glossary``)."""
+
+    __tablename__ = "glossary_terms"
+    __table_args__ = (UniqueConstraint("corpus_id", "source_term"), _AUTOINCREMENT)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"))
+    source_term: Mapped[str] = mapped_column(String(200))
+    target_term: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = _created()
+
+
+class PoolJob(Base):
+    """A background translation of a corpus' pool with one version (two: their disagreement
+    ranks the sentences). Its status goes through the values of ``RunStatus``; every change
+    is made in ``workbench.pool_jobs``."""
+
+    __tablename__ = "pool_jobs"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", RunStatus), name="status"),
+        Index("ix_pool_jobs_status_id", "status", "id"),
+        _AUTOINCREMENT,
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)
+    version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="SET NULL")
+    )
+    second_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="SET NULL")
+    )
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED.value)
+    total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    worker_id: Mapped[str | None] = mapped_column(String(128))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created()
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class PoolSentence(Base):
+    """A monolingual source sentence waiting to be translated, ranked and reviewed.
+
+    ``uncertainty`` is what ranks it (higher: review first), written with ``output`` by the
+    latest pool job that translated it (``job_id``). A reviewed sentence records the pair it
+    became (``pair_id``; no FK: the pair may be edited or deleted later)."""
+
+    __tablename__ = "pool_sentences"
+    __table_args__ = (
+        UniqueConstraint("corpus_id", "content_hash"),
+        Index(
+            "ix_pool_sentences_corpus_id_status_uncertainty", "corpus_id", "status", "uncertainty"
+        ),
+        CheckConstraint(_one_of("status", PoolStatus), name="status"),
+        _AUTOINCREMENT,
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"))
+    source: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(8), default=PoolStatus.NEW.value)
+    output: Mapped[str | None] = mapped_column(Text)
+    second_output: Mapped[str | None] = mapped_column(Text)
+    uncertainty: Mapped[float | None] = mapped_column(Float)
+    job_id: Mapped[int | None] = mapped_column(
+        ForeignKey("pool_jobs.id", ondelete="SET NULL"), index=True
+    )
+    pair_id: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _created()
+    reviewed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Cleanup(Base):
+    """One clean-up of a corpus (``workbench.cleaning``): the options it ran with, what it
+    did, and whether it was undone. ``cleanup_changes`` keeps what it removed or changed."""
+
+    __tablename__ = "cleanups"
+    __table_args__ = (_AUTOINCREMENT,)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)  # reason -> pairs
+    created_at: Mapped[datetime] = _created()
+    undone_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class CleanupChange(Base):
+    """A pair as it was before a clean-up removed or changed it: enough to put it back."""
+
+    __tablename__ = "cleanup_changes"
+    __table_args__ = (
+        CheckConstraint(_one_of("action", CLEANUP_ACTIONS), name="action"),
+        _AUTOINCREMENT,
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cleanup_id: Mapped[int] = mapped_column(
+        ForeignKey("cleanups.id", ondelete="CASCADE"), index=True
+    )
+    pair_id: Mapped[int] = mapped_column(Integer)  # no FK: a removed pair's row is gone
+    action: Mapped[str] = mapped_column(String(8))
+    reason: Mapped[str] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(Text)
+    target: Mapped[str] = mapped_column(Text)
+    split: Mapped[str] = mapped_column(String(8))
+    note: Mapped[str] = mapped_column(Text, default="", server_default="")
+    content_hash: Mapped[str] = mapped_column(String(32))
+    pair_created_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The content hash the clean-up gave a changed pair: undo restores only an unchanged one.
+    new_hash: Mapped[str | None] = mapped_column(String(32))

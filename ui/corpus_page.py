@@ -2,14 +2,25 @@
 
 The tabs: Pairs (``ui.pairs_table``: a paged, searchable table whose edits are saved together
 in one transaction), Import (``ui.import_panel``: previewed and validated before anything is
-written), Export & clean up, and Statistics.
+written), Export & clean up (``ui.cleaning_panel``: previewed, confirmed, undoable),
+Statistics, and Glossary (``ui.glossary_panel``).
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ui import charts, dialogs, feedback, formatting, import_panel, pairs_table, pickers
+from ui import (
+    charts,
+    cleaning_panel,
+    dialogs,
+    feedback,
+    formatting,
+    glossary_panel,
+    import_panel,
+    pairs_table,
+    pickers,
+)
 from workbench import corpora, exporting, pairs
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
@@ -54,6 +65,7 @@ def render() -> None:
             ":material/upload: Import",
             ":material/download: Export & clean up",
             ":material/bar_chart: Statistics",
+            ":material/menu_book: Glossary",
         ],
         key="corpus_tab",
         on_change="rerun",
@@ -70,6 +82,9 @@ def render() -> None:
     if tabs[3].open:
         with tabs[3]:
             statistics_panel(current)
+    if tabs[4].open:
+        with tabs[4]:
+            glossary_panel.glossary_panel(current)
 
 
 # ------------------------------------------------------------------- corpus management
@@ -148,6 +163,8 @@ def export_panel(current: CorpusInfo) -> None:
         "Remove duplicates",
         lambda: _dedupe(current),
     )
+    with st.container(border=True):
+        cleaning_panel.cleanup_panel(current)
 
 
 def _dedupe(current: CorpusInfo) -> str:

@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import feedback, formatting
+from ui import cleaning_panel, feedback, formatting
 from workbench import formats, importing
+from workbench.cleaning import CleaningOptions
 from workbench.corpora import CorpusInfo
 
 PREVIEW_ROWS = 20
@@ -40,6 +41,8 @@ def import_panel(current: CorpusInfo) -> None:
             help="\n".join(f"- **{k}**: {v}" for k, v in formats.FORMAT_DESCRIPTIONS.items()),
         )
         st.caption(formats.FORMAT_DESCRIPTIONS[fmt])
+    with st.expander("Clean up while importing", icon=":material/cleaning_services:"):
+        options = cleaning_panel.options_form(f"import_clean_{nonce}", current)
     target = None
     if fmt == "aligned":
         target = st.file_uploader(
@@ -59,14 +62,23 @@ def import_panel(current: CorpusInfo) -> None:
         st.info("Now choose the target-language file.", icon=":material/upload_file:")
         return
 
-    parsed = _preview(current, upload, fmt, target)
+    parsed = _preview(current, upload, fmt, target, options)
     if parsed is None:
         return
-    counts = st.columns(4)
+    counts = st.columns(5 if options.active else 4)
     counts[0].metric("Rows read", f"{parsed.rows:,}")
     counts[1].metric("Will be added", f"{parsed.accepted:,}")
     counts[2].metric("Duplicates skipped", f"{parsed.duplicates:,}")
     counts[3].metric("Invalid rows skipped", f"{parsed.skipped:,}")
+    if options.active:
+        converted = parsed.issue_counts.get("converted", 0)
+        counts[4].metric(
+            "Filtered by clean-up",
+            f"{parsed.filtered:,}",
+            f"{converted:,} converted" if converted else None,
+            delta_color="off",
+            delta_arrow="off",
+        )
 
     shown = min(PREVIEW_ROWS, len(parsed.pairs))
     st.markdown(
@@ -114,13 +126,15 @@ def import_panel(current: CorpusInfo) -> None:
             st.spinner("Importing…", show_time=True),
         ):
             # The upload is read again as a stream: the preview kept only a sample.
-            result = importing.import_file(current.id, upload, fmt, target)
+            result = importing.import_file(current.id, upload, fmt, target, cleaning=options)
             st.session_state["upload_nonce"] = nonce + 1
             st.session_state.pop("_import_preview", None)
             cleaned = result.issue_counts.get("control_chars", 0)
+            filtered = f", {result.filtered:,} filtered by clean-up" if result.filtered else ""
             feedback.flash(
                 f"Imported {result.added:,} pairs into “{current.name}” "
                 f"({result.duplicates:,} duplicates and {result.skipped:,} invalid rows skipped"
+                + filtered
                 + (
                     f"; control or invisible characters removed from {cleaned:,} rows)."
                     if cleaned
@@ -140,7 +154,9 @@ def _guess_format(upload: Any) -> str:
         return "tsv"
 
 
-def _preview(current: CorpusInfo, upload: Any, fmt: str, target: Any) -> Any:
+def _preview(
+    current: CorpusInfo, upload: Any, fmt: str, target: Any, options: CleaningOptions
+) -> Any:
     """Parse + validate once per (file, format, corpus); reruns reuse the result.
 
     Only a bounded summary is kept in the session (counts, the capped report and the first
@@ -152,12 +168,15 @@ def _preview(current: CorpusInfo, upload: Any, fmt: str, target: Any) -> Any:
         upload.file_id,
         fmt,
         target.file_id if target else None,
+        options,
     )
     cached = st.session_state.get("_import_preview")
     if cached and cached[0] == ident:
         return cached[1]
     parsed = None
     with feedback.error_boundary("reading the file"), st.spinner("Checking the file…"):
-        parsed = importing.preview_import(current.id, upload, fmt, target, sample=PREVIEW_ROWS)
+        parsed = importing.preview_import(
+            current.id, upload, fmt, target, sample=PREVIEW_ROWS, cleaning=options
+        )
         st.session_state["_import_preview"] = (ident, parsed)
     return parsed

@@ -12,12 +12,15 @@ import streamlit as st
 
 from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
 from workbench import (
+    comparison_report,
     corpora,
     ctranslate2_export,
     engines,
     evaluation,
+    glossary,
     registry,
     run_info,
+    significance,
     snapshots,
 )
 
@@ -251,6 +254,13 @@ def compare(versions: list[Any]) -> None:
         )
     with row[1]:
         beam = pickers.decoding_picker("compare")
+    terms = glossary.glossary_of(test_corpus.id)
+    enforce = bool(terms) and st.toggle(
+        f"Make the versions use the glossary of “{test_corpus.name}” ({len(terms.terms)} terms)",
+        key="compare_glossary",
+        help="Off: the term-hit rate says how often each version uses the required terms on "
+        "its own. On: sentences with a term are decoded to use it (constrained search).",
+    )
     if row[2].button("Compare", type="primary", icon=":material/compare_arrows:", key="compare"):
         with feedback.error_boundary("comparing the versions"):
             test_pairs = snapshots.split_pairs(test_corpus.id, "test", limit=MAX_COMPARE_PAIRS)
@@ -266,13 +276,15 @@ def compare(versions: list[Any]) -> None:
                     f"Translating {len(test_pairs)} test pairs with {len(chosen)} versions…",
                     show_time=True,
                 ):
-                    result = evaluation.compare(chosen, test_pairs, beam=beam)
+                    result = evaluation.compare(
+                        chosen, test_pairs, beam=beam, glossary=terms, enforce=enforce
+                    )
                 st.session_state[COMPARISON] = {
+                    "glossary": "glossary enforced" if enforce else "",
                     "versions": list(chosen),
                     "corpus": test_corpus.name,
                     "basis": evaluation.ScoreBasis("test", len(test_pairs), beam),
-                    "metrics": result.metrics,
-                    "sentences": result.sentences,
+                    "result": result,
                 }
     shown = st.session_state.get(COMPARISON)
     if shown and shown["versions"] == list(chosen):
@@ -291,11 +303,16 @@ def curves(picked: list[Any]) -> None:
     st.altair_chart(charts.loss_chart(metrics, by="version", height=280), width="stretch")
 
 
+# How the per-sentence table is ordered: by the chosen version's chrF minus the baseline's.
+SORTS = ("test order", "largest chrF loss first", "largest chrF gain first")
+
+
 def comparison_view(shown: dict[str, Any]) -> None:
-    metrics: pd.DataFrame = shown["metrics"]
-    sentences: pd.DataFrame = shown["sentences"]
+    result: evaluation.Comparison = shown["result"]
+    sentences = result.sentences
     basis: evaluation.ScoreBasis = shown["basis"]
-    st.markdown(f"**Scores on “{shown['corpus']}”** · {basis}")
+    enforced = f" · {shown['glossary']}" if shown.get("glossary") else ""
+    st.markdown(f"**Scores on “{shown['corpus']}”** · {basis}{enforced}")
     if basis.pairs < evaluation.MIN_RELIABLE_PAIRS:
         st.warning(
             f"Only {formatting.plural(basis.pairs, 'test pair')}: on so few sentences a BLEU "
@@ -305,20 +322,46 @@ def comparison_view(shown: dict[str, Any]) -> None:
             icon=":material/warning:",
         )
     st.dataframe(
-        metrics,
+        _scores_table(result.metrics),
         hide_index=True,
         width="stretch",
         column_config={
             "version": st.column_config.NumberColumn("version", format="#%d", width="small"),
-            "bleu": st.column_config.NumberColumn("BLEU", format="%.1f"),
-            "chrf": st.column_config.NumberColumn("chrF", format="%.1f"),
-            "n": st.column_config.NumberColumn("pairs", width="small"),
+            "BLEU": st.column_config.NumberColumn("BLEU", format="%.1f"),
+            "chrF": st.column_config.NumberColumn("chrF", format="%.1f"),
+            "p (BLEU)": st.column_config.NumberColumn(
+                "p (BLEU)",
+                format="%.3f",
+                help="Paired bootstrap against the first version (sacreBLEU, "
+                f"{significance.RESAMPLES:,} resamples, seed {result.seed}): roughly the chance "
+                "of a difference this large between two equally good versions.",
+            ),
+            "p (chrF)": st.column_config.NumberColumn("p (chrF)", format="%.3f"),
+            "pairs": st.column_config.NumberColumn("pairs", width="small"),
         },
     )
-    differs = int(sentences["differs"].sum()) if "differs" in sentences else 0
+    for line in result.verdicts:
+        st.markdown(f"- {line}")
+    st.caption(
+        f"Against the first version chosen (#{result.metrics['version'].iloc[0]}); a difference "
+        f"is called significant below p = {significance.SIGNIFICANCE_LEVEL}."
+    )
+    _downloads(result, shown)
+
+    differs = int(sentences["differs"].sum())
     st.markdown(f"**Side by side** · {differs} of {len(sentences)} sentences differ (highlighted)")
-    only_diff = st.toggle("Show only sentences that differ", key="compare_only_diff")
+    row = st.columns([2, 2, 3], vertical_alignment="bottom")
+    only_diff = row[0].toggle("Show only sentences that differ", key="compare_only_diff")
+    deltas = [c for c in sentences.columns if c.startswith("Δ chrF")]
+    order = row[1].selectbox("Order", SORTS, key="compare_sort")
+    by = (
+        row[2].selectbox("chrF difference of", deltas, key="compare_sort_by")
+        if order != SORTS[0] and len(deltas) > 1
+        else deltas[0]
+    )
     view = sentences[sentences["differs"]] if only_diff else sentences
+    if order != SORTS[0]:
+        view = view.sort_values(by, ascending=order == SORTS[1], kind="stable")
 
     def highlight(row: pd.Series) -> list[str]:
         style = "background-color: rgba(255, 196, 0, 0.18)" if row["differs"] else ""
@@ -329,4 +372,64 @@ def comparison_view(shown: dict[str, Any]) -> None:
         hide_index=True,
         width="stretch",
         column_config={"differs": None},
+        key="compare_sentences",
+    )
+
+
+def _scores_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The scores as people read them: each score with its 95 % interval and p-value."""
+    return pd.DataFrame(
+        {
+            "version": metrics["version"],
+            "name": metrics["name"],
+            "BLEU": metrics["bleu"],
+            "BLEU 95 % interval": [
+                f"{lo:.1f} – {hi:.1f}"
+                for lo, hi in zip(metrics["bleu_low"], metrics["bleu_high"], strict=True)
+            ],
+            "p (BLEU)": metrics["p_value"],
+            "chrF": metrics["chrf"],
+            "chrF 95 % interval": [
+                f"{lo:.1f} – {hi:.1f}"
+                for lo, hi in zip(metrics["chrf_low"], metrics["chrf_high"], strict=True)
+            ],
+            "p (chrF)": metrics["chrf_p_value"],
+            "pairs": metrics["n"],
+        }
+        | (
+            {
+                "glossary terms used": [
+                    f"{h:,} of {n:,}" + (f" ({h / n:.0%})" if n else "")
+                    for h, n in zip(metrics["term_hits"], metrics["terms"], strict=True)
+                ]
+            }
+            if "term_hits" in metrics
+            else {}
+        )
+    )
+
+
+def _downloads(result: evaluation.Comparison, shown: dict[str, Any]) -> None:
+    versions = "-".join(str(v) for v in shown["versions"])
+    title = f"Versions {', '.join(f'#{v}' for v in shown['versions'])} on “{shown['corpus']}”"
+    cols = st.columns(2)
+    cols[0].download_button(
+        "Download CSV",
+        data=lambda: comparison_report.comparison_csv(result),
+        file_name=f"comparison-{versions}.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        key="compare_csv",
+        on_click="ignore",
+        width="stretch",
+    )
+    cols[1].download_button(
+        "Download HTML report",
+        data=lambda: comparison_report.comparison_html(result, title, str(shown["basis"])),
+        file_name=f"comparison-{versions}.html",
+        mime="text/html",
+        icon=":material/description:",
+        key="compare_html",
+        on_click="ignore",
+        width="stretch",
     )

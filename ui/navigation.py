@@ -33,12 +33,14 @@ TRAIN = PageRef("ui.train_page", "train", "Train", ":material/model_training:")
 TRANSLATE = PageRef("ui.translate_page", "translate", "Translate", ":material/translate:")
 INSPECT = PageRef("ui.inspect_page", "inspect", "Inspect", ":material/visibility:")
 MODELS = PageRef("ui.models_page", "models", "Models", ":material/deployed_code:")
+REVIEW = PageRef("ui.review_page", "review", "Review", ":material/rate_review:")
 PAGES = (
     CORPUS,
     TRAIN,
     TRANSLATE,
     INSPECT,
     MODELS,
+    REVIEW,
 )  # in the navigation's order; the first is the default
 
 

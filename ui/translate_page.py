@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, pickers
-from workbench import corpora, engines, pairs, registry, settings, translation
+from workbench import corpora, engines, glossary, pairs, registry, settings, translation
 
 RESULTS = "translate_results"
 MAX_LINES = 500
@@ -48,6 +48,16 @@ def render() -> None:
             height=140,
             placeholder=_examples(version),
         )
+        terms = glossary.glossary_of(version.corpus_id) if version.corpus_id else None
+        use_glossary = bool(terms) and st.toggle(
+            f"Use the glossary of “{version.corpus_name}” ({len(terms.terms)} terms)"
+            if terms
+            else "",
+            value=True,
+            key="translate_glossary",
+            help="Sentences that contain a source term of the glossary must use its target "
+            "term (constrained beam search); other sentences are translated as without it.",
+        )
         if st.button("Translate", type="primary", icon=":material/translate:", key="translate"):
             lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if not lines:
@@ -60,7 +70,12 @@ def render() -> None:
                     st.spinner(f"Translating {len(lines)} sentence(s)…", show_time=True),
                 ):
                     results = translation.translate(
-                        version.id, lines, beam, with_attention=True, engine=engine
+                        version.id,
+                        lines,
+                        beam,
+                        with_attention=True,
+                        engine=engine,
+                        glossary=terms if use_glossary else None,
                     )
                     checks = translation.check_inputs(version.id, results)
                     st.session_state[RESULTS] = {
@@ -68,6 +83,7 @@ def render() -> None:
                         "version": pickers.version_label(version),
                         "beam": beam,
                         "engine": engine,
+                        "glossary": use_glossary,
                         "items": [
                             _plain(src, r, c)
                             for src, r, c in zip(lines, results, checks, strict=True)
@@ -116,7 +132,11 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
     items = shown["items"]
     st.subheader("Translations", anchor=False)
     engine = engines.ENGINE_LABELS[shown.get("engine", engines.ENGINES[0])]
-    st.caption(f"{shown['version']} · {translation.decoding_label(shown['beam'])} · {engine}")
+    glossary_note = " · glossary applied" if shown.get("glossary") else ""
+    st.caption(
+        f"{shown['version']} · {translation.decoding_label(shown['beam'])} · {engine}"
+        f"{glossary_note}"
+    )
     flagged = [n for n, i in enumerate(items, start=1) if i["warnings"]]
     if flagged and len(items) > 1:  # each sentence's own reasons are shown when it is picked
         st.warning(
@@ -181,6 +201,11 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
             st.caption(
                 "Each row is an output piece; darker cells are the source pieces the last "
                 "decoder layer attended to while producing it (averaged over heads)."
+            )
+        elif item["text"]:
+            st.caption(
+                "No map for this sentence: it was decoded again to use the glossary's terms "
+                "(constrained search), which keeps no attention."
             )
         else:
             st.caption("No attention for an empty sentence.")

@@ -187,6 +187,12 @@ def _lines(data: Data, what: str = "file", skip_blank: bool = True) -> Iterator[
             yield from _split(chunk + "\n", done, skip_blank)
 
 
+def sentence_lines(data: Data, what: str = "file") -> Iterator[tuple[int, str]]:
+    """(line number, line) of a monolingual file: one sentence per line, blank lines left
+    out (a pool of sentences to translate; the same reading rules as every import)."""
+    return _lines(data, what)
+
+
 def _decode(data: bytes, lines_before: int, what: str, first: bool) -> str:
     try:
         text = data.decode("utf-8-sig" if first else "utf-8")

@@ -8,7 +8,9 @@ problem into the report:
 * **duplicates** (within the file, or already in the corpus — the import finds those): the
   row is skipped and counted;
 * **warnings** (extreme length ratio, source identical to target, control or invisible
-  characters removed): the row is imported.
+  characters removed, Chinese script converted): the row is imported;
+* **filtered** (only with clean-up options, ``workbench.cleaning``: another language, a
+  length ratio above the chosen one, a copy): the row is skipped and counted.
 
 ``parse_pairs`` parses and checks a whole file without touching the database.
 """
@@ -19,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from workbench.cleaning import DROP_REASONS, REASONS, Cleaner
 from workbench.errors import WorkbenchError
 from workbench.formats import Data, RawRow, read_rows
 from workbench.text_rules import (
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
 MAX_RATIO = 9.0  # token-length ratio above which a pair is flagged (warning)
 MAX_REPORT = 5_000  # issues kept verbatim; ParsedImport.issue_counts counts all of them
 
-Severity = Literal["error", "warning", "duplicate"]
+Severity = Literal["error", "warning", "duplicate", "filtered"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,11 @@ class ParsedImport:
         """Rows skipped for errors (duplicates are counted separately)."""
         return sum(n for k, n in self.issue_counts.items() if k in _ERROR_KINDS)
 
+    @property
+    def filtered(self) -> int:
+        """Rows the clean-up options dropped."""
+        return sum(self.issue_counts[k] for k in DROP_REASONS)
+
     def report_frame(self) -> pd.DataFrame:
         """The report as a table for previews: line, severity, kind, message."""
         import pandas as pd
@@ -117,6 +125,11 @@ class ImportResult:
     rows: int = 0
     issue_counts: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def filtered(self) -> int:
+        """Rows the clean-up options dropped."""
+        return sum(self.issue_counts.get(k, 0) for k in DROP_REASONS)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "corpus_id": self.corpus_id,
@@ -124,16 +137,20 @@ class ImportResult:
             "added": self.added,
             "duplicates": self.duplicates,
             "skipped": self.skipped,
+            "filtered": self.filtered,
             "issues": dict(self.issue_counts),
         }
 
 
 class Validator:
-    """Row checks shared by previews and imports; accumulates the report as it goes."""
+    """Row checks shared by previews and imports; accumulates the report as it goes.
+    With a ``cleaner`` (the clean-up options of ``workbench.cleaning``) its rules drop or
+    convert rows too."""
 
-    def __init__(self) -> None:
+    def __init__(self, cleaner: Cleaner | None = None) -> None:
         self.parsed = ParsedImport(pairs=[], report=[])
         self.seen: dict[str, int] = {}  # content hash -> first line
+        self.cleaner = cleaner
 
     def check(self, raw: RawRow) -> ParsedPair | None:
         """The validated pair, or None (and a report entry) for a skipped row.
@@ -157,6 +174,19 @@ class Validator:
             msg = f"{side} is longer than {MAX_CHARS} characters"
             parsed.add(ValidationIssue(n, "too_long", msg, "error"))
             return None
+        if self.cleaner is not None:
+            verdict = self.cleaner.check(src, tgt)
+            if verdict.dropped:
+                why = REASONS[verdict.reason or ""]
+                msg = f"{why}: {verdict.detail}" if verdict.detail else why
+                parsed.add(ValidationIssue(n, verdict.reason or "", msg, "filtered"))
+                return None
+            if verdict.reason == "converted":
+                msg = f"{REASONS['converted']}: {_short(src)} → {_short(verdict.source)}"
+                if verdict.target != tgt:
+                    msg = f"{REASONS['converted']}: {_short(tgt)} → {_short(verdict.target)}"
+                parsed.add(ValidationIssue(n, "converted", msg))
+                src, tgt = verdict.source, verdict.target
         if split:
             try:
                 split = validate_split(split)
@@ -192,6 +222,10 @@ class Validator:
             msg = f"removed {removed} control or invisible character(s): {shown}"
             parsed.add(ValidationIssue(n, "control_chars", msg))
         return ParsedPair(n, src, tgt, split, note_text, h)
+
+
+def _short(text: str, n: int = 30) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def parse_pairs(

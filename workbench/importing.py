@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Corpus, Pair
 from workbench import storage
+from workbench.cleaning import Cleaner, CleaningOptions
 from workbench.corpora import CorpusRef, find, find_by_name, validate_lang
 from workbench.errors import WorkbenchError
 from workbench.formats import Data, RawRow, read_rows
@@ -60,16 +61,19 @@ def preview_import(
     tgt: Data | None = None,
     *,
     sample: int = PREVIEW_SAMPLE,
+    cleaning: CleaningOptions | None = None,
 ) -> ParsedImport:
     """What importing would do, in bounded memory: the whole file is read and validated, and
     pairs the corpus already holds are reported (``duplicate_in_corpus``), but only the first
     ``sample`` pairs to add are kept in ``pairs``; ``accepted`` counts all of them. Writes
-    nothing. Oriented by the corpus languages (Tatoeba)."""
+    nothing. Oriented by the corpus languages (Tatoeba). ``cleaning``: the clean-up options
+    whose rules drop (``filtered``) or convert rows (``workbench.cleaning``)."""
     validator = Validator()
     parsed = validator.parsed
     chunk: list[ParsedPair] = []
     with session_scope() as s:
         corpus = find(s, corpus_id)
+        validator.cleaner = _cleaner(cleaning, corpus.src_lang, corpus.tgt_lang)
 
         def flush() -> None:
             kept = drop_existing(s, corpus.id, chunk, parsed)
@@ -95,6 +99,7 @@ def import_file(
     *,
     strict: bool = False,
     create_langs: tuple[str, str] | None = None,
+    cleaning: CleaningOptions | None = None,
 ) -> ImportResult:
     """Import a file into a corpus, all-or-nothing (see the module docstring).
 
@@ -104,7 +109,7 @@ def import_file(
     abort the import. Pairs already in the corpus or repeated in the file are skipped as
     duplicates. With ``create_langs=(src_lang, tgt_lang)``, a corpus name that does not
     exist yet is created with those languages together with the pairs (an existing one must
-    have them).
+    have them). ``cleaning``: clean-up options, as for ``preview_import``.
 
     One unit of work, with two deliberate exceptions: the leftovers of killed imports are
     swept first, and a file of more than one chunk on a SQLite database is staged, both in
@@ -116,6 +121,7 @@ def import_file(
     try:
         with session_scope() as s:
             target = _target(s, corpus_id, create_langs)
+            validator.cleaner = _cleaner(cleaning, target.src_lang, target.tgt_lang)
             sweep_import_staging()
             rows = read_rows(path_or_bytes, fmt, tgt, target.src_lang, target.tgt_lang)
             chunks = _validated_chunks(rows, validator, strict, gate)
@@ -142,6 +148,10 @@ def import_file(
         rows=parsed.rows,
         issue_counts=dict(parsed.issue_counts),
     )
+
+
+def _cleaner(options: CleaningOptions | None, src_lang: str, tgt_lang: str) -> Cleaner | None:
+    return Cleaner(options, src_lang, tgt_lang) if options and options.active else None
 
 
 def _target(s: Session, corpus: CorpusRef, create_langs: tuple[str, str] | None) -> ImportTarget:

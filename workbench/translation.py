@@ -17,6 +17,7 @@ from workbench.ctranslate2_translator import load_version_engine
 from workbench.ctranslate2_translator import translate as ctranslate2_translate
 from workbench.engines import ENGINE_QUANTIZATION, ENGINES, QUANTIZATIONS
 from workbench.errors import WorkbenchError
+from workbench.glossary import Glossary, enforce
 from workbench.pairs import edit_pairs
 from workbench.registry import get_version, load_model_of, load_version
 from workbench.storage import session_scope
@@ -41,12 +42,17 @@ def translate(
     with_attention: bool = False,
     engine: str = ENGINES[0],
     quantization: str = ENGINE_QUANTIZATION,
+    glossary: Glossary | None = None,
 ) -> list[TranslationResult]:
     """One result per input text, in order (a batch is decoded together).
 
     beam=1 is greedy decoding; with_attention adds the last decoder layer's cross-attention
     (output pieces × source pieces) for heat-maps — always our model's, whichever engine
-    decoded. `quantization`: the CTranslate2 engine's weights (QUANTIZATIONS).
+    decoded. `quantization`: the CTranslate2 engine's weights (QUANTIZATIONS). With a
+    `glossary` (``glossary.glossary_of`` a corpus), sentences that contain its source terms
+    and miss their target terms are decoded again by our model under constraints
+    (``glossary.enforce``: constrained beam search, whichever engine decoded the rest; those
+    results have no attention); the others are translated exactly as without it.
     """
     if not 1 <= beam <= MAX_BEAM:
         raise WorkbenchError(f"Beam size must be between 1 and {MAX_BEAM}.")
@@ -60,11 +66,14 @@ def translate(
         )
     loaded = load_version(version_id)
     if engine == "handwritten":
-        return translate_loaded(loaded, list(texts), beam=beam, with_attention=with_attention)
-    results = ctranslate2_translate(load_version_engine(version_id, quantization), texts, beam)
-    if with_attention:
-        for result in results:
-            result.attention = cross_attention(loaded.model, result)
+        results = translate_loaded(loaded, list(texts), beam=beam, with_attention=with_attention)
+    else:
+        results = ctranslate2_translate(load_version_engine(version_id, quantization), texts, beam)
+        if with_attention:
+            for result in results:
+                result.attention = cross_attention(loaded.model, result)
+    if glossary:
+        results = enforce(loaded, list(texts), results, glossary, beam)
     return results
 
 

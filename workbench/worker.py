@@ -5,7 +5,8 @@ GPU machines sharing a PostgreSQL database — never train the same run), trains
 core_model, streams progress rows and a heartbeat, honours cancel requests, and registers
 a model version on success. A failure is recorded as one sentence a user can act on. The
 status changes themselves are ``workbench.runs``'s; starting a worker process and its lock
-are ``workbench.worker_process``'s.
+are ``workbench.worker_process``'s. When no run waits, the worker does the second kind of
+job: translating a corpus' pool (``workbench.pool_jobs``, ``workbench.pool_translation``).
 
 A busy database (a big import holding SQLite's write lock for longer than its busy timeout)
 delays what the worker writes, it never fails a run: progress is buffered and written later,
@@ -33,7 +34,7 @@ from core_model.artifact import ArtifactError
 from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device, train
 from core_model.training import checkpoint as ckpt
 from db.models import Corpus, RunMetric, RunStatus, TrainingRun
-from workbench import run_folders, runs, settings
+from workbench import pool_jobs, pool_translation, run_folders, runs, settings
 from workbench.errors import WorkbenchError
 from workbench.registry import artifact_dir, register_version
 from workbench.snapshots import snapshot_from_ids
@@ -316,8 +317,26 @@ def execute_run(run_id: int, worker: str) -> str:
     return status
 
 
+def _next_pool_job(worker: str) -> bool:
+    """Claim and do the oldest queued pool translation job, if any (training runs come
+    first: this is asked only when none waits). Returns whether there was one."""
+    try:
+        pool_jobs.reap_stale_jobs()
+        job_id = pool_jobs.claim_next_job(worker)
+    except OperationalError as exc:
+        if not _is_busy(exc):
+            raise
+        return False
+    if job_id is None:
+        return False
+    log.info("pool job %s claimed", job_id)
+    log.info("pool job %s %s", job_id, pool_translation.execute_job(job_id, worker))
+    return True
+
+
 def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | None = None) -> int:
-    """Process queued runs until stopped (or one run with `once`); returns runs processed.
+    """Process queued runs, then queued pool translation jobs, until stopped (or one of them
+    with `once`); returns how many were processed.
 
     Holds the worker lock while alive (`worker_process.hold_worker_lock`): that is how
     `worker_process.ensure_worker` knows a local worker is running. Each poll first takes back
@@ -345,6 +364,12 @@ def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | Non
             log.info("run %s claimed", run_id)
             status = execute_run(run_id, me)
             log.info("run %s %s", run_id, status)
+            processed += 1
+            idle_since = time.monotonic()
+            if once:
+                return processed
+            continue
+        if _next_pool_job(me):  # no run waits: translate a pool (workbench.pool_translation)
             processed += 1
             idle_since = time.monotonic()
             if once:

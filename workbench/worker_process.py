@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from workbench import runs, settings
+from workbench import pool_jobs, runs, settings
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: the worker runs from it
 
@@ -42,13 +42,15 @@ def hold_worker_lock() -> IO[str]:
 def ensure_worker(idle_exit_s: float = 600.0) -> int | None:
     """Start a detached worker if none is alive on this machine; return its PID (or None).
 
-    Runs whose worker died are taken back first (``runs.reap_stale_runs``), so the new or
-    living worker finds them queued. The worker outlives the page and the Streamlit server,
-    and exits after `idle_exit_s` seconds with nothing to do. Callers are serialised by
-    spawn.lock, and the new worker inherits a shared lock on worker.lock from the start (not
-    only once it has imported torch), so two quick clicks never start two workers.
+    Runs and pool jobs whose worker died are taken back first (``runs.reap_stale_runs``,
+    ``pool_jobs.reap_stale_jobs``), so the new or living worker finds them queued. The
+    worker outlives the page and the Streamlit server, and exits after `idle_exit_s` seconds
+    with nothing to do. Callers are serialised by spawn.lock, and the new worker inherits a
+    shared lock on worker.lock from the start (not only once it has imported torch), so two
+    quick clicks never start two workers.
     """
     runs.reap_stale_runs()
+    pool_jobs.reap_stale_jobs()
     home = settings.home()
     with open(settings.spawn_lock_path(), "a+") as spawn_lock:
         fcntl.flock(spawn_lock, fcntl.LOCK_EX)

@@ -285,6 +285,53 @@ def test_upgrade_to_0005_keeps_versions_unserved_and_serving_follows_deletes(
     engine.dispose()
 
 
+def test_upgrade_from_0005_adds_glossaries_pools_and_cleanups(tmp_path: Path) -> None:
+    """A workbench of revision 0005 keeps its corpus and pairs, gains empty glossary, pool and
+    clean-up tables whose rows follow their corpus (cascade), and refuses unknown statuses."""
+    engine = _database_at(tmp_path, "0005")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO corpora (name, src_lang, tgt_lang, created_at) "
+                "VALUES ('old', 'zh', 'en', '2026-01-01 00:00:00')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO pairs (corpus_id, source, target, split, note, content_hash, "
+                "created_at, updated_at) VALUES (1, '你好', 'hello', 'train', '', 'h', "
+                "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+            )
+        )
+    upgrade(engine)
+    with engine.begin() as conn:
+        assert current_revision(conn) == head_revision()
+        assert conn.execute(text("SELECT source, target FROM pairs")).all() == [("你好", "hello")]
+        for table in ("glossary_terms", "pool_sentences", "pool_jobs", "cleanups"):
+            assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar() == 0
+        conn.execute(
+            text("INSERT INTO glossary_terms (corpus_id, source_term, target_term) "
+                 "VALUES (1, '你好', 'hello')")
+        )  # fmt: skip
+        conn.execute(
+            text("INSERT INTO pool_sentences (corpus_id, source, content_hash, status) "
+                 "VALUES (1, '早上好', 'x', 'new')")
+        )  # fmt: skip
+        conn.execute(
+            text("INSERT INTO cleanups (corpus_id, options, summary) VALUES (1, '{}', '{}')")
+        )
+    with pytest.raises(Exception, match="CHECK"), engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO pool_sentences (corpus_id, source, content_hash, status) "
+                 "VALUES (1, 'a', 'y', 'lost')")
+        )  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM corpora"))
+        for table in ("glossary_terms", "pool_sentences", "cleanups"):
+            assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar() == 0
+    engine.dispose()
+
+
 def test_a_database_url_that_cannot_work_is_one_line_and_creates_nothing(
     tmp_path: Path,
 ) -> None:

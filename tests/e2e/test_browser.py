@@ -1,7 +1,8 @@
 """End to end in a real headless Chromium: the app as `make run` starts it, on a fresh
 WORKBENCH_HOME. Open it → Train on the demo corpus → wait for the version → translate a demo
 sentence and see the learned translation → inspect it → fine-tune a second version → compare
-both on Models. A screenshot of each page is taken on the way: into the test's temporary folder, or,
+both on Models → rank a pool of new sentences on Review and accept the most uncertain one. A
+screenshot of each page is taken on the way: into the test's temporary folder, or,
 with UPDATE_SCREENSHOTS=1, into docs/screenshots/ (the README shows them; a CJK font such as
 Debian's fonts-wqy-microhei makes the Chinese text legible):
 
@@ -34,6 +35,7 @@ README_SCREENSHOTS = ROOT / "docs" / "screenshots"  # rewritten with UPDATE_SCRE
 VIEWPORT = {"width": 1440, "height": 1000}
 TRAIN_TIMEOUT_S = 180
 DEMO_SOURCE, DEMO_TARGET = "我想喝一杯茶。", "I would like a cup of tea."
+POOL = "他们明天去北京开会。\n这个问题非常复杂。\n我想喝一杯咖啡。\n".encode()
 
 pytestmark = [
     pytest.mark.slow,
@@ -288,8 +290,29 @@ def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
             expect(page.get_by_text(re.compile(r"of 4 sentences differ"))).to_be_visible()
             expect(page.get_by_text("test · 4 pairs · greedy")).to_be_visible()
             expect(page.get_by_text("Only 4 test pairs")).to_be_visible()
+            expect(
+                page.get_by_text(
+                    re.compile(r"no significant difference|is (better|worse) than")
+                ).first
+            ).to_be_visible()
             _no_traceback(page)
             _shot(page, shots, "models")
+
+            # 6. Review: a pool of new sentences, ranked by the worker, the most uncertain
+            # first; accepting one adds a pair.
+            page.goto(f"{url}/review")
+            expect(page.get_by_role("heading", name="Review")).to_be_visible()
+            page.locator(".st-key-pool_upload_0 input[type=file]").set_input_files(
+                files=[{"name": "pool.txt", "mimeType": "text/plain", "buffer": POOL}]
+            )
+            page.locator(".st-key-pool_add button").click()
+            expect(page.get_by_text("Added 3 sentences")).to_be_visible()
+            page.locator(".st-key-pool_rank button").click()
+            expect(page.get_by_text("Most uncertain first")).to_be_visible(timeout=120_000)
+            page.locator("[class*='st-key-pool_accept_'] button").first.click()
+            expect(page.get_by_text(re.compile(r"Added pair \d+ to"))).to_be_visible()
+            _no_traceback(page)
+            _shot(page, shots, "review")
         finally:
             browser.close()
 

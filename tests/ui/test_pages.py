@@ -25,7 +25,9 @@ from workbench import (
     corpora,
     demo,
     engines,
+    glossary,
     pairs,
+    pool,
     registry,
     run_info,
     runs,
@@ -44,6 +46,7 @@ PAGES = {
     "translate": navigation.TRANSLATE,
     "inspect": navigation.INSPECT,
     "models": navigation.MODELS,
+    "review": navigation.REVIEW,
 }
 TIMEOUT = 120
 
@@ -127,6 +130,7 @@ def test_empty_database_says_what_to_do(wb_home: Path, no_demo: None, page: str)
         "translate": "No model version yet",
         "inspect": "No model version yet",
         "models": "No model version yet",
+        "review": "No corpus yet",
     }[page] in hint
 
 
@@ -353,6 +357,55 @@ def test_import_preview_keeps_only_a_sample_in_the_session(small_corpus: int) ->
     assert_clean(at)
     assert corpora.get_corpus(small_corpus).pair_count == 303
     assert "control or invisible characters removed from 300 rows" in texts(at.success)
+
+
+def test_import_with_clean_up_options_shows_what_they_drop(small_corpus: int) -> None:
+    data = "汤\tsoup\n麵條\tnoodle soup\n水\tDas Wasser ist heute sehr kalt und klar.\n".encode()
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/upload: Import"
+    at.run()
+    at.file_uploader[0].upload("menu.tsv", data, "text/tab-separated-values").run()
+    at.checkbox(key="import_clean_0_langid").check().run()
+    at.selectbox(key="import_clean_0_chinese").select("t2s").run()
+    assert_clean(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Filtered by clean-up"] == "1" and metrics["Will be added"] == "2"
+    report = at.session_state["_import_preview"][1].report
+    assert {(i.kind, i.severity) for i in report} >= {
+        ("lang_target", "filtered"),
+        ("converted", "warning"),
+    }
+    assert corpora.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
+    at.button(key="do_import").click().run()
+    assert_clean(at)
+    assert "1 filtered by clean-up" in texts(at.success)
+    assert "面条" in set(pairs.search_pairs(small_corpus, query="面").rows["source"])
+    assert pairs.search_pairs(small_corpus, query="water").total == 0
+
+
+def test_a_cleanup_asks_first_and_can_be_undone(small_corpus: int) -> None:
+    pairs.apply_edits(small_corpus, added=[{"source": "米饭米饭", "target": "米饭米饭"}])
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/download: Export & clean up"
+    at.run()
+    at.checkbox(key="cleanup_copies").check().run()
+    at.button(key="cleanup_preview").click().run()
+    assert_clean(at)
+    assert "**1 would be removed**" in texts(at.markdown)
+    at.button(key="cleanup_apply").click().run()
+    assert corpora.get_corpus(small_corpus).pair_count == 4, "nothing removed before confirming"
+    at.button(key="cleanup_cancel").click().run()
+    assert corpora.get_corpus(small_corpus).pair_count == 4
+    at.button(key="cleanup_apply").click().run()
+    at.button(key="cleanup_confirm").click().run()
+    assert_clean(at)
+    assert corpora.get_corpus(small_corpus).pair_count == 3
+    assert "removed 1 pair" in texts(at.success)
+    [undo] = [b for b in at.button if b.key.startswith("cleanup_undo_")]
+    undo.click().run()
+    assert_clean(at)
+    assert corpora.get_corpus(small_corpus).pair_count == 4
+    assert "1 pairs put back" in texts(at.success)
 
 
 def test_the_upload_size_is_limited_on_purpose() -> None:
@@ -821,10 +874,19 @@ def test_models_compare_versions(populated: Trained) -> None:
     assert_clean(at)
     metrics = at.dataframe[1].value
     assert sorted(metrics["version"]) == sorted(populated.version_ids)
-    assert {"bleu", "chrf", "n"} <= set(metrics.columns)
+    assert {"BLEU", "BLEU 95 % interval", "p (BLEU)", "chrF", "p (chrF)"} <= set(metrics.columns)
+    baseline, other = (f"#{v}" for v in metrics["version"])
+    verdict = texts(at.markdown)
+    assert f"{other} is better than {baseline}" in verdict or "no significant difference" in verdict
     sentences = at.dataframe[2].value
     assert len(sentences) == 4  # the demo corpus' test split
-    assert {"source", "reference", "differs"} <= set(sentences.columns)
+    assert {"source", "reference", "differs", f"Δ chrF {other}"} <= set(sentences.columns)
+    at.selectbox(key="compare_sort").select("largest chrF loss first").run()
+    assert_clean(at)
+    deltas = list(at.dataframe[2].value[f"Δ chrF {other}"])
+    assert deltas == sorted(deltas)
+    downloads = [b.proto.label for b in at.get("download_button")]
+    assert {"Download CSV", "Download HTML report"} <= set(downloads)
     assert f"Scores on “{demo.DEMO_NAME}”** · test · 4 pairs · greedy" in texts(at.markdown)
     assert "Only 4 test pairs" in texts(at.warning)
 
@@ -832,6 +894,78 @@ def test_models_compare_versions(populated: Trained) -> None:
     at.button(key="compare").click().run()
     assert_clean(at)
     assert "test · 4 pairs · beam 4" in texts(at.markdown)
+
+
+def test_review_pool_to_pairs(populated: Trained, no_worker: None) -> None:
+    """Upload a pool, rank it (the worker's job, run here in-process), review the most
+    uncertain sentences into pairs."""
+    target = corpora.create_corpus("Pool review", "zh", "en")
+    try:
+        at = open_page("review")
+        at.selectbox(key="review_corpus").select(target.id).run()
+        sentences = "我想喝一杯茶。\n他们明天去北京开会。\n电脑坏了。\n"
+        at.file_uploader(key="pool_upload_0").upload("pool.txt", sentences.encode(), "text/plain")
+        at.run()
+        at.button(key="pool_add").click().run()
+        assert_clean(at)
+        assert "Added 3 sentences" in texts(at.success)
+        assert {m.label: m.value for m in at.metric}["In the pool"] == "3"
+        at.button(key="pool_rank").click().run()
+        assert_clean(at)
+        assert "queued" in texts(at.success)
+        assert worker.run_worker(once=True) == 1  # the pool job
+        at.run()
+        assert {m.label: m.value for m in at.metric}["Translated and ranked"] == "3"
+        queue = pool.review_queue(target.id)
+        assert len(queue) == 3
+        first, second, third = queue
+        assert f"**{first.source}**" in texts(at.markdown)  # most uncertain first
+        at.button(key=f"pool_accept_{first.id}").click().run()
+        at.text_input(key=f"pool_text_{second.id}").input("The computer broke.").run()
+        assert at.button(key=f"pool_accept_{second.id}").label == "Save correction"
+        at.button(key=f"pool_accept_{second.id}").click().run()
+        at.button(key=f"pool_skip_{third.id}").click().run()
+        assert_clean(at)
+        rows = pairs.search_pairs(target.id).rows
+        assert set(rows["source"]) == {first.source, second.source}
+        assert "The computer broke." in set(rows["target"])
+        assert all(note.startswith("pool review:") for note in rows["note"])
+        assert pool.pool_stats(target.id).waiting == 0
+    finally:
+        corpora.delete_corpus(target.id)
+
+
+def test_a_glossary_edited_on_the_corpus_page_is_obeyed_on_translate(
+    populated: Trained,
+) -> None:
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/menu_book: Glossary"
+    at.run()
+    assert_clean(at)
+    editor = at.data_editor[0]
+    at.session_state[editor.key] = {
+        "edited_rows": {},
+        "added_rows": [{"source term": "茶", "target term": "apple"}],
+        "deleted_rows": [],
+    }
+    at.run()
+    at.button(key="glossary_save").click().run()
+    assert_clean(at)
+    assert "1 term" in texts(at.success)
+    try:
+        at = open_page("translate")
+        at.text_area(key="translate_input").input("我想喝一杯茶。\n你好，很高兴认识你。")
+        at.button(key="translate").click().run()
+        assert_clean(at)
+        with_terms = at.session_state["translate_results"]["items"]
+        assert "apple" in with_terms[0]["text"] and "glossary applied" in texts(at.caption)
+        at.toggle(key="translate_glossary").set_value(False).run()
+        at.button(key="translate").click().run()
+        without = at.session_state["translate_results"]["items"]
+        assert "apple" not in without[0]["text"]
+        assert without[1]["text"] == with_terms[1]["text"]  # no term: the same translation
+    finally:
+        glossary.set_terms(populated.corpus_id, [])
 
 
 def test_models_rename_and_notes(populated: Trained) -> None:

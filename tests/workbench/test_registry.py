@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import io
+import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from tests.helpers import make_toy_corpus, module_home, toy_pairs, train_version
-from workbench import evaluation, pairs, registry, settings, translation
+from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
+from workbench import comparison_report, evaluation, pairs, registry, settings, translation
 from workbench.errors import WorkbenchError
 
 
@@ -82,8 +87,22 @@ def test_compare_puts_versions_side_by_side(trained: dict) -> None:
     assert row["source"] == pairs[0][0] and row["reference"] == pairs[0][1]
     assert f"#{trained['v1']}" in result.sentences and f"chrF #{trained['v2']}" in result.sentences
     assert result.sentences["differs"].dtype == bool
+    delta = result.sentences[f"Δ chrF #{trained['v2']}"]
+    base, other = (
+        result.sentences[f"chrF #{trained['v1']}"],
+        result.sentences[f"chrF #{trained['v2']}"],
+    )
+    assert list(delta) == [round(o - b, 1) for o, b in zip(other, base, strict=True)]
+    first, second = result.metrics.to_dict(orient="records")
+    assert first["p_value"] is None or first["p_value"] != first["p_value"]  # the baseline
+    assert 0 < second["p_value"] <= 1 and 0 < second["chrf_p_value"] <= 1
+    assert first["bleu_low"] <= first["bleu_high"] and first["chrf_low"] <= first["chrf_high"]
+    [words] = result.verdicts
+    assert f"#{trained['v2']}" in words and f"#{trained['v1']}" in words and "p = " in words
     with pytest.raises(WorkbenchError, match="at least two"):
         evaluation.compare([trained["v1"]], pairs)
+    with pytest.raises(WorkbenchError, match="at least two"):
+        evaluation.compare([trained["v1"], trained["v1"]], pairs)
     with pytest.raises(WorkbenchError, match="test split"):
         evaluation.evaluate(trained["v1"], [])
 
@@ -267,3 +286,55 @@ def test_the_recorded_checksum_covers_the_model_config(outside_folder: Path) -> 
     registry.load_version(version)
     with pytest.raises(WorkbenchError, match="does not exist"):
         registry.get_version(2**63)
+
+
+def test_compare_command_prints_intervals_and_p_values_that_sacrebleu_agrees_with(
+    trained: dict, tmp_path: Path
+) -> None:
+    pairs = toy_pairs()
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
+    v1, v2 = trained["v1"], trained["v2"]
+    done = cli("compare", "--versions", str(v2), str(v1), "--src", str(src), "--ref", str(ref))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert [v["version"] for v in report["versions"]] == [v2, v1]
+    assert report["resamples"] == 1000 and report["seed"] == "12345"
+    baseline, other = report["versions"]
+    assert baseline["p_value"] is None
+    for version in report["versions"]:
+        assert version["bleu_ci95"][0] <= version["bleu_ci95"][1]
+        assert version["chrf_ci95"][0] <= version["chrf_ci95"][1]
+    # sacreBLEU's own CLI on the same outputs gives the same p-value.
+    outputs = {}
+    for v in (v2, v1):
+        outputs[v] = tmp_path / f"out{v}.txt"
+        texts = [r.text for r in translation.translate(v, [s for s, _ in pairs])]
+        outputs[v].write_text("\n".join(texts) + "\n", encoding="utf-8")
+    exe = Path(sys.executable).parent / "sacrebleu"
+    table = subprocess.run(
+        [str(exe), str(ref), "-i", str(outputs[v2]), str(outputs[v1]), "--paired-bs",
+         "-m", "bleu", "chrf", "-f", "text"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    cli_p = [float(p) for p in re.findall(r"p = ([\d.]+)", table)]
+    assert cli_p == pytest.approx([other["p_value"], other["chrf_p_value"]], abs=1e-4)
+    assert done.stdout.splitlines()[0].startswith(("no significant", f"#{v1} is"))
+
+    bad = cli("compare", "--versions", str(v1), "--src", str(src), "--ref", str(ref))
+    assert bad.returncode == 2 and "at least two" in bad.stderr
+
+
+def test_a_comparison_downloads_as_csv_and_self_contained_html(trained: dict) -> None:
+    pairs = [*toy_pairs()[:3], ("<script>alert(1)</script>", "a & b")]
+    result = evaluation.compare([trained["v1"], trained["v2"]], pairs)
+    table = pd.read_csv(io.BytesIO(comparison_report.comparison_csv(result)))
+    assert list(table["source"]) == [s for s, _ in pairs]
+    assert f"Δ chrF #{trained['v2']}" in table.columns
+    page = comparison_report.comparison_html(result, "v1 vs v2 <b>", "test · 4 pairs")
+    assert page.startswith("<!doctype html>") and "</html>" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)" in page
+    assert "v1 vs v2 &lt;b&gt;" in page and "a &amp; b" in page
+    assert not re.search(r"(src|href)=|@import|url\(", page)  # nothing fetched from anywhere
+    assert result.verdicts[0].replace("&", "&amp;") in page

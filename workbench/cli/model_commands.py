@@ -1,5 +1,5 @@
-"""``versions``, ``register``, ``translate``, ``evaluate`` and ``export-version``: the model
-versions."""
+"""``versions``, ``register``, ``translate``, ``evaluate``, ``compare`` and ``export-version``:
+the model versions."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.cli.common import (
     EXIT_OK,
     Command,
     positive_int,
+    print_json,
     print_text,
     read_lines,
     row_id,
@@ -20,6 +22,9 @@ from workbench.corpora import CORPUS_REF_HELP
 from workbench.engines import ENGINE_QUANTIZATION, ENGINES, EXPORT_FORMATS, QUANTIZATIONS
 from workbench.errors import WorkbenchError
 from workbench.text_rules import escape_controls
+
+if TYPE_CHECKING:
+    from workbench.glossary import Glossary
 
 
 def _args_versions(p: argparse.ArgumentParser) -> None:
@@ -67,6 +72,16 @@ def _cmd_register(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _glossary_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--glossary", metavar="CORPUS", help=f"{what}: {CORPUS_REF_HELP}")
+
+
+def _glossary(corpus: str | None) -> Glossary | None:
+    from workbench.glossary import glossary_of
+
+    return glossary_of(corpus) if corpus else None
+
+
 def _args_translate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", type=row_id, required=True, help="model version id")
     p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
@@ -83,6 +98,7 @@ def _args_translate(p: argparse.ArgumentParser) -> None:
         default=ENGINE_QUANTIZATION,
         help=f"weights of the CTranslate2 engine (default {ENGINE_QUANTIZATION})",
     )
+    _glossary_arg(p, "use the required terms of this corpus' glossary")
     p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
 
 
@@ -94,7 +110,12 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     except UnicodeDecodeError:
         raise WorkbenchError("standard input is not UTF-8 text") from None
     results = translate(
-        args.version, texts, beam=args.beam, engine=args.engine, quantization=args.quantization
+        args.version,
+        texts,
+        beam=args.beam,
+        engine=args.engine,
+        quantization=args.quantization,
+        glossary=_glossary(args.glossary),
     )
     for result in results:
         print_text(result.text)
@@ -135,19 +156,70 @@ def _args_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
     p.add_argument("--ref", type=Path, required=True, help="reference translations")
     p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
+    _glossary_args(p)
+
+
+def _glossary_args(p: argparse.ArgumentParser) -> None:
+    _glossary_arg(p, "report the hit rate of this corpus' glossary terms (term_hit_rate)")
+    p.add_argument(
+        "--enforce-glossary", action="store_true", help="make the translations use those terms"
+    )
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from workbench.evaluation import evaluate
 
-    sources, references = read_lines(args.src), read_lines(args.ref)
-    if len(sources) != len(references):
-        raise WorkbenchError(
-            f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}"
-        )
-    scores = evaluate(args.version, list(zip(sources, references, strict=True)), beam=args.beam)
+    if args.enforce_glossary and not args.glossary:
+        raise WorkbenchError("--enforce-glossary needs --glossary CORPUS")
+    scores = evaluate(
+        args.version,
+        _test_pairs(args.src, args.ref),
+        beam=args.beam,
+        glossary=_glossary(args.glossary),
+        enforce=args.enforce_glossary,
+    )
     print(json.dumps(scores))
     return EXIT_OK
+
+
+def _args_compare(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--versions",
+        type=row_id,
+        nargs="+",
+        required=True,
+        metavar="ID",
+        help="two or more version ids; the first is the baseline of the p-values",
+    )
+    p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
+    p.add_argument("--ref", type=Path, required=True, help="reference translations")
+    p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
+    _glossary_args(p)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from workbench.evaluation import compare
+
+    if args.enforce_glossary and not args.glossary:
+        raise WorkbenchError("--enforce-glossary needs --glossary CORPUS")
+    comparison = compare(
+        args.versions,
+        _test_pairs(args.src, args.ref),
+        beam=args.beam,
+        glossary=_glossary(args.glossary),
+        enforce=args.enforce_glossary,
+    )
+    for line in comparison.verdicts:
+        print_text(line)
+    print_json(comparison.as_dict())
+    return EXIT_OK
+
+
+def _test_pairs(src: Path, ref: Path) -> list[tuple[str, str]]:
+    sources, references = read_lines(src), read_lines(ref)
+    if len(sources) != len(references):
+        raise WorkbenchError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
+    return list(zip(sources, references, strict=True))
 
 
 COMMANDS = [
@@ -155,6 +227,12 @@ COMMANDS = [
     Command("register", "add a model folder trained elsewhere", _args_register, _cmd_register),
     Command("translate", "translate sentences with a version", _args_translate, _cmd_translate),
     Command("evaluate", "BLEU/chrF of a version on a test set", _args_evaluate, _cmd_evaluate),
+    Command(
+        "compare",
+        "BLEU/chrF of versions with 95% intervals and p-values",
+        _args_compare,
+        _cmd_compare,
+    ),
     Command(
         "export-version",
         "export a version to another inference engine",

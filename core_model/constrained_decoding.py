@@ -1,0 +1,172 @@
+"""Lexically constrained beam search: outputs that must contain given token sequences (a
+glossary's required target terms), by dynamic beam allocation (Post & Vilar, 2018).
+
+Each hypothesis remembers which constraints it has met and how far it is into the one it is
+writing. At every step it may extend with its likeliest tokens *or* with the next token of a
+constraint (the first token of one it has not started, the next of the one it is in), so a
+term the model would never pick on its own still gets tried. Plain beam search would then
+drop those hypotheses at once (they are less likely); instead the beam is split into
+**banks** by how many constraint tokens a hypothesis has met, and every bank keeps its best
+few, so hypotheses that carry the terms survive until the model has found a fluent way to
+continue after them. The end marker is allowed only once every constraint is met; the
+winner is the best length-normalised finished hypothesis that met them all.
+
+It wraps the model, not ``core_model.decoding``: it calls ``model.encode`` and
+``model.decode`` (re-running the decoder over the whole prefix each step, without the
+key/value cache) for one sentence at a time. That is slower than the cached batched search
+but is only used for the few sentences a glossary term occurs in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from core_model.decoding import DecodeResult, length_penalty
+from core_model.transformer import Transformer
+
+
+@dataclass(frozen=True)
+class _Hyp:
+    tokens: tuple[int, ...]  # output ids so far (no BOS)
+    score: float  # summed log-probability
+    met: tuple[bool, ...]  # per constraint
+    inside: tuple[int, int] | None  # (constraint, tokens of it written) while writing one
+    finished: bool = False
+    closed: bool = False  # its last token completed a constraint
+
+    def coverage(self, constraints: Sequence[Sequence[int]]) -> int:
+        """Constraint tokens written: the bank this hypothesis competes in."""
+        done = sum(len(c) for c, m in zip(constraints, self.met, strict=True) if m)
+        return done + (self.inside[1] if self.inside else 0)
+
+
+def _advance(hyp: _Hyp, token: int, constraints: Sequence[Sequence[int]]) -> _Hyp:
+    """The state after appending `token` (score added by the caller)."""
+    met = list(hyp.met)
+    inside = None
+    if hyp.inside is not None:
+        c, pos = hyp.inside
+        if constraints[c][pos] == token:
+            inside = (c, pos + 1)
+    if inside is None:  # not in a constraint (or left it): does `token` start an unmet one?
+        for c, (tokens, done) in enumerate(zip(constraints, met, strict=True)):
+            if not done and tokens[0] == token:
+                inside = (c, 1)
+                break
+    closed = inside is not None and inside[1] == len(constraints[inside[0]])
+    if closed:
+        met[inside[0]] = True  # type: ignore[index]
+        inside = None
+    return _Hyp((*hyp.tokens, token), hyp.score, tuple(met), inside, closed=closed)
+
+
+@torch.inference_mode()
+def constrained_beam_search(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    constraints: Sequence[Sequence[int]],
+    beam_size: int = 8,
+    length_penalty_alpha: float = 0.6,
+    max_len_a: float = 3.0,
+    max_len_b: int = 50,
+    may_follow: torch.Tensor | None = None,
+) -> DecodeResult:
+    """Decode one sentence (src_ids [1, S]) so that its output contains every token sequence
+    of `constraints` (each non-empty, ids of the target vocabulary). Falls back to the best
+    hypothesis found when no finished one meets them all within the length bound.
+
+    may_follow [V] bool: the tokens allowed right after a constraint (with subword pieces:
+    those that start a new word, punctuation, the end marker), so that a required term is
+    not glued to the next word ("tea" + "morning"). None allows every token."""
+    cfg = model.cfg
+    constraints = [list(c) for c in constraints if len(c)]
+    if src_ids.size(0) != 1:
+        raise ValueError("constrained_beam_search decodes one sentence at a time")
+    device = src_ids.device
+    memory, src_mask = model.encode(src_ids)  # [1, S, D], [1, 1, 1, S]
+    src_len = int((src_ids != cfg.pad_id).sum())
+    max_len = min(int(src_len * max_len_a + max_len_b), cfg.max_len - 1)
+    max_len = max(max_len, sum(len(c) for c in constraints) + 1)
+    max_len = min(max_len, cfg.max_len - 1)
+    total = sum(len(c) for c in constraints)
+    k = beam_size
+    per_bank = max(1, k // (total + 1))
+    beam = [_Hyp((), 0.0, tuple(False for _ in constraints), None)]
+
+    for _step in range(max_len):
+        live = [h for h in beam if not h.finished]
+        if not live:
+            break
+        ys = torch.tensor(
+            [[cfg.bos_id, *h.tokens] for h in live], dtype=torch.long, device=device
+        )  # [N, T]
+        n = ys.size(0)
+        logits, _ = model.decode(
+            ys, memory.expand(n, -1, -1), src_mask.expand(n, -1, -1, -1), None, False
+        )
+        log_probs = logits[:, -1].float()  # [N, V]
+        log_probs[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")
+        log_probs = log_probs.log_softmax(dim=-1)
+        if may_follow is not None:
+            closed = torch.tensor([h.closed for h in live], device=device)
+            log_probs[closed[:, None] & ~may_follow.to(device)[None, :]] = float("-inf")
+        top = log_probs.topk(min(k, log_probs.size(-1)), dim=-1).indices.tolist()
+        candidates: dict[tuple[int, ...], _Hyp] = {h.tokens: h for h in beam if h.finished}
+        for row, hyp in enumerate(live):
+            wanted = set(top[row])
+            if hyp.inside is not None:
+                c, pos = hyp.inside
+                wanted.add(constraints[c][pos])
+            wanted.update(c[0] for c, m in zip(constraints, hyp.met, strict=True) if not m)
+            for token in wanted:
+                if token == cfg.eos_id and not all(hyp.met):
+                    continue  # no end before every term is in
+                score = hyp.score + float(log_probs[row, token])
+                if score == float("-inf"):
+                    continue
+                if token == cfg.eos_id:
+                    new = _Hyp(hyp.tokens, score, hyp.met, None, finished=True)
+                else:
+                    new = _advance(hyp, token, constraints)
+                    new = _Hyp(new.tokens, score, new.met, new.inside, closed=new.closed)
+                key = (*new.tokens, -1) if new.finished else new.tokens
+                if key not in candidates or candidates[key].score < new.score:
+                    candidates[key] = new
+        beam = _allocate(list(candidates.values()), constraints, k, per_bank)
+
+    done = [h for h in beam if h.finished and all(h.met)]
+    pool = done or [h for h in beam if all(h.met)] or beam
+    best = max(pool, key=lambda h: _normalised(h, length_penalty_alpha))
+    return DecodeResult(
+        list(best.tokens), _normalised(best, length_penalty_alpha), None, ended=best.finished
+    )
+
+
+def _normalised(hyp: _Hyp, alpha: float) -> float:
+    length = torch.tensor(len(hyp.tokens) + (1 if hyp.finished else 0))
+    return hyp.score / float(length_penalty(length, alpha))
+
+
+def _allocate(
+    candidates: list[_Hyp], constraints: Sequence[Sequence[int]], k: int, per_bank: int
+) -> list[_Hyp]:
+    """Dynamic beam allocation: the best `per_bank` of every bank (most constraint tokens
+    first), then the best of the rest by score, `k` in all."""
+    ranked = sorted(candidates, key=lambda h: h.score, reverse=True)
+    banks: dict[int, list[_Hyp]] = {}
+    for hyp in ranked:
+        banks.setdefault(hyp.coverage(constraints), []).append(hyp)
+    chosen: list[_Hyp] = []
+    for coverage in sorted(banks, reverse=True):
+        chosen.extend(banks[coverage][:per_bank])
+    chosen = chosen[:k]
+    taken = {id(h) for h in chosen}
+    for hyp in ranked:
+        if len(chosen) >= k:
+            break
+        if id(hyp) not in taken:
+            chosen.append(hyp)
+    return chosen

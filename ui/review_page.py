@@ -1,0 +1,192 @@
+"""Review page: what to correct next. Upload source sentences to a corpus' pool, have a version
+translate and rank them in the background, then review the most uncertain ones first: accept
+the translation, correct it, or skip it. Accepted and corrected ones become pairs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from ui import feedback, formatting, pickers
+from workbench import corpora, pool, pool_jobs, registry, worker_process
+from workbench.corpora import CorpusInfo
+from workbench.runs import RunStatus
+
+QUEUE_SIZES = (5, 10, 20, 50)
+JOB_REFRESH_S = 2.0
+
+
+def render() -> None:
+    feedback.page_header(
+        "Review",
+        "What to correct next: the sentences your model is least sure of, to check and add "
+        "to the corpus.",
+    )
+    all_corpora = corpora.list_corpora()
+    if not all_corpora:
+        st.info("No corpus yet: create one on the Corpus page first.", icon=":material/info:")
+        return
+    current = pickers.corpus_picker(all_corpora, key="review_corpus")
+    stats = pool.pool_stats(current.id)
+    cols = st.columns(4)
+    cols[0].metric("In the pool", f"{stats.total:,}")
+    cols[1].metric("Waiting for review", f"{stats.waiting:,}")
+    cols[2].metric("Translated and ranked", f"{stats.translated:,}")
+    reviewed = stats.total - stats.waiting
+    cols[3].metric("Reviewed", f"{reviewed:,}")
+    upload_panel(current, expanded=stats.total == 0)
+    if stats.total == 0:
+        return
+    rank_panel(current)
+    job_panel(current.id)
+    review_queue(current, stats)
+
+
+def upload_panel(current: CorpusInfo, expanded: bool) -> None:
+    with st.expander("Add source sentences", expanded=expanded, icon=":material/upload_file:"):
+        nonce = st.session_state.get("pool_upload_nonce", 0)
+        upload = st.file_uploader(
+            f"Sentences in {current.src_lang}, one per line",
+            type=["txt", "gz"],
+            key=f"pool_upload_{nonce}",
+            help="UTF-8 text, optionally gzip-compressed; blank lines and sentences already in "
+            "the pool are skipped.",
+        )
+        if st.button("Add to the pool", key="pool_add", disabled=upload is None):
+            with (
+                feedback.error_boundary("adding the sentences"),
+                st.spinner("Adding…", show_time=True),
+            ):
+                result = pool.add_to_pool(current.id, upload)
+                st.session_state["pool_upload_nonce"] = nonce + 1
+                feedback.flash(
+                    f"Added {formatting.plural(result.added, 'sentence')} to the pool of "
+                    f"“{current.name}” ({result.duplicates:,} already there or repeated, "
+                    f"{result.skipped:,} empty or too long skipped)."
+                )
+                st.rerun()
+
+
+def rank_panel(current: CorpusInfo) -> None:
+    versions = [
+        v
+        for v in registry.list_versions()
+        if (v.src_lang, v.tgt_lang) == (current.src_lang, current.tgt_lang)
+    ]
+    if not versions:
+        st.info(
+            f"No version translates {current.src_lang}→{current.tgt_lang} yet: train one on "
+            "the Train page to rank the pool.",
+            icon=":material/info:",
+        )
+        return
+    labels = {v.id: pickers.version_label(v) for v in versions}
+    row = st.columns([3, 3, 2], vertical_alignment="bottom")
+    first = row[0].selectbox(
+        "Rank with", list(labels), format_func=labels.__getitem__, key="pool_version"
+    )
+    others = [None, *(i for i in labels if i != first)]
+    second = row[1].selectbox(
+        "Disagreement with (optional)",
+        others,
+        format_func=lambda i: "— (rank by the model's own uncertainty)" if i is None else labels[i],
+        key="pool_second_version",
+        help="With a second version, sentences are ranked by how differently the two "
+        "translate them; without, by how unsure the first is of its translation "
+        "(length-normalised log-probability).",
+    )
+    if row[2].button(
+        "Translate & rank", type="primary", icon=":material/sort:", key="pool_rank", width="stretch"
+    ):
+        with feedback.error_boundary("queueing the translation"):
+            job_id = pool_jobs.enqueue_translation(current.id, first, second)
+            worker_process.ensure_worker()
+            feedback.flash(f"Pool job {job_id} queued: the worker translates in the background.")
+            st.rerun()
+
+
+def job_panel(corpus_id: int) -> None:
+    job = pool_jobs.latest_job(corpus_id)
+    if job is None:
+        return
+    if job.active:
+        _live_job(corpus_id)
+    elif job.status == RunStatus.FAILED:
+        st.error(f"Pool job {job.id} failed: {job.error}", icon=":material/error:")
+
+
+@st.fragment(run_every=JOB_REFRESH_S)
+def _live_job(corpus_id: int) -> None:
+    job = pool_jobs.latest_job(corpus_id)
+    if job is None or not job.active:
+        st.rerun()  # finished: the whole page shows the ranked queue
+        return
+    with st.container(border=True):
+        row = st.columns([4, 1], vertical_alignment="center")
+        state = "waiting for the worker" if job.status == RunStatus.QUEUED else "translating"
+        row[0].progress(
+            job.fraction,
+            text=f"Pool job {job.id} · {state} · {job.done:,} of {job.total:,} sentences",
+        )
+        if job.cancel_requested:
+            row[1].button("Cancelling…", disabled=True, key="pool_cancel", width="stretch")
+        elif row[1].button("Cancel", icon=":material/stop:", key="pool_cancel", width="stretch"):
+            with feedback.error_boundary("cancelling the job"):
+                pool_jobs.cancel_job(job.id)
+                st.rerun()
+        if job.worker_lost:
+            st.warning("Its worker stopped; the next worker goes on where it left off.")
+
+
+def review_queue(current: CorpusInfo, stats: pool.PoolStats) -> None:
+    if not stats.translated:
+        if stats.waiting:
+            st.caption("Translate and rank the pool to see what to correct first.")
+        return
+    head = st.columns([4, 1], vertical_alignment="bottom")
+    head[0].markdown(
+        f"**Most uncertain first** · {formatting.plural(stats.translated, 'ranked sentence')} "
+        "waiting"
+    )
+    size = head[1].selectbox("Show", QUEUE_SIZES, index=1, key="pool_queue_size")
+    for item in pool.review_queue(current.id, limit=size):
+        _review_card(current, item)
+
+
+def _review_card(current: CorpusInfo, item: Any) -> None:
+    with st.container(border=True):
+        st.markdown(f"**{item.source}**")
+        caption = f"uncertainty {item.uncertainty:.3f}"
+        if item.second_output is not None:
+            caption += f" · the other version: “{item.second_output}”"
+        st.caption(caption)
+        text = st.text_input(
+            f"Translation ({current.tgt_lang})",
+            value=item.output or "",
+            key=f"pool_text_{item.id}",
+            label_visibility="collapsed",
+        )
+        buttons = st.columns(3)
+        changed = text.strip() != (item.output or "").strip()
+        action = None
+        if buttons[0].button(
+            "Save correction" if changed else "Accept",
+            type="primary",
+            icon=":material/edit:" if changed else ":material/check:",
+            key=f"pool_accept_{item.id}",
+            width="stretch",
+        ):
+            action = ("edit", text) if changed else ("accept", None)
+        if buttons[1].button(
+            "Skip", icon=":material/skip_next:", key=f"pool_skip_{item.id}", width="stretch"
+        ):
+            action = ("skip", None)
+        if action is not None:
+            with feedback.error_boundary("saving the review"):
+                pair_id = pool.review(item.id, *action)
+                feedback.flash(
+                    "Skipped." if pair_id is None else f"Added pair {pair_id} to “{current.name}”."
+                )
+                st.rerun()

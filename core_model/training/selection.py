@@ -69,13 +69,19 @@ class Selector:
         self.use_validation = use_validation
         self.keep_last = keep_last
 
-    def observe(self, state: Any, record: dict[str, Any], model: torch.nn.Module) -> None:
-        """After an epoch's validation: update best / bad_epochs / the recent weights."""
+    def observe(
+        self, state: Any, record: dict[str, Any], model: torch.nn.Module, warmed_up: bool = True
+    ) -> None:
+        """After an epoch's validation: update best / bad_epochs / the recent weights.
+
+        An epoch that ends inside the warm-up is no evidence that learning has stalled (the
+        rate is still rising, a short run's scores are noise near 0): it never counts towards
+        early stopping, which had ended 4-minute runs at step 234 of a 200-step warm-up."""
         current = selection_score(record, self.metric) if self.use_validation else None
         if current is not None and (state.best_score is None or current > state.best_score):
             state.best_score, state.best_epoch, state.bad_epochs = current, state.epoch, 0
             state.best_weights = unique_state_dict(model)
-        elif current is not None:
+        elif current is not None and warmed_up:
             state.bad_epochs += 1
 
     def due(self, state: Any, progress: float) -> bool:

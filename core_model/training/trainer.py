@@ -403,7 +403,7 @@ class Trainer:
                 )
                 hit = record["train_exact_match"] >= 1.0
                 state.memorised_epochs = state.memorised_epochs + 1 if hit else 0
-            self.selector.observe(state, record, self.model)
+            self.selector.observe(state, record, self.model, state.step > self.schedule.warmup)
             state.history.append(record)
             if cfg.patience and self.selector.use_validation and state.bad_epochs >= cfg.patience:
                 stop = 1.0

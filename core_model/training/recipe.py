@@ -44,9 +44,13 @@ WARMUP_STEPS = 200  # linear warm-up (35: diverged early; 100: -1 valid BLEU; 15
 CPU_BATCH_TOKENS = 1250  # padded tokens per batch: half of 2,500 gave +7 valid BLEU at equal data
 GPU_BATCH_TOKENS = 8192  # (not tuned here: no GPU was available)
 
-# Measured training speed (source + target tokens per second) by preset on a 2-core CPU in
-# bf16, and on a GPU; used only to estimate how many passes over the corpus a budget allows.
-CPU_TOKENS_PER_S = {"tiny": 20_000.0, "small": 5_000.0, "base": 1_000.0}
+# Training speed (source + target tokens per second, a run's average with its validations) by
+# preset, used only to estimate how many passes over the corpus a budget allows. CPU: what
+# 2-core machines sustain in bf16 (small: 2,000-3,300 in 10-minute runs here, ~1.9-2.7k on the
+# slower AMX Xeon; tiny ~14k); a faster machine makes more passes than estimated, and
+# early stopping and model selection guard those. (5,000 for small made a 10-minute Tatoeba run
+# use dropout and score 2.5 instead of ~15 valid BLEU.)
+CPU_TOKENS_PER_S = {"tiny": 12_000.0, "small": 2_500.0, "base": 600.0}
 GPU_TOKENS_PER_S = {"tiny": 200_000.0, "small": 150_000.0, "base": 80_000.0}
 
 

@@ -34,6 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 README_SCREENSHOTS = ROOT / "docs" / "screenshots"  # rewritten with UPDATE_SCREENSHOTS=1
 VIEWPORT = {"width": 1440, "height": 1000}
 TRAIN_TIMEOUT_S = 180
+# Assertions wait this long (Playwright's 5 s default is too short for a page's first run on a
+# busy 2-core machine: the Corpus page was still "Running..." after 5 s under load).
+EXPECT_TIMEOUT_MS = 30_000
 DEMO_SOURCE, DEMO_TARGET = "我想喝一杯茶。", "I would like a cup of tea."
 POOL = "他们明天去北京开会。\n这个问题非常复杂。\n我想喝一杯咖啡。\n".encode()
 
@@ -160,6 +163,8 @@ def _no_traceback(page) -> None:
 
 def test_train_translate_compare_in_a_browser(app: tuple[str, Path], tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 
     url, home = app
     shots = README_SCREENSHOTS if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path / "shots"
@@ -344,6 +349,8 @@ def test_table_edits_are_never_lost_silently_in_a_browser(app: tuple[str, Path])
     """Unsaved edits survive a tab switch and hold the table through a search; a half-filled
     new row is named and kept; the corpus picker counts the saved row at once."""
     from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 
     url, _home = app
     with sync_playwright() as p:

@@ -107,6 +107,58 @@ def test_compare_puts_versions_side_by_side(trained: dict) -> None:
         evaluation.evaluate(trained["v1"], [])
 
 
+def test_compare_command_prints_intervals_and_p_values_that_sacrebleu_agrees_with(
+    trained: dict, tmp_path: Path
+) -> None:
+    pairs = toy_pairs()
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
+    v1, v2 = trained["v1"], trained["v2"]
+    done = cli("compare", "--versions", str(v2), str(v1), "--src", str(src), "--ref", str(ref))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert [v["version"] for v in report["versions"]] == [v2, v1]
+    assert report["resamples"] == 1000 and report["seed"] == "12345"
+    baseline, other = report["versions"]
+    assert baseline["p_value"] is None
+    for version in report["versions"]:
+        assert version["bleu_ci95"][0] <= version["bleu_ci95"][1]
+        assert version["chrf_ci95"][0] <= version["chrf_ci95"][1]
+    # sacreBLEU's own CLI on the same outputs gives the same p-value.
+    outputs = {}
+    for v in (v2, v1):
+        outputs[v] = tmp_path / f"out{v}.txt"
+        texts = [r.text for r in translation.translate(v, [s for s, _ in pairs])]
+        outputs[v].write_text("\n".join(texts) + "\n", encoding="utf-8")
+    exe = Path(sys.executable).parent / "sacrebleu"
+    table = subprocess.run(
+        [str(exe), str(ref), "-i", str(outputs[v2]), str(outputs[v1]), "--paired-bs",
+         "-m", "bleu", "chrf", "-f", "text"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    cli_p = [float(p) for p in re.findall(r"p = ([\d.]+)", table)]
+    assert cli_p == pytest.approx([other["p_value"], other["chrf_p_value"]], abs=1e-4)
+    assert done.stdout.splitlines()[0].startswith(("no significant", f"#{v1} is"))
+
+    bad = cli("compare", "--versions", str(v1), "--src", str(src), "--ref", str(ref))
+    assert bad.returncode == 2 and "at least two" in bad.stderr
+
+
+def test_a_comparison_downloads_as_csv_and_self_contained_html(trained: dict) -> None:
+    pairs = [*toy_pairs()[:3], ("<script>alert(1)</script>", "a & b")]
+    result = evaluation.compare([trained["v1"], trained["v2"]], pairs)
+    table = pd.read_csv(io.BytesIO(comparison_report.comparison_csv(result)))
+    assert list(table["source"]) == [s for s, _ in pairs]
+    assert f"Δ chrF #{trained['v2']}" in table.columns
+    page = comparison_report.comparison_html(result, "v1 vs v2 <b>", "test · 4 pairs")
+    assert page.startswith("<!doctype html>") and "</html>" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)" in page
+    assert "v1 vs v2 &lt;b&gt;" in page and "a &amp; b" in page
+    assert not re.search(r"(src|href)=|@import|url\(", page)  # nothing fetched from anywhere
+    assert result.verdicts[0].replace("&", "&amp;") in page
+
+
 def test_a_correction_becomes_a_pair(trained: dict) -> None:
     pair_id = translation.save_correction(trained["corpus_id"], "我很好。", "I am fine.")
     page = pairs.search_pairs(trained["corpus_id"], query="I am fine")
@@ -286,55 +338,3 @@ def test_the_recorded_checksum_covers_the_model_config(outside_folder: Path) -> 
     registry.load_version(version)
     with pytest.raises(WorkbenchError, match="does not exist"):
         registry.get_version(2**63)
-
-
-def test_compare_command_prints_intervals_and_p_values_that_sacrebleu_agrees_with(
-    trained: dict, tmp_path: Path
-) -> None:
-    pairs = toy_pairs()
-    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
-    src.write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
-    ref.write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
-    v1, v2 = trained["v1"], trained["v2"]
-    done = cli("compare", "--versions", str(v2), str(v1), "--src", str(src), "--ref", str(ref))
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.splitlines()[-1])
-    assert [v["version"] for v in report["versions"]] == [v2, v1]
-    assert report["resamples"] == 1000 and report["seed"] == "12345"
-    baseline, other = report["versions"]
-    assert baseline["p_value"] is None
-    for version in report["versions"]:
-        assert version["bleu_ci95"][0] <= version["bleu_ci95"][1]
-        assert version["chrf_ci95"][0] <= version["chrf_ci95"][1]
-    # sacreBLEU's own CLI on the same outputs gives the same p-value.
-    outputs = {}
-    for v in (v2, v1):
-        outputs[v] = tmp_path / f"out{v}.txt"
-        texts = [r.text for r in translation.translate(v, [s for s, _ in pairs])]
-        outputs[v].write_text("\n".join(texts) + "\n", encoding="utf-8")
-    exe = Path(sys.executable).parent / "sacrebleu"
-    table = subprocess.run(
-        [str(exe), str(ref), "-i", str(outputs[v2]), str(outputs[v1]), "--paired-bs",
-         "-m", "bleu", "chrf", "-f", "text"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    cli_p = [float(p) for p in re.findall(r"p = ([\d.]+)", table)]
-    assert cli_p == pytest.approx([other["p_value"], other["chrf_p_value"]], abs=1e-4)
-    assert done.stdout.splitlines()[0].startswith(("no significant", f"#{v1} is"))
-
-    bad = cli("compare", "--versions", str(v1), "--src", str(src), "--ref", str(ref))
-    assert bad.returncode == 2 and "at least two" in bad.stderr
-
-
-def test_a_comparison_downloads_as_csv_and_self_contained_html(trained: dict) -> None:
-    pairs = [*toy_pairs()[:3], ("<script>alert(1)</script>", "a & b")]
-    result = evaluation.compare([trained["v1"], trained["v2"]], pairs)
-    table = pd.read_csv(io.BytesIO(comparison_report.comparison_csv(result)))
-    assert list(table["source"]) == [s for s, _ in pairs]
-    assert f"Δ chrF #{trained['v2']}" in table.columns
-    page = comparison_report.comparison_html(result, "v1 vs v2 <b>", "test · 4 pairs")
-    assert page.startswith("<!doctype html>") and "</html>" in page
-    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)" in page
-    assert "v1 vs v2 &lt;b&gt;" in page and "a &amp; b" in page
-    assert not re.search(r"(src|href)=|@import|url\(", page)  # nothing fetched from anywhere
-    assert result.verdicts[0].replace("&", "&amp;") in page

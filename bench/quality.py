@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench import data
-from core_model.metrics import score
+from core_model.metrics import bleu_tokenizer_for, score
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,9 +139,11 @@ def main() -> None:
             train, args.minutes, preset=args.reference_preset
         )
         outputs = translate_reference(model, tokenizers, [s for s, _ in pairs["test"]], args.beam)
-        ref = score(outputs, [t for _, t in pairs["test"]], tokenize="13a")
+        test_refs = [t for _, t in pairs["test"]]
+        ref = score(outputs, test_refs, bleu_tokenizer_for(test_refs))
         valid_out = translate_reference(model, tokenizers, [s for s, _ in pairs["valid"]], 1)
-        ref_valid = score(valid_out, [t for _, t in pairs["valid"]], tokenize="13a")
+        valid_refs = [t for _, t in pairs["valid"]]
+        ref_valid = score(valid_out, valid_refs, bleu_tokenizer_for(valid_refs))
         result["reference"] = {
             "what": f"torch.nn.Transformer, paper's settings, {args.reference_preset} size",
             "bleu": ref["bleu"],

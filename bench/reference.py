@@ -3,8 +3,9 @@ implementation) wrapped in our embeddings, positions and generator, and — for 
 with the paper's settings (§5: post-norm, dropout 0.1, label smoothing 0.1, Adam β=(0.9, 0.98),
 ε=1e-9, the Noam schedule with 4000 warm-up steps).
 
-It speaks the interface of `core_model.decoding` (encode / decode without a cache), so the same
-beam search decodes both models.
+nn.Transformer computes with the parameters of one of our Transformers (shared, not copied), so
+after training our cached decoder translates with the reference's weights: the same beam search
+and length bounds as the product, at the product's speed.
 """
 
 from __future__ import annotations
@@ -16,66 +17,94 @@ import torch
 from torch import nn
 
 from core_model import ModelConfig, Transformer
-from core_model.batching import collate, encode_pairs, encode_source, make_batches, pad_sources
-from core_model.decoding import beam_search
+from core_model.batching import collate, encode_pairs, make_batches
 from core_model.tokenizer import TokenizerPair, train_tokenizers
 from core_model.training.label_smoothing import label_smoothed_nll_loss
 from core_model.training.precision import autocast, resolve_precision
 from core_model.training.schedule import noam_lr
-from core_model.transformer.masks import padding_mask
+from core_model.transformer.attention import MultiHeadAttention
+from core_model.translator import translate_ids
 
 
 class ReferenceModel(nn.Module):
-    """torch.nn.Transformer wrapped in our embeddings, positions and generator."""
+    """torch.nn.Transformer between our embeddings/positions and our generator, computing with
+    `ours`'s parameters. Post-norm stacks get no final LayerNorm (the paper has none;
+    nn.Transformer's default adds one), pre-norm stacks end with one, as ours do."""
 
     def __init__(self, ours: Transformer) -> None:
         super().__init__()
         cfg = ours.cfg
         self.cfg = cfg
-        self.src_embed, self.tgt_embed = ours.src_embed, ours.tgt_embed
-        self.positions, self.generator = ours.positions, ours.generator
-        self.core = nn.Transformer(
+        self.ours = ours
+        layer = dict(
             d_model=cfg.d_model,
             nhead=cfg.n_heads,
-            num_encoder_layers=cfg.n_encoder_layers,
-            num_decoder_layers=cfg.n_decoder_layers,
             dim_feedforward=cfg.d_ff,
             dropout=cfg.dropout,
             batch_first=True,
             norm_first=cfg.norm_first,
         )
+        final_norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.norm_first else (lambda: None)
+        self.core = nn.Transformer(
+            custom_encoder=nn.TransformerEncoder(
+                nn.TransformerEncoderLayer(**layer),
+                cfg.n_encoder_layers,
+                norm=final_norm(),
+                enable_nested_tensor=False,
+            ),
+            custom_decoder=nn.TransformerDecoder(
+                nn.TransformerDecoderLayer(**layer), cfg.n_decoder_layers, norm=final_norm()
+            ),
+            **layer,
+        )
+        _share_parameters(ours, self.core)
 
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """src [B, S] -> (memory [B, S, D], src_mask [B, 1, 1, S] "may attend")."""
-        pad = src == self.cfg.pad_id
-        memory = self.core.encoder(self.positions(self.src_embed(src)), src_key_padding_mask=pad)
-        return memory, padding_mask(src, self.cfg.pad_id)
-
-    def decode(
-        self,
-        tgt_in: torch.Tensor,
-        memory: torch.Tensor,
-        src_mask: torch.Tensor,
-        cache: None = None,
-        need_weights: bool = False,
-    ) -> tuple[torch.Tensor, None]:
-        """tgt_in [B, T] -> (logits [B, T, V], None); no cache: the whole prefix every step."""
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher forcing: src [B, S], tgt_in [B, T] -> logits [B, T, V]."""
+        ours, pad = self.ours, self.cfg.pad_id
         causal = nn.Transformer.generate_square_subsequent_mask(
             tgt_in.size(1), device=tgt_in.device, dtype=torch.bool
         )
-        hidden = self.core.decoder(
-            self.positions(self.tgt_embed(tgt_in)),
-            memory,
+        hidden = self.core(
+            ours.positions(ours.src_embed(src)),
+            ours.positions(ours.tgt_embed(tgt_in)),
             tgt_mask=causal,
-            tgt_key_padding_mask=tgt_in == self.cfg.pad_id,
-            memory_key_padding_mask=~src_mask[:, 0, 0, :],
+            src_key_padding_mask=src == pad,
+            tgt_key_padding_mask=tgt_in == pad,
+            memory_key_padding_mask=src == pad,
         )
-        return self.generator(hidden), None
+        return ours.generator(hidden)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        memory, src_mask = self.encode(src)
-        logits, _ = self.decode(tgt_in, memory, src_mask)
-        return logits
+
+def _share_parameters(ours: Transformer, core: nn.Transformer) -> None:
+    """Make every parameter of `core` one of `ours`'s (same layout: nn.MultiheadAttention also
+    stacks W^Q, W^K, W^V into one [3D, D] matrix)."""
+
+    def share(theirs: nn.Module, mine: nn.Module) -> None:  # modules with the same names
+        for name, param in mine.named_parameters(recurse=False):
+            setattr(theirs, name, param)
+
+    def share_attention(theirs: nn.MultiheadAttention, mine: MultiHeadAttention) -> None:
+        theirs.in_proj_weight, theirs.in_proj_bias = mine.in_proj.weight, mine.in_proj.bias
+        share(theirs.out_proj, mine.out_proj)
+
+    for mine, theirs in zip(ours.encoder.layers, core.encoder.layers, strict=True):
+        share_attention(theirs.self_attn, mine.self_attn)
+        share(theirs.linear1, mine.feed_forward.w_1)
+        share(theirs.linear2, mine.feed_forward.w_2)
+        share(theirs.norm1, mine.attn_block.norm)
+        share(theirs.norm2, mine.ff_block.norm)
+    for mine, theirs in zip(ours.decoder.layers, core.decoder.layers, strict=True):
+        share_attention(theirs.self_attn, mine.self_attn)
+        share_attention(theirs.multihead_attn, mine.cross_attn)
+        share(theirs.linear1, mine.feed_forward.w_1)
+        share(theirs.linear2, mine.feed_forward.w_2)
+        share(theirs.norm1, mine.self_block.norm)
+        share(theirs.norm2, mine.cross_block.norm)
+        share(theirs.norm3, mine.ff_block.norm)
+    if ours.cfg.norm_first:
+        share(core.encoder.norm, ours.encoder.final_norm)
+        share(core.decoder.norm, ours.decoder.final_norm)
 
 
 def paper_model(tokenizers: TokenizerPair, preset: str = "base") -> ReferenceModel:
@@ -137,22 +166,9 @@ def train_paper_reference(
     return model.eval(), tokenizers, stats
 
 
-@torch.inference_mode()
 def translate_reference(
     model: ReferenceModel, tokenizers: TokenizerPair, sources: Sequence[str], beam: int = 4
 ) -> list[str]:
-    """Beam search (core_model.decoding, no cache) over batches of 32 sentences.
-
-    The output bound is 1.5·|src| + 10, tighter than the translator's 3·|src| + 50: without a
-    cache every step re-runs the decoder over the whole prefix, and a reference that has not
-    learned to end sentences took over an hour for 1,000 sentences. The bound only cuts such
-    runaway outputs (no Multi30k test or validation reference is that long, in words), which
-    spares their precision: if anything it favours the reference."""
-    out: list[str] = []
-    for start in range(0, len(sources), 32):
-        ids = [encode_source(tokenizers, s, model.cfg.max_len) for s in sources[start : start + 32]]
-        results = beam_search(
-            model, pad_sources(ids), beam, max_len_a=1.5, max_len_b=10, use_cache=False
-        )
-        out.extend(tokenizers.tgt.decode(r.tokens) for r in results)
-    return out
+    """The trained reference translates through our decoder (K/V cache, the product's batch
+    sizes and output bound), as the registered versions do in `workbench.evaluation`."""
+    return [r.text for r in translate_ids(model.ours, tokenizers, sources, beam)]

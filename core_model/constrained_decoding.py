@@ -11,16 +11,18 @@ few, so hypotheses that carry the terms survive until the model has found a flue
 continue after them. The end marker is allowed only once every constraint is met; the
 winner is the best length-normalised finished hypothesis that met them all.
 
-It wraps the model, not ``core_model.decoding``: it calls ``model.encode`` and
-``model.decode`` (re-running the decoder over the whole prefix each step, without the
-key/value cache) for one sentence at a time. That is slower than the cached batched search
-but is only used for the few sentences a glossary term occurs in.
+It decodes one sentence at a time (only the few sentences that miss a glossary term come
+here) with the decoder's key/value cache: a row per live hypothesis, rows reordered to follow
+their parents each step, and the sentence's cross-attention keys/values shared by all rows.
+It stops once no live hypothesis can beat the best finished one that met every constraint
+(extending a hypothesis only lowers its log-probability).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import inf
 
 import torch
 
@@ -36,6 +38,7 @@ class _Hyp:
     inside: tuple[int, int] | None  # (constraint, tokens of it written) while writing one
     finished: bool = False
     closed: bool = False  # its last token completed a constraint
+    parent: int = 0  # the decoder-cache row of the hypothesis it extends
 
     def coverage(self, constraints: Sequence[Sequence[int]]) -> int:
         """Constraint tokens written: the bank this hypothesis competes in."""
@@ -95,18 +98,17 @@ def constrained_beam_search(
     k = beam_size
     per_bank = max(1, k // (total + 1))
     beam = [_Hyp((), 0.0, tuple(False for _ in constraints), None)]
+    cache = model.new_cache(max_len)
 
     for _step in range(max_len):
         live = [h for h in beam if not h.finished]
-        if not live:
+        if not live or _settled(beam, length_penalty_alpha, max_len):
             break
-        ys = torch.tensor(
-            [[cfg.bos_id, *h.tokens] for h in live], dtype=torch.long, device=device
-        )  # [N, T]
-        n = ys.size(0)
-        logits, _ = model.decode(
-            ys, memory.expand(n, -1, -1), src_mask.expand(n, -1, -1, -1), None, False
-        )
+        cache.reorder(torch.tensor([h.parent for h in live], device=device))
+        last = [[h.tokens[-1] if h.tokens else cfg.bos_id] for h in live]
+        step_input = torch.tensor(last, dtype=torch.long, device=device)  # [N, 1]
+        # The N rows share the sentence's memory: cached cross-attention reads it once.
+        logits, _ = model.decode(step_input, memory, src_mask, cache)  # [N, 1, V]
         log_probs = logits[:, -1].float()  # [N, V]
         log_probs[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")
         log_probs = log_probs.log_softmax(dim=-1)
@@ -131,7 +133,9 @@ def constrained_beam_search(
                     new = _Hyp(hyp.tokens, score, hyp.met, None, finished=True)
                 else:
                     new = _advance(hyp, token, constraints)
-                    new = _Hyp(new.tokens, score, new.met, new.inside, closed=new.closed)
+                    new = _Hyp(
+                        new.tokens, score, new.met, new.inside, closed=new.closed, parent=row
+                    )
                 key = (*new.tokens, -1) if new.finished else new.tokens
                 if key not in candidates or candidates[key].score < new.score:
                     candidates[key] = new
@@ -143,6 +147,18 @@ def constrained_beam_search(
     return DecodeResult(
         list(best.tokens), _normalised(best, length_penalty_alpha), None, ended=best.finished
     )
+
+
+def _settled(beam: Sequence[_Hyp], alpha: float, max_len: int) -> bool:
+    """True once the best finished hypothesis that met every constraint cannot be overtaken:
+    a live hypothesis only loses log-probability as it grows, so the best length-normalised
+    score it can still reach is its score now over the length penalty of the longest
+    output allowed."""
+    done = [_normalised(h, alpha) for h in beam if h.finished and all(h.met)]
+    if not done:
+        return False
+    longest = float(length_penalty(torch.tensor(max_len + 1), alpha))
+    return max(done) >= max((h.score / longest for h in beam if not h.finished), default=-inf)
 
 
 def _normalised(hyp: _Hyp, alpha: float) -> float:

@@ -1,4 +1,4 @@
-"""Decoding: the key/value cache changes speed, never the tokens."""
+"""Decoding (plain and constrained): the key/value cache changes speed, never the tokens."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from core_model import ModelConfig, Transformer
+from core_model.constrained_decoding import constrained_beam_search
 from core_model.decoding import _in_place_order, _top_k, beam_search, greedy_decode, length_penalty
 
 
@@ -145,3 +146,28 @@ def test_finished_sentences_leave_the_batch(model: Transformer) -> None:
     beam_search(model, src, beam_size=3, max_len_a=0.0, max_len_b=12)
     assert rows_per_step[:2] == [4, 12]
     assert all(n % 3 == 0 for n in rows_per_step[1:]) and rows_per_step[-1] < 12
+
+
+def _contains(tokens: list[int], part: list[int]) -> bool:
+    return any(tokens[i : i + len(part)] == part for i in range(len(tokens) - len(part) + 1))
+
+
+def test_constrained_search_writes_every_term_and_scores_what_it_wrote(model: Transformer) -> None:
+    """The cached, row-reordered search reports the log-probability that re-running the
+    decoder over its whole output (teacher forcing) gives: the cache followed the parents."""
+    cfg = model.cfg
+    src = _batch()[:1]
+    free = beam_search(model, src, beam_size=4)[0].tokens
+    constraints = [[t, t + 1] for t in range(5, 40) if not _contains(free, [t, t + 1])][:1]
+    constraints.append(next([t] for t in range(39, 4, -1) if t not in free))
+    result = constrained_beam_search(model, src, constraints, beam_size=8)
+    assert all(_contains(result.tokens, c) for c in constraints)
+
+    written = torch.tensor(result.tokens + ([cfg.eos_id] if result.ended else []))
+    with torch.no_grad():
+        tgt_in = torch.tensor([[cfg.bos_id, *result.tokens]])  # [1, T+1]
+        log_probs = model(src, tgt_in).float()
+        log_probs[..., [cfg.pad_id, cfg.bos_id]] = float("-inf")
+        log_probs = log_probs.log_softmax(-1)[0, : len(written)]  # [|written|, V]
+    total = float(log_probs.gather(1, written[:, None]).sum())
+    assert result.score == pytest.approx(total / length_penalty(len(written), 0.6), abs=1e-4)

@@ -13,9 +13,9 @@ goes through the same statuses (``RunStatus``)::
                                                                  one goes on where it stopped)
 
 Every UPDATE is conditional on the status it leaves (and, for a worker's writes, on the job
-still being that worker's), as in ``workbench.runs``. The translating itself is
-``workbench.pool_translation``; reading a job for display is ``job_info`` here (no side
-effects).
+still being that worker's): ``workbench.job_rows``, shared with the training runs. The
+translating itself is ``workbench.pool_translation``; reading a job for display is
+``job_info`` here (no side effects).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sqlalchemy import Update, func, select, update
 from sqlalchemy.orm import Session
 
 from db.models import ModelVersion, PoolJob, PoolSentence, PoolStatus, RunStatus, utcnow
-from workbench import settings
+from workbench import job_rows, settings
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
@@ -110,17 +110,10 @@ def enqueue_translation(
 def cancel_job(job_id: int) -> RunStatus:
     """Cancel a queued job at once, ask a running one to stop; returns its status after."""
     with session_scope() as s:
-        stopped = s.execute(
-            _leaving(job_id, RunStatus.QUEUED).values(
-                status=RunStatus.CANCELLED, finished_at=utcnow()
-            )
-        ).rowcount
-        if not stopped:
-            s.execute(_leaving(job_id, RunStatus.RUNNING).values(cancel_requested=True))
-        status = s.scalar(select(PoolJob.status).where(PoolJob.id == job_id))
+        status = job_rows.request_cancel(s, PoolJob, job_id)
     if status is None:
         raise WorkbenchError(f"Pool job {job_id} does not exist.")
-    return RunStatus(status)
+    return status
 
 
 def job_info(job_id: int) -> JobInfo:
@@ -151,27 +144,10 @@ def active_jobs_exist() -> bool:
 
 
 def claim_next_job(worker: str) -> int | None:
-    """Take the oldest queued job (a conditional UPDATE: of two racing workers, one wins)."""
+    """Take the oldest queued job (atomically: ``job_rows.claim_oldest``)."""
+    queued = select(PoolJob.id).where(PoolJob.status == RunStatus.QUEUED)
     with session_scope() as s:
-        ids = s.scalars(
-            select(PoolJob.id)
-            .where(PoolJob.status == RunStatus.QUEUED)
-            .order_by(PoolJob.id)
-            .limit(5)
-        ).all()
-        for job_id in ids:
-            now = utcnow()
-            claimed = s.execute(
-                _leaving(job_id, RunStatus.QUEUED).values(
-                    status=RunStatus.RUNNING,
-                    worker_id=worker,
-                    heartbeat_at=now,
-                    started_at=func.coalesce(PoolJob.started_at, now),
-                )
-            ).rowcount
-            if claimed == 1:
-                return job_id
-    return None
+        return job_rows.claim_oldest(s, PoolJob, queued, worker)
 
 
 def report_progress(job_id: int, worker: str, done: int) -> tuple[bool, bool]:
@@ -246,9 +222,5 @@ def _info(job: PoolJob) -> JobInfo:
     )
 
 
-def _leaving(job_id: int, *statuses: RunStatus) -> Update:
-    return update(PoolJob).where(PoolJob.id == job_id, PoolJob.status.in_(statuses))
-
-
 def _owned(job_id: int, worker: str) -> Update:
-    return _leaving(job_id, RunStatus.RUNNING).where(PoolJob.worker_id == worker)
+    return job_rows.owned(PoolJob, job_id, worker)

@@ -34,7 +34,7 @@ from typing import Any
 from sqlalchemy import Update, delete, func, select, update
 
 from db.models import ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
-from workbench import run_folders, settings, train_options
+from workbench import job_rows, run_folders, settings, train_options
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.snapshots import take_snapshot
@@ -124,17 +124,10 @@ def cancel_run(run_id: int) -> RunStatus:
     never sees it or sees the cancel request. Returns the run's status after the request.
     """
     with session_scope() as s:
-        cancelled = s.execute(
-            _leaving(run_id, RunStatus.QUEUED).values(
-                status=RunStatus.CANCELLED, finished_at=utcnow(), error=None
-            )
-        ).rowcount
-        if not cancelled:
-            s.execute(_leaving(run_id, RunStatus.RUNNING).values(cancel_requested=True))
-        status = s.scalar(select(TrainingRun.status).where(TrainingRun.id == run_id))
+        status = job_rows.request_cancel(s, TrainingRun, run_id, error=None)
     if status is None:
         raise WorkbenchError(f"Training run {run_id} does not exist.")
-    return RunStatus(status)
+    return status
 
 
 def resume_run(run_id: int) -> int:
@@ -204,30 +197,22 @@ def delete_run(run_id: int) -> None:
 
 def claim_next_run(worker: str, *, cuda: bool | None = None) -> int | None:
     """Take the oldest queued run this machine can train (``cuda``: whether it has a GPU;
-    default: ask torch). The conditional UPDATE makes the claim atomic on SQLite and
-    PostgreSQL alike: of two racing workers, exactly one updates the row. A worker without
-    CUDA leaves runs that asked for it to a GPU worker."""
+    default: ask torch), atomically (``job_rows.claim_oldest``). A worker without CUDA leaves
+    runs that asked for it to a GPU worker."""
     if cuda is None:
         cuda = "cuda" in train_options.available_devices()
     query = select(TrainingRun.id).where(TrainingRun.status == RunStatus.QUEUED)
     if not cuda:
         query = query.where(TrainingRun.device.not_like("cuda%"))
     with session_scope() as s:
-        for run_id in s.scalars(query.order_by(TrainingRun.id).limit(5)).all():
-            now = utcnow()
-            claimed = s.execute(
-                _leaving(run_id, RunStatus.QUEUED).values(
-                    status=RunStatus.RUNNING,
-                    worker_id=worker,
-                    heartbeat_at=now,
-                    started_at=func.coalesce(TrainingRun.started_at, now),
-                    attempts=TrainingRun.attempts + 1,
-                    note=None,  # a re-queued run's note; the card shows its attempt instead
-                )
-            ).rowcount
-            if claimed == 1:
-                return run_id
-    return None
+        return job_rows.claim_oldest(
+            s,
+            TrainingRun,
+            query,
+            worker,
+            attempts=TrainingRun.attempts + 1,
+            note=None,  # a re-queued run's note; the card shows its attempt instead
+        )
 
 
 def record_device(run_id: int, worker: str, device: str) -> None:
@@ -324,11 +309,8 @@ def reap_stale_runs() -> int:
 
 
 def _leaving(run_id: int, *statuses: RunStatus) -> Update:
-    """An UPDATE of the run that applies only while it is in one of ``statuses``."""
-    return update(TrainingRun).where(TrainingRun.id == run_id, TrainingRun.status.in_(statuses))
+    return job_rows.leaving(TrainingRun, run_id, *statuses)
 
 
 def _owned(run_id: int, worker: str) -> Update:
-    """An UPDATE of the run that only applies while this worker still owns it: a run the
-    reaper already failed is never brought back to life by a late write."""
-    return _leaving(run_id, RunStatus.RUNNING).where(TrainingRun.worker_id == worker)
+    return job_rows.owned(TrainingRun, run_id, worker)

@@ -77,6 +77,15 @@ def translate(
     return results
 
 
+def load_for(version_id: int, engine: str = ENGINES[0]) -> None:
+    """Load what `translate` with `engine` needs, ahead of the first request: the version's
+    model (always: attention maps and glossaries use it) and, for CTranslate2, its export
+    (made on first use)."""
+    load_version(version_id)
+    if engine == "ctranslate2":
+        load_version_engine(version_id, ENGINE_QUANTIZATION)
+
+
 # ------------------------------------------------------------------------ input checks
 
 

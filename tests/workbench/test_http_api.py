@@ -5,6 +5,7 @@ from PyPI, httpx and schemathesis."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -35,6 +36,8 @@ from tests.helpers import (
     wait_for,
 )
 from workbench import registry
+from workbench import settings as workbench_settings
+from workbench.engines import ENGINE_QUANTIZATION
 from workbench.serving import api_keys, served
 
 
@@ -175,6 +178,30 @@ def test_v1_translates_with_the_ctranslate2_engine_like_the_cli(api: Api) -> Non
     translations = answer.json()["translations"]
     assert [t["text"] for t in translations] == out.stdout.splitlines()
     assert all(t["attention"]["weights"] for t in translations)  # our model's heat-map
+
+
+def test_serve_engine_decodes_libretranslate_requests_with_ctranslate2(
+    api: Api, tmp_path: Path
+) -> None:
+    """`serve --engine ctranslate2`: the LibreTranslate endpoint answers as `translate
+    --engine ctranslate2` does, and the export is made while loading, before any request."""
+    info = registry.get_version(api.v1)
+    export = workbench_settings.ctranslate2_folder(info.artifact_path, ENGINE_QUANTIZATION)
+    shutil.rmtree(export, ignore_errors=True)
+    proc, url = start_server(tmp_path / "ct2.log", "--engine", "ctranslate2")
+    try:
+        wait_for(lambda: httpx.get(f"{url}/health").status_code == 200, 120, "ready")
+        assert (export / "model.bin").is_file()  # loaded = exported, no request made yet
+        sources = [s for s, _ in toy_pairs()][:4]
+        client = LibreTranslateAPI(url)
+        outputs = [client.translate(s, "zh", "en") for s in sources]
+    finally:
+        stop(proc)
+    out = cli("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)
+    assert out.returncode == 0, out.stderr
+    assert outputs == out.stdout.splitlines()
+    refused = cli("serve", "--engine", "marian")
+    assert refused.returncode != 0 and "invalid choice: 'marian'" in refused.stderr
 
 
 def metric(api: Api, name: str) -> float:

@@ -13,6 +13,7 @@ from workbench.cli.common import (
     print_text,
     row_id,
 )
+from workbench.engines import ENGINES
 
 
 def _args_serve(p: argparse.ArgumentParser) -> None:
@@ -31,6 +32,12 @@ def _args_serve(p: argparse.ArgumentParser) -> None:
         "--chars-per-request", type=positive_int, default=5_000, help="characters (5000)"
     )
     p.add_argument("--beam", type=positive_int, default=1, help="beam of /translate (1)")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help=f"decoder of /translate ({ENGINES[0]}); /v1 requests choose their own",
+    )
     p.add_argument("--timeout", type=positive_float, default=60.0, help="seconds (60)")
     p.add_argument(
         "--threads",
@@ -57,6 +64,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             chars_per_request=args.chars_per_request,
             timeout_s=args.timeout,
             beam=args.beam,
+            engine=args.engine,
             threads=args.threads,
             batching=not args.no_batching,
         )

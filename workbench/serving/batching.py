@@ -35,18 +35,17 @@ TranslateFn = Callable[[int, Sequence[str], int, bool, str], list[TranslationRes
 class Engine:
     """How batches are decoded: ``translate(version_id, texts, beam, with_attention, engine)``
     (one result per text, in order; ``engine`` one of ``workbench.engines.ENGINES``) and
-    ``load(version_id)`` (loads the weights once per process)."""
+    ``load(version_id, engine)`` (loads the weights once per process)."""
 
     translate: TranslateFn
-    load: Callable[[int], Any]
+    load: Callable[[int, str], Any]
 
 
 def default_engine() -> Engine:
-    """The handwritten Transformer through the workbench's translation service."""
-    from workbench.registry import load_version
-    from workbench.translation import translate
+    """The workbench's translation service: the handwritten Transformer, or CTranslate2."""
+    from workbench.translation import load_for, translate
 
-    return Engine(translate=translate, load=load_version)
+    return Engine(translate=translate, load=load_for)
 
 
 class Busy(Exception):
@@ -126,10 +125,11 @@ class Batcher:
             await asyncio.gather(self._task, return_exceptions=True)
         self._executor.shutdown(wait=True, cancel_futures=True)
 
-    async def load(self, version_id: int) -> None:
-        """Load a version's weights on the decoding thread (so loading never races a batch)."""
+    async def load(self, version_id: int, engine: str = ENGINES[0]) -> None:
+        """Load a version's weights for `engine` on the decoding thread (so loading never
+        races a batch, and a CTranslate2 export happens before the first request)."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self.engine.load, version_id)
+        await loop.run_in_executor(self._executor, self.engine.load, version_id, engine)
 
     async def translate(
         self,

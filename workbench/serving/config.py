@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
+from workbench.engines import ENGINES, available_engines
+
 DEFAULT_HOST = "127.0.0.1"  # with keys off, only this machine can reach the server
 DEFAULT_PORT = 5000  # LibreTranslate's
 
@@ -25,6 +27,7 @@ class ServeConfig:
     max_body_bytes: int = 256 * 1024
     timeout_s: float = 60.0  # reading a body, and waiting for a translation
     beam: int = 1  # the beam of the LibreTranslate endpoint (/v1 chooses its own)
+    engine: str = ENGINES[0]  # the decoder of the LibreTranslate endpoint (/v1 chooses its own)
     threads: int = 1  # torch's CPU threads for decoding (see batching.Batcher)
     batching: bool = True  # gather concurrent requests into shared decoder batches
     batch_window_ms: float = 5.0  # how long an idle decoder waits for more requests
@@ -39,6 +42,11 @@ class ServeConfig:
 
         if not 1 <= self.beam <= MAX_BEAM:
             raise ValueError(f"beam must be between 1 and {MAX_BEAM}")
+        if self.engine not in available_engines():
+            raise ValueError(
+                f"engine {self.engine!r} is not available here; choose one of "
+                + ", ".join(available_engines())
+            )
         for name in (
             "chars_per_request",
             "max_texts",

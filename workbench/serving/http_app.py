@@ -102,7 +102,7 @@ class Server:
     async def _load(self, version_id: int) -> None:
         assert self.batcher is not None
         try:
-            await self.batcher.load(version_id)
+            await self.batcher.load(version_id, self.config.engine)
             self.loaded.add(version_id)
             self.load_errors.pop(version_id, None)
         except WorkbenchError as exc:
@@ -272,7 +272,8 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         request.state.version_id = version_id
         # A line is what the model translates: texts are split at line breaks and joined back.
         lines = [t.split("\n") for t in texts]
-        results = await server.translate(version_id, [x for ls in lines for x in ls], c.beam)
+        sentences = [x for ls in lines for x in ls]
+        results = await server.translate(version_id, sentences, c.beam, engine=c.engine)
         outputs, start = [], 0
         for ls in lines:
             outputs.append("\n".join(r.text for r in results[start : start + len(ls)]))

@@ -155,7 +155,7 @@ def _settled(beam: Sequence[_Hyp], alpha: float, max_len: int) -> bool:
     score it can still reach is its score now over the length penalty of the longest
     output allowed."""
     done = [_normalised(h, alpha) for h in beam if h.finished and all(h.met)]
-    if not done:
+    if not done or alpha < 0:  # a penalty that shrinks with length gives no such bound
         return False
     longest = float(length_penalty(torch.tensor(max_len + 1), alpha))
     return max(done) >= max((h.score / longest for h in beam if not h.finished), default=-inf)

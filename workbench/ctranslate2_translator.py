@@ -94,7 +94,11 @@ def load_version_engine(
     info = get_version(version_id)
     folder = settings.ctranslate2_folder(info.artifact_path, quantization)
     if _exported_from(folder) != info.sha256:
-        shutil.rmtree(folder, ignore_errors=True)
+        # Exports appear whole (written aside, then renamed), so an existing folder is a
+        # stale or broken one; when there is none, deleting nothing keeps the export another
+        # process (another server worker) may be finishing this moment.
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
         try:
             export_version(version_id, folder, quantization)
         except (WorkbenchError, OSError):

@@ -187,7 +187,7 @@ def test_serve_engine_decodes_libretranslate_requests_with_ctranslate2(
     --engine ctranslate2` does, and the export is made while loading, before any request."""
     info = registry.get_version(api.v1)
     export = workbench_settings.ctranslate2_folder(info.artifact_path, ENGINE_QUANTIZATION)
-    shutil.rmtree(export, ignore_errors=True)
+    shutil.rmtree(export, ignore_errors=True)  # (any later use exports it again on demand)
     proc, url = start_server(tmp_path / "ct2.log", "--engine", "ctranslate2")
     try:
         wait_for(lambda: httpx.get(f"{url}/health").status_code == 200, 120, "ready")

@@ -46,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for cmd in COMMANDS:
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        # argparse %-formats a command's help ("%(default)s"), so a literal "95%" in it must
+        # reach argparse as "%%"; a description is printed as written.
+        p = sub.add_parser(cmd.name, help=cmd.help.replace("%", "%%"), description=cmd.help)
         cmd.add_args(p)
         p.set_defaults(_run=cmd.run)
     return parser

@@ -313,14 +313,18 @@ def comparison_view(shown: dict[str, Any]) -> None:
     basis: evaluation.ScoreBasis = shown["basis"]
     enforced = f" · {shown['glossary']}" if shown.get("glossary") else ""
     st.markdown(f"**Scores on “{shown['corpus']}”** · {basis}{enforced}")
-    if basis.pairs < evaluation.MIN_RELIABLE_PAIRS:
+    if result.withheld:  # too few test pairs: the scores, no p-values, no verdicts
         st.warning(
             f"Only {formatting.plural(basis.pairs, 'test pair')}: on so few sentences a BLEU "
-            "difference between versions is mostly chance. Mark at least "
-            f"{evaluation.MIN_RELIABLE_PAIRS} pairs as test on the Corpus page for a comparison "
-            "you can rely on.",
+            "difference between versions is mostly chance, so no p-value or verdict is given. "
+            f"Mark at least {significance.MIN_VERDICT_PAIRS} pairs as test on the Corpus page "
+            "for a comparison you can rely on.",
             icon=":material/warning:",
         )
+    interval_help = (
+        f"95 % {significance.INTERVAL_KIND}: the middle 95 % of the score over "
+        f"{significance.RESAMPLES:,} resampled test sets (always within 0–100)."
+    )
     st.dataframe(
         _scores_table(result.metrics),
         hide_index=True,
@@ -338,14 +342,18 @@ def comparison_view(shown: dict[str, Any]) -> None:
             ),
             "p (chrF)": st.column_config.NumberColumn("p (chrF)", format="%.3f"),
             "pairs": st.column_config.NumberColumn("pairs", width="small"),
-        },
+            "BLEU 95 % interval": st.column_config.TextColumn(help=interval_help),
+            "chrF 95 % interval": st.column_config.TextColumn(help=interval_help),
+        }
+        | ({"p (BLEU)": None, "p (chrF)": None} if result.withheld else {}),
     )
     for line in result.verdicts:
         st.markdown(f"- {line}")
-    st.caption(
-        f"Against the first version chosen (#{result.metrics['version'].iloc[0]}); a difference "
-        f"is called significant below p = {significance.SIGNIFICANCE_LEVEL}."
-    )
+    if not result.withheld:
+        st.caption(
+            f"Against the first version chosen (#{result.metrics['version'].iloc[0]}); a "
+            f"difference is called significant below p = {significance.SIGNIFICANCE_LEVEL}."
+        )
     _downloads(result, shown)
 
     differs = int(sentences["differs"].sum())

@@ -32,6 +32,7 @@ from workbench import (
     run_info,
     runs,
     settings,
+    significance,
     train_options,
     worker,
     worker_process,
@@ -874,10 +875,17 @@ def test_models_compare_versions(populated: Trained) -> None:
     assert_clean(at)
     metrics = at.dataframe[1].value
     assert sorted(metrics["version"]) == sorted(populated.version_ids)
-    assert {"BLEU", "BLEU 95 % interval", "p (BLEU)", "chrF", "p (chrF)"} <= set(metrics.columns)
-    baseline, other = (f"#{v}" for v in metrics["version"])
-    verdict = texts(at.markdown)
-    assert f"{other} is better than {baseline}" in verdict or "no significant difference" in verdict
+    assert {"BLEU", "BLEU 95 % interval", "chrF"} <= set(metrics.columns)
+    other = f"#{metrics['version'].iloc[1]}"
+    # 4 test pairs: the warning, and no p-value or verdict right below it
+    assert "no p-value or verdict is given" in texts(at.warning)
+    shown = texts(at.markdown) + texts(at.caption)
+    assert " is better than " not in shown and " is worse than " not in shown
+    assert "no significant difference" not in shown and "p = " not in shown
+    assert metrics["p (BLEU)"].isna().all() and metrics["p (chrF)"].isna().all()
+    for interval in metrics["BLEU 95 % interval"]:
+        low, high = (float(x) for x in interval.split(" – "))
+        assert 0 <= low <= high <= 100
     sentences = at.dataframe[2].value
     assert len(sentences) == 4  # the demo corpus' test split
     assert {"source", "reference", "differs", f"Δ chrF {other}"} <= set(sentences.columns)
@@ -894,6 +902,23 @@ def test_models_compare_versions(populated: Trained) -> None:
     at.button(key="compare").click().run()
     assert_clean(at)
     assert "test · 4 pairs · beam 4" in texts(at.markdown)
+
+
+def test_models_compare_gives_a_verdict_from_the_minimum_test_size(
+    populated: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the minimum (lowered to the demo's 4 test pairs here) the verdict and p-values are
+    shown, and the warning is not."""
+    monkeypatch.setattr(significance, "MIN_VERDICT_PAIRS", 4)
+    at = open_page("models")
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    metrics = at.dataframe[1].value
+    baseline, other = (f"#{v}" for v in metrics["version"])
+    verdict = texts(at.markdown)
+    assert f"{other} is better than {baseline}" in verdict or "no significant difference" in verdict
+    assert "significant below p = 0.05" in texts(at.caption)
+    assert not any("no p-value or verdict" in w for w in texts(at.warning).splitlines())
 
 
 def test_review_pool_to_pairs(populated: Trained, no_worker: None) -> None:

@@ -420,14 +420,38 @@ def test_the_upload_size_is_limited_on_purpose() -> None:
     assert limit << 20 < formats.MAX_INPUT_BYTES
 
 
-def test_malformed_import_is_one_error_line(small_corpus: int) -> None:
+def test_unreadable_import_is_one_error_line(small_corpus: int) -> None:
     at = open_page("corpus")
     at.session_state["corpus_tab"] = ":material/upload: Import"
     at.run()
-    at.file_uploader[0].upload("bad.jsonl", b'{"source": "a"\n', "application/jsonl").run()
+    at.file_uploader[0].upload("bad.jsonl", b'{"source": "\xff"}\n', "application/jsonl").run()
     assert_clean(at)
-    assert "line 1" in texts(at.error)
+    assert "line 1: not valid UTF-8" in texts(at.error)
     assert corpora.get_corpus(small_corpus).pair_count == 3
+
+
+def test_a_line_without_a_tab_is_a_skipped_row_of_the_preview(small_corpus: int) -> None:
+    """It used to reject the whole preview ("Line 11: expected 2 to 4 tab-separated
+    columns"); now it is listed in the report with its line and reason, like an empty row,
+    and nothing is written until the import is confirmed."""
+    data = "汤\tsoup\nthis line has no tab\n水\twater\n".encode()
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/upload: Import"
+    at.run()
+    at.file_uploader[0].upload("menu.tsv", data, "text/tab-separated-values").run()
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Will be added"], metrics["Invalid rows skipped"]) == ("2", "1")
+    report = next(df.value for df in at.dataframe if "message" in df.value.columns)
+    [row] = report.to_dict(orient="records")
+    assert (row["line"], row["severity"], row["kind"]) == (2, "error", "malformed")
+    assert row["message"].startswith("expected 2 to 4 tab-separated columns")
+    assert corpora.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
+    at.button(key="do_import").click().run()
+    assert_clean(at)
+    assert corpora.get_corpus(small_corpus).pair_count == 5
+    assert "2 pairs" in texts(at.success) and "1 invalid rows skipped" in texts(at.success)
 
 
 def test_export_statistics_and_dedupe(small_corpus: int) -> None:

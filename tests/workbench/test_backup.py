@@ -22,7 +22,7 @@ from db import dispose_engines
 from db.models import GlossaryTerm, ModelVersion, Pair, TrainingRun
 from tests.helpers import cli, make_toy_corpus, start_worker, stop, train_version, wait_for
 from workbench import glossary, pairs, registry, run_info, runs, settings
-from workbench.backup import DATABASE_MEMBERS, MANIFEST
+from workbench.backup import DATABASE_MEMBERS, MANIFEST, backup, restore
 from workbench.storage import engine
 
 TERMS = [("咖啡", "coffee"), ("猫", "cat"), ("公园", "park")]
@@ -182,7 +182,7 @@ def test_restore_refuses_a_target_that_holds_data_unless_forced(
 ) -> None:
     corpus_id = make_toy_corpus()
     archive = tmp_path / "backup.tar"
-    assert cli("backup", str(archive)).returncode == 0
+    backup(archive)
     later = pairs.add_pair(corpus_id, "这是备份以后的句子。", "This came after the backup.")
     fingerprint, target = db_fingerprint(), _untouched_target()
 
@@ -194,23 +194,34 @@ def test_restore_refuses_a_target_that_holds_data_unless_forced(
     ]
     assert _untouched_target() == target and db_fingerprint() == fingerprint
 
-    # A data folder with model folders is not empty either (the database here is).
-    _wipe(db_url)
+    # --force replaces the database and the model folders, whatever they held.
     stray = _home() / "models" / "7" / "config.json"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("{}")
+    done = _restore(archive, "--force")
+    assert done.returncode == 0, done.stderr
+    assert not stray.exists() and not any((_home() / "models").iterdir())
+    with engine().connect() as conn:
+        ids = set(conn.scalars(select(Pair.id)))
+    assert len(ids) == 12 and later not in ids
+
+    # A data folder with model folders is not empty either, even with an empty database.
+    _wipe(db_url)
     stray.parent.mkdir(parents=True)
     stray.write_text("{}")
     target = _untouched_target()
     done = _restore(archive)
-    assert done.returncode == 2 and "the data folder is not empty" in done.stderr
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: the data folder is not empty (")
     assert _untouched_target() == target
 
-    # --force replaces both.
-    done = _restore(archive, "--force")
-    assert done.returncode == 0, done.stderr
-    assert not stray.exists()
+    # A database with the schema but no rows (the app was opened once) counts as empty.
+    shutil.rmtree(_home() / "models")
+    engine()
+    dispose_engines()
+    restore(archive)
     with engine().connect() as conn:
-        ids = set(conn.scalars(select(Pair.id)))
-    assert len(ids) == 12 and later not in ids
+        assert len(conn.scalars(select(Pair.id)).all()) == 12
 
 
 def test_a_damaged_or_cut_archive_is_refused_and_nothing_changes(
@@ -218,7 +229,7 @@ def test_a_damaged_or_cut_archive_is_refused_and_nothing_changes(
 ) -> None:
     make_toy_corpus()
     archive = tmp_path / "backup.tar"
-    assert cli("backup", str(archive)).returncode == 0
+    backup(archive)
     _wipe(db_url)
     target = _untouched_target()
 
@@ -246,6 +257,6 @@ def test_a_damaged_or_cut_archive_is_refused_and_nothing_changes(
     assert _untouched_target() == target
 
     # The intact archive still restores into that same untouched target.
-    assert _restore(archive).returncode == 0
+    restore(archive)
     with engine().connect() as conn:
         assert len(conn.scalars(select(Pair.id)).all()) == 12

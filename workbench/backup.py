@@ -217,6 +217,7 @@ def _write_archive(path: Path, snapshot: _Snapshot) -> list[int]:
     try:
         with os.fdopen(fd, "wb") as out:
             with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                tar.copybufsize = _CHUNK
                 with open(snapshot.file, "rb") as f:
                     _add_member(tar, DATABASE_MEMBERS[snapshot.kind], f, members)
                 for version_id, stored in snapshot.versions:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from sqlalchemy import inspect, select
 from sqlalchemy.engine import make_url
 
@@ -260,3 +261,30 @@ def test_a_damaged_or_cut_archive_is_refused_and_nothing_changes(
     restore(archive)
     with engine().connect() as conn:
         assert len(conn.scalars(select(Pair.id)).all()) == 12
+
+
+def test_a_version_whose_folder_is_gone_is_recorded_and_a_bad_file_name_refused(
+    wb_home: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from workbench import backup as backups
+    from workbench.errors import WorkbenchError
+    from workbench.storage import session_scope
+
+    monkeypatch.setattr(backups, "_FOLDER_WAIT_S", 0.2)
+    with session_scope() as s:
+        version = ModelVersion(artifact_path="")
+        s.add(version)
+        s.flush()
+        version.artifact_path = settings.model_folder(version.id)
+        version_id = version.id
+    summary = backup(tmp_path / "backup.tar")
+    assert (summary.model_versions, summary.missing_model_folders) == ([], [version_id])
+    with tarfile.open(tmp_path / "backup.tar") as tar:
+        manifest = json.load(tar.extractfile(MANIFEST))
+        assert tar.getnames() == [DATABASE_MEMBERS["sqlite"], MANIFEST]
+    assert manifest["missing_model_folders"] == [version_id]
+    assert manifest["counts"]["model_versions"] == 1
+
+    with pytest.raises(WorkbenchError, match="does not exist"):
+        backup(tmp_path / "no-such-folder" / "backup.tar")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.tar", "wb_home"]  # no leftovers

@@ -25,6 +25,7 @@ from workbench import (
 )
 
 COMPARISON = "models_comparison"
+COMPARE_VERSIONS = "compare_versions"  # the multiselect's key
 MAX_COMPARE_PAIRS = 500
 
 
@@ -215,18 +216,22 @@ def compare(versions: list[Any]) -> None:
         )
         return
     labels = {v.id: pickers.version_label(v) for v in versions}
-    before = st.session_state.get("compare_versions")
-    if before is not None and any(i not in labels for i in before):  # a version was deleted
-        st.session_state["compare_versions"] = [i for i in before if i in labels]
+    # The widget's value is only ever given through Session State (the first two versions at
+    # first, fewer after a deletion, re-sent after a rename): a `default` beside it makes
+    # Streamlit log a warning.
+    before = st.session_state.get(COMPARE_VERSIONS)
+    if before is None:
+        st.session_state[COMPARE_VERSIONS] = list(labels)[:2]
+    elif any(i not in labels for i in before):  # a version was deleted
+        st.session_state[COMPARE_VERSIONS] = [i for i in before if i in labels]
     pickers.keep_label_fresh(
-        "compare_versions", [labels[i] for i in st.session_state.get("compare_versions") or []]
+        COMPARE_VERSIONS, [labels[i] for i in st.session_state[COMPARE_VERSIONS]]
     )
     chosen = st.multiselect(
         "Versions to compare",
         list(labels),
-        default=list(labels)[:2],
         format_func=labels.__getitem__,
-        key="compare_versions",
+        key=COMPARE_VERSIONS,
     )
     if len(chosen) < 2:
         st.caption("Pick two or more versions.")

@@ -63,7 +63,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
         default="auto",
         format_func=train_options.BUDGETS.get,
         key="train_for",
-        help="**automatic**: small all_corpora are repeated until learned, large ones get a few "
+        help="**automatic**: small corpora are repeated until learned, large ones get a few "
         "passes, and training stops early once validation stops improving. **N epochs**: "
         "that many passes over the corpus. **N minutes**: as much as fits in that time; "
         "progress and ETA follow the clock.",

@@ -1,0 +1,104 @@
+"""What the pages say must be true, and no page may make Streamlit log a warning (issue 19):
+every page at its own address, pickers that follow new runs and show fresh counts, the
+versions table and the comparison without a literal ``None``, help texts as written.
+
+AppTest pages with real models, as in ``test_pages`` (whose helpers and fixtures are reused):
+this module trains its own two tiny versions once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+from streamlit.elements.lib import policies
+from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
+
+from tests.ui import test_pages
+from tests.ui.test_pages import APP, PAGES, TIMEOUT, Trained, assert_clean, open_page
+from ui import navigation
+
+# test_pages' fixtures, used here too (the module-scoped `trained` runs once per module)
+trained, populated = test_pages.trained, test_pages.populated
+no_demo, no_worker = test_pages.no_demo, test_pages.no_worker
+
+
+@pytest.fixture
+def widget_state_warnings(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The warnings Streamlit's widget-state rules log, as a real server logs them.
+
+    AppTest runs without a Streamlit runtime, and the rules (``policies``) are skipped without
+    one: the fixture makes them run, and collects what they log."""
+    monkeypatch.setattr(policies, "runtime", SimpleNamespace(exists=lambda: True))
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)  # once per process
+    logged: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append(record.getMessage())
+
+    handler = Collect(logging.WARNING)
+    policies._LOGGER.addHandler(handler)
+    try:
+        yield logged
+    finally:
+        policies._LOGGER.removeHandler(handler)
+
+
+# ------------------------------------------------------------------ item 11: page addresses
+
+
+def test_every_page_answers_at_its_own_address(wb_home, no_demo: None) -> None:
+    """A browser that opens /corpus asks for the page whose URL path is "corpus" (Streamlit
+    matches the address against each registered page's ``url_pathname``); the default page
+    is registered with "" and answered "Page not found" at its own address."""
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.run()
+    assert_clean(at)
+    addresses = {info["url_pathname"] for info in at._registered_pages.values()}
+    missing = [ref.url_path for ref in navigation.PAGES if ref.url_path not in addresses]
+    assert not missing, f"no page answers at /{missing}"
+    # The root address still opens the first page, now at its own address.
+    assert at._finished_page_script_hash == calc_hash(navigation.PAGES[0].url_path)
+    assert [t.value for t in at.title] == [navigation.PAGES[0].title]
+
+
+# -------------------------------------------------------- item 12: no widget-state warning
+
+
+def test_no_page_makes_streamlit_warn_about_widget_state(
+    populated: Trained, widget_state_warnings: list[str]
+) -> None:
+    """Each page drawn twice (a widget given its value through Session State is checked on
+    the run that gives it); Models' compare picker after a rename changes its labels."""
+    from workbench import registry
+
+    for page in PAGES:
+        at = open_page(page)
+        at.run()
+        assert_clean(at)
+    at = open_page("models")
+    registry.rename_version(populated.version_ids[0], "renamed for the picker")
+    at.run()
+    assert_clean(at)
+    assert widget_state_warnings == []
+
+
+# ---------------------------------------------------------------- item 5: help as written
+
+
+def test_help_texts_read_as_written(populated: Trained) -> None:
+    """The Train page's "Train for" help says "small corpora", not a variable's name (a
+    rename of `corpora` to `all_corpora` had reached the text); no help on any page shows an
+    identifier of that rename."""
+    at = open_page("train")
+    help_text = at.get("button_group")[1].proto.help  # "Model size", then "Train for"
+    assert "small corpora are repeated until learned" in help_text
+    for page in PAGES:
+        at = open_page(page)
+        helps = [getattr(w.proto, "help", "") for w in at.main if hasattr(w, "proto")]
+        assert not [h for h in helps if re.search(r"\ball_\w+", h)], page

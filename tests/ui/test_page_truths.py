@@ -8,6 +8,7 @@ this module trains its own two tiny versions once.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -102,3 +103,57 @@ def test_help_texts_read_as_written(populated: Trained) -> None:
         at = open_page(page)
         helps = [getattr(w.proto, "help", "") for w in at.main if hasattr(w, "proto")]
         assert not [h for h in helps if re.search(r"\ball_\w+", h)], page
+
+
+# ---------------------------------------------------- item 8: values, or "—" with the reason
+
+
+def _set_metrics(version_id: int, **changes: object) -> dict:
+    """Change a version's recorded metrics (as an older or imported version has them);
+    returns the metrics before."""
+    from db.models import ModelVersion
+    from workbench.storage import session_scope
+
+    with session_scope() as s:
+        row = s.get(ModelVersion, version_id)
+        before = dict(row.metrics)
+        row.metrics = {**before, **changes}
+    return before
+
+
+def test_versions_table_shows_each_score_or_a_dash_with_the_reason(populated: Trained) -> None:
+    from workbench import registry
+
+    newest, older = populated.version_ids
+    before = _set_metrics(older, valid_loss=None, bleu=None, chrf=None)
+    try:
+        at = open_page("models")
+        assert_clean(at)
+        table = at.dataframe[0].value.set_index("id")
+        shown = table.loc[:, ["valid loss", "BLEU", "chrF"]]
+        assert "None" not in shown.to_string()
+        metrics = registry.get_version(newest).metrics
+        assert shown.loc[newest].tolist() == [
+            f"{metrics['valid_loss']:.3f}",
+            f"{metrics['bleu']:.1f}",
+            f"{metrics['chrf']:.1f}",
+        ]
+        assert table.loc[newest, "scored on"] == "validation · 3 pairs · greedy"
+        assert shown.loc[older].tolist() == ["—"] * 3
+        assert table.loc[older, "scored on"].startswith("not measured at the end of its run")
+        helps = json.loads(at.dataframe[0].proto.columns)
+        assert "“—”: not measured; “scored on” says why." in helps["valid loss"]["help"]
+    finally:
+        _set_metrics(older, **before)
+
+
+def test_compare_shows_a_dash_for_the_reference_p_value(populated: Trained) -> None:
+    at = open_page("models")
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    scores = at.dataframe[1].value
+    assert scores["p (BLEU)"].iloc[0] == scores["p (chrF)"].iloc[0] == "—"
+    other = scores["p (BLEU)"].iloc[1]
+    assert re.fullmatch(r"[01]\.\d{3}", other), other
+    helps = json.loads(at.dataframe[1].proto.columns)
+    assert "it is the reference the others are tested against" in helps["p (chrF)"]["help"]

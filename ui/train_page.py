@@ -157,11 +157,10 @@ def history() -> None:
     )
     with st.container(border=True):
         cols = st.columns([3, 1, 1], vertical_alignment="bottom")
+        labels = {i: f"#{i} · {r.status} · {r.corpus_name or '—'}" for i, r in done.items()}
+        pickers.follow_newest("history_run", labels)
         run_id = cols[0].selectbox(
-            "Run",
-            list(done),
-            format_func=lambda i: f"#{i} · {done[i].status} · {done[i].corpus_name or '—'}",
-            key="history_run",
+            "Run", list(labels), format_func=labels.__getitem__, key="history_run"
         )
         run = done[run_id]
         with cols[1]:

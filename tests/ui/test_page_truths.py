@@ -157,3 +157,33 @@ def test_compare_shows_a_dash_for_the_reference_p_value(populated: Trained) -> N
     assert re.fullmatch(r"[01]\.\d{3}", other), other
     helps = json.loads(at.dataframe[1].proto.columns)
     assert "it is the reference the others are tested against" in helps["p (chrF)"]["help"]
+
+
+# ---------------------------------------------------- item 6: the History run picker
+
+
+def test_history_follows_the_newest_run_unless_one_was_picked(
+    populated: Trained, no_worker: None
+) -> None:
+    from workbench import run_info, runs
+
+    def finished_run() -> int:
+        run_id = runs.enqueue_training(populated.corpus_id, preset="tiny")
+        runs.cancel_run(run_id)  # queued: cancelled at once, a finished run
+        return run_id
+
+    newest = run_info.list_runs()[0].id
+    at = open_page("train")
+    assert at.selectbox(key="history_run").value == newest
+    created = [finished_run()]
+    try:
+        at.run()
+        assert at.selectbox(key="history_run").value == created[-1], "follows the new run"
+        at.selectbox(key="history_run").select(newest).run()  # the user picks an older one
+        created.append(finished_run())
+        at.run()
+        assert at.selectbox(key="history_run").value == newest, "the user's pick stays"
+        assert_clean(at)
+    finally:
+        for run_id in created:
+            runs.delete_run(run_id)

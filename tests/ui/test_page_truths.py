@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
 from tests.ui import test_pages
-from tests.ui.test_pages import APP, PAGES, TIMEOUT, Trained, assert_clean, open_page
+from tests.ui.test_pages import APP, PAGES, TIMEOUT, Trained, assert_clean, open_page, texts
 from ui import navigation
 
 # test_pages' fixtures, used here too (the module-scoped `trained` runs once per module)
@@ -187,3 +187,41 @@ def test_history_follows_the_newest_run_unless_one_was_picked(
     finally:
         for run_id in created:
             runs.delete_run(run_id)
+
+
+# ------------------------------------------------ item 7: counts in pickers after a write
+
+
+def _corpus_option(at: AppTest, key: str) -> str:
+    picker = at.selectbox(key=key)
+    return picker.options[picker.index]
+
+
+def test_pair_counts_in_pickers_are_fresh_after_save_as_pair_and_accept(
+    populated: Trained, no_worker: None
+) -> None:
+    """The picker is drawn before the write: the page must be drawn again after it (the
+    Translate page showed "48 pairs" after pair #49 was saved)."""
+    from workbench import corpora, pool, pool_jobs, registry, worker
+
+    def count_label() -> str:
+        return f"· {corpora.get_corpus(populated.corpus_id).pair_count} pairs (all splits)"
+
+    at = open_page("translate")
+    at.text_area(key="translate_input").input("我想喝一杯茶。").run()
+    at.button(key="translate").click().run()
+    at.text_area[1].input("A cup of tea for me, please.")
+    at.button[-1].click().run()  # Save as pair
+    assert_clean(at)
+    assert "Saved as pair" in texts(at.success)
+    assert _corpus_option(at, "translate_corpus").endswith(count_label())
+
+    pool.add_to_pool(populated.corpus_id, "这个问题非常复杂。\n".encode())
+    pool_jobs.enqueue_translation(populated.corpus_id, registry.list_versions()[0].id, None)
+    assert worker.run_worker(once=True) == 1
+    at = open_page("review")
+    item = pool.review_queue(populated.corpus_id)[0]
+    at.button(key=f"pool_accept_{item.id}").click().run()
+    assert_clean(at)
+    assert "Added pair" in texts(at.success)
+    assert _corpus_option(at, "review_corpus").endswith(count_label())

@@ -93,13 +93,13 @@ def versions_table() -> None:
             "parameters": st.column_config.NumberColumn("parameters", format="compact"),
             "train time (s)": st.column_config.NumberColumn("training time", format="%.0f s"),
             "valid loss": st.column_config.TextColumn(
-                "valid loss", help=_RECORDED_SCORES_HELP, width="small"
+                "valid loss", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
             ),
             "BLEU": st.column_config.TextColumn(
-                "valid BLEU", help=_RECORDED_SCORES_HELP, width="small"
+                "valid BLEU", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
             ),
             "chrF": st.column_config.TextColumn(
-                "valid chrF", help=_RECORDED_SCORES_HELP, width="small"
+                "valid chrF", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
             ),
             "scored on": st.column_config.TextColumn(
                 "scored on",
@@ -343,11 +343,14 @@ def comparison_view(shown: dict[str, Any]) -> None:
             "chrF": st.column_config.NumberColumn("chrF", format="%.1f"),
             "p (BLEU)": st.column_config.TextColumn(
                 "p (BLEU)",
+                alignment="right",
                 help="Paired bootstrap against the first version (sacreBLEU, "
                 f"{significance.RESAMPLES:,} resamples, seed {result.seed}): roughly the chance "
                 f"of a difference this large between two equally good versions. {_REFERENCE_P}",
             ),
-            "p (chrF)": st.column_config.TextColumn("p (chrF)", help=_REFERENCE_P),
+            "p (chrF)": st.column_config.TextColumn(
+                "p (chrF)", help=_REFERENCE_P, alignment="right"
+            ),
             "pairs": st.column_config.NumberColumn("pairs", width="small"),
         },
     )

@@ -3,6 +3,8 @@ they show.
 
 A choice made in one page's picker is remembered across pages (``CURRENT_CORPUS``,
 ``CURRENT_VERSION`` in ``st.session_state``: view state only, the data is in the database).
+A picker over a list that grows at the top (finished runs) follows its newest entry until
+the user picks another (``follow_newest``).
 """
 
 from __future__ import annotations

@@ -23,13 +23,16 @@ startup.apply_style()
 startup.seed_demo()
 
 pages = [
-    st.Page(
-        guarded(ref.render),
-        title=ref.title,
-        icon=ref.icon,
-        url_path=ref.url_path,
-        default=ref == navigation.PAGES[0],
-    )
+    st.Page(guarded(ref.render), title=ref.title, icon=ref.icon, url_path=ref.url_path)
     for ref in navigation.PAGES
 ]
-st.navigation(pages, position="top").run()
+# The root address is a hidden page that opens the first page at its own address (see
+# ui.navigation: Streamlit would serve the default page at "/" only, and /corpus not at all).
+root = st.Page(
+    navigation.open_first_page,
+    title=navigation.PAGES[0].title,
+    url_path=navigation.ROOT_PATH,
+    default=True,
+    visibility="hidden",
+)
+st.navigation([*pages, root], position="top").run()

@@ -63,7 +63,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
         default="auto",
         format_func=train_options.BUDGETS.get,
         key="train_for",
-        help="**automatic**: small all_corpora are repeated until learned, large ones get a few "
+        help="**automatic**: small corpora are repeated until learned, large ones get a few "
         "passes, and training stops early once validation stops improving. **N epochs**: "
         "that many passes over the corpus. **N minutes**: as much as fits in that time; "
         "progress and ETA follow the clock.",
@@ -157,11 +157,10 @@ def history() -> None:
     )
     with st.container(border=True):
         cols = st.columns([3, 1, 1], vertical_alignment="bottom")
+        labels = {i: f"#{i} · {r.status} · {r.corpus_name or '—'}" for i, r in done.items()}
+        pickers.follow_newest("history_run", labels)
         run_id = cols[0].selectbox(
-            "Run",
-            list(done),
-            format_func=lambda i: f"#{i} · {done[i].status} · {done[i].corpus_name or '—'}",
-            key="history_run",
+            "Run", list(labels), format_func=labels.__getitem__, key="history_run"
         )
         run = done[run_id]
         with cols[1]:

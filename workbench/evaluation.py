@@ -218,3 +218,19 @@ def training_scores_basis(version_id: int) -> ScoreBasis | None:
         pairs = min(pairs, int(training["valid_max_sentences"]))
     beam = training.get("valid_beam")
     return ScoreBasis("validation", pairs, None if beam is None else int(beam))
+
+
+def training_scores_note(version_id: int) -> str:
+    """What a version's recorded scores were measured on, or why it has none: a table that
+    shows "—" for a score says why in the same row."""
+    basis = training_scores_basis(version_id)
+    if basis is not None:
+        return str(basis)
+    info = get_version(version_id)
+    if info.metrics.get("valid_loss") is not None:
+        return "validation loss only: no BLEU/chrF measured"
+    if info.run_id is None:
+        return "not recorded: the version was imported"
+    if not info.metrics.get("valid_pairs"):
+        return "not measured: its run had no validation pairs"
+    return "not measured at the end of its run (trained before scores were kept)"

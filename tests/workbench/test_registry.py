@@ -386,3 +386,19 @@ def test_the_recorded_checksum_covers_the_model_config(outside_folder: Path) -> 
     registry.load_version(version)
     with pytest.raises(WorkbenchError, match="does not exist"):
         registry.get_version(2**63)
+
+
+def test_a_run_with_few_validation_pairs_records_its_final_scores(wb_home: Path) -> None:
+    """The demo corpus has 3 validation pairs (too few to choose weights by): a run that ends
+    on averaged weights records their validation loss, BLEU and chrF, and the note says what
+    they were measured on. They were None (shown as "None" on the Models page)."""
+    from workbench import demo
+
+    info = demo.ensure_demo_corpus()
+    _, version_id = train_version(info.id, preset="tiny", max_steps=40, average_last=3)
+    metrics = registry.get_version(version_id).metrics
+    assert metrics["selected"] == "average_last_3"
+    assert all(isinstance(metrics[k], float) for k in ("valid_loss", "bleu", "chrf")), metrics
+    assert evaluation.training_scores_note(version_id) == "validation · 3 pairs · greedy"
+    table = registry.versions_table()
+    assert table.loc[0, "valid loss"] == metrics["valid_loss"]

@@ -53,15 +53,19 @@ def keep_drafts() -> None:
     this run can drop the widget's state (a switch of corpus or page, another view)."""
     with feedback.error_boundary("keeping the unsaved edits"):
         key = browser_key()
-        for live in st.session_state.get(_LIVE, {}).values():
-            _store(key, live)
+        lives: dict[str, dict[str, Any]] = st.session_state.get(_LIVE, {})
+        for name, live in list(lives.items()):
+            if live["key"] in st.session_state:
+                _store(key, live)
+            else:  # not drawn on the last run: its edits are in the draft already
+                del lives[name]
 
 
 def _store(key: str, live: dict[str, Any]) -> Draft:
-    """The grid's draft now (its base plus the widget's changes), stored if it changed."""
-    state = st.session_state.get(live["key"]) if live["key"] in st.session_state else None
+    """The grid's draft now (its base plus the widget's changes), stored if it changed.
+    Only for a grid whose widget state exists (drawn on the last run or this one)."""
     base = Draft.from_payload(live["base"])
-    draft = base.merged(live["ids"], state or {}, drafts.COLUMNS[live["table"]])
+    draft = base.merged(live["ids"], st.session_state[live["key"]], drafts.COLUMNS[live["table"]])
     payload = draft.payload()
     if payload != live["saved"]:
         drafts.save(key, live["corpus_id"], live["table"], draft)
@@ -141,7 +145,7 @@ def draw(
     frame = pd.DataFrame(
         [({grid.id_column: rid} if grid.id_column else {}) | cells for rid, cells in shown],
         columns=columns,
-    )
+    ).astype({c: "string" for c in drafts.COLUMNS[grid.table]})  # an all-empty column is text
     st.data_editor(
         frame,
         key=live["key"],

@@ -26,6 +26,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -100,14 +101,42 @@ def _worker_pids(home: Path) -> list[int]:
     return pids
 
 
+class App(NamedTuple):
+    """The running app: its address, its WORKBENCH_HOME and the server's log (stdout and
+    stderr of `streamlit run`)."""
+
+    url: str
+    home: Path
+    log: Path
+
+
+# What a server log must never hold after a walk in normal use (issue 19, item 12): a
+# traceback, a logged warning or error (Streamlit's and ours: "<date> <time> WARNING ..."),
+# or a Python warning ("...Warning: ...").
+_LOG_PROBLEM = re.compile(
+    r"Traceback \(most recent call last\)|^\S+ \S+ (?:WARNING|ERROR|CRITICAL)\b|\w+Warning: ",
+    re.MULTILINE,
+)
+
+
+def assert_clean_log(app: App) -> None:
+    """Fail on any warning or traceback the server logged during the walk, quoting it."""
+    text = app.log.read_text(errors="replace")
+    found = [m.start() for m in _LOG_PROBLEM.finditer(text)]
+    assert not found, "the server logged:\n" + "\n---\n".join(
+        text[max(0, i - 200) : i + 1500] for i in found[:3]
+    )
+
+
 @pytest.fixture
-def app(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def app(tmp_path: Path) -> Iterator[App]:
     home = tmp_path / "wb_home"
     home.mkdir()
     port = _free_port()
     env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("WORKBENCH_DB_URL", None)
-    log = open(tmp_path / "streamlit.log", "wb")  # noqa: SIM115 (closed below)
+    log_path = tmp_path / "streamlit.log"
+    log = open(log_path, "wb")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
          "--server.port", str(port), "--server.address", "127.0.0.1",
@@ -117,7 +146,7 @@ def app(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_http(url, proc)
-        yield url, home
+        yield App(url, home, log_path)
     finally:
         _stop(proc.pid)
         for pid in _worker_pids(home):
@@ -161,12 +190,12 @@ def _no_traceback(page) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0
 
 
-def test_train_translate_compare_in_a_browser(app: tuple[str, Path], tmp_path: Path) -> None:
+def test_train_translate_compare_in_a_browser(app: App, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 
-    url, home = app
+    url, home = app.url, app.home
     shots = README_SCREENSHOTS if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path / "shots"
     try:
         _flow(url, shots, sync_playwright, expect)
@@ -174,6 +203,7 @@ def test_train_translate_compare_in_a_browser(app: tuple[str, Path], tmp_path: P
         raise AssertionError(
             f"{exc}\n--- worker log ---\n{_tail(home / 'logs' / 'worker.log')}"
         ) from exc
+    assert_clean_log(app)
 
 
 def _tail(path: Path, n: int = 3000) -> str:
@@ -345,14 +375,14 @@ def _edit_cell(page, grid, column: str, text: str, row: int | None = None) -> No
     editor.press("Tab")
 
 
-def test_table_edits_are_never_lost_silently_in_a_browser(app: tuple[str, Path]) -> None:
+def test_table_edits_are_never_lost_silently_in_a_browser(app: App) -> None:
     """Unsaved edits survive a tab switch and hold the table through a search; a half-filled
     new row is named and kept; the corpus picker counts the saved row at once."""
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 
-    url, _home = app
+    url = app.url
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
@@ -403,3 +433,77 @@ def test_table_edits_are_never_lost_silently_in_a_browser(app: tuple[str, Path])
             _no_traceback(page)
         finally:
             browser.close()
+    assert_clean_log(app)
+
+
+def test_an_unsaved_edit_survives_a_corpus_switch_a_page_visit_and_a_reload(
+    app: App, tmp_path: Path
+) -> None:
+    """Issue 19's drafts in a real browser: edit a pair, pick another corpus, open Train,
+    come back, reload the page: the edit is still pending (and named where it is not on
+    screen); then it is saved."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.set_default_timeout(30_000)
+            page.goto(app.url)
+            picker = page.get_by_role("combobox", name="Corpus")
+            expect(picker).to_have_value(re.compile(r"· 48 pairs \(all splits\)$"))
+            demo_label = picker.input_value()
+            # A second corpus, written by the command line beside the running app.
+            travel = tmp_path / "travel.tsv"
+            travel.write_text("火车\ttrain\n", encoding="utf-8")
+            subprocess.run(
+                [sys.executable, "-m", "workbench", "import", "--corpus", "Travel",
+                 "--src-lang", "zh", "--tgt-lang", "en", str(travel)],
+                cwd=ROOT, env={**os.environ, "WORKBENCH_HOME": str(app.home)}, check=True,
+                capture_output=True,
+            )  # fmt: skip
+            grid = page.locator('[data-testid="stDataFrame"]').first
+            footer = page.get_by_text(re.compile(r"pairs? (\(all splits\)|match) · "))
+            _edit_cell(page, grid, "target", "Hello, so nice to meet you.", row=0)
+            expect(footer).to_contain_text("1 unsaved change")
+
+            def pick(label: re.Pattern[str]) -> None:
+                picker.click()
+                page.get_by_role("option", name=label).click()
+
+            # Another corpus: its own table, and the demo's edit named, not dropped.
+            pick(re.compile(r"^Travel "))
+            expect(footer).to_have_text("1 pair (all splits) · add rows at the bottom")
+            elsewhere = page.get_by_text(re.compile(r": 1 unsaved change in the pairs"))
+            expect(elsewhere).to_be_visible()
+
+            # Another page, and back through the navigation.
+            page.get_by_role("link", name="Train").first.click()
+            expect(page.get_by_role("heading", name="New training run")).to_be_visible()
+            page.get_by_role("link", name="Corpus").first.click()
+            expect(elsewhere).to_be_visible()
+            page.locator("[class*='st-key-open_draft_'] button").click()
+            expect(picker).to_have_value(demo_label)
+            expect(footer).to_have_text("48 pairs (all splits) · 1 unsaved change")
+
+            # A reload: a new session of the same browser (its key is in the address).
+            assert "drafts=" in page.url
+            page.reload()
+            expect(picker).to_have_value(demo_label)
+            expect(footer).to_have_text("48 pairs (all splits) · 1 unsaved change")
+            page.get_by_role("button", name="Review").click()
+            expect(
+                page.get_by_text(re.compile(r"pair \d+: target → “Hello, so nice to meet you.”"))
+            ).to_be_visible()
+            page.keyboard.press("Escape")
+            page.locator(".st-key-save_edits button").click()
+            expect(page.get_by_text("Saved: 0 added, 1 edited, 0 deleted.")).to_be_visible()
+            expect(footer).to_have_text("48 pairs (all splits) · add rows at the bottom")
+            expect(elsewhere).to_have_count(0)
+            _no_traceback(page)
+        finally:
+            browser.close()
+    assert_clean_log(app)

@@ -375,6 +375,25 @@ def _edit_cell(page, grid, column: str, text: str, row: int | None = None) -> No
     editor.press("Tab")
 
 
+def _settle(page) -> None:
+    """Wait until the app's script run is over and nothing on the page is stale.
+
+    An assertion passes as soon as the run has drawn what it looks for, often mid-run, and
+    an element of the run before (stale, still on the page) can match it too. Acting then
+    races the page: a value typed into a widget that the run is still redrawing can be
+    replaced by the redrawn widget's, so the browser's next request carries something else
+    than what was typed (issue 19, item 15: a search typed on a busy 2-core machine was not
+    applied after Save). Each action that follows a rerun waits for the run to end first.
+    """
+    page.wait_for_function(
+        """() => {
+            const app = document.querySelector('[data-testid="stApp"]');
+            return app !== null && app.dataset.testScriptState === "notRunning"
+                && document.querySelector('[data-stale="true"]') === null;
+        }"""
+    )
+
+
 def test_table_edits_are_never_lost_silently_in_a_browser(app: App) -> None:
     """Unsaved edits survive a tab switch and hold the table through a search; a half-filled
     new row is named and kept; the corpus picker counts the saved row at once."""
@@ -399,21 +418,29 @@ def test_table_edits_are_never_lost_silently_in_a_browser(app: App) -> None:
             # An edit survives a trip to another tab, then holds the table through a search.
             _edit_cell(page, grid, "target", "Hello, so nice to meet you.", row=0)
             expect(footer).to_contain_text("1 unsaved change")
+            _settle(page)
             page.get_by_role("tab", name=re.compile("Statistics")).click()
             expect(page.get_by_text("Sentence lengths", exact=False).first).to_be_visible()
+            _settle(page)
             page.get_by_role("tab", name=re.compile("Pairs")).click()
             expect(footer).to_contain_text("1 unsaved change")
+            _settle(page)
             search = page.get_by_role("textbox", name="Search")
             search.fill("tea")
             search.press("Enter")
             expect(page.get_by_text("Save or discard your 1 unsaved change first")).to_be_visible()
+            expect(page.get_by_text("the search “tea” will apply", exact=False)).to_be_visible()
             expect(footer).to_contain_text("48 pairs (all splits) · 1 unsaved change")
+            _settle(page)
+            expect(search).to_have_value("tea")  # what the browser sends with the next click
             page.locator(".st-key-save_edits button").click()
             expect(page.get_by_text("Saved: 0 added, 1 edited, 0 deleted.")).to_be_visible()
             expect(footer).to_contain_text("pairs match")  # the search applies now
+            _settle(page)
             search.fill("")
             search.press("Enter")
             expect(footer).to_contain_text("48 pairs (all splits)")
+            _settle(page)
 
             # A new row with one side is named on Save, and stays until it is complete.
             grid.hover()

@@ -118,15 +118,15 @@ def draw(
     key = browser_key()
     name = _name(grid.table, grid.corpus.id)
     lives: dict[str, dict[str, Any]] = st.session_state.setdefault(_LIVE, {})
-    ids = [_plain(rid) for rid, _ in rows]
+    row_ids = [_plain(rid) for rid, _ in rows]
     live = lives.get(name)
     if (
         live is None
         or live["view"] != repr(view)
-        or live["ids"] != ids
+        or live["rows"] != row_ids
         or live["key"] not in st.session_state
     ):
-        stored = drafts.load(key, grid.corpus.id, grid.table).payload()
+        stored = drafts.load(key, grid.corpus.id, grid.table)
         generation = st.session_state.get(_GENERATION, 0) + 1
         st.session_state[_GENERATION] = generation
         digest = hashlib.blake2b(repr((name, generation)).encode(), digest_size=6).hexdigest()
@@ -135,9 +135,12 @@ def draw(
             "table": grid.table,
             "corpus_id": grid.corpus.id,
             "view": repr(view),
-            "ids": ids,
-            "base": stored,
-            "saved": stored,
+            "rows": row_ids,  # the stored rows it was drawn over
+            # The ids of the rows it shows, by position (deleted ones are not shown; the
+            # draft's added rows follow them): what the widget's row positions refer to.
+            "ids": [rid for rid, _ in stored.shown(rows) if rid is not None],
+            "base": stored.payload(),
+            "saved": stored.payload(),
         }
         lives[name] = live
     shown = Draft.from_payload(live["base"]).shown(rows)

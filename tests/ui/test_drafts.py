@@ -91,10 +91,17 @@ def test_an_edit_survives_a_visit_to_another_page(two_corpora: tuple[int, int]) 
     _goto(at, "corpus")
     assert _targets(at) == ["rice", "thin noodles", "soup"]
     assert "3 unsaved changes" in texts(at.caption)
+    # The restored table's rows are what it shows: the third is the new row now.
+    _edit(at, edited_rows={2: {"target": "hot soup"}})
+    assert "3 unsaved changes" in texts(at.caption)
     at.button(key="save_edits").click().run()
     assert_clean(at)
     assert "Saved: 1 added, 1 edited, 1 deleted." in texts(at.success)
-    assert pairs.search_pairs(kitchen).rows["target"].tolist() == ["rice", "thin noodles", "soup"]
+    assert pairs.search_pairs(kitchen).rows["target"].tolist() == [
+        "rice",
+        "thin noodles",
+        "hot soup",
+    ]
 
 
 def test_an_edit_survives_a_reload_of_the_same_browser_only(two_corpora: tuple[int, int]) -> None:

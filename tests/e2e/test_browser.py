@@ -110,11 +110,14 @@ class App(NamedTuple):
     log: Path
 
 
+# The server logs each record with its level (Streamlit's default format has none), so that
+# a warning can be told from an info line.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # What a server log must never hold after a walk in normal use (issue 19, item 12): a
-# traceback, a logged warning or error (Streamlit's and ours: "<date> <time> WARNING ..."),
-# or a Python warning ("...Warning: ...").
+# traceback or a logged stack, a record of level WARNING or above, or a Python warning.
 _LOG_PROBLEM = re.compile(
-    r"Traceback \(most recent call last\)|^\S+ \S+ (?:WARNING|ERROR|CRITICAL)\b|\w+Warning: ",
+    r"(?:Traceback|Stack) \(most recent call last\)"
+    r"|^\S+ \S+ (?:WARNING|ERROR|CRITICAL) |\w+Warning: ",
     re.MULTILINE,
 )
 
@@ -140,7 +143,8 @@ def app(tmp_path: Path) -> Iterator[App]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
          "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+         "--server.headless", "true", "--browser.gatherUsageStats", "false",
+         "--logger.messageFormat", LOG_FORMAT],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

@@ -384,10 +384,13 @@ def _settle(page) -> None:
 
     An assertion passes as soon as the run has drawn what it looks for, often mid-run, and
     an element of the run before (stale, still on the page) can match it too. Acting then
-    races the page: a value typed into a widget that the run is still redrawing can be
-    replaced by the redrawn widget's, so the browser's next request carries something else
-    than what was typed (issue 19, item 15: a search typed on a busy 2-core machine was not
-    applied after Save). Each action that follows a rerun waits for the run to end first.
+    races the page (issue 19, item 15: on a busy 2-core machine a search typed right after
+    a tab switch was not applied after Save). The server applies a waiting search as soon as
+    the edits are saved whenever the browser sends it (AppTest:
+    test_unsaved_edits_hold_the_table_until_saved), so that request did not carry it: the
+    browser's own state of the search box, typed into while runs were still landing, was
+    what got lost. Each action that follows a rerun waits for the run to end first, and the
+    box is checked to hold the search before Save.
     """
     page.wait_for_function(
         """() => {

@@ -59,6 +59,7 @@ class PoolStatus(StrEnum):
 
 
 CLEANUP_ACTIONS = ("removed", "changed")
+DRAFT_TABLES = ("pairs", "glossary")  # the grids whose unsaved edits are kept as drafts
 
 
 def _one_of(column: str, values: Any) -> str:
@@ -430,3 +431,24 @@ class CleanupChange(Base):
     pair_created_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # The content hash the clean-up gave a changed pair: undo restores only an unchanged one.
     new_hash: Mapped[str | None] = mapped_column(String(32))
+
+
+class TableDraft(Base):
+    """The unsaved edits of one grid (``table``: pairs or glossary) of one corpus, made in one
+    browser (``browser_key``, kept in its address): kept here, not in the widget, so that a
+    corpus switch, another page, a reload or a crashed browser loses none of them
+    (``workbench.drafts``). ``payload`` holds the edits by row id, not by row position."""
+
+    __tablename__ = "table_drafts"
+    __table_args__ = (
+        UniqueConstraint("browser_key", "corpus_id", "table_kind"),
+        CheckConstraint(_one_of("table_kind", DRAFT_TABLES), name="table_kind"),
+        _AUTOINCREMENT,
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    browser_key: Mapped[str] = mapped_column(String(64))
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)
+    table_kind: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)

@@ -22,6 +22,7 @@ from streamlit.util import calc_hash
 from tests.ui import test_pages
 from tests.ui.test_pages import APP, PAGES, TIMEOUT, Trained, assert_clean, open_page, texts
 from ui import navigation
+from workbench import significance
 
 # test_pages' fixtures, used here too (the module-scoped `trained` runs once per module)
 trained, populated = test_pages.trained, test_pages.populated
@@ -147,7 +148,12 @@ def test_versions_table_shows_each_score_or_a_dash_with_the_reason(populated: Tr
         _set_metrics(older, **before)
 
 
-def test_compare_shows_a_dash_for_the_reference_p_value(populated: Trained) -> None:
+def test_compare_shows_a_dash_for_the_reference_p_value(
+    populated: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With p-values shown (the minimum test size lowered to the demo's 4 test pairs), the
+    reference row has none of its own: '—' and the reason, never 'None'."""
+    monkeypatch.setattr(significance, "MIN_VERDICT_PAIRS", 4)
     at = open_page("models")
     at.button(key="compare").click().run()
     assert_clean(at)

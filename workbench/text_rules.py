@@ -21,10 +21,13 @@ so a pair is stored identically whichever way it arrives.
   tokens of length statistics and ratio warnings.
 * **Split rule** — a pair written without an explicit split goes to ``train`` while the corpus
   (counting the pairs in the same write) has fewer than ``TINY_CORPUS`` (20) pairs, so a tiny
-  corpus is learned whole. From then on the split is derived from the pair's hash: buckets
-  0-89 of 100 → ``train``, 90-94 → ``valid``, 95-99 → ``test`` (≈ 90/5/5). The same pair gets
-  the same bucket in every corpus and on every machine. A split given explicitly (import
-  column, data editor) always wins.
+  corpus is learned whole. From then on the split is derived from the hash of its *source's
+  group key* (``group_key``: NFKC, case-folded, whitespace collapsed): buckets 0-89 of 100 →
+  ``train``, 90-94 → ``valid``, 95-99 → ``test`` (≈ 90/5/5), so every translation of one
+  sentence lands in the same split, in every corpus and on every machine. Pairs that share a
+  target form one group with them too (``split_groups``, a union-find over source and target
+  keys), and ``workbench.splits`` keeps each group in one split: no source or target sentence
+  of valid/test is ever seen in training.
 * **Names** (corpora, model versions) — ``validate_name``: normalised, 1 to ``MAX_NAME``
   characters, and *refused* (not cleaned) when they contain anything cleaning would remove:
   a name is typed on purpose, so a hidden character in it is a mistake worth reporting.
@@ -40,6 +43,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Sequence
 from hashlib import blake2b
 from typing import Any
 
@@ -107,14 +111,15 @@ def pair_hash(source: str, target: str) -> str:
     return hash_encoded(source.encode(), target.encode())
 
 
+def group_key(text: str) -> str:
+    """One side of a pair as the split rule and de-duplication compare it: NFKC (full-width →
+    half-width forms) + case folding + normalised whitespace."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
 def loose_key(source: str, target: str) -> bytes:
-    """Key under which de-duplication treats pairs as the same: NFKC (full-width → half-width
-    forms) + case folding + normalised whitespace."""
-
-    def fold(t: str) -> str:
-        return " ".join(unicodedata.normalize("NFKC", t).casefold().split())
-
-    return blake2b(f"{fold(source)}\x1f{fold(target)}".encode(), digest_size=12).digest()
+    """Key under which de-duplication treats pairs as the same (``group_key`` of each side)."""
+    return blake2b(f"{group_key(source)}\x1f{group_key(target)}".encode(), digest_size=12).digest()
 
 
 def rough_token_count(text: str) -> int:
@@ -128,20 +133,42 @@ def rough_token_count(text: str) -> int:
 # ------------------------------------------------------------------------- split rule
 
 
-def hash_split(content_hash: str) -> str:
-    """The deterministic ≈90/5/5 split of a pair, from hex digits 8-15 of its hash."""
-    bucket = int(content_hash[8:16], 16) % 100
+def key_split(key: str) -> str:
+    """The deterministic ≈90/5/5 split of a group, from the hash of its ``group_key``."""
+    bucket = int.from_bytes(blake2b(key.encode(), digest_size=8).digest(), "big") % 100
     for name, upper in SPLIT_BUCKETS:
         if bucket < upper:
             return name
     return "train"  # unreachable
 
 
-def default_split(content_hash: str, corpus_size_after_write: int) -> str:
+def default_split(source: str, corpus_size_after_write: int) -> str:
     """The split of a pair written without one (see the module docstring)."""
     if corpus_size_after_write < TINY_CORPUS:
         return "train"
-    return hash_split(content_hash)
+    return key_split(group_key(source))
+
+
+def split_groups(pairs: Sequence[tuple[str, str]]) -> list[int]:
+    """The group of each (source, target): pairs sharing a source key, or a target key, with
+    another pair of the group (transitively) are one group. Returns, per pair, the index of
+    its group's first pair. A union-find over the keys: linear in the pairs."""
+    parent: list[int] = list(range(len(pairs)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]  # path halving
+            i = parent[i]
+        return i
+
+    first_of: dict[tuple[int, str], int] = {}  # (side, key) -> a pair holding it
+    for i, (source, target) in enumerate(pairs):
+        for side, text in ((0, source), (1, target)):
+            j = first_of.setdefault((side, group_key(text)), i)
+            a, b = root(i), root(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)  # the root is the group's first pair
+    return [root(i) for i in range(len(pairs))]
 
 
 def is_blank(value: Any) -> bool:

@@ -1,0 +1,103 @@
+"""Honest splits: no source or target sentence of a corpus' valid/test pairs is in its train.
+
+The rule for one pair is ``text_rules.default_split`` (by its source's group key); pairs that
+share a target join one group as well (``text_rules.split_groups``), and a group may span
+two splits only until ``settle_splits`` runs, which every write of pairs calls before it
+commits. A group found in several splits moves, whole, to the split of the pair that pulls
+it (a split chosen explicitly in this write), or else to the split of its oldest pair: the
+sentence stays where it was first seen, and a newly written paraphrase joins it.
+
+What moved is logged and kept on the corpus (``Corpus.split_note``) for the Corpus page.
+Corpora from before the rule are regrouped once by ``group_old_corpora``, the data step that
+follows the 0008 migration.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session
+
+from db.models import Corpus, Pair
+from workbench.text_rules import split_groups
+
+log = logging.getLogger("workbench.splits")
+_UPDATE_CHUNK = 900
+
+
+def settle_splits(
+    s: Session, corpus_id: int, pulled: Mapping[int, str] | None = None, why: str = "a write"
+) -> Counter[tuple[str, str]]:
+    """Move every group of ``corpus_id`` that spans several splits into one (see the module
+    docstring), in the caller's transaction; ``pulled``: pair id -> the split chosen for it
+    explicitly in this write. Returns the moves, {(from split, to split): pairs}."""
+    rows = s.execute(
+        select(Pair.id, Pair.source, Pair.target, Pair.split)
+        .where(Pair.corpus_id == corpus_id)
+        .order_by(Pair.id)
+    ).all()
+    groups = split_groups([(r.source, r.target) for r in rows])
+    splits_of: dict[int, set[str]] = {}
+    for g, r in zip(groups, rows, strict=True):
+        splits_of.setdefault(g, set()).add(r.split)
+    goal: dict[int, str] = {}  # group -> its split, for the groups that span several
+    pulled_groups: set[int] = set()
+    for g, r in zip(groups, rows, strict=True):  # in id order: the oldest pair comes first
+        if len(splits_of[g]) < 2:
+            continue
+        if pulled and r.id in pulled and g not in pulled_groups:
+            goal[g] = pulled[r.id]  # the first explicit choice of this write wins
+            pulled_groups.add(g)
+        elif g not in goal:
+            goal[g] = r.split
+    moves: Counter[tuple[str, str]] = Counter()
+    to_move: dict[str, list[int]] = {}
+    for g, r in zip(groups, rows, strict=True):
+        target = goal.get(g)
+        if target is not None and r.split != target:
+            moves[(r.split, target)] += 1
+            to_move.setdefault(target, []).append(r.id)
+    for split, ids in to_move.items():
+        for start in range(0, len(ids), _UPDATE_CHUNK):
+            chunk = ids[start : start + _UPDATE_CHUNK]
+            s.execute(update(Pair).where(Pair.id.in_(chunk)).values(split=split))
+    if moves:
+        note = describe_moves(moves, why)
+        s.execute(update(Corpus).where(Corpus.id == corpus_id).values(split_note=note))
+        log.info("corpus %s: %s", corpus_id, note)
+    return moves
+
+
+def describe_moves(moves: Mapping[tuple[str, str], int], why: str) -> str:
+    """'Grouped splits after an import: 3 pairs moved (2 test→train, 1 valid→train) so that
+    no valid or test sentence is also in train.'"""
+    total = sum(moves.values())
+    detail = ", ".join(f"{n:,} {a}→{b}" for (a, b), n in sorted(moves.items()))
+    noun = "pair" if total == 1 else "pairs"
+    return (
+        f"Grouped splits after {why}: {total:,} {noun} moved ({detail}) so that no valid or "
+        "test sentence is also in train."
+    )
+
+
+def group_old_corpora(engine: Engine) -> dict[int, int]:
+    """The data step after migration 0008: regroup each corpus whose splits predate the rule,
+    one transaction per corpus (the flag is claimed first, so two processes starting at once
+    regroup it once). Returns {corpus id: pairs moved}."""
+    with Session(engine) as s:
+        todo = s.scalars(select(Corpus.id).where(Corpus.splits_grouped.is_(False))).all()
+    moved: dict[int, int] = {}
+    for corpus_id in todo:
+        with Session(engine) as s, s.begin():
+            claimed = s.execute(
+                update(Corpus)
+                .where(Corpus.id == corpus_id, Corpus.splits_grouped.is_(False))
+                .values(splits_grouped=True)
+            ).rowcount
+            if claimed:
+                moves = settle_splits(s, corpus_id, why="the upgrade to grouped splits")
+                moved[corpus_id] = sum(moves.values())
+    return moved

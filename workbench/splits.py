@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from db.models import Corpus, Pair
-from workbench.text_rules import split_groups
+from workbench.text_rules import default_split, split_groups
 
 log = logging.getLogger("workbench.splits")
 _UPDATE_CHUNK = 900
@@ -69,6 +69,15 @@ def settle_splits(
         s.execute(update(Corpus).where(Corpus.id == corpus_id).values(split_note=note))
         log.info("corpus %s: %s", corpus_id, note)
     return moves
+
+
+def fresh_splits(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """The split of each pair when ``pairs`` (normalised, no duplicates) are written, in this
+    order and without explicit splits, into an empty corpus: each group in the split of its
+    first pair's source (``text_rules.default_split``), which ``settle_splits`` would keep.
+    Benchmarks split their data with it, so their figures use the product's own rule."""
+    groups = split_groups(pairs)
+    return [default_split(pairs[g][0], len(pairs)) for g in groups]
 
 
 def describe_moves(moves: Mapping[tuple[str, str], int], why: str) -> str:

@@ -22,6 +22,7 @@ from workbench import corpora as C
 from workbench import importing as I
 from workbench import pairs as P
 from workbench import snapshots as S
+from workbench import splits
 from workbench import text_rules as T
 from workbench.errors import WorkbenchError
 
@@ -142,3 +143,20 @@ def test_upgrade_regroups_an_old_split_and_says_what_moved(
         grouped = conn.execute(text("SELECT id, splits_grouped FROM corpora ORDER BY id")).all()
     assert grouped == [(1, 1), (2, 1), (new.id, 1)]
     dispose_engines()
+
+
+def test_fresh_splits_are_what_an_import_gives(wb_home: Path) -> None:
+    """bench/data.py splits Tatoeba with ``fresh_splits``: the same as importing the pairs."""
+    pairs = [(f"句子{i % 250}", f"Sentence {i % 270}.") for i in range(300)]  # short chains
+    pairs = list(dict.fromkeys(pairs))
+    corpus = C.create_corpus("fresh", "zh", "en")
+    I.import_file(corpus.id, "\n".join(f"{s}\t{t}" for s, t in pairs).encode(), "tsv")
+    imported = {
+        pair: split
+        for split in ("train", "valid", "test")
+        for pair in S.split_pairs(corpus.id, split)
+    }
+    expected = dict(zip(pairs, splits.fresh_splits(pairs), strict=True))
+    assert imported == expected
+    assert set(expected.values()) == {"train", "valid", "test"}
+    assert _leaks(corpus.id) == []

@@ -352,7 +352,8 @@ def edit_pairs(
     # A split chosen in this edit takes the pair's sentence group along (workbench.splits).
     pulled = {pid: r.split for _l, pid, r in labelled if "split" in edits.get(pid or 0, {})}
     pulled |= {o.id: r.split for o, r in zip(objs, inserts, strict=True) if r.split}
-    moves = splits.settle_splits(s, corpus.id, pulled, why="an edit")
+    written = [p.id for p, _r in changed] + [o.id for o in objs]
+    moves = splits.settle_splits(s, corpus.id, pulled, why="an edit", written=written)
     cleaned = sum(r.removed for _l, _pid, r in labelled)
     ids_added = [o.id for o in objs]
     return EditResult(
@@ -388,7 +389,9 @@ def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
             )
             changed += res.rowcount or 0
         # the moved pairs take their sentence groups along (workbench.splits)
-        splits.settle_splits(s, corpus.id, dict.fromkeys(ids, value), why="a change of split")
+        splits.settle_splits(
+            s, corpus.id, dict.fromkeys(ids, value), why="a change of split", written=ids
+        )
     return changed
 
 

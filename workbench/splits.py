@@ -16,29 +16,80 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, Row, select, update
 from sqlalchemy.orm import Session
 
 from db.models import Corpus, Pair
 from workbench.text_rules import default_split, split_groups
 
 log = logging.getLogger("workbench.splits")
-_UPDATE_CHUNK = 900
+# Writes of at most this many pairs read only their own groups (indexed by nothing: each
+# lookup scans the corpus' rows in SQL, which beats reading a big corpus into Python).
+LOCAL_MAX = 2_000
+_IN_CHUNK = 500
+_PAIR_COLUMNS = select(Pair.id, Pair.source, Pair.target, Pair.split)
 
 
 def settle_splits(
-    s: Session, corpus_id: int, pulled: Mapping[int, str] | None = None, why: str = "a write"
+    s: Session,
+    corpus_id: int,
+    pulled: Mapping[int, str] | None = None,
+    why: str = "a write",
+    written: Collection[int] | None = None,
 ) -> Counter[tuple[str, str]]:
     """Move every group of ``corpus_id`` that spans several splits into one (see the module
     docstring), in the caller's transaction; ``pulled``: pair id -> the split chosen for it
-    explicitly in this write. Returns the moves, {(from split, to split): pairs}."""
-    rows = s.execute(
-        select(Pair.id, Pair.source, Pair.target, Pair.split)
-        .where(Pair.corpus_id == corpus_id)
-        .order_by(Pair.id)
-    ).all()
+    explicitly in this write. ``written``: the ids of the pairs this write added or changed,
+    when they are few: then only their groups are read (every other group is in one split
+    already), else the whole corpus. Returns the moves, {(from split, to split): pairs}."""
+    if written is not None and len(written) <= LOCAL_MAX:
+        rows = _groups_around(s, corpus_id, written)
+    else:
+        rows = s.execute(
+            select(Pair.id, Pair.source, Pair.target, Pair.split)
+            .where(Pair.corpus_id == corpus_id)
+            .order_by(Pair.id)
+        ).all()
+    moves = _settle(s, rows, pulled or {})
+    if moves:
+        note = describe_moves(moves, why)
+        s.execute(update(Corpus).where(Corpus.id == corpus_id).values(split_note=note))
+        log.info("corpus %s: %s", corpus_id, note)
+    return moves
+
+
+def _groups_around(s: Session, corpus_id: int, written: Collection[int]) -> list[Row]:
+    """The pairs of the groups of the ``written`` pairs, in id order: pairs sharing a source or
+    a target with them, then with those, until no new pair joins."""
+    found: dict[int, Row] = {}
+    seeds = sorted(set(written))
+    for start in range(0, len(seeds), _IN_CHUNK):
+        chunk = seeds[start : start + _IN_CHUNK]
+        for r in s.execute(_PAIR_COLUMNS.where(Pair.id.in_(chunk))):
+            found[r.id] = r
+    sources = {r.source for r in found.values()}
+    targets = {r.target for r in found.values()}
+    asked_sources: set[str] = set()
+    asked_targets: set[str] = set()
+    while sources or targets:
+        new_rows: list[Row] = []
+        for column, texts in ((Pair.source, sorted(sources)), (Pair.target, sorted(targets))):
+            for start in range(0, len(texts), _IN_CHUNK):
+                chunk = texts[start : start + _IN_CHUNK]
+                query = _PAIR_COLUMNS.where(Pair.corpus_id == corpus_id, column.in_(chunk))
+                new_rows += [r for r in s.execute(query) if r.id not in found]
+        asked_sources |= sources
+        asked_targets |= targets
+        for r in new_rows:
+            found[r.id] = r
+        sources = {r.source for r in new_rows} - asked_sources
+        targets = {r.target for r in new_rows} - asked_targets
+    return [found[i] for i in sorted(found)]
+
+
+def _settle(s: Session, rows: Sequence[Row], pulled: Mapping[int, str]) -> Counter[tuple[str, str]]:
     groups = split_groups([(r.source, r.target) for r in rows])
     splits_of: dict[int, set[str]] = {}
     for g, r in zip(groups, rows, strict=True):
@@ -48,7 +99,7 @@ def settle_splits(
     for g, r in zip(groups, rows, strict=True):  # in id order: the oldest pair comes first
         if len(splits_of[g]) < 2:
             continue
-        if pulled and r.id in pulled and g not in pulled_groups:
+        if r.id in pulled and g not in pulled_groups:
             goal[g] = pulled[r.id]  # the first explicit choice of this write wins
             pulled_groups.add(g)
         elif g not in goal:
@@ -61,13 +112,9 @@ def settle_splits(
             moves[(r.split, target)] += 1
             to_move.setdefault(target, []).append(r.id)
     for split, ids in to_move.items():
-        for start in range(0, len(ids), _UPDATE_CHUNK):
-            chunk = ids[start : start + _UPDATE_CHUNK]
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = ids[start : start + _IN_CHUNK]
             s.execute(update(Pair).where(Pair.id.in_(chunk)).values(split=split))
-    if moves:
-        note = describe_moves(moves, why)
-        s.execute(update(Corpus).where(Corpus.id == corpus_id).values(split_note=note))
-        log.info("corpus %s: %s", corpus_id, note)
     return moves
 
 

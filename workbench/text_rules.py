@@ -21,13 +21,12 @@ so a pair is stored identically whichever way it arrives.
   tokens of length statistics and ratio warnings.
 * **Split rule** — a pair written without an explicit split goes to ``train`` while the corpus
   (counting the pairs in the same write) has fewer than ``TINY_CORPUS`` (20) pairs, so a tiny
-  corpus is learned whole. From then on the split is derived from the hash of its *source's
-  group key* (``group_key``: NFKC, case-folded, whitespace collapsed): buckets 0-89 of 100 →
-  ``train``, 90-94 → ``valid``, 95-99 → ``test`` (≈ 90/5/5), so every translation of one
-  sentence lands in the same split, in every corpus and on every machine. Pairs that share a
-  target form one group with them too (``split_groups``, a union-find over source and target
-  keys), and ``workbench.splits`` keeps each group in one split: no source or target sentence
-  of valid/test is ever seen in training.
+  corpus is learned whole. From then on the split is derived from the hash of its normalised
+  *source* (``sentence_split``): buckets 0-89 of 100 → ``train``, 90-94 → ``valid``, 95-99 →
+  ``test`` (≈ 90/5/5), so every translation of one sentence lands in the same split, in every
+  corpus and on every machine. Pairs that share a target form one group with them too
+  (``split_groups``, a union-find over sources and targets), and ``workbench.splits`` keeps
+  each group in one split: no source or target sentence of valid/test is ever in training.
 * **Names** (corpora, model versions) — ``validate_name``: normalised, 1 to ``MAX_NAME``
   characters, and *refused* (not cleaned) when they contain anything cleaning would remove:
   a name is typed on purpose, so a hidden character in it is a mistake worth reporting.
@@ -111,15 +110,14 @@ def pair_hash(source: str, target: str) -> str:
     return hash_encoded(source.encode(), target.encode())
 
 
-def group_key(text: str) -> str:
-    """One side of a pair as the split rule and de-duplication compare it: NFKC (full-width →
-    half-width forms) + case folding + normalised whitespace."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
 def loose_key(source: str, target: str) -> bytes:
-    """Key under which de-duplication treats pairs as the same (``group_key`` of each side)."""
-    return blake2b(f"{group_key(source)}\x1f{group_key(target)}".encode(), digest_size=12).digest()
+    """Key under which de-duplication treats pairs as the same: NFKC (full-width → half-width
+    forms) + case folding + normalised whitespace."""
+
+    def fold(t: str) -> str:
+        return " ".join(unicodedata.normalize("NFKC", t).casefold().split())
+
+    return blake2b(f"{fold(source)}\x1f{fold(target)}".encode(), digest_size=12).digest()
 
 
 def rough_token_count(text: str) -> int:
@@ -133,9 +131,11 @@ def rough_token_count(text: str) -> int:
 # ------------------------------------------------------------------------- split rule
 
 
-def key_split(key: str) -> str:
-    """The deterministic ≈90/5/5 split of a group, from the hash of its ``group_key``."""
-    bucket = int.from_bytes(blake2b(key.encode(), digest_size=8).digest(), "big") % 100
+def sentence_split(sentence: str) -> str:
+    """The deterministic ≈90/5/5 split of a sentence group, from the hash of its (normalised)
+    source sentence."""
+    digest = blake2b(sentence.encode(), digest_size=8).digest()
+    bucket = int.from_bytes(digest, "big") % 100
     for name, upper in SPLIT_BUCKETS:
         if bucket < upper:
             return name
@@ -143,17 +143,18 @@ def key_split(key: str) -> str:
 
 
 def default_split(source: str, corpus_size_after_write: int) -> str:
-    """The split of a pair written without one (see the module docstring)."""
+    """The split of a pair written without one (see the module docstring); ``source`` is
+    normalised."""
     if corpus_size_after_write < TINY_CORPUS:
         return "train"
-    return key_split(group_key(source))
+    return sentence_split(source)
 
 
 def split_groups(pairs: Sequence[tuple[str, str]]) -> list[int]:
-    """The group of each (source, target): pairs sharing a source key, or a target key, with
-    another pair of the group (transitively) are one group. Returns, per pair, the index of
-    its group's first pair. A union-find over the keys: linear in the pairs."""
-    parent: list[int] = list(range(len(pairs)))
+    """The sentence group of each normalised (source, target): pairs sharing a source, or a
+    target, with another pair of the group (transitively) are one group. Returns, per pair,
+    the index of its group's first pair. A union-find: linear in the pairs."""
+    parent = list(range(len(pairs)))
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -161,13 +162,20 @@ def split_groups(pairs: Sequence[tuple[str, str]]) -> list[int]:
             i = parent[i]
         return i
 
-    first_of: dict[tuple[int, str], int] = {}  # (side, key) -> a pair holding it
+    def union(i: int, j: int) -> None:
+        a, b = root(i), root(j)
+        if a != b:
+            parent[max(a, b)] = min(a, b)  # the root is the group's first pair
+
+    by_source: dict[str, int] = {}
+    by_target: dict[str, int] = {}
     for i, (source, target) in enumerate(pairs):
-        for side, text in ((0, source), (1, target)):
-            j = first_of.setdefault((side, group_key(text)), i)
-            a, b = root(i), root(j)
-            if a != b:
-                parent[max(a, b)] = min(a, b)  # the root is the group's first pair
+        j = by_source.setdefault(source, i)
+        if j != i:
+            union(i, j)
+        j = by_target.setdefault(target, i)
+        if j != i:
+            union(i, j)
     return [root(i) for i in range(len(pairs))]
 
 

@@ -39,23 +39,22 @@ def test_normalize_text() -> None:
     assert T.normalize_text(" \n ") == ""
 
 
-def test_key_split_is_deterministic_and_roughly_90_5_5() -> None:
-    keys = [T.group_key(f"源{i}") for i in range(20_000)]
-    counts = Counter(T.key_split(k) for k in keys)
+def test_sentence_split_is_deterministic_and_roughly_90_5_5() -> None:
+    sentences = [f"源{i}" for i in range(20_000)]
+    counts = Counter(T.sentence_split(k) for k in sentences)
     assert 0.88 < counts["train"] / 20_000 < 0.92
     assert 0.04 < counts["valid"] / 20_000 < 0.06
     assert 0.04 < counts["test"] / 20_000 < 0.06
-    assert [T.key_split(k) for k in keys[:50]] == [T.key_split(k) for k in keys[:50]]
+    assert [T.sentence_split(k) for k in sentences[:50]] == [
+        T.sentence_split(k) for k in sentences[:50]
+    ]
     assert T.default_split("源0", T.TINY_CORPUS - 1) == "train"
-    # every translation of one source (up to case and width) is in one split
-    assert {T.default_split(s, 100) for s in ("Ｈello  World", "hello world")} == {
-        T.key_split("hello world")
-    }
+    assert T.default_split("源0", 100) == T.sentence_split("源0")
 
 
 def test_split_groups_join_shared_sources_and_targets() -> None:
-    pairs = [("a", "x"), ("b", "y"), ("A", "z"), ("c", "Y"), ("d", "w"), ("c", "v")]
-    # a/A share a source; b and c share the target y/Y, and c's other pair joins them
+    pairs = [("a", "x"), ("b", "y"), ("a", "z"), ("c", "y"), ("d", "w"), ("c", "v")]
+    # the a pairs share a source; b and c share the target y, and c's other pair joins them
     assert T.split_groups(pairs) == [0, 1, 0, 1, 4, 1]
 
 
@@ -118,7 +117,7 @@ def test_large_write_splits_by_source_group(wb_home: Path) -> None:
     assert counts["valid"] > 0 and counts["test"] > 0 and counts["train"] > 300
     for split in ("train", "valid", "test"):
         for s, _t in S.split_pairs(info.id, split):
-            assert T.key_split(T.group_key(s)) == split
+            assert T.sentence_split(s) == split
 
 
 def test_apply_edits_is_one_validated_transaction(db_url: str, db_fingerprint) -> None:

@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback, formatting
-from workbench import pairs
+from workbench import pairs, splits
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
 
@@ -213,7 +213,10 @@ def _save(current: CorpusInfo, changes: dict[str, Any]) -> None:
     with feedback.error_boundary("saving the edits"):
         res = pairs.apply_edits(current.id, **changes)
         st.session_state["editor_nonce"] = st.session_state.get("editor_nonce", 0) + 1
-        feedback.flash(f"Saved: {res.added} added, {res.updated} edited, {res.deleted} deleted.")
+        feedback.flash(
+            f"Saved: {res.added} added, {res.updated} edited, {res.deleted} deleted."
+            + (f" {splits.regrouped_text(res.regrouped)}" if res.regrouped else "")
+        )
         st.rerun()
 
 

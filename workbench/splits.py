@@ -139,6 +139,17 @@ def describe_moves(moves: Mapping[tuple[str, str], int], why: str) -> str:
     )
 
 
+def regrouped_text(moved: int) -> str:
+    """What a front end says after a write that moved other pairs ('' when none moved)."""
+    if not moved:
+        return ""
+    noun = "pair" if moved == 1 else "pairs"
+    return (
+        f"{moved:,} {noun} moved to another split with their sentence group, so that no valid "
+        "or test sentence is also in train."
+    )
+
+
 def group_old_corpora(engine: Engine) -> dict[int, int]:
     """The data step after migration 0008: regroup each corpus whose splits predate the rule,
     one transaction per corpus (the flag is claimed first, so two processes starting at once

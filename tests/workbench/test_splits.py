@@ -159,3 +159,21 @@ def test_fresh_splits_are_what_an_import_gives(wb_home: Path) -> None:
     assert imported == expected
     assert set(expected.values()) == {"train", "valid", "test"}
     assert _leaks(corpus.id) == []
+
+
+def test_an_import_says_what_moved(wb_home: Path, tmp_path: Path, capsys) -> None:
+    """An imported paraphrase of a test sentence joins the test split (its sentence was there
+    first), and the CLI says so."""
+    from workbench import cli as workbench_cli
+
+    corpus = C.create_corpus("c", "zh", "en")
+    P.apply_edits(corpus.id, added=[{"source": f"句{i}", "target": f"s {i}"} for i in range(40)])
+    held_out = S.split_pairs(corpus.id, "test")[0]
+    path = tmp_path / "more.tsv"
+    path.write_text(f"source\ttarget\tsplit\n另一句\t{held_out[1]}\ttrain\n", encoding="utf-8")
+    args = ["import", "--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en", str(path)]
+    assert workbench_cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "1 pair moved to another split with their sentence group" in out
+    assert ("另一句", held_out[1]) in S.split_pairs(corpus.id, "test")
+    assert _leaks(corpus.id) == []

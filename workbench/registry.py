@@ -275,7 +275,10 @@ def versions_table() -> pd.DataFrame:
         }
         for v in list_versions()
     ]
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if not table.empty:  # ids stay integers next to the versions that have no parent
+        table["parent"] = table["parent"].astype("Int64")
+    return table
 
 
 def get_version(version_id: int) -> VersionInfo:

@@ -1024,6 +1024,19 @@ def test_a_glossary_edited_on_the_corpus_page_is_obeyed_on_translate(
         glossary.set_terms(populated.corpus_id, [])
 
 
+def test_models_show_each_versions_lineage(populated: Trained) -> None:
+    """Parent and the tokens and minutes behind each version: in the table and the detail."""
+    at = open_page("models")
+    table = at.dataframe[0].value
+    assert {"parent", "train tokens", "cumulative tokens", "cumulative minutes"} <= set(table)
+    newest = registry.get_version(populated.version_ids[0])
+    row = table[table["id"] == newest.id].iloc[0]
+    assert row["cumulative tokens"] == newest.train_tokens > 0  # a new model: its own only
+    assert f"**New model** · **trained on** {newest.cumulative_tokens / 1e6:,.2f}M tokens" in (
+        texts(at.markdown)
+    )
+
+
 def test_models_rename_and_notes(populated: Trained) -> None:
     at = open_page("models")
     version_id = populated.version_ids[0]

@@ -2,10 +2,12 @@
 
 The rule for one pair is ``text_rules.default_split`` (by its source's group key); pairs that
 share a target join one group as well (``text_rules.split_groups``), and a group may span
-two splits only until ``settle_splits`` runs, which every write of pairs calls before it
-commits. A group found in several splits moves, whole, to the split of the pair that pulls
-it (a split chosen explicitly in this write), or else to the split of its oldest pair: the
-sentence stays where it was first seen, and a newly written paraphrase joins it.
+two splits only until ``settle_splits`` runs, which every write of pairs calls (edits before
+they commit, an import right after). A group found in several splits moves, whole, to the
+split of the pair that pulls it (a split chosen explicitly in the data editor or with
+``pairs.set_split``), or else to the split of its oldest pair: the sentence stays where it
+was first seen, and a newly imported paraphrase joins it, whatever an import's split column
+said for it.
 
 What moved is logged and kept on the corpus (``Corpus.split_note``) for the Corpus page.
 Corpora from before the rule are regrouped once by ``group_old_corpora``, the data step that

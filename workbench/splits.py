@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from sqlalchemy import Engine, Row, select, update
 from sqlalchemy.orm import Session
@@ -47,14 +47,22 @@ def settle_splits(
     when they are few: then only their groups are read (every other group is in one split
     already), else the whole corpus. Returns the moves, {(from split, to split): pairs}."""
     if written is not None and len(written) <= LOCAL_MAX:
-        rows = _groups_around(s, corpus_id, written)
-    else:
+        rows: Iterable[Row] = _groups_around(s, corpus_id, written)
+    else:  # streamed: only hashes of the texts are kept (a million pairs fit in memory)
         rows = s.execute(
-            select(Pair.id, Pair.source, Pair.target, Pair.split)
-            .where(Pair.corpus_id == corpus_id)
+            _PAIR_COLUMNS.where(Pair.corpus_id == corpus_id)
             .order_by(Pair.id)
-        ).all()
-    moves = _settle(s, rows, pulled or {})
+            .execution_options(yield_per=10_000)
+        )
+    ids: list[int] = []
+    keys: list[tuple[int, int]] = []
+    in_split: list[str] = []
+    for r in rows:
+        ids.append(r.id)
+        # Two sentences whose hashes collide would only share a group: never a leak.
+        keys.append((hash(r.source), hash(r.target)))
+        in_split.append(r.split)
+    moves = _settle(s, ids, keys, in_split, pulled or {})
     if moves:
         note = describe_moves(moves, why)
         s.execute(update(Corpus).where(Corpus.id == corpus_id).values(split_note=note))
@@ -91,28 +99,35 @@ def _groups_around(s: Session, corpus_id: int, written: Collection[int]) -> list
     return [found[i] for i in sorted(found)]
 
 
-def _settle(s: Session, rows: Sequence[Row], pulled: Mapping[int, str]) -> Counter[tuple[str, str]]:
-    groups = split_groups([(r.source, r.target) for r in rows])
+def _settle(
+    s: Session,
+    ids: Sequence[int],
+    keys: Sequence[tuple[int, int]],
+    in_split: Sequence[str],
+    pulled: Mapping[int, str],
+) -> Counter[tuple[str, str]]:
+    """Move the pairs (in id order) of every group that spans several splits."""
+    groups = split_groups(keys)
     splits_of: dict[int, set[str]] = {}
-    for g, r in zip(groups, rows, strict=True):
-        splits_of.setdefault(g, set()).add(r.split)
+    for g, split in zip(groups, in_split, strict=True):
+        splits_of.setdefault(g, set()).add(split)
     goal: dict[int, str] = {}  # group -> its split, for the groups that span several
     pulled_groups: set[int] = set()
-    for g, r in zip(groups, rows, strict=True):  # in id order: the oldest pair comes first
+    for g, pid, split in zip(groups, ids, in_split, strict=True):  # the oldest pair first
         if len(splits_of[g]) < 2:
             continue
-        if r.id in pulled and g not in pulled_groups:
-            goal[g] = pulled[r.id]  # the first explicit choice of this write wins
+        if pid in pulled and g not in pulled_groups:
+            goal[g] = pulled[pid]  # the first explicit choice of this write wins
             pulled_groups.add(g)
         elif g not in goal:
-            goal[g] = r.split
+            goal[g] = split
     moves: Counter[tuple[str, str]] = Counter()
     to_move: dict[str, list[int]] = {}
-    for g, r in zip(groups, rows, strict=True):
+    for g, pid, split in zip(groups, ids, in_split, strict=True):
         target = goal.get(g)
-        if target is not None and r.split != target:
-            moves[(r.split, target)] += 1
-            to_move.setdefault(target, []).append(r.id)
+        if target is not None and split != target:
+            moves[(split, target)] += 1
+            to_move.setdefault(target, []).append(pid)
     for split, ids in to_move.items():
         for start in range(0, len(ids), _IN_CHUNK):
             chunk = ids[start : start + _IN_CHUNK]

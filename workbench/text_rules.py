@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from hashlib import blake2b
 from typing import Any
 
@@ -150,10 +150,11 @@ def default_split(source: str, corpus_size_after_write: int) -> str:
     return sentence_split(source)
 
 
-def split_groups(pairs: Sequence[tuple[str, str]]) -> list[int]:
-    """The sentence group of each normalised (source, target): pairs sharing a source, or a
-    target, with another pair of the group (transitively) are one group. Returns, per pair,
-    the index of its group's first pair. A union-find: linear in the pairs."""
+def split_groups(pairs: Sequence[tuple[Hashable, Hashable]]) -> list[int]:
+    """The sentence group of each normalised (source, target), or of each pair of keys that
+    stand for them: pairs sharing a source, or a target, with another pair of the group
+    (transitively) are one group. Returns, per pair, the index of its group's first pair. A
+    union-find: linear in the pairs."""
     parent = list(range(len(pairs)))
 
     def root(i: int) -> int:
@@ -167,8 +168,8 @@ def split_groups(pairs: Sequence[tuple[str, str]]) -> list[int]:
         if a != b:
             parent[max(a, b)] = min(a, b)  # the root is the group's first pair
 
-    by_source: dict[str, int] = {}
-    by_target: dict[str, int] = {}
+    by_source: dict[Hashable, int] = {}
+    by_target: dict[Hashable, int] = {}
     for i, (source, target) in enumerate(pairs):
         j = by_source.setdefault(source, i)
         if j != i:

@@ -155,7 +155,7 @@ def split_groups(pairs: Sequence[tuple[Hashable, Hashable]]) -> list[int]:
     stand for them: pairs sharing a source, or a target, with another pair of the group
     (transitively) are one group. Returns, per pair, the index of its group's first pair. A
     union-find: linear in the pairs."""
-    parent = list(range(len(pairs)))
+    parent = list(range(len(pairs)))  # parent[i] < i, or i for a root
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -163,21 +163,19 @@ def split_groups(pairs: Sequence[tuple[Hashable, Hashable]]) -> list[int]:
             i = parent[i]
         return i
 
-    def union(i: int, j: int) -> None:
-        a, b = root(i), root(j)
-        if a != b:
-            parent[max(a, b)] = min(a, b)  # the root is the group's first pair
-
     by_source: dict[Hashable, int] = {}
     by_target: dict[Hashable, int] = {}
     for i, (source, target) in enumerate(pairs):
-        j = by_source.setdefault(source, i)
-        if j != i:
-            union(i, j)
-        j = by_target.setdefault(target, i)
-        if j != i:
-            union(i, j)
-    return [root(i) for i in range(len(pairs))]
+        for seen, key in ((by_source, source), (by_target, target)):
+            j = seen.setdefault(key, i)
+            if j != i:
+                a, b = root(i), root(j)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)  # the root is the group's first pair
+    for i, p in enumerate(parent):  # a parent comes first, so its root is already known
+        if p != i:
+            parent[i] = parent[p]
+    return parent
 
 
 def is_blank(value: Any) -> bool:

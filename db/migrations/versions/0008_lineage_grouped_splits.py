@@ -76,11 +76,14 @@ def _backfill_lineage() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("model_versions") as batch:
-        batch.drop_column("cumulative_seconds")
-        batch.drop_column("cumulative_tokens")
-        batch.drop_column("train_tokens")
-        batch.drop_column("parent_version_id")
-    with op.batch_alter_table("corpora") as batch:
-        batch.drop_column("split_note")
-        batch.drop_column("splits_grouped")
+    # Plain DROP COLUMNs (SQLite >= 3.35): a batch copy would drop and re-create corpora and
+    # model_versions, and dropping them cascades into every row that refers to them.
+    for table, column in (
+        ("model_versions", "cumulative_seconds"),
+        ("model_versions", "cumulative_tokens"),
+        ("model_versions", "train_tokens"),
+        ("model_versions", "parent_version_id"),
+        ("corpora", "split_note"),
+        ("corpora", "splits_grouped"),
+    ):
+        op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")

@@ -160,6 +160,8 @@ def start_choice(current: Any) -> int | None:
         "budget adds to it. **Start a new model**: a new tokenizer and fresh weights.",
     )
     st.caption(reason)
+    if choice != NEW_MODEL:
+        st.caption("Continuing keeps the version's model size and tokenizer (not the preset).")
     return None if choice == NEW_MODEL else int(choice)
 
 

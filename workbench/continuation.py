@@ -68,16 +68,6 @@ def default_start(corpus: CorpusRef) -> DefaultStart:
     )
 
 
-def coverage(version_id: int, corpus: CorpusRef) -> float | None:
-    """The share of the corpus' characters (the worse side) that the version's tokenizer
-    knows; None when its tokenizer cannot be read."""
-    with session_scope() as s:
-        corpus_id = find(s, corpus).id
-    version = registry.get_version(version_id)
-    counts = _corpus_characters(corpus_id, _content_marker(corpus_id))
-    return _coverage(version.id, version.sha256, counts)
-
-
 def _percent(share: float) -> str:
     return f"{100 * share:.1f} %" if share < 0.9995 else f"{100 * share:.2f} %"
 

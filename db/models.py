@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     CheckConstraint,
     DateTime,
@@ -139,6 +140,11 @@ class Corpus(Base):
     created_at: Mapped[datetime] = _created()
     # The filling import's token (it names the import's lock file); NULL when not hidden.
     import_token: Mapped[str | None] = mapped_column(String(32))
+    # Whether its valid/test split follows the grouped rule (``workbench.splits``): corpora
+    # from before it are regrouped once by the data step that runs after migrating.
+    splits_grouped: Mapped[bool] = mapped_column(Boolean, default=True, server_default=false())
+    # What the latest regrouping moved, for the Corpus page ('' when nothing ever moved).
+    split_note: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 
 class Pair(Base):
@@ -257,6 +263,13 @@ class ModelVersion(Base):
     tgt_lang: Mapped[str] = mapped_column(String(32), default="")
     train_pair_count: Mapped[int] = mapped_column(Integer, default=0)
     train_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    # Lineage: the version this one continued (warm start), the training tokens of its own
+    # run, and the tokens and seconds behind it (its own plus every ancestor's).
+    # (no foreign key: see migration 0008; deleting a version clears its children's parent)
+    parent_version_id: Mapped[int | None] = mapped_column(Integer)
+    train_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cumulative_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cumulative_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     created_at: Mapped[datetime] = _created()
 
 

@@ -202,6 +202,8 @@ def statistics_panel(current: CorpusInfo) -> None:
     if stats.total == 0:
         st.info("No pairs yet: add some in the Pairs tab or import a file.")
         return
+    if stats.split_note:
+        st.caption(stats.split_note)
     if not stats.split_counts.get("test"):
         st.caption("No test pairs: versions cannot be compared on this corpus until some exist.")
     lengths = stats.lengths

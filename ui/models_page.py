@@ -92,6 +92,25 @@ def versions_table() -> None:
             ),
             "parameters": st.column_config.NumberColumn("parameters", format="compact"),
             "train time (s)": st.column_config.NumberColumn("training time", format="%.0f s"),
+            "parent": st.column_config.NumberColumn(
+                "continued from",
+                format="#%d",
+                width="small",
+                help="The version this one was warm-started from (its weights and tokenizer).",
+            ),
+            "train tokens": st.column_config.NumberColumn(
+                "tokens", format="compact", help="Source + target tokens of its own training."
+            ),
+            "cumulative tokens": st.column_config.NumberColumn(
+                "tokens in all",
+                format="compact",
+                help="Its own training tokens plus those of every version it continues.",
+            ),
+            "cumulative minutes": st.column_config.NumberColumn(
+                "minutes in all",
+                format="%.1f",
+                help="Its own training time plus that of every version it continues.",
+            ),
             "valid loss": st.column_config.TextColumn(
                 "valid loss", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
             ),
@@ -148,7 +167,8 @@ def manage(versions: list[Any]) -> None:
             f"{formatting.pair_count_label(version.train_pair_count, 'snapshot')} · "
             f"{version.device} · {formatting.fmt_duration(version.train_seconds)}  \n"
             f"**Parameters** {version.param_count:,} · **steps** {m.get('steps', '—')} · "
-            f"**stopped by** {str(m.get('stop_reason', '—')).replace('_', ' ')}"
+            f"**stopped by** {str(m.get('stop_reason', '—')).replace('_', ' ')}  \n"
+            f"{formatting.lineage_line(version)}"
         )
         buttons = st.columns(2)
         with buttons[0]:

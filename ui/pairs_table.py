@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import streamlit as st
 
 from ui import formatting, grid
-from workbench import drafts, pairs
+from workbench import drafts, pairs, splits
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
 
@@ -170,7 +170,9 @@ def pairs_editor(current: CorpusInfo) -> None:
 
 def _save(browser_key: str, current: CorpusInfo) -> str:
     res = drafts.apply_pairs(browser_key, current.id)
-    return f"Saved: {res.added} added, {res.updated} edited, {res.deleted} deleted."
+    return f"Saved: {res.added} added, {res.updated} edited, {res.deleted} deleted." + (
+        f" {splits.regrouped_text(res.regrouped)}" if res.regrouped else ""
+    )
 
 
 def _search(view: _View) -> pairs.PairPage:

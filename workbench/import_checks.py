@@ -125,6 +125,8 @@ class ImportResult:
     corpus_id: int = 0
     rows: int = 0
     issue_counts: dict[str, int] = field(default_factory=dict)
+    # pairs moved to another split so that no valid/test sentence is in train (workbench.splits)
+    regrouped: int = 0
 
     @property
     def filtered(self) -> int:
@@ -140,6 +142,7 @@ class ImportResult:
             "skipped": self.skipped,
             "filtered": self.filtered,
             "issues": dict(self.issue_counts),
+            "regrouped": self.regrouped,
         }
 
 

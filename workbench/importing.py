@@ -34,7 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.models import Corpus, Pair
-from workbench import storage
+from workbench import splits, storage
 from workbench.cleaning import Cleaner, CleaningOptions
 from workbench.corpora import CorpusRef, find, find_by_name, validate_lang
 from workbench.errors import WorkbenchError
@@ -141,9 +141,14 @@ def import_file(
                 chunks.close()
     except IntegrityError as exc:
         raise WorkbenchError(f"import conflicts with a concurrent change: {exc.orig}") from None
+    regrouped = 0
+    if added:  # a new pair may share a sentence with a pair of another split
+        with session_scope() as s:
+            regrouped = sum(splits.settle_splits(s, cid, why="an import").values())
     parsed = validator.parsed
     return ImportResult(
         added=added,
+        regrouped=regrouped,
         duplicates=parsed.duplicates,
         skipped=parsed.skipped,
         report=parsed.report,

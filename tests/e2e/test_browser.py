@@ -299,15 +299,15 @@ def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
             page.get_by_role("heading", name="Inspect").scroll_into_view_if_needed()
             _shot(page, shots, "inspect")
 
-            # 4. Fine-tune version #1 briefly, so there are two versions to compare.
+            # 4. Continue version #1 briefly (the default start: its tokenizer covers the
+            # corpus), so there are two versions to compare.
             page.goto(f"{url}/train")
-            page.get_by_role("combobox", name="Start from version").click()
-            page.get_by_role("option", name=re.compile(r"^#1 ")).click()
+            expect(page.get_by_role("radio", name="Continue from #1")).to_be_checked()
             page.get_by_text("Advanced").click()
             steps = page.locator(".st-key-train_max_steps input")
             steps.fill("100")
             steps.press("Enter")
-            page.locator(".st-key-train_button button", has_text="Fine-tune").click()
+            page.locator(".st-key-train_button button", has_text="Continue from #1").click()
             expect(page.get_by_text("version #2 is ready")).to_be_visible(
                 timeout=TRAIN_TIMEOUT_S * 1000
             )

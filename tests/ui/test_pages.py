@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
 from tests.helpers import ROOT, module_home, train_version
-from ui import navigation
+from ui import navigation, train_page
 from workbench import (
     corpora,
     demo,
@@ -528,21 +528,77 @@ def test_train_start_and_cancel_a_run(populated: Trained, no_worker: None) -> No
     assert run_info.get_run(run.id).status == "cancelled"
 
 
+def test_train_defaults_to_continuing_the_newest_version(
+    populated: Trained, no_worker: None
+) -> None:
+    """The newest version of the corpus covers it: the default is to continue it, and a new
+    model is one click away."""
+    at = open_page("train")
+    start = at.radio(key=f"train_start_{populated.corpus_id}")
+    newest = populated.version_ids[0]
+    assert start.value == newest
+    assert start.options[:2] == [f"Continue from #{newest}", "Start a new model"]
+    assert at.button(key="train_button").label == f"Continue from #{newest}"
+    assert f"Version #{newest} was trained on this corpus" in texts(at.caption)
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert run.init_version_id == newest
+    runs.cancel_run(run.id)
+
+
+def test_train_starts_a_new_model_when_the_tokenizer_no_longer_fits(
+    populated: Trained, no_worker: None
+) -> None:
+    """A corpus whose newest version's tokenizer cannot write most of its characters (here a
+    copy of a demo version linked to a corpus in another script): 'Start a new model' is
+    the default and the page says why."""
+    greek = corpora.create_corpus("greek letters", "zh", "en")
+    added = [{"source": f"αβγδεζηθ {i}", "target": f"letters {i}"} for i in range(25)]
+    pairs.apply_edits(greek.id, added=added)
+    copy = registry.import_version(
+        registry.artifact_dir(populated.version_ids[0]), corpus="greek letters"
+    )
+    try:
+        at = open_page("train")
+        at.selectbox(key="train_corpus").select(greek.id).run()
+        start = at.radio(key=f"train_start_{greek.id}")
+        assert start.value == train_page.NEW_MODEL and start.options[0] == "Start a new model"
+        assert at.button(key="train_button").label == "Train"
+        assert f"The tokenizer of version #{copy} knows only" in texts(at.caption)
+        assert "(continuing needs 99.0 %)" in texts(at.caption)
+        at.button(key="train_button").click().run()
+        run = run_info.list_runs()[0]
+        assert run.init_version_id is None
+        runs.cancel_run(run.id)
+        runs.delete_run(run.id)
+    finally:
+        registry.delete_version(copy)
+        corpora.delete_corpus(greek.id)
+
+
 def test_train_with_options(populated: Trained, no_worker: None) -> None:
     at = open_page("train")
     assert not [n for n in at.number_input if n.key in ("train_epochs", "train_minutes")]
     at.button_group(key="train_for").set_value("epochs").run()
     at.number_input(key="train_epochs").set_value(3)
-    at.selectbox(key="train_init_version").select(populated.version_ids[0])
+    older = populated.version_ids[1]
+    at.radio(key=f"train_start_{populated.corpus_id}").set_value(older)
     at.number_input(key="train_max_steps").set_value(10)
     at.run()
-    assert at.button(key="train_button").label == "Fine-tune"
+    assert at.button(key="train_button").label == f"Continue from #{older}"
     at.button(key="train_button").click().run()
     assert_clean(at)
     run = run_info.list_runs()[0]
     assert (run.config["epochs"], run.config["max_steps"]) == (3, 10)
-    assert run.init_version_id == populated.version_ids[0]
+    assert run.init_version_id == older
     runs.cancel_run(run.id)
+
+    at.radio(key=f"train_start_{populated.corpus_id}").set_value(train_page.NEW_MODEL).run()
+    assert at.button(key="train_button").label == "Train"
+    at.button(key="train_button").click().run()
+    assert run_info.list_runs()[0].init_version_id is None
+    runs.cancel_run(run_info.list_runs()[0].id)
 
     at.button_group(key="train_for").set_value("minutes").run()
     at.number_input(key="train_minutes").set_value(5.0)
@@ -1015,6 +1071,19 @@ def test_a_glossary_edited_on_the_corpus_page_is_obeyed_on_translate(
         assert without[1]["text"] == with_terms[1]["text"]  # no term: the same translation
     finally:
         glossary.set_terms(populated.corpus_id, [])
+
+
+def test_models_show_each_versions_lineage(populated: Trained) -> None:
+    """Parent and the tokens and minutes behind each version: in the table and the detail."""
+    at = open_page("models")
+    table = at.dataframe[0].value
+    assert {"parent", "train tokens", "cumulative tokens", "cumulative minutes"} <= set(table)
+    newest = registry.get_version(populated.version_ids[0])
+    row = table[table["id"] == newest.id].iloc[0]
+    assert row["cumulative tokens"] == newest.train_tokens > 0  # a new model: its own only
+    assert f"**New model** · **trained on** {newest.cumulative_tokens / 1e6:,.2f}M tokens" in (
+        texts(at.markdown)
+    )
 
 
 def test_models_rename_and_notes(populated: Trained) -> None:

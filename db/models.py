@@ -31,6 +31,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     func,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -109,6 +110,7 @@ class Base(DeclarativeBase):
         datetime: UTCDateTime(),
         dict[str, Any]: JSON(),
         list[int]: JSON(),
+        list[Any]: JSON(),
     }
 
 
@@ -138,6 +140,11 @@ class Corpus(Base):
     created_at: Mapped[datetime] = _created()
     # The filling import's token (it names the import's lock file); NULL when not hidden.
     import_token: Mapped[str | None] = mapped_column(String(32))
+    # In the trash since (``workbench.team.trash``): hidden, and really removed after the
+    # trash period. ``name`` then holds a trash name so the old one is free to reuse;
+    # ``deleted_name`` keeps the old one for a restore.
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    deleted_name: Mapped[str | None] = mapped_column(String(200))
 
 
 class Pair(Base):
@@ -430,3 +437,34 @@ class CleanupChange(Base):
     pair_created_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # The content hash the clean-up gave a changed pair: undo restores only an unchanged one.
     new_hash: Mapped[str | None] = mapped_column(String(32))
+
+
+class Change(Base):
+    """One recorded write (``workbench.team.history``): who made it, when, and what it did.
+
+    Append-only: rows are added in the transaction of the write they describe and never
+    updated or deleted. ``items`` lists the rows the write touched, each
+    ``{"table", "id", "before", "after"}`` with the exact stored values (None: the row did
+    not exist); an import lists only its new pairs' ids as ``{"table", "id_ranges"}``.
+    ``undoes`` names the change an undo reversed.
+    """
+
+    __tablename__ = "changes"
+    __table_args__ = (
+        Index("ix_changes_corpus_id_id", "corpus_id", "id"),
+        Index("ix_changes_at", "at"),
+        _AUTOINCREMENT,
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    actor: Mapped[str] = mapped_column(String(200))
+    # No FKs: a change outlives the corpus or version it describes.
+    corpus_id: Mapped[int | None] = mapped_column(Integer)
+    entity: Mapped[str] = mapped_column(String(16))  # pair, term, corpus, version
+    entity_id: Mapped[int | None] = mapped_column(Integer)  # when the change is about one row
+    action: Mapped[str] = mapped_column(String(16))
+    summary: Mapped[str] = mapped_column(Text, default="", server_default="")
+    items: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    reversible: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    undoes: Mapped[int | None] = mapped_column(Integer, index=True)

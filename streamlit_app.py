@@ -21,6 +21,7 @@ st.set_page_config(
 
 startup.apply_style()
 startup.seed_demo()
+startup.sweep_trash()
 
 pages = [
     st.Page(

@@ -252,7 +252,8 @@ def list_changes(
 def _undone_by(s: Session, ids: Sequence[int]) -> dict[int, int]:
     out: dict[int, int] = {}
     for chunk in _chunks(list(ids)):
-        out.update(s.execute(select(Change.undoes, Change.id).where(Change.undoes.in_(chunk))))
+        rows = s.execute(select(Change.undoes, Change.id).where(Change.undoes.in_(chunk)))
+        out.update({undone: undo for undone, undo in rows})
     return out
 
 

@@ -3,7 +3,8 @@
 The tabs: Pairs (``ui.pairs_table``: a paged, searchable table whose edits are saved together
 in one transaction), Import (``ui.import_panel``: previewed and validated before anything is
 written), Export & clean up (``ui.cleaning_panel``: previewed, confirmed, undoable),
-Statistics, and Glossary (``ui.glossary_panel``).
+Statistics, Glossary (``ui.glossary_panel``), and History (``ui.history_panel``: every
+change, undo, and the trash of deleted corpora).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ui import (
     feedback,
     formatting,
     glossary_panel,
+    history_panel,
     import_panel,
     pairs_table,
     pickers,
@@ -24,6 +26,7 @@ from ui import (
 from workbench import corpora, exporting, pairs
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
+from workbench.team import trash
 
 
 def render() -> None:
@@ -38,6 +41,8 @@ def render() -> None:
         )
         with st.container(border=True):
             create_form()
+        with st.expander("Trash: deleted corpora", icon=":material/delete:"):
+            history_panel.trash_list()
         return
 
     head = st.columns([5, 1, 1, 1], vertical_alignment="bottom")
@@ -54,7 +59,8 @@ def render() -> None:
         "delete_corpus",
         "Delete corpus",
         f"Delete **{current.name}** and its **{formatting.plural(current.pair_count, 'pair')}**? "
-        "This cannot be undone. Model versions trained on it are kept.",
+        f"It stays in the trash for {trash.TRASH_DAYS} days (History tab → Trash), where it "
+        "can be restored. Model versions trained on it are kept.",
         "Delete corpus",
         lambda: _delete(current),
     )
@@ -66,6 +72,7 @@ def render() -> None:
             ":material/download: Export & clean up",
             ":material/bar_chart: Statistics",
             ":material/menu_book: Glossary",
+            ":material/history: History",
         ],
         key="corpus_tab",
         on_change="rerun",
@@ -85,6 +92,9 @@ def render() -> None:
     if tabs[4].open:
         with tabs[4]:
             glossary_panel.glossary_panel(current)
+    if tabs[5].open:
+        with tabs[5]:
+            history_panel.history_panel(current)
 
 
 # ------------------------------------------------------------------- corpus management
@@ -159,7 +169,7 @@ def export_panel(current: CorpusInfo) -> None:
     dialogs.confirmation_dialog(
         "dedupe",
         "Remove near-duplicates",
-        f"Remove near-duplicate pairs from **{current.name}**? This cannot be undone.",
+        f"Remove near-duplicate pairs from **{current.name}**? (The History tab can undo it.)",
         "Remove duplicates",
         lambda: _dedupe(current),
     )

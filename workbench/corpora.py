@@ -218,5 +218,6 @@ def _create(session: Session, name: str, src_lang: str, tgt_lang: str) -> Corpus
         history.diff(Corpus, {}, history.capture(session, Corpus, [corpus.id])),
         corpus_id=corpus.id,
         summary=f"created corpus {name!r}",
+        reversible=False,  # Delete removes a corpus (through the trash), not undo
     )
     return CorpusInfo(corpus.id, name, src_lang, tgt_lang, 0, corpus.created_at)

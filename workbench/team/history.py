@@ -14,8 +14,11 @@
 * **Reading**: ``list_changes`` (filter by actor and time), ``actors``, ``changes_since``.
 * **Undo**: ``undo_change`` (one change) and ``undo_since`` (every change of a corpus since a
   moment, newest first, in one transaction). An undo is a new change (``undoes`` names the
-  one it reversed), itself undoable. It checks first that every row is still as the change
-  left it, and otherwise changes nothing and says which row moved on.
+  one it reversed), itself undoable. Undo never removes a corpus row (that would take its
+  pairs by cascade, and its History tab with it): the corpus an import created stays, empty;
+  deleting a corpus is Delete's job, which goes through the trash. An undo checks first
+  that every row is still as the change left it, else changes nothing and says which row
+  moved on.
 
 Append-only: nothing updates or deletes a ``changes`` row. Who acts comes from
 ``current_actor`` (the one seam for sign-in to fill in).
@@ -326,6 +329,8 @@ def _undo(s: Session, change: Change) -> int:
         raise WorkbenchError(f"change #{change.id} was already undone (change #{later})")
     items: list[dict[str, Any]] = []
     for item in change.items:
+        if item.get("table") == "corpora" and item["before"] is None:
+            continue  # a corpus made by the change stays (empty): deleting one is Delete's job
         if "id_ranges" in item:
             items += _import_undo_items(s, change, item["id_ranges"])
         else:
@@ -380,8 +385,6 @@ def _apply(s: Session, change_id: int, items: list[dict[str, Any]]) -> None:
                 )
     for name in reversed(_TABLES):  # deletes: pairs and terms before their corpus
         doomed = [item["id"] for item in by_table.get(name, []) if item["after"] is None]
-        if name == "corpora":
-            _refuse_non_empty(s, doomed)
         table = _table(_TABLES[name])
         for chunk in _chunks(doomed):
             s.execute(delete(table).where(table.c.id.in_(chunk)))
@@ -403,15 +406,3 @@ def _apply(s: Session, change_id: int, items: list[dict[str, Any]]) -> None:
         if added:
             s.execute(insert(table), added)
     s.flush()
-
-
-def _refuse_non_empty(s: Session, corpus_ids: list[int]) -> None:
-    """Removing a corpus row would delete its pairs and terms by cascade: never in an undo."""
-    for model in (Pair, GlossaryTerm):
-        table = _table(model)
-        for chunk in _chunks(corpus_ids):
-            busy = s.scalar(select(table.c.corpus_id).where(table.c.corpus_id.in_(chunk)).limit(1))
-            if busy is not None:
-                raise WorkbenchError(
-                    f"corpus {busy} is not empty: undo the changes to its pairs and terms first"
-                )

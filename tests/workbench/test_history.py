@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import func, select
 
 from db.models import Change, utcnow
-from workbench import cleanups, corpora, glossary, importing, pairs
+from tests.workbench.test_registry import outside_folder  # noqa: F401 (a fixture)
+from workbench import cleanups, corpora, glossary, importing, pairs, registry
 from workbench.cleaning import CleaningOptions
 from workbench.errors import WorkbenchError
 from workbench.storage import engine, session_scope
@@ -258,3 +259,23 @@ def test_nothing_is_recorded_for_reads(wb_home: Path) -> None:
     corpora.list_corpora()
     with session_scope() as s:
         assert s.scalar(select(func.count()).select_from(Change)) == 1  # the create
+
+
+def test_version_changes_are_recorded_and_renames_undone(request: pytest.FixtureRequest) -> None:
+    folder = request.getfixturevalue("outside_folder")  # (from test_registry)
+    info = corpora.create_corpus("models", "zh", "en")
+    version = registry.register_version(folder, {}, corpus_id=info.id, name="first")
+    registry.rename_version(version, "better name")
+    registry.set_notes(version, "good on menus")
+    rename = history.list_changes(info.id)[1]
+    assert (rename.entity, rename.entity_id, rename.action) == ("version", version, "rename")
+    with pytest.raises(WorkbenchError, match="changed after"):  # the notes came later
+        history.undo_change(rename.id)
+    history.undo_since(info.id, rename.at)
+    assert (registry.get_version(version).name, registry.get_version(version).notes) == (
+        "first",
+        "",
+    )
+    registry.delete_version(version)
+    actions = [(c.action, c.reversible) for c in history.list_changes(info.id)]
+    assert actions[0] == ("delete", False) and ("register", False) in actions

@@ -312,3 +312,19 @@ def test_the_command_line_lists_undoes_and_restores(wb_home: Path, tmp_path: Pat
     assert f"#{corpus.id}  Menus  2 pairs" in cli("trash").stdout
     assert cli("restore-corpus", str(corpus.id)).stdout.strip() == "restored corpus 'Menus'"
     assert corpora.get_corpus("Menus").pair_count == 2
+
+
+def test_a_pool_sentence_accepted_into_the_corpus_is_recorded(wb_home: Path) -> None:
+    from db.models import PoolSentence
+    from workbench import pool
+
+    info = corpora.create_corpus("pool", "zh", "en")
+    pool.add_to_pool(info.id, "早上好\n".encode())
+    with session_scope() as s:  # as a pool job would have translated it
+        sentence = s.scalar(select(PoolSentence))
+        sentence.output, sentence_id = "good morning", sentence.id
+    pair_id = pool.review(sentence_id, "accept")
+    change = history.list_changes(info.id)[0]
+    assert (change.action, change.entity, change.entity_id) == ("edit", "pair", pair_id)
+    history.undo_change(change.id)
+    assert corpora.get_corpus(info.id).pair_count == 0

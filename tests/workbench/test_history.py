@@ -95,11 +95,13 @@ def test_undo_since_a_time_returns_the_corpus_to_that_moment(wb_home: Path) -> N
     corpora.rename_corpus(info.id, "since renamed")
     history.undo_change(_latest().id)  # the rename, undone already: left alone
     corpora.rename_corpus(info.id, "renamed again")
+    pairs.add_pair(info.id, "再", "again")
+    history.undo_change(history.undo_change(_latest().id))  # added, removed, added again
     pairs.deduplicate(info.id)  # changes nothing: records nothing
 
-    assert history.changes_since(info.id, moment) == 6
+    assert history.changes_since(info.id, moment) == 7
     undone = history.undo_since(info.id, moment)
-    assert len(undone) == 6
+    assert len(undone) == 7
     assert (_raw("pairs"), _raw("glossary_terms"), _raw("corpora")) == snapshot
     assert history.changes_since(info.id, moment) == 0  # the undos cancel the window out
     assert history.undo_since(info.id, moment) == []

@@ -283,8 +283,8 @@ def undo_change(change_id: int) -> int:
 
 def undo_since(corpus_id: int, since: datetime) -> list[int]:
     """Undo every change to the corpus made at or after ``since``, newest first, in one
-    transaction: all or nothing. Changes already undone (and the undos of changes in the
-    window) are left out, as are those that cannot be undone (a version's files).
+    transaction: all or nothing. A change and its undo inside the window cancel out and are
+    left alone, as are changes that cannot be undone (a version's files).
     Returns the new changes' ids."""
     return _undoing(lambda s: [_undo(s, c) for c in _to_undo_since(s, corpus_id, since)])
 
@@ -305,19 +305,28 @@ def _get(s: Session, change_id: int) -> Change:
 
 
 def _to_undo_since(s: Session, corpus_id: int, since: datetime) -> list[Change]:
+    """The changes whose undo returns the corpus to its state at ``since``, newest first.
+
+    Undos form chains (a change, its undo, the undo of that …; each change is undone at
+    most once, and always later, so inside the window). Within the window only the newest
+    link of a chain counts: undone once when the chain has an odd number of links in the
+    window (their effects do not cancel out), left alone when even."""
     window = s.scalars(
         select(Change)
         .where(Change.corpus_id == corpus_id, Change.at >= since)
         .order_by(Change.id.desc())
     ).all()
-    ids = {c.id for c in window}
+    by_id = {c.id: c for c in window}
     undone = {c.undoes for c in window if c.undoes is not None}
-    undone |= set(_undone_by(s, sorted(ids)))
-    return [
-        c
-        for c in window
-        if c.reversible and c.id not in undone and (c.undoes is None or c.undoes not in ids)
-    ]
+    todo = []
+    for newest in (c for c in window if c.id not in undone):
+        links, link = 1, newest
+        while link.undoes in by_id:
+            link = by_id[link.undoes]
+            links += 1
+        if links % 2 and newest.reversible:
+            todo.append(newest)
+    return todo
 
 
 def _undo(s: Session, change: Change) -> int:

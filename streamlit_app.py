@@ -22,6 +22,7 @@ st.set_page_config(
 
 startup.apply_style()
 startup.seed_demo()
+startup.sweep_trash()
 grid.keep_drafts()  # before any page can drop a grid's unsaved edits
 
 pages = [

@@ -32,6 +32,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     func,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -111,6 +112,7 @@ class Base(DeclarativeBase):
         datetime: UTCDateTime(),
         dict[str, Any]: JSON(),
         list[int]: JSON(),
+        list[Any]: JSON(),
     }
 
 
@@ -145,6 +147,11 @@ class Corpus(Base):
     splits_grouped: Mapped[bool] = mapped_column(Boolean, default=True, server_default=false())
     # What the latest regrouping moved, for the Corpus page ('' when nothing ever moved).
     split_note: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # In the trash since (``workbench.team.trash``): hidden, and really removed after the
+    # trash period. ``name`` then holds a trash name so the old one is free to reuse;
+    # ``deleted_name`` keeps the old one for a restore.
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    deleted_name: Mapped[str | None] = mapped_column(String(200))
 
 
 class Pair(Base):
@@ -465,3 +472,34 @@ class TableDraft(Base):
     table_kind: Mapped[str] = mapped_column(String(16))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class Change(Base):
+    """One recorded write (``workbench.team.history``): who made it, when, and what it did.
+
+    Append-only: rows are added in the transaction of the write they describe and never
+    updated or deleted. ``items`` lists the rows the write touched, each
+    ``{"table", "id", "before", "after"}`` with the exact stored values (None: the row did
+    not exist); an import lists only its new pairs' ids as ``{"table", "id_ranges"}``.
+    ``undoes`` names the change an undo reversed.
+    """
+
+    __tablename__ = "changes"
+    __table_args__ = (
+        Index("ix_changes_corpus_id_id", "corpus_id", "id"),
+        Index("ix_changes_at", "at"),
+        _AUTOINCREMENT,
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    actor: Mapped[str] = mapped_column(String(200))
+    # No FKs: a change outlives the corpus or version it describes.
+    corpus_id: Mapped[int | None] = mapped_column(Integer)
+    entity: Mapped[str] = mapped_column(String(16))  # pair, term, corpus, version
+    entity_id: Mapped[int | None] = mapped_column(Integer)  # when the change is about one row
+    action: Mapped[str] = mapped_column(String(16))
+    summary: Mapped[str] = mapped_column(Text, default="", server_default="")
+    items: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    reversible: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    undoes: Mapped[int | None] = mapped_column(Integer, index=True)

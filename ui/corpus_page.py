@@ -3,7 +3,8 @@
 The tabs: Pairs (``ui.pairs_table``: a paged, searchable table whose edits are saved together
 in one transaction), Import (``ui.import_panel``: previewed and validated before anything is
 written), Export & clean up (``ui.cleaning_panel``: previewed, confirmed, undoable),
-Statistics, and Glossary (``ui.glossary_panel``).
+Statistics, Glossary (``ui.glossary_panel``), and History (``ui.history_panel``: every
+change, undo, and the trash of deleted corpora).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ui import (
     formatting,
     glossary_panel,
     grid,
+    history_panel,
     import_panel,
     pairs_table,
     pickers,
@@ -25,6 +27,7 @@ from ui import (
 from workbench import corpora, exporting, pairs
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
+from workbench.team import trash
 
 TABS = (
     ":material/table: Pairs",
@@ -32,6 +35,7 @@ TABS = (
     ":material/download: Export & clean up",
     ":material/bar_chart: Statistics",
     ":material/menu_book: Glossary",
+    ":material/history: History",
 )
 GRID_OF_TAB = {TABS[0]: "pairs", TABS[4]: "glossary"}  # the tabs that hold a grid
 
@@ -48,6 +52,8 @@ def render() -> None:
         )
         with st.container(border=True):
             create_form()
+        with st.expander("Trash: deleted corpora", icon=":material/delete:"):
+            history_panel.trash_list()
         return
 
     head = st.columns([5, 1, 1, 1], vertical_alignment="bottom")
@@ -64,7 +70,8 @@ def render() -> None:
         "delete_corpus",
         "Delete corpus",
         f"Delete **{current.name}** and its **{formatting.plural(current.pair_count, 'pair')}**? "
-        "This cannot be undone. Model versions trained on it are kept.",
+        f"It stays in the trash for {trash.TRASH_DAYS} days (History tab → Trash), where it "
+        "can be restored. Model versions trained on it are kept.",
         "Delete corpus",
         lambda: _delete(current),
     )
@@ -87,6 +94,9 @@ def render() -> None:
     if tabs[4].open:
         with tabs[4]:
             glossary_panel.glossary_panel(current)
+    if tabs[5].open:
+        with tabs[5]:
+            history_panel.history_panel(current)
 
 
 def _open_grid(corpus_id: int, table: str) -> None:
@@ -168,7 +178,7 @@ def export_panel(current: CorpusInfo) -> None:
     dialogs.confirmation_dialog(
         "dedupe",
         "Remove near-duplicates",
-        f"Remove near-duplicate pairs from **{current.name}**? This cannot be undone.",
+        f"Remove near-duplicate pairs from **{current.name}**? (The History tab can undo it.)",
         "Remove duplicates",
         lambda: _dedupe(current),
     )

@@ -1,5 +1,6 @@
-"""What the app does on every start of a script run, before the page: its style, and the demo
-corpus on a first start (see ``workbench.demo``)."""
+"""What the app does on every start of a script run, before the page: its style, the demo
+corpus on a first start (see ``workbench.demo``), and emptying what has been in the trash
+long enough (``workbench.team.trash``, once per server process)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import streamlit as st
 
 from ui.feedback import error_boundary
 from workbench import demo, settings
+from workbench.team import trash
 
 APP_TITLE = "Translation workbench"
 
@@ -42,3 +44,15 @@ def seed_demo() -> None:
                 "to try it.",
                 icon=":material/waving_hand:",
             )
+
+
+@st.cache_resource(show_spinner=False)
+def _swept_trash(database: str) -> int:
+    """Once per server process and database (the worker sweeps too, when it starts)."""
+    return trash.sweep_trash()
+
+
+def sweep_trash() -> None:
+    """Remove for good the corpora deleted more than ``trash.TRASH_DAYS`` days ago."""
+    with error_boundary("emptying the trash"):
+        _swept_trash(settings.database_url())

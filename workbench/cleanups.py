@@ -24,6 +24,7 @@ from workbench.cleaning import Cleaner, CleaningOptions, Verdict
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
+from workbench.team import history
 from workbench.text_rules import pair_hash
 
 PREVIEW_SAMPLE = 20
@@ -166,6 +167,8 @@ def apply_cleanup(corpus_id: CorpusRef, options: CleaningOptions) -> CleanupInfo
                 converted.append((pair.id, verdict.source, verdict.target, new_hash))
         if changes:
             s.execute(CleanupChange.__table__.insert(), changes)
+        touched = [pair.id for pair, _verdict in decisions]
+        before = history.capture(s, Pair, touched)
         for start in range(0, len(removed), 900):
             s.execute(delete(Pair).where(Pair.id.in_(removed[start : start + 900])))
         now = utcnow()
@@ -175,6 +178,11 @@ def apply_cleanup(corpus_id: CorpusRef, options: CleaningOptions) -> CleanupInfo
                 .where(Pair.id == pid)
                 .values(source=source, target=target, content_hash=new_hash, updated_at=now)
             )
+        after = history.capture(s, Pair, touched)
+        summary = f"clean-up #{cleanup.id}: {len(removed)} removed, {len(converted)} changed"
+        history.record(
+            s, "cleanup", history.diff(Pair, before, after), corpus_id=corpus.id, summary=summary
+        )
         return _info(cleanup)
 
 
@@ -192,6 +200,7 @@ def undo_cleanup(cleanup_id: int) -> UndoResult:
             select(CleanupChange).where(CleanupChange.cleanup_id == cleanup.id)
         ).all()
         taken = set(s.scalars(select(Pair.content_hash).where(Pair.corpus_id == cleanup.corpus_id)))
+        before = history.capture(s, Pair, [c.pair_id for c in changes])
         restored = reverted = skipped = 0
         now = utcnow()
         for change in changes:
@@ -230,6 +239,14 @@ def undo_cleanup(cleanup_id: int) -> UndoResult:
                 reverted += 1
             s.flush()
         cleanup.undone_at = now
+        after = history.capture(s, Pair, [c.pair_id for c in changes])
+        history.record(
+            s,
+            "cleanup undo",
+            history.diff(Pair, before, after),
+            corpus_id=cleanup.corpus_id,
+            summary=f"clean-up #{cleanup.id} undone: {restored} restored, {reverted} reverted",
+        )
     return UndoResult(restored, reverted, skipped)
 
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -26,6 +26,7 @@ from db.engine import MAX_ID
 from db.models import Corpus, Pair
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
+from workbench.team import history, trash
 from workbench.text_rules import explicit_id, normalize_text, validate_name
 
 CorpusRef = int | str
@@ -92,18 +93,26 @@ def rename_corpus(corpus_id: CorpusRef, new_name: str) -> CorpusInfo:
             other = s.scalar(select(Corpus.id).where(Corpus.name == clean))
             if other is not None and other != corpus.id:
                 raise WorkbenchError(f"a corpus named {clean!r} already exists")
+            before = history.capture(s, Corpus, [corpus.id])
             corpus.name = clean
             s.flush()
+            history.record(
+                s,
+                "rename",
+                history.diff(Corpus, before, history.capture(s, Corpus, [corpus.id])),
+                corpus_id=corpus.id,
+                summary=f"renamed the corpus to {clean!r}",
+            )
             return describe(s, corpus)
     except IntegrityError:
         raise WorkbenchError(f"a corpus named {clean!r} already exists") from None
 
 
 def delete_corpus(corpus_id: CorpusRef) -> None:
-    """Delete a corpus and (by ON DELETE CASCADE) all its pairs."""
+    """Move a corpus with its pairs to the trash (``workbench.team.trash``): hidden at once,
+    restorable for ``trash.TRASH_DAYS`` days, then removed for good."""
     with session_scope() as s:
-        corpus = find(s, corpus_id)
-        s.execute(delete(Corpus).where(Corpus.id == corpus.id))
+        trash.trash_corpus(s, find(s, corpus_id))
 
 
 def list_corpora() -> list[CorpusInfo]:
@@ -112,7 +121,7 @@ def list_corpora() -> list[CorpusInfo]:
     stmt = (
         select(Corpus, func.coalesce(counts.c.n, 0))
         .outerjoin(counts, counts.c.corpus_id == Corpus.id)
-        .where(Corpus.import_token.is_(None))
+        .where(Corpus.import_token.is_(None), Corpus.deleted_at.is_(None))
         .order_by(Corpus.name)
     )
     with session_scope() as s:
@@ -147,8 +156,10 @@ def describe(session: Session, corpus: Corpus) -> CorpusInfo:
 
 
 def visible(corpus: Corpus | None) -> Corpus | None:
-    """``corpus`` unless it is hidden by a large import in progress: a staging corpus does not
-    exist for anyone else; an (empty) corpus receiving pairs is busy."""
+    """``corpus`` unless it is in the trash or hidden by a large import in progress: a
+    staging corpus does not exist for anyone else; an (empty) corpus receiving pairs is busy."""
+    if corpus is not None and corpus.deleted_at is not None:
+        return None
     if corpus is None or corpus.import_token is None:
         return corpus
     if corpus.name == STAGING_NAME.format(token=corpus.import_token):
@@ -201,4 +212,12 @@ def _create(session: Session, name: str, src_lang: str, tgt_lang: str) -> Corpus
     corpus = Corpus(name=name, src_lang=src_lang, tgt_lang=tgt_lang)
     session.add(corpus)
     session.flush()
+    history.record(
+        session,
+        "create",
+        history.diff(Corpus, {}, history.capture(session, Corpus, [corpus.id])),
+        corpus_id=corpus.id,
+        summary=f"created corpus {name!r}",
+        reversible=False,  # Delete removes a corpus (through the trash), not undo
+    )
     return CorpusInfo(corpus.id, name, src_lang, tgt_lang, 0, corpus.created_at)

@@ -39,6 +39,7 @@ from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.formats import Data, sentence_lines
 from workbench.storage import session_scope
+from workbench.team import history
 from workbench.text_rules import normalize_text
 
 MAX_TERM_CHARS = 200
@@ -139,8 +140,27 @@ def set_terms(corpus_id: CorpusRef, rows: list[tuple[object, object]]) -> int:
 def replace_terms(s: Session, corpus: Corpus, rows: list[tuple[object, object]]) -> int:
     """``set_terms`` inside the caller's unit of work (a saved glossary draft)."""
     terms = _clean_terms(rows)
-    s.execute(delete(GlossaryTerm).where(GlossaryTerm.corpus_id == corpus.id))
-    s.add_all(GlossaryTerm(corpus_id=corpus.id, source_term=a, target_term=b) for a, b in terms)
+    mine = GlossaryTerm.corpus_id == corpus.id
+    before = history.capture(s, GlossaryTerm, where=mine)
+    # Terms that stay keep their rows (and ids), so the history shows only real changes.
+    wanted = dict(terms)
+    kept = {r["source_term"] for r in before.values() if r["source_term"] in wanted}
+    s.execute(delete(GlossaryTerm).where(mine, GlossaryTerm.source_term.not_in(kept)))
+    for row in s.scalars(select(GlossaryTerm).where(mine)):
+        row.target_term = wanted[row.source_term]
+    s.add_all(
+        GlossaryTerm(corpus_id=corpus.id, source_term=a, target_term=b)
+        for a, b in terms
+        if a not in kept
+    )
+    s.flush()
+    history.record(
+        s,
+        "glossary",
+        history.diff(GlossaryTerm, before, history.capture(s, GlossaryTerm, where=mine)),
+        corpus_id=corpus.id,
+        summary=f"glossary saved: {len(terms)} terms",
+    )
     return len(terms)
 
 

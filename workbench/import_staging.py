@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.orm import Session
@@ -44,6 +45,7 @@ from workbench.pair_writer import (
     target_id_now,
 )
 from workbench.storage import session_scope
+from workbench.team import history
 
 DROP_BATCH = 20_000  # staged pairs deleted per transaction when an import is undone
 
@@ -160,11 +162,13 @@ def _publish(
     row = _check_staging(s, staging, target)
     if staging.adopted:
         row.import_token = None
+        _record(s, row.id, staging.id, {}, added)
         return row.id, added
     cid = target_id_now(s, target)
     if cid is None:  # a new corpus: the staging corpus becomes it, pairs stay where they are
         row.name, row.import_token = target.name, None
         s.flush()
+        _record(s, row.id, staging.id, history.capture(s, Corpus, [row.id]), added)
         return row.id, added
     cache = conn.exec_driver_sql("PRAGMA cache_size").scalar()
     conn.exec_driver_sql(f"PRAGMA cache_size = -{SqliteWriter.CACHE_KIB}")  # 4x faster move
@@ -182,10 +186,20 @@ def _publish(
     ids = [sid for sid, _h, _p in clashes]
     for start in range(0, len(ids), 900):
         conn.execute(delete(Pair).where(Pair.id.in_(ids[start : start + 900])))
+    _record(s, cid, staging.id, {}, added - len(ids))
     conn.execute(update(Pair).where(Pair.corpus_id == staging.id).values(corpus_id=cid))
     conn.execute(delete(Corpus).where(Corpus.id == staging.id))
     conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache)}")
     return cid, added - len(ids)
+
+
+def _record(
+    s: Session, cid: int, staging_id: int, created: dict[int, dict[str, Any]], added: int
+) -> None:
+    """Record the import (``history.record_import``): the staged pairs are all its own."""
+    ids = s.scalars(select(Pair.id).where(Pair.corpus_id == staging_id))
+    summary = f"imported {added:,} pairs"
+    history.record_import(s, cid, ids, created_corpus=created, summary=summary)
 
 
 def _drop_staging(staging: _Staging, batch: int = DROP_BATCH) -> None:

@@ -42,6 +42,7 @@ from workbench.formats import Data, Record, read_rows
 from workbench.import_checks import ImportResult, ParsedImport, ParsedPair, Validator
 from workbench.import_staging import can_stage, import_staged, sweep_import_staging
 from workbench.pair_writer import (
+    CoreWriter,
     ImportTarget,
     ParserGate,
     drop_existing,
@@ -49,6 +50,7 @@ from workbench.pair_writer import (
     target_id_now,
 )
 from workbench.storage import session_scope
+from workbench.team import history
 from workbench.text_rules import looks_like_id, validate_name
 
 IMPORT_CHUNK = 20_000  # pairs per write transaction (about a second of the SQLite write lock)
@@ -203,11 +205,14 @@ def _import_at_once(
     writer = new_writer(conn, gate)
     try:
         cid = target_id_now(s, target)  # still there, now that we hold the write lock?
+        created: dict[int, dict[str, Any]] = {}
         if cid is None:
             corpus = Corpus(name=target.name, src_lang=target.src_lang, tgt_lang=target.tgt_lang)
             s.add(corpus)
             s.flush()
             cid = corpus.id
+            created = history.capture(s, Corpus, [cid])
+        last_id = s.scalar(select(func.max(Pair.id))) or 0
         existing = s.scalar(select(func.count()).where(Pair.corpus_id == cid)) or 0
         for chunk in chunks:
             if existing:  # (in-file duplicates are already gone)
@@ -220,6 +225,13 @@ def _import_at_once(
         writer.abort()
         raise
     writer.finish()
+    # The new pairs: ids above the largest before the import. On SQLite the write lock makes
+    # that exact; elsewhere a concurrent writer's pairs are told apart by the writer's stamp.
+    new = select(Pair.id).where(Pair.corpus_id == cid, Pair.id > last_id)
+    if isinstance(writer, CoreWriter):
+        new = new.where(Pair.created_at == writer.now)
+    summary = f"imported {added:,} pairs"
+    history.record_import(s, cid, s.scalars(new), created_corpus=created, summary=summary)
     return cid, added
 
 

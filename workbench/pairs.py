@@ -33,6 +33,7 @@ from workbench import splits
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
+from workbench.team import history
 from workbench.text_rules import (
     MAX_CHARS,
     clean_text,
@@ -311,6 +312,7 @@ def edit_pairs(
     _raise_collected(errors)
 
     # 3. Write: deletes, updates (two phases so pairs may swap content), inserts.
+    before = history.capture(s, Pair, ids)
     if deleted_ids:
         s.execute(delete(Pair).where(Pair.id.in_(sorted(deleted_ids))))
     now = utcnow()
@@ -356,6 +358,15 @@ def edit_pairs(
     moves = splits.settle_splits(s, corpus.id, pulled, why="an edit", written=written)
     cleaned = sum(r.removed for _l, _pid, r in labelled)
     ids_added = [o.id for o in objs]
+    after = history.capture(s, Pair, [*ids_added, *(i for i in ids if i not in deleted_ids)])
+    counts = ((len(objs), "added"), (len(changed), "edited"), (len(deleted_ids), "deleted"))
+    history.record(
+        s,
+        "edit",
+        history.diff(Pair, before, after),
+        corpus_id=corpus.id,
+        summary=", ".join(f"{n} {what}" for n, what in counts if n),
+    )
     return EditResult(
         len(objs), len(changed), len(deleted_ids), ids_added, cleaned, sum(moves.values())
     )
@@ -380,6 +391,7 @@ def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
     changed = 0
     with session_scope() as s:
         corpus = find(s, corpus_id)
+        before = history.capture(s, Pair, ids)
         for start in range(0, len(ids), 900):
             res = s.execute(
                 update(Pair)
@@ -391,6 +403,14 @@ def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
         # the moved pairs take their sentence groups along (workbench.splits)
         splits.settle_splits(
             s, corpus.id, dict.fromkeys(ids, value), why="a change of split", written=ids
+        )
+        mine = {i: row for i, row in before.items() if row["corpus_id"] == corpus.id}
+        history.record(
+            s,
+            "split",
+            history.diff(Pair, mine, history.capture(s, Pair, mine)),
+            corpus_id=corpus.id,
+            summary=f"{changed} moved to {value}",
         )
     return changed
 
@@ -456,6 +476,14 @@ def deduplicate(corpus_id: CorpusRef) -> int:
             else:
                 seen.add(key)
         result.close()
+        before = history.capture(s, Pair, doomed)
         for start in range(0, len(doomed), 900):
             s.execute(delete(Pair).where(Pair.id.in_(doomed[start : start + 900])))
+        history.record(
+            s,
+            "dedupe",
+            history.diff(Pair, before, {}),
+            corpus_id=corpus.id,
+            summary=f"{len(doomed)} near-duplicates removed",
+        )
         return len(doomed)

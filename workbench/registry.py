@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
 from core_model.artifact import (
     WEIGHTS_FILE,
@@ -39,6 +40,7 @@ from workbench import settings
 from workbench.corpora import get_corpus, validate_lang
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
+from workbench.team import history
 from workbench.text_rules import clean_text, strip_invisible, validate_name
 
 
@@ -230,13 +232,17 @@ def register_version(
         version.artifact_path = settings.model_folder(version.id)
         version.name = name or f"{corpus.name if corpus else 'model'} v{version.id}"
         version_id, relative = version.id, version.artifact_path
+        _record(s, version, "register", {}, f"registered version {version.name!r}", False)
     destination = settings.resolve(relative)
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(model_dir), destination)
     except OSError as exc:
         with session_scope() as s:
+            version = s.get(ModelVersion, version_id)
+            before = history.capture(s, ModelVersion, [version_id])
             s.execute(delete(ModelVersion).where(ModelVersion.id == version_id))
+            _record(s, version, "delete", before, "its files could not be stored", False)
         raise ArtifactError(f"could not store the model files ({exc})") from exc
     return version_id
 
@@ -306,7 +312,9 @@ def rename_version(version_id: int, name: str) -> None:
         version = s.get(ModelVersion, version_id)
         if version is None:
             raise WorkbenchError(f"Model version {version_id} does not exist.")
+        before = history.capture(s, ModelVersion, [version.id])
         version.name = name
+        _record(s, version, "rename", before, f"renamed version #{version.id} to {name!r}")
 
 
 def set_notes(version_id: int, notes: str) -> None:
@@ -314,7 +322,9 @@ def set_notes(version_id: int, notes: str) -> None:
         version = s.get(ModelVersion, version_id)
         if version is None:
             raise WorkbenchError(f"Model version {version_id} does not exist.")
+        before = history.capture(s, ModelVersion, [version.id])
         version.notes = strip_invisible(notes)[0]
+        _record(s, version, "notes", before, f"notes of version #{version.id} changed")
 
 
 def delete_version(version_id: int) -> None:
@@ -324,6 +334,7 @@ def delete_version(version_id: int) -> None:
         if version is None:
             raise WorkbenchError(f"Model version {version_id} does not exist.")
         folder = settings.resolve(version.artifact_path)
+        before = history.capture(s, ModelVersion, [version.id])
         # lineage has no foreign key (migration 0008): the children lose their parent here,
         # their cumulative numbers stay
         s.execute(
@@ -332,8 +343,27 @@ def delete_version(version_id: int) -> None:
             .values(parent_version_id=None)
         )
         s.delete(version)
+        _record(s, version, "delete", before, f"deleted version {version.name!r}", False)
     shutil.rmtree(folder, ignore_errors=True)
     _load_cached.cache_clear()
+
+
+def _record(
+    s: Session,
+    version: ModelVersion,
+    action: str,
+    before: dict[int, dict[str, Any]],
+    summary: str,
+    reversible: bool = True,
+) -> None:
+    """Record a change to a version's row. Adding and deleting a version move its files too,
+    which an undo cannot do: those changes are recorded as not reversible."""
+    s.flush()
+    after = history.capture(s, ModelVersion, [version.id])
+    items = history.diff(ModelVersion, before, after)
+    history.record(
+        s, action, items, corpus_id=version.corpus_id, summary=summary, reversible=reversible
+    )
 
 
 @lru_cache(maxsize=4)

@@ -39,6 +39,7 @@ from workbench.errors import WorkbenchError
 from workbench.registry import artifact_dir, register_version
 from workbench.snapshots import snapshot_from_ids
 from workbench.storage import session_scope
+from workbench.team import trash
 from workbench.worker_process import hold_worker_lock
 
 log = logging.getLogger("workbench.worker")
@@ -355,6 +356,7 @@ def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | Non
     idle_since = time.monotonic()
     log.info("worker %s started (home %s)", me, settings.home())
     run_folders.sweep_run_folders()
+    trash.sweep_trash()  # corpora deleted more than trash.TRASH_DAYS ago
     cuda = torch.cuda.is_available()
     while True:
         try:

@@ -190,8 +190,8 @@ def test_restore_refuses_a_target_that_holds_data_unless_forced(
     done = _restore(archive)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: the database is not empty (corpora, pairs hold rows): restore into an empty "
-        "one, or force it to replace what is there (--force)"
+        "error: the database is not empty (changes, corpora, pairs hold rows): restore into an "
+        "empty one, or force it to replace what is there (--force)"
     ]
     assert _untouched_target() == target and db_fingerprint() == fingerprint
 

@@ -120,7 +120,7 @@ def test_the_corpus_deleted_during_a_staged_import_fails_it_cleanly(
     monkeypatch.setattr(K.Validator, "check", deleting_check)
     with pytest.raises(WorkbenchError, match="was deleted during the import"):
         I.import_file(info.id, "\n".join(ROWS[:80]).encode(), "tsv")
-    assert _all_rows() == (0, 0)
+    assert _all_rows() == (1, 1)  # the deleted corpus, in the trash with its one pair
 
 
 def test_an_empty_corpus_receives_a_large_import_in_place(
@@ -190,4 +190,5 @@ def test_a_killed_import_is_invisible_and_swept(wb_home: Path, tmp_path: Path) -
     with pytest.raises(WorkbenchError, match="receiving a large import"):
         C.get_corpus("fresh")
     assert ST.sweep_import_staging() == 1
-    assert C.get_corpus("fresh").pair_count == 0 and _all_rows() == (2, 0)
+    # (the first "fresh", deleted above, waits in the trash with its 1,000 pairs)
+    assert C.get_corpus("fresh").pair_count == 0 and _all_rows() == (3, 1000)

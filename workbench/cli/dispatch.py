@@ -28,6 +28,7 @@ from workbench import settings
 from workbench.cli import (
     backup_commands,
     corpus_commands,
+    history_commands,
     model_commands,
     serving_commands,
     training_commands,
@@ -35,7 +36,14 @@ from workbench.cli import (
 from workbench.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, Command, print_error
 from workbench.errors import WorkbenchError
 
-GROUPS = (corpus_commands, training_commands, model_commands, serving_commands, backup_commands)
+GROUPS = (
+    corpus_commands,
+    history_commands,
+    training_commands,
+    model_commands,
+    serving_commands,
+    backup_commands,
+)
 COMMANDS: list[Command] = [cmd for group in GROUPS for cmd in group.COMMANDS]
 
 

@@ -1,0 +1,101 @@
+"""The Corpus page's History tab (Streamlit AppTest on a real SQLite file): the list of
+changes, its filter by user, undo with a confirmation, undo since a moment, and the trash."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time
+from pathlib import Path
+
+import pytest
+
+from tests.ui.test_pages import assert_clean, open_page, texts
+from workbench import corpora, demo, pairs
+from workbench.team import history
+
+HISTORY_TAB = ":material/history: History"
+
+
+@pytest.fixture
+def edited_corpus(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """A corpus that ana made with three pairs, two of which bo then deleted."""
+    monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
+    monkeypatch.setattr(history, "current_actor", lambda: "ana@example.org")
+    info = corpora.create_corpus("Menus", "zh", "en")
+    ids = pairs.apply_edits(
+        info.id,
+        added=[
+            {"source": s, "target": t}
+            for s, t in [("汤", "soup"), ("面", "noodles"), ("茶", "tea")]
+        ],
+    ).added_ids
+    monkeypatch.setattr(history, "current_actor", lambda: "bo@example.org")
+    pairs.apply_edits(info.id, deleted=ids[:2])
+    monkeypatch.setattr(history, "current_actor", lambda: history.LOCAL_ACTOR)
+    return info.id
+
+
+def _history_page():
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = HISTORY_TAB
+    at.run()
+    assert_clean(at)
+    return at
+
+
+def _listed(at):
+    """The History tab's table of changes (the only table while the tab is open)."""
+    [table] = at.dataframe
+    return table.value
+
+
+def test_the_history_tab_lists_filters_and_undoes_with_confirmation(edited_corpus: int) -> None:
+    at = _history_page()
+    table = _listed(at)
+    assert list(table["who"]) == ["bo@example.org", "ana@example.org", "ana@example.org"]
+    assert list(table["summary"]) == ["2 deleted", "3 added", "created corpus 'Menus'"]
+
+    at.selectbox(key="history_actor").select("bo@example.org").run()
+    assert list(_listed(at)["summary"]) == ["2 deleted"]
+    at.selectbox(key="history_actor").select("Everyone").run()
+
+    # Undo bo's deletion of two pairs: it asks first; cancelling changes nothing.
+    [deletion] = [c for c in history.list_changes(edited_corpus) if c.summary == "2 deleted"]
+    at.selectbox(key="history_undo_choice").select(deletion.id).run()
+    at.button(key="history_undo").click().run()
+    assert corpora.get_corpus(edited_corpus).pair_count == 1, "undoing two rows asks first"
+    at.button(key="history_undo_one_cancel").click().run()
+    assert corpora.get_corpus(edited_corpus).pair_count == 1
+    at.button(key="history_undo").click().run()
+    at.button(key="history_undo_one_confirm").click().run()
+    assert_clean(at)
+    assert corpora.get_corpus(edited_corpus).pair_count == 3
+    assert f"Undid change #{deletion.id}" in texts(at.success)
+    table = _listed(at)
+    assert table["action"].iloc[0] == "undo" and table["who"].iloc[0] == "local"
+    assert f"undone by #{deletion.id + 1}" in list(table["state"])
+
+    # Everything since midnight: the pairs go; the corpus stays (Delete removes corpora).
+    expander_day = at.date_input(key="history_since_day")
+    assert expander_day.value == datetime.now(UTC).date()
+    at.time_input(key="history_since_time").set_value(time(0, 0)).run()
+    at.button(key="history_undo_since").click().run()
+    assert corpora.get_corpus(edited_corpus).pair_count == 3, "asks first"
+    assert "Undo **1 change**" in texts(at.markdown)  # the deletion and its undo cancel out
+    at.button(key="history_undo_since_confirm").click().run()
+    assert_clean(at)
+    assert corpora.get_corpus(edited_corpus).pair_count == 0
+    assert "Undid 1 change" in texts(at.success)
+
+
+def test_a_deleted_corpus_is_restored_from_the_trash(edited_corpus: int) -> None:
+    at = open_page("corpus")
+    at.button(key="delete_corpus").click().run()
+    assert "trash for 30 days" in texts(at.markdown)
+    at.button(key="delete_corpus_confirm").click().run()
+    assert_clean(at)
+    assert corpora.list_corpora() == []
+    assert "**Menus** (zh→en, 1 pair)" in texts(at.markdown)
+    at.button(key=f"restore_{edited_corpus}").click().run()
+    assert_clean(at)
+    assert [c.name for c in corpora.list_corpora()] == ["Menus"]
+    assert "Restored corpus “Menus”" in texts(at.success)

@@ -267,6 +267,9 @@ class ModelVersion(Base):
     tgt_lang: Mapped[str] = mapped_column(String(32), default="")
     train_pair_count: Mapped[int] = mapped_column(Integer, default=0)
     train_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    # Who trained it: its run's ``started_by`` (kept when the run is deleted), or who
+    # registered a model folder; NULL for versions before 0009.
+    trained_by: Mapped[str | None] = mapped_column(String(320))
     created_at: Mapped[datetime] = _created()
 
 

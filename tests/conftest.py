@@ -34,6 +34,17 @@ from db import dispose_engines
 from workbench.settings import ENV_DB_URL, ENV_HOME
 
 
+@pytest.fixture(autouse=True)
+def local_admin_acts() -> Iterator[None]:
+    """Tests call services as the command line does: as the local admin (a test of roles
+    says who acts with ``access.acting_as``). Reset after, so no test inherits another's."""
+    from workbench.team import access
+
+    access.use_actor_source(access.local_admin)
+    yield
+    access.use_actor_source(None)
+
+
 @pytest.fixture
 def wb_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh WORKBENCH_HOME using the default SQLite file inside it."""

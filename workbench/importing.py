@@ -49,6 +49,7 @@ from workbench.pair_writer import (
     target_id_now,
 )
 from workbench.storage import session_scope
+from workbench.team.access import Permission, require
 from workbench.text_rules import looks_like_id, validate_name
 
 IMPORT_CHUNK = 20_000  # pairs per write transaction (about a second of the SQLite write lock)
@@ -119,6 +120,7 @@ def import_file(
     short transactions of their own (see ``workbench.import_staging``: one transaction would
     hold SQLite's only write lock for as long as the import takes).
     """
+    require(Permission.EDIT)
     validator = Validator()
     gate = ParserGate()
     try:

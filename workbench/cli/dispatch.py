@@ -14,6 +14,10 @@ that are not valid UTF-8 too); argparse usage errors also print one line and exi
 failure of the environment (disk full, database unreachable or unwritable) prints one
 ``error: …`` line and exits 1; an unexpected exception prints one
 ``error: internal error: …`` line and exits 1 (set ``WORKBENCH_DEBUG=1`` for the traceback).
+
+The command line acts as the local admin (``workbench.team.access.local_admin``, named by
+``WORKBENCH_LOCAL_ADMIN``): roles limit the UI's users and API keys, not whoever can run
+commands against the data folder.
 """
 
 from __future__ import annotations
@@ -63,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (``__main__`` passes it to SystemExit)."""
     args = build_parser().parse_args(argv)
+    # Whoever runs the command line owns the data folder: it acts as the local admin.
+    from workbench.team import access
+
+    access.use_actor_source(access.local_admin)
     try:
         _check_text_arguments(args)
         return int(args._run(args) or EXIT_OK)

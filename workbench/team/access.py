@@ -30,7 +30,7 @@ from sqlalchemy import select
 
 from db.models import Role, User
 from workbench import settings
-from workbench.errors import WorkbenchError
+from workbench.errors import PermissionDenied, WorkbenchError
 from workbench.storage import session_scope
 
 ROLES: tuple[Role, ...] = (Role.VIEWER, Role.EDITOR, Role.ADMIN)  # weakest first
@@ -109,6 +109,12 @@ def acting_as(actor: Actor | None) -> Iterator[None]:
         _acting.reset(token)
 
 
+def act_in_this_task(actor: Actor | None) -> None:
+    """``actor`` acts for the rest of this context: an HTTP request (uvicorn runs each in a
+    fresh context, and the thread pool copies it, so it ends with the request)."""
+    _acting.set(actor)
+
+
 def current_actor() -> Actor | None:
     """Who acts now: ``acting_as``'s actor, else the process's source, else nobody."""
     actor = _acting.get()
@@ -124,13 +130,13 @@ def can(permission: Permission) -> bool:
 
 
 def require(permission: Permission) -> Actor:
-    """The current actor, if it holds ``permission``; else a one-line ``WorkbenchError``."""
+    """The current actor, if it holds ``permission``; else a one-line ``PermissionDenied``."""
     actor = current_actor()
     if actor is None:
-        raise WorkbenchError(f"Sign in to {permission}.")
+        raise PermissionDenied(f"Sign in to {permission}.")
     if not actor.can(permission):
         who = " or ".join(r for r in ROLES if allows(r, permission))  # "editor or admin"
-        raise WorkbenchError(f"{actor.email} is a {actor.role}: only an {who} may {permission}.")
+        raise PermissionDenied(f"{actor.email} is a {actor.role}: only an {who} may {permission}.")
     return actor
 
 

@@ -8,6 +8,7 @@ Create Date: 2026-11-24
 - ``api_keys.role``: what a request with the key may do; existing keys become viewers
   (until now a key could only translate, which a viewer may).
 - ``training_runs.started_by``: who queued the run (NULL for runs queued before).
+- ``model_versions.trained_by``: who trained it (its run's ``started_by``) or registered it.
 """
 
 from __future__ import annotations
@@ -49,9 +50,13 @@ def upgrade() -> None:
         )
     with op.batch_alter_table("training_runs") as batch:
         batch.add_column(sa.Column("started_by", sa.String(length=320), nullable=True))
+    with op.batch_alter_table("model_versions") as batch:
+        batch.add_column(sa.Column("trained_by", sa.String(length=320), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("model_versions") as batch:
+        batch.drop_column("trained_by")
     with op.batch_alter_table("training_runs") as batch:
         batch.drop_column("started_by")
     with op.batch_alter_table("api_keys") as batch:

@@ -4,13 +4,15 @@ This file is the router: page config, what every run does first (style, the demo
 first start), and the pages, each registered as a callable (`ui.navigation`: a page's
 module's `render`, inside the error boundary). The pages live in `ui/`; all work is done by
 `workbench` services, and all state that matters lives in the database under WORKBENCH_HOME,
-so reloading the page or restarting Streamlit never stops a training run.
+so reloading the page or restarting Streamlit never stops a training run. With sign-in
+configured (``ui.signin``), nothing but the sign-in button is drawn for an anonymous visitor.
 """
 
 import streamlit as st
 
-from ui import navigation, startup
+from ui import navigation, signin, startup
 from ui.feedback import guarded
+from workbench.team.access import Permission
 
 st.set_page_config(
     page_title=startup.APP_TITLE,
@@ -20,6 +22,8 @@ st.set_page_config(
 )
 
 startup.apply_style()
+signin.install()
+actor = signin.gate()  # with sign-in on, an anonymous visitor stops here
 startup.seed_demo()
 
 pages = [
@@ -30,6 +34,6 @@ pages = [
         url_path=ref.url_path,
         default=ref == navigation.PAGES[0],
     )
-    for ref in navigation.PAGES
+    for ref in navigation.pages(team=signin.sign_in_configured() and actor.can(Permission.USERS))
 ]
 st.navigation(pages, position="top").run()

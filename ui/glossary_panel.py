@@ -8,8 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback, formatting
+from ui.signin import can
 from workbench import glossary
 from workbench.corpora import CorpusInfo
+from workbench.team.access import Permission
 
 
 def glossary_panel(current: CorpusInfo) -> None:
@@ -21,6 +23,9 @@ def glossary_panel(current: CorpusInfo) -> None:
     )
     nonce = st.session_state.get("glossary_nonce", 0)
     terms = pd.DataFrame(glossary.list_terms(current.id), columns=["source term", "target term"])
+    if not can(Permission.EDIT):
+        st.dataframe(terms, hide_index=True, width="stretch")
+        return
     edited = st.data_editor(
         terms,
         num_rows="dynamic",

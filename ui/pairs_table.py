@@ -16,9 +16,11 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback, formatting
+from ui.signin import can
 from workbench import pairs
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
+from workbench.team.access import Permission
 
 PAGE_SIZES = (25, 50, 100, 200)
 VIEW = "pairs_view"  # the _View the table shows (it waits for unsaved edits, see pairs_editor)
@@ -120,14 +122,15 @@ def pairs_editor(current: CorpusInfo) -> None:
 
     rows = result.rows.reset_index(drop=True)
     key = _editor_key(shown)
+    editable = can(Permission.EDIT)  # a viewer reads the same table, locked
     st.data_editor(
         rows,
         key=key,
-        num_rows="dynamic",
+        num_rows="dynamic" if editable else "fixed",
         hide_index=True,
         width="stretch",
         height=min(38 + 35 * (len(rows) + 1), 560),
-        disabled=["id"],
+        disabled=["id"] if editable else True,
         column_order=["id", "source", "target", "split", "note"],
         # No `required=True` on source/target: the browser would then keep a half-filled new
         # row to itself (never sent, so silently dropped); sent, it can be reported instead.
@@ -186,8 +189,12 @@ def pairs_editor(current: CorpusInfo) -> None:
             + (f" ({len(incomplete)} incomplete)" if incomplete else "")
             if n_changes
             else "add rows at the bottom"
+            if editable
+            else "read only"
         )
     )
+    if not editable:
+        return
     if foot[2].button("Discard", key="discard_edits", disabled=not n_changes, width="stretch"):
         st.session_state["editor_nonce"] = st.session_state.get("editor_nonce", 0) + 1
         st.rerun()

@@ -13,7 +13,9 @@ import pandas as pd
 import streamlit as st
 
 from ui import dialogs, feedback
+from ui.signin import can
 from workbench.serving import api_keys, served
+from workbench.team.access import Permission
 
 if TYPE_CHECKING:
     from workbench.registry import VersionInfo
@@ -36,7 +38,9 @@ def version_serving(version: VersionInfo) -> None:
     st.markdown("**Serving over HTTP**")
     if mine is not None:
         st.markdown(f":green-badge[:material/cloud_done: served] answers {pair} requests")
-        if st.button("Stop serving", icon=":material/cloud_off:", key="stop_serving"):
+        if can(Permission.SERVE) and st.button(
+            "Stop serving", icon=":material/cloud_off:", key="stop_serving"
+        ):
             with feedback.error_boundary("stopping serving"):
                 served.stop_serving(version.id)
                 feedback.flash(f"Version #{version.id} no longer answers {pair} requests.")
@@ -44,7 +48,9 @@ def version_serving(version: VersionInfo) -> None:
     else:
         now = f"version #{other.version_id} answers them now" if other else "no version does"
         st.markdown(f":gray-badge[not served] for {pair}, {now}")
-        if st.button("Serve this version", icon=":material/cloud_upload:", key="serve_version"):
+        if can(Permission.SERVE) and st.button(
+            "Serve this version", icon=":material/cloud_upload:", key="serve_version"
+        ):
             with feedback.error_boundary("serving the version"):
                 served.serve_version(version.id)
                 feedback.flash(f"Version #{version.id} now answers {pair} requests over HTTP.")
@@ -87,6 +93,9 @@ def http_api_tab() -> None:
     else:
         st.caption("None yet: pick a version under “Manage a version” and click Serve.")
     st.markdown("**API keys**")
+    if not can(Permission.API_KEYS):
+        st.caption("Only an admin can see and manage API keys.")
+        return
     _create_key_form()
     keys = api_keys.list_keys()
     if not keys:

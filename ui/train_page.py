@@ -13,7 +13,9 @@ from typing import Any
 import streamlit as st
 
 from ui import charts, dialogs, feedback, live_runs, navigation, pickers
+from ui.signin import can
 from workbench import corpora, registry, run_info, runs, train_options, worker_process
+from workbench.team.access import Permission
 
 
 def render() -> None:
@@ -28,8 +30,9 @@ def render() -> None:
         navigation.link(navigation.CORPUS, "Go to Corpus")
         return
 
-    with st.container(border=True):
-        new_run_form(all_corpora)
+    if can(Permission.TRAIN):
+        with st.container(border=True):
+            new_run_form(all_corpora)
     # Streamlit arms a fragment's timer when the whole page runs: the panel's interval is
     # chosen here, and the panel reruns the page when it should change (see live_state).
     st.fragment(live_runs.live_panel, run_every=live_runs.live_state()["interval"])()
@@ -164,10 +167,13 @@ def history() -> None:
             key="history_run",
         )
         run = done[run_id]
-        with cols[1]:
-            live_runs.resume_button(run, key="resume_run")
-        if cols[2].button("Delete…", icon=":material/delete:", key="delete_run", width="stretch"):
-            dialogs.ask_confirmation("delete_run")
+        if can(Permission.TRAIN):
+            with cols[1]:
+                live_runs.resume_button(run, key="resume_run")
+            if cols[2].button(
+                "Delete…", icon=":material/delete:", key="delete_run", width="stretch"
+            ):
+                dialogs.ask_confirmation("delete_run")
         kept = f" Version #{run.version_id} it trained is kept." if run.version_id else ""
         dialogs.confirmation_dialog(
             "delete_run",

@@ -100,6 +100,9 @@ def versions_table() -> None:
             "scored on": st.column_config.TextColumn(
                 "scored on", help="The data and decoding behind this row's BLEU and chrF."
             ),
+            "trained by": st.column_config.TextColumn(
+                "trained by", help="Who started its training run (or registered its folder)"
+            ),
             "notes": st.column_config.TextColumn("notes", width="medium"),
         },
     )
@@ -149,7 +152,8 @@ def manage(versions: list[Any]) -> None:
             f"{formatting.pair_count_label(version.train_pair_count, 'snapshot')} · "
             f"{version.device} · {formatting.fmt_duration(version.train_seconds)}  \n"
             f"**Parameters** {version.param_count:,} · **steps** {m.get('steps', '—')} · "
-            f"**stopped by** {str(m.get('stop_reason', '—')).replace('_', ' ')}"
+            f"**stopped by** {str(m.get('stop_reason', '—')).replace('_', ' ')}  \n"
+            f"**Trained by** {version.trained_by or '—'}"
         )
         buttons = st.columns(2)
         with buttons[0]:

@@ -208,3 +208,27 @@ def test_an_api_key_acts_with_its_role() -> None:
         runs.enqueue_training(corpus_id, preset="tiny", epochs=1)
         with pytest.raises(PermissionDenied, match="only an admin may delete"):
             corpora.delete_corpus(corpus_id)
+
+
+@pytest.mark.usefixtures("wb_home")
+def test_the_http_api_answers_a_write_refused_to_the_keys_role_with_403() -> None:
+    """What the HTTP front end does with a request: act as its key (``authorize``) and call
+    services through ``_call``; the actor ends with the request's context."""
+    import asyncio
+
+    from workbench.serving import http_app
+    from workbench.serving.protocol import ApiError
+
+    corpus_id = make_toy_corpus()
+    found = api_keys.find_active_key(api_keys.create_key("reader").key)
+    assert found is not None
+
+    async def request() -> None:
+        access.act_in_this_task(api_keys.key_actor(found))
+        await http_app._call(corpora.delete_corpus, corpus_id)
+
+    with pytest.raises(ApiError) as err:
+        asyncio.run(request())
+    assert err.value.status == 403 and "is a viewer" in err.value.message
+    assert access.current_actor() == access.local_admin()  # nothing leaked out of the request
+    assert corpora.get_corpus(corpus_id).name == "toy"

@@ -15,6 +15,7 @@ import streamlit as st
 from ui import dialogs, feedback
 from ui.signin import can
 from workbench.serving import api_keys, served
+from workbench.team import access
 from workbench.team.access import Permission
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ def http_api_tab() -> None:
                     "id": k.id,
                     "name": k.name,
                     "key": k.shown,
+                    "role": str(k.role),
                     "requests/min": k.requests_per_minute,
                     "characters/request": k.chars_per_request,
                     "created": k.created_at,
@@ -154,10 +156,16 @@ def _revoke(key_id: int) -> str:
 
 def _create_key_form() -> None:
     with st.form("create_api_key", border=True):
-        cols = st.columns([2, 1, 1], vertical_alignment="bottom")
+        cols = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
         name = cols[0].text_input("New key for", placeholder="e.g. the CAT-tool plugin")
         rpm = cols[1].number_input("Requests per minute", min_value=1, value=None, step=10)
         chars = cols[2].number_input("Characters per request", min_value=1, value=None, step=1000)
+        role = cols[3].selectbox(
+            "Role",
+            [str(r) for r in access.ROLES],
+            key="api_key_role",
+            help="What requests with the key may do: a viewer's key translates only.",
+        )
         created = st.form_submit_button("Create key", icon=":material/key:")
     if created:
         with feedback.error_boundary("creating the key"):
@@ -165,6 +173,7 @@ def _create_key_form() -> None:
                 name,
                 int(rpm) if rpm is not None else None,
                 int(chars) if chars is not None else None,
+                role,
             )
             st.success(
                 f"Key #{new.info.id} for “{new.info.name}”: copy it now, it is shown only "

@@ -61,7 +61,7 @@ class VersionInfo:
     sha256: str
     artifact_path: str
     created_at: datetime
-    trained_by: str | None  # who started its run (or registered its folder); None: unknown
+    trained_by: str | None = None  # who started its run (or registered its folder); None: unknown
 
 
 def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:

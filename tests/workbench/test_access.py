@@ -232,3 +232,21 @@ def test_the_http_api_answers_a_write_refused_to_the_keys_role_with_403() -> Non
     assert err.value.status == 403 and "is a viewer" in err.value.message
     assert access.current_actor() == access.local_admin()  # nothing leaked out of the request
     assert corpora.get_corpus(corpus_id).name == "toy"
+
+
+@pytest.mark.usefixtures("wb_home")
+def test_the_command_line_sets_up_a_team() -> None:
+    for args in (("user-role", "Vera@Example.org", "viewer"), ("user-role", "ed@x.org", "editor")):
+        result = cli(*args)
+        assert result.returncode == 0, result.stderr
+    result = cli("users", "--json")
+    assert [(m["email"], m["role"]) for m in json.loads(result.stdout)] == [
+        ("ed@x.org", "editor"),
+        ("vera@example.org", "viewer"),
+    ]
+    assert access.role_of("vera@example.org") == Role.VIEWER
+    assert cli("user-remove", "ed@x.org").returncode == 0
+    result = cli("user-remove", "ed@x.org")
+    assert result.returncode == 2 and result.stderr.strip() == (
+        "error: ed@x.org is not a member of the team."
+    )

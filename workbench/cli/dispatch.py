@@ -34,12 +34,20 @@ from workbench.cli import (
     corpus_commands,
     model_commands,
     serving_commands,
+    team_commands,
     training_commands,
 )
 from workbench.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, Command, print_error
 from workbench.errors import WorkbenchError
 
-GROUPS = (corpus_commands, training_commands, model_commands, serving_commands, backup_commands)
+GROUPS = (
+    corpus_commands,
+    training_commands,
+    model_commands,
+    serving_commands,
+    backup_commands,
+    team_commands,
+)
 COMMANDS: list[Command] = [cmd for group in GROUPS for cmd in group.COMMANDS]
 
 

@@ -143,8 +143,6 @@ def export_panel(current: CorpusInfo) -> None:
         fmt = st.segmented_control(
             "Format", exporting.EXPORT_FORMATS, default="tsv", key="export_format"
         )
-    if not can(Permission.EDIT):
-        right.info(READ_ONLY, icon=":material/lock:")
         fmt = fmt or "tsv"
         st.download_button(
             f"Download {fmt.upper()}",
@@ -157,7 +155,8 @@ def export_panel(current: CorpusInfo) -> None:
             key="export_download",
             on_click="ignore",
         )
-    if not can(Permission.EDIT):
+    if not can(Permission.EDIT):  # de-duplicating and cleaning up change the corpus
+        right.info(READ_ONLY, icon=":material/lock:")
         return
     with right, st.container(border=True):
         st.markdown("**Remove near-duplicates**")

@@ -82,6 +82,10 @@ def test_a_viewer_reads_but_is_offered_no_write(team: int) -> None:
     buttons = _keys(at.button)
     assert not buttons & {"delete_corpus", "save_edits", "discard_edits", "rename_corpus"}
     assert "Sign out" in [b.label for b in at.button]
+    at.session_state["corpus_tab"] = ":material/download: Export & clean up"
+    at.run()
+    assert at.download_button(key="export_download")  # reading includes exporting
+    assert "dedupe" not in _keys(at.button) and "cleanup_preview" not in _keys(at.button)
     at = run_as(signed_in("vera@example.org"), navigation.TRAIN)
     assert "train_button" not in _keys(at.button)
     at = run_as(signed_in("vera@example.org"), navigation.TEAM)  # not offered: lands on Corpus

@@ -5,13 +5,15 @@ first start), and the pages, each registered as a callable (`ui.navigation`: a p
 module's `render`, inside the error boundary). The pages live in `ui/`; all work is done by
 `workbench` services, and all state that matters lives in the database under WORKBENCH_HOME,
 so reloading the page or restarting Streamlit never stops a training run nor loses a grid's
-unsaved edits (``ui.grid``: drafts).
+unsaved edits (``ui.grid``: drafts). With sign-in configured (``ui.signin``), nothing but the
+sign-in button is drawn for an anonymous visitor.
 """
 
 import streamlit as st
 
-from ui import grid, navigation, startup
+from ui import grid, navigation, signin, startup
 from ui.feedback import guarded
+from workbench.team.access import Permission
 
 st.set_page_config(
     page_title=startup.APP_TITLE,
@@ -21,13 +23,15 @@ st.set_page_config(
 )
 
 startup.apply_style()
+signin.install()
+actor = signin.gate()  # with sign-in on, an anonymous visitor stops here
 startup.seed_demo()
 startup.sweep_trash()
 grid.keep_drafts()  # before any page can drop a grid's unsaved edits
 
 pages = [
     st.Page(guarded(ref.render), title=ref.title, icon=ref.icon, url_path=ref.url_path)
-    for ref in navigation.PAGES
+    for ref in navigation.pages(team=signin.sign_in_configured() and actor.can(Permission.USERS))
 ]
 # The root address is a hidden page that opens the first page at its own address (see
 # ui.navigation: Streamlit would serve the default page at "/" only, and /corpus not at all).

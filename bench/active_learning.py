@@ -109,6 +109,9 @@ def _train(
 
 
 def main() -> None:
+    from workbench.team import access
+
+    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--start", type=int, default=2000, help="training pairs to start from")
     p.add_argument("--add", type=int, default=1000, help="pairs added by each strategy")

@@ -87,6 +87,9 @@ def workbench(home: Path, *args: str) -> tuple[float, dict]:
 
 
 def main() -> None:
+    from workbench.team import access
+
+    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--pairs", type=int, default=1_000_000)
     ap.add_argument("--workdir", default=None, help="keep files here instead of a temp dir")

@@ -80,6 +80,9 @@ def timed(fn, repeat: int = 5) -> float:
 
 
 def main() -> None:
+    from workbench.team import access
+
+    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--pairs", type=int, default=1_000_000)
     ap.add_argument("--db-url", default=None, help="default: a SQLite file in a temp dir")

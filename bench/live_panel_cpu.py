@@ -62,6 +62,9 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def main() -> None:
+    from workbench.team import access
+
+    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--idle", action="store_true", help="no run: nothing in progress")

@@ -60,6 +60,15 @@ class PoolStatus(StrEnum):
     SKIPPED = "skipped"
 
 
+class Role(StrEnum):
+    """What a team member may do, weakest first (``workbench.team.access`` says what each
+    allows). The values are what ``users.role`` and ``api_keys.role`` hold."""
+
+    VIEWER = "viewer"
+    EDITOR = "editor"
+    ADMIN = "admin"
+
+
 CLEANUP_ACTIONS = ("removed", "changed")
 DRAFT_TABLES = ("pairs", "glossary")  # the grids whose unsaved edits are kept as drafts
 
@@ -220,6 +229,8 @@ class TrainingRun(Base):
     progress_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # A note for the user that is not an error, e.g. that the run was resumed.
     note: Mapped[str | None] = mapped_column(Text)
+    # Who queued the run (an e-mail, or the local admin's name); NULL for runs before 0009.
+    started_by: Mapped[str | None] = mapped_column(String(320))
     created_at: Mapped[datetime] = _created()
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
@@ -277,6 +288,9 @@ class ModelVersion(Base):
     train_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     cumulative_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     cumulative_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # Who trained it: its run's ``started_by`` (kept when the run is deleted), or who
+    # registered a model folder; NULL for versions before 0009.
+    trained_by: Mapped[str | None] = mapped_column(String(320))
     created_at: Mapped[datetime] = _created()
 
 
@@ -329,8 +343,26 @@ class ApiKey(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     requests_per_minute: Mapped[int | None] = mapped_column(Integer)
     chars_per_request: Mapped[int | None] = mapped_column(Integer)
+    # What a request with this key may do (a Role value); translating needs only a viewer.
+    role: Mapped[str] = mapped_column(
+        String(16), default=Role.VIEWER.value, server_default=Role.VIEWER.value
+    )
     created_at: Mapped[datetime] = _created()
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class User(Base):
+    """A team member's role, by e-mail (as the OpenID Connect provider reports it, lower
+    case). Admins named in ``WORKBENCH_ADMINS`` need no row: configuration makes them admins."""
+
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint(_one_of("role", Role), name="role"), _AUTOINCREMENT)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    added_by: Mapped[str | None] = mapped_column(String(320))
+    created_at: Mapped[datetime] = _created()
 
 
 class GlossaryTerm(Base):

@@ -32,6 +32,19 @@ import pytest
 
 from db import dispose_engines
 from workbench.settings import ENV_DB_URL, ENV_HOME
+from workbench.team import access
+
+# Tests (and module-scoped fixtures, set up before any function-scoped one) call services as
+# the command line does: as the local admin. A test of roles says who acts (``acting_as``);
+# whatever a test installs (an AppTest run installs the UI's source) is undone after it.
+access.use_actor_source(access.local_admin)
+
+
+@pytest.fixture(autouse=True)
+def local_admin_acts() -> Iterator[None]:
+    access.use_actor_source(access.local_admin)
+    yield
+    access.use_actor_source(access.local_admin)
 
 
 @pytest.fixture

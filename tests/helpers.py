@@ -72,6 +72,8 @@ _DYING_IMPORT = """
 import os, signal, sys
 import workbench.importing as I
 import workbench.pair_writer as W
+from workbench.team import access
+access.use_actor_source(access.local_admin)  # as the command line does
 I.IMPORT_CHUNK = 50
 insert = W.SqliteWriter.insert
 calls = []

@@ -24,10 +24,12 @@ from ui import (
     pairs_table,
     pickers,
 )
+from ui.signin import READ_ONLY, can
 from workbench import corpora, exporting, pairs
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
 from workbench.team import trash
+from workbench.team.access import Permission
 
 TABS = (
     ":material/table: Pairs",
@@ -59,13 +61,15 @@ def render() -> None:
     head = st.columns([5, 1, 1, 1], vertical_alignment="bottom")
     with head[0]:
         current = pickers.corpus_picker(all_corpora, key="corpus_page_corpus")
-    with head[1], st.popover("New", icon=":material/add:", width="stretch"):
-        create_form()
-    with head[2], st.popover("Rename", icon=":material/edit:", width="stretch"):
-        rename_form(current)
-    with head[3]:
-        if st.button("Delete", icon=":material/delete:", key="delete_corpus", width="stretch"):
-            dialogs.ask_confirmation("delete_corpus")
+    if can(Permission.EDIT):  # the services check the role; the page hides what it refuses
+        with head[1], st.popover("New", icon=":material/add:", width="stretch"):
+            create_form()
+        with head[2], st.popover("Rename", icon=":material/edit:", width="stretch"):
+            rename_form(current)
+    if can(Permission.DELETE):
+        with head[3]:
+            if st.button("Delete", icon=":material/delete:", key="delete_corpus", width="stretch"):
+                dialogs.ask_confirmation("delete_corpus")
     dialogs.confirmation_dialog(
         "delete_corpus",
         "Delete corpus",
@@ -84,7 +88,10 @@ def render() -> None:
             pairs_table.pairs_editor(current)
     if tabs[1].open:
         with tabs[1]:
-            import_panel.import_panel(current)
+            if can(Permission.EDIT):
+                import_panel.import_panel(current)
+            else:
+                st.info(READ_ONLY, icon=":material/lock:")
     if tabs[2].open:
         with tabs[2]:
             export_panel(current)
@@ -167,6 +174,9 @@ def export_panel(current: CorpusInfo) -> None:
             key="export_download",
             on_click="ignore",
         )
+    if not can(Permission.EDIT):  # de-duplicating and cleaning up change the corpus
+        right.info(READ_ONLY, icon=":material/lock:")
+        return
     with right, st.container(border=True):
         st.markdown("**Remove near-duplicates**")
         st.caption(

@@ -25,9 +25,11 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback, formatting
+from ui.signin import can
 from workbench import drafts
 from workbench.corpora import CorpusInfo
 from workbench.drafts import Draft
+from workbench.team.access import Permission
 
 PARAM = "drafts"  # the address' parameter holding the browser key
 _BROWSER_KEY = "_drafts_browser_key"
@@ -114,7 +116,10 @@ def draw(
 ) -> Draft:
     """Draw the grid over ``rows`` (row id, cells) with its draft applied, then its footer
     (``left`` draws into the footer's first column, e.g. a pager). ``view`` names what the
-    rows are (a search and page): another view is another widget. Returns the draft."""
+    rows are (a search and page): another view is another widget. Returns the draft.
+    Someone who may not edit (a viewer) reads the same rows, locked, with no footer buttons."""
+    if not can(Permission.EDIT):
+        return _read_only(grid, rows, summary, height, left)
     key = browser_key()
     name = _name(grid.table, grid.corpus.id)
     lives: dict[str, dict[str, Any]] = st.session_state.setdefault(_LIVE, {})
@@ -165,6 +170,29 @@ def draw(
     draft = _store(key, live)
     _footer(grid, draft, summary, left)
     return draft
+
+
+def _read_only(
+    grid: Grid,
+    rows: Sequence[tuple[Any, dict[str, Any]]],
+    summary: str,
+    height: int | str,
+    left: Callable[[], None] | None,
+) -> Draft:
+    columns = ([grid.id_column] if grid.id_column else []) + list(drafts.COLUMNS[grid.table])
+    frame = pd.DataFrame(
+        [({grid.id_column: rid} if grid.id_column else {}) | cells for rid, cells in rows],
+        columns=columns,
+    )
+    st.dataframe(
+        frame, hide_index=True, width="stretch", height=height, column_config=grid.column_config
+    )
+    foot = st.columns([3, 5], vertical_alignment="center")
+    if left is not None:
+        with foot[0]:
+            left()
+    foot[1].caption(f"{summary} · read only")
+    return Draft.from_payload(None)
 
 
 def _plain(value: Any) -> Any:

@@ -14,8 +14,10 @@ import pandas as pd
 import streamlit as st
 
 from ui import dialogs, feedback, formatting
+from ui.signin import can
 from workbench.corpora import CorpusInfo
 from workbench.team import history, trash
+from workbench.team.access import Permission
 from workbench.team.history import ChangeInfo
 
 EVERYONE = "Everyone"
@@ -42,8 +44,10 @@ def history_panel(current: CorpusInfo) -> None:
         st.dataframe(_table(changes), hide_index=True, width="stretch", key="history_table")
         if len(changes) == history.LIST_LIMIT:
             st.caption(f"The newest {history.LIST_LIMIT} changes; narrow the dates for older ones.")
-        _undo_one(current, changes)
-    _undo_since(current)
+        if can(Permission.EDIT):  # an undo is an edit (the service checks it too)
+            _undo_one(current, changes)
+    if can(Permission.EDIT):
+        _undo_since(current)
     with st.expander("Trash: deleted corpora", icon=":material/delete:"):
         trash_list()
 
@@ -159,7 +163,9 @@ def trash_list() -> None:
             f" · deleted {t.deleted_at:%Y-%m-%d %H:%M} UTC · removed after "
             f"{t.removed_after:%Y-%m-%d}"
         )
-        if right.button("Restore", icon=":material/restore_from_trash:", key=f"restore_{t.id}"):
+        if can(Permission.EDIT) and right.button(
+            "Restore", icon=":material/restore_from_trash:", key=f"restore_{t.id}"
+        ):
             with feedback.error_boundary("restoring the corpus"):
                 name = trash.restore_corpus(t.id)
                 feedback.flash(f"Restored corpus “{name}”.")

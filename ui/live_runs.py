@@ -16,9 +16,11 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, formatting, navigation
+from ui.signin import can
 from workbench import run_folders, run_info, runs, worker_process
 from workbench.run_info import RunInfo
 from workbench.runs import RunStatus
+from workbench.team.access import Permission
 
 STATUS_ICONS = {
     RunStatus.QUEUED: ":material/hourglass_top:",
@@ -125,14 +127,15 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
         )
         if run.cancel_requested:
             title[1].button("Cancelling…", disabled=True, key=f"cancel_{run.id}", width="stretch")
-        elif title[1].button(
+        elif can(Permission.TRAIN) and title[1].button(
             "Cancel", icon=":material/stop:", key=f"cancel_{run.id}", width="stretch"
         ):
             with feedback.error_boundary("cancelling the run"):
                 runs.cancel_run(run.id)
                 st.rerun()
         pairs = formatting.plural(run.snapshot_size, "pair")
-        st.caption(f"{pairs} in the snapshot (training + validation)")
+        by = f" · started by {run.started_by}" if run.started_by else ""
+        st.caption(f"{pairs} in the snapshot (training + validation){by}")
         if run.note:  # e.g. a re-queued run: its worker died, the next one resumes it
             st.caption(run.note)
         if run.status == RunStatus.QUEUED:
@@ -219,7 +222,7 @@ def _last_outcome(recent: list[RunInfo]) -> None:
 
 def resume_button(run: RunInfo, key: str) -> None:
     """'Resume from step N' for a failed or cancelled run that left a checkpoint."""
-    if run.status not in runs.RESUMABLE_STATUSES:
+    if run.status not in runs.RESUMABLE_STATUSES or not can(Permission.TRAIN):
         return
     step = run_folders.checkpoint_step(run.id)
     if step is None:

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
+from ui.signin import can
 from workbench import (
     comparison_report,
     corpora,
@@ -23,6 +24,7 @@ from workbench import (
     significance,
     snapshots,
 )
+from workbench.team.access import Permission
 
 COMPARISON = "models_comparison"
 COMPARE_VERSIONS = "compare_versions"  # the multiselect's key
@@ -124,6 +126,9 @@ def versions_table() -> None:
                 "scored on",
                 help="The data and decoding behind this row's scores, or why it has none.",
             ),
+            "trained by": st.column_config.TextColumn(
+                "trained by", help="Who started its training run (or registered its folder)"
+            ),
             "notes": st.column_config.TextColumn("notes", width="medium"),
         },
     )
@@ -148,11 +153,18 @@ def manage(versions: list[Any]) -> None:
     version = pickers.version_picker(versions, key="models_version")
     left, right = st.columns([3, 2], gap="large")
     with left, st.form(f"edit_version_{version.id}", border=False):
-        name = st.text_input("Name", value=version.name)
+        editable = can(Permission.TRAIN)
+        name = st.text_input("Name", value=version.name, disabled=not editable)
         notes = st.text_area(
-            "Notes", value=version.notes, height=100, placeholder="What is special about it?"
+            "Notes",
+            value=version.notes,
+            height=100,
+            placeholder="What is special about it?",
+            disabled=not editable,
         )
-        if st.form_submit_button("Save", type="primary", icon=":material/save:"):
+        if st.form_submit_button(
+            "Save", type="primary", icon=":material/save:", disabled=not editable
+        ):
             with feedback.error_boundary("saving the version"):
                 if name != version.name:
                     registry.rename_version(version.id, name)
@@ -168,7 +180,8 @@ def manage(versions: list[Any]) -> None:
             f"{version.device} · {formatting.fmt_duration(version.train_seconds)}  \n"
             f"**Parameters** {version.param_count:,} · **steps** {m.get('steps', '—')} · "
             f"**stopped by** {str(m.get('stop_reason', '—')).replace('_', ' ')}  \n"
-            f"{formatting.lineage_line(version)}"
+            f"{formatting.lineage_line(version)}  \n"
+            f"**Trained by** {version.trained_by or '—'}"
         )
         buttons = st.columns(2)
         with buttons[0]:
@@ -182,11 +195,12 @@ def manage(versions: list[Any]) -> None:
                 on_click="ignore",
                 width="stretch",
             )
-        with buttons[1]:
-            if st.button(
-                "Delete…", icon=":material/delete:", key="delete_version", width="stretch"
-            ):
-                dialogs.ask_confirmation("delete_version")
+        if can(Permission.DELETE):
+            with buttons[1]:
+                if st.button(
+                    "Delete…", icon=":material/delete:", key="delete_version", width="stretch"
+                ):
+                    dialogs.ask_confirmation("delete_version")
         if engines.ctranslate2_installed():
             ctranslate2_download(version)
         serving_panel.version_serving(version)

@@ -2,7 +2,7 @@
 
 Each page is the ``render`` callable of its module, which is imported the first time the page
 runs: the first page a browser opens paints before the others' imports (torch, via the
-registry and the runs) are loaded. ``streamlit_app.py`` registers ``PAGES``; a page links to
+registry and the runs) are loaded. ``streamlit_app.py`` registers ``pages(...)``; a page links to
 another with ``link`` (so pages never import each other).
 
 Every page answers at its own address (``/corpus``, ``/train``, …). Streamlit serves its
@@ -39,6 +39,7 @@ TRANSLATE = PageRef("ui.translate_page", "translate", "Translate", ":material/tr
 INSPECT = PageRef("ui.inspect_page", "inspect", "Inspect", ":material/visibility:")
 MODELS = PageRef("ui.models_page", "models", "Models", ":material/deployed_code:")
 REVIEW = PageRef("ui.review_page", "review", "Review", ":material/rate_review:")
+TEAM = PageRef("ui.team_page", "team", "Team", ":material/group:")
 PAGES = (
     CORPUS,
     TRAIN,
@@ -55,6 +56,11 @@ ROOT_PATH = "start"  # the hidden default page's own name (its address is the ro
 def _page(ref: PageRef) -> st.Page:
     """The page as Streamlit addresses it (by its URL path) in a link or a switch."""
     return st.Page(ref.render, title=ref.title, icon=ref.icon, url_path=ref.url_path)
+
+
+def pages(team: bool) -> tuple[PageRef, ...]:
+    """The pages to show: ``PAGES``, plus the Team page for admins when sign-in is on."""
+    return (*PAGES, TEAM) if team else PAGES
 
 
 def link(ref: PageRef, label: str, icon: str | None = None) -> None:

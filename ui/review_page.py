@@ -10,9 +10,11 @@ from typing import Any
 import streamlit as st
 
 from ui import feedback, formatting, pickers
+from ui.signin import can
 from workbench import corpora, pool, pool_jobs, registry, worker_process
 from workbench.corpora import CorpusInfo
 from workbench.runs import RunStatus
+from workbench.team.access import Permission
 
 QUEUE_SIZES = (5, 10, 20, 50)
 JOB_REFRESH_S = 2.0
@@ -36,6 +38,11 @@ def render() -> None:
     cols[2].metric("Translated and ranked", f"{stats.translated:,}")
     reviewed = stats.total - stats.waiting
     cols[3].metric("Reviewed", f"{reviewed:,}")
+    if not can(Permission.REVIEW):
+        st.info(
+            "Only an editor or admin can add to the pool and review it.", icon=":material/lock:"
+        )
+        return
     upload_panel(current, expanded=stats.total == 0)
     if stats.total == 0:
         return

@@ -13,7 +13,10 @@ import pandas as pd
 import streamlit as st
 
 from ui import dialogs, feedback
+from ui.signin import can
 from workbench.serving import api_keys, served
+from workbench.team import access
+from workbench.team.access import Permission
 
 if TYPE_CHECKING:
     from workbench.registry import VersionInfo
@@ -36,7 +39,9 @@ def version_serving(version: VersionInfo) -> None:
     st.markdown("**Serving over HTTP**")
     if mine is not None:
         st.markdown(f":green-badge[:material/cloud_done: served] answers {pair} requests")
-        if st.button("Stop serving", icon=":material/cloud_off:", key="stop_serving"):
+        if can(Permission.SERVE) and st.button(
+            "Stop serving", icon=":material/cloud_off:", key="stop_serving"
+        ):
             with feedback.error_boundary("stopping serving"):
                 served.stop_serving(version.id)
                 feedback.flash(f"Version #{version.id} no longer answers {pair} requests.")
@@ -44,7 +49,9 @@ def version_serving(version: VersionInfo) -> None:
     else:
         now = f"version #{other.version_id} answers them now" if other else "no version does"
         st.markdown(f":gray-badge[not served] for {pair}, {now}")
-        if st.button("Serve this version", icon=":material/cloud_upload:", key="serve_version"):
+        if can(Permission.SERVE) and st.button(
+            "Serve this version", icon=":material/cloud_upload:", key="serve_version"
+        ):
             with feedback.error_boundary("serving the version"):
                 served.serve_version(version.id)
                 feedback.flash(f"Version #{version.id} now answers {pair} requests over HTTP.")
@@ -87,6 +94,9 @@ def http_api_tab() -> None:
     else:
         st.caption("None yet: pick a version under “Manage a version” and click Serve.")
     st.markdown("**API keys**")
+    if not can(Permission.API_KEYS):
+        st.caption("Only an admin can see and manage API keys.")
+        return
     _create_key_form()
     keys = api_keys.list_keys()
     if not keys:
@@ -99,6 +109,7 @@ def http_api_tab() -> None:
                     "id": k.id,
                     "name": k.name,
                     "key": k.shown,
+                    "role": str(k.role),
                     "requests/min": k.requests_per_minute,
                     "characters/request": k.chars_per_request,
                     "created": k.created_at,
@@ -145,10 +156,16 @@ def _revoke(key_id: int) -> str:
 
 def _create_key_form() -> None:
     with st.form("create_api_key", border=True):
-        cols = st.columns([2, 1, 1], vertical_alignment="bottom")
+        cols = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
         name = cols[0].text_input("New key for", placeholder="e.g. the CAT-tool plugin")
         rpm = cols[1].number_input("Requests per minute", min_value=1, value=None, step=10)
         chars = cols[2].number_input("Characters per request", min_value=1, value=None, step=1000)
+        role = cols[3].selectbox(
+            "Role",
+            [str(r) for r in access.ROLES],
+            key="api_key_role",
+            help="What requests with the key may do: a viewer's key translates only.",
+        )
         created = st.form_submit_button("Create key", icon=":material/key:")
     if created:
         with feedback.error_boundary("creating the key"):
@@ -156,6 +173,7 @@ def _create_key_form() -> None:
                 name,
                 int(rpm) if rpm is not None else None,
                 int(chars) if chars is not None else None,
+                role,
             )
             st.success(
                 f"Key #{new.info.id} for “{new.info.name}”: copy it now, it is shown only "

@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from ui import charts, dialogs, feedback, live_runs, navigation, pickers
+from ui.signin import can
 from workbench import (
     continuation,
     corpora,
@@ -22,6 +23,7 @@ from workbench import (
     train_options,
     worker_process,
 )
+from workbench.team.access import Permission
 
 
 def render() -> None:
@@ -36,8 +38,9 @@ def render() -> None:
         navigation.link(navigation.CORPUS, "Go to Corpus")
         return
 
-    with st.container(border=True):
-        new_run_form(all_corpora)
+    if can(Permission.TRAIN):
+        with st.container(border=True):
+            new_run_form(all_corpora)
     # Streamlit arms a fragment's timer when the whole page runs: the panel's interval is
     # chosen here, and the panel reruns the page when it should change (see live_state).
     st.fragment(live_runs.live_panel, run_every=live_runs.live_state()["interval"])()
@@ -197,10 +200,13 @@ def history() -> None:
             "Run", list(labels), format_func=labels.__getitem__, key="history_run"
         )
         run = done[run_id]
-        with cols[1]:
-            live_runs.resume_button(run, key="resume_run")
-        if cols[2].button("Delete…", icon=":material/delete:", key="delete_run", width="stretch"):
-            dialogs.ask_confirmation("delete_run")
+        if can(Permission.TRAIN):
+            with cols[1]:
+                live_runs.resume_button(run, key="resume_run")
+            if cols[2].button(
+                "Delete…", icon=":material/delete:", key="delete_run", width="stretch"
+            ):
+                dialogs.ask_confirmation("delete_run")
         kept = f" Version #{run.version_id} it trained is kept." if run.version_id else ""
         dialogs.confirmation_dialog(
             "delete_run",

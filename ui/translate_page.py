@@ -14,7 +14,9 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, pickers
+from ui.signin import can
 from workbench import corpora, engines, glossary, pairs, registry, settings, translation
+from workbench.team.access import Permission
 
 RESULTS = "translate_results"
 MAX_LINES = 500
@@ -214,6 +216,8 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
 
 
 def correction_form(item: dict[str, Any], shown: dict[str, Any], version: Any) -> None:
+    if not can(Permission.EDIT):
+        return
     st.markdown("**Correct and save as a pair**")
     all_corpora = corpora.list_corpora()
     if not all_corpora:

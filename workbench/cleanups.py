@@ -25,6 +25,7 @@ from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
 from workbench.team import history
+from workbench.team.access import Permission, require
 from workbench.text_rules import pair_hash
 
 PREVIEW_SAMPLE = 20
@@ -132,6 +133,7 @@ def preview_cleanup(
 def apply_cleanup(corpus_id: CorpusRef, options: CleaningOptions) -> CleanupInfo:
     """Remove and change what the preview showed, in one transaction, keeping every touched
     pair as it was so that ``undo_cleanup`` can put it back."""
+    require(Permission.EDIT)
     if not options.active:
         raise WorkbenchError("Choose at least one clean-up option first.")
     with session_scope() as s:
@@ -190,6 +192,7 @@ def undo_cleanup(cleanup_id: int) -> UndoResult:
     """Put back what a clean-up removed and give changed pairs their text again, in one
     transaction. A pair edited since, or whose old text another pair now holds, is left as
     it is (counted as skipped)."""
+    require(Permission.EDIT)
     with session_scope() as s:
         cleanup = s.get(Cleanup, cleanup_id)
         if cleanup is None:

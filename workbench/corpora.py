@@ -27,6 +27,7 @@ from db.models import Corpus, Pair
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
 from workbench.team import history, trash
+from workbench.team.access import Permission, require
 from workbench.text_rules import explicit_id, normalize_text, validate_name
 
 CorpusRef = int | str
@@ -57,6 +58,7 @@ class _NameTaken(WorkbenchError):
 
 def create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
     """A new empty corpus; names are unique (after whitespace normalisation)."""
+    require(Permission.EDIT)
     clean = validate_name(name)
     src, tgt = validate_lang(src_lang, "source"), validate_lang(tgt_lang, "target")
     try:
@@ -68,6 +70,7 @@ def create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
 
 def get_or_create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
     """The corpus ``name``; created if missing. An existing corpus must match the languages."""
+    require(Permission.EDIT)
     try:
         with session_scope() as s:
             try:
@@ -86,6 +89,7 @@ def get_or_create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
 
 
 def rename_corpus(corpus_id: CorpusRef, new_name: str) -> CorpusInfo:
+    require(Permission.EDIT)
     clean = validate_name(new_name)
     try:
         with session_scope() as s:
@@ -111,6 +115,7 @@ def rename_corpus(corpus_id: CorpusRef, new_name: str) -> CorpusInfo:
 def delete_corpus(corpus_id: CorpusRef) -> None:
     """Move a corpus with its pairs to the trash (``workbench.team.trash``): hidden at once,
     restorable for ``trash.TRASH_DAYS`` days, then removed for good."""
+    require(Permission.DELETE)
     with session_scope() as s:
         trash.trash_corpus(s, find(s, corpus_id))
 

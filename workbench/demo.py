@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from db.models import Role
 from workbench import corpora, importing
 from workbench.corpora import CorpusInfo
+from workbench.team.access import Actor, acting_as
 
 DEMO_NAME = "Everyday phrases (demo)"
 DEMO_SRC_LANG, DEMO_TGT_LANG = "zh", "en"
 DEMO_FILE = Path(__file__).with_name("demo_zh_en.tsv")
+DEMO_ACTOR = Actor("workbench (demo corpus)", Role.EDITOR)
 
 
 def ensure_demo_corpus() -> CorpusInfo | None:
@@ -29,7 +32,8 @@ def ensure_demo_corpus() -> CorpusInfo | None:
     """
     if corpora.list_corpora():
         return None
-    result = importing.import_file(
-        DEMO_NAME, DEMO_FILE, "tsv", strict=True, create_langs=(DEMO_SRC_LANG, DEMO_TGT_LANG)
-    )
+    with acting_as(DEMO_ACTOR):  # the app adds it, whoever opened the page
+        result = importing.import_file(
+            DEMO_NAME, DEMO_FILE, "tsv", strict=True, create_langs=(DEMO_SRC_LANG, DEMO_TGT_LANG)
+        )
     return corpora.get_corpus(result.corpus_id) if result.added else None

@@ -31,6 +31,7 @@ from workbench import glossary, pairs
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
+from workbench.team.access import Permission, require
 from workbench.text_rules import is_blank
 
 TABLES = DRAFT_TABLES
@@ -268,6 +269,7 @@ def apply_pairs(browser_key: str, corpus_id: CorpusRef) -> pairs.EditResult:
     """Write the pairs table's draft (``pairs.edit_pairs``: validated whole) and forget it,
     in one transaction; on any refusal nothing is written and the draft stays."""
     _check(browser_key, "pairs")
+    require(Permission.EDIT)  # the write itself is a building block that checks nothing
     try:
         with session_scope() as s:
             corpus = find(s, corpus_id)
@@ -297,6 +299,7 @@ def apply_glossary(browser_key: str, corpus_id: CorpusRef) -> int:
     """Write the glossary's draft over its terms and forget it, in one transaction; returns
     how many terms the glossary holds. On any refusal nothing changes and the draft stays."""
     _check(browser_key, "glossary")
+    require(Permission.EDIT)  # the write itself is a building block that checks nothing
     src, tgt = COLUMNS["glossary"]
     with session_scope() as s:
         corpus = find(s, corpus_id)

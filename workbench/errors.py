@@ -7,3 +7,8 @@ class WorkbenchError(Exception):
     Raise it for anything the user can fix: unknown corpus, malformed file, invalid pair.
     Programming errors stay ordinary exceptions.
     """
+
+
+class PermissionDenied(WorkbenchError):
+    """The acting user's role does not allow this (``workbench.team.access.require``); the
+    HTTP API answers it with 403."""

@@ -40,6 +40,7 @@ from workbench.errors import WorkbenchError
 from workbench.formats import Data, sentence_lines
 from workbench.storage import session_scope
 from workbench.team import history
+from workbench.team.access import Permission, require
 from workbench.text_rules import normalize_text
 
 MAX_TERM_CHARS = 200
@@ -133,6 +134,7 @@ def _clean_terms(rows: list[tuple[object, object]]) -> list[tuple[str, str]]:
 def set_terms(corpus_id: CorpusRef, rows: list[tuple[object, object]]) -> int:
     """Replace a corpus' glossary with `rows` (source term, target term), in one
     transaction; blank rows are ignored. Returns how many terms it holds."""
+    require(Permission.EDIT)
     with session_scope() as s:
         return replace_terms(s, find(s, corpus_id), rows)
 
@@ -168,6 +170,7 @@ def import_terms(corpus_id: CorpusRef, data: Data, fmt: str = "tsv") -> int:
     """Add the terms of a TSV or CSV file (source term, target term per line; a header
     ``source, target`` is skipped) to a corpus' glossary; a term already there takes the
     file's translation. Returns how many terms the glossary holds."""
+    require(Permission.EDIT)
     if fmt not in ("tsv", "csv"):
         raise WorkbenchError(f"a glossary file is tsv or csv, not {fmt!r}")
     rows: list[tuple[object, object]] = []

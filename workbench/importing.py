@@ -51,6 +51,7 @@ from workbench.pair_writer import (
 )
 from workbench.storage import session_scope
 from workbench.team import history
+from workbench.team.access import Permission, require
 from workbench.text_rules import looks_like_id, validate_name
 
 IMPORT_CHUNK = 20_000  # pairs per write transaction (about a second of the SQLite write lock)
@@ -121,6 +122,7 @@ def import_file(
     short transactions of their own (see ``workbench.import_staging``: one transaction would
     hold SQLite's only write lock for as long as the import takes).
     """
+    require(Permission.EDIT)
     validator = Validator()
     gate = ParserGate()
     try:

@@ -34,6 +34,7 @@ from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
 from workbench.team import history
+from workbench.team.access import Permission, require
 from workbench.text_rules import (
     MAX_CHARS,
     clean_text,
@@ -228,6 +229,7 @@ def apply_edits(
     ``deleted``: pair ids. Any problem (empty side, bad split, unknown id, a pair that would
     duplicate another) raises ``WorkbenchError`` naming the first one; nothing is written.
     """
+    require(Permission.EDIT)
     try:
         with session_scope() as s:
             return edit_pairs(s, find(s, corpus_id), added, edited, deleted)
@@ -384,6 +386,7 @@ def add_pair(
 
 def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
     """Move pairs to another split; returns how many changed."""
+    require(Permission.EDIT)
     value = validate_split(split)
     if value is None:
         raise WorkbenchError("split must not be empty")
@@ -459,6 +462,7 @@ def corpus_stats(corpus_id: CorpusRef, sample_size: int = STATS_SAMPLE) -> Corpu
 def deduplicate(corpus_id: CorpusRef) -> int:
     """Remove near-duplicate pairs (same ``loose_key``), keeping the oldest; returns how many
     were removed. Exact duplicates cannot exist (unique content hash). Streams the corpus."""
+    require(Permission.EDIT)
     with session_scope() as s:
         corpus = find(s, corpus_id)
         seen: set[bytes] = set()

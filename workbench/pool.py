@@ -25,6 +25,7 @@ from workbench.errors import WorkbenchError
 from workbench.formats import Data, sentence_lines
 from workbench.pairs import edit_pairs
 from workbench.storage import session_scope
+from workbench.team.access import Permission, require
 from workbench.text_rules import MAX_CHARS, clean_text, hash_encoded
 
 REVIEW_ACTIONS = ("accept", "edit", "skip")
@@ -62,6 +63,7 @@ class PoolItem:
 def add_to_pool(corpus_id: CorpusRef, data: Data) -> PoolAddResult:
     """Add a file of source sentences (UTF-8, one per line, optionally gzip) to the corpus'
     pool, all or nothing."""
+    require(Permission.REVIEW)
     added = duplicates = skipped = 0
     try:
         with session_scope() as s:
@@ -163,6 +165,7 @@ def review(sentence_id: int, action: str, translation: str | None = None) -> int
     """Accept a sentence's machine translation, store a corrected one (``edit``), or skip it.
     Accepted and edited sentences become pairs of the corpus (one transaction) whose note says
     where they came from; returns the new pair's id (None when skipped)."""
+    require(Permission.REVIEW)
     if action not in REVIEW_ACTIONS:
         raise WorkbenchError(f"Unknown review action {action!r}: use {', '.join(REVIEW_ACTIONS)}.")
     with session_scope() as s:

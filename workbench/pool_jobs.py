@@ -31,6 +31,7 @@ from workbench import job_rows, settings
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
+from workbench.team.access import Permission, require
 
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
 FINAL = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
@@ -69,6 +70,7 @@ def enqueue_translation(
     """Queue the translation of a corpus' pool (the sentences waiting for review) by a
     version; with a second version, their disagreement ranks the sentences. Returns the job
     id. Refused while another job of the corpus is queued or running."""
+    require(Permission.REVIEW)
     if second_version_id == version_id:
         raise WorkbenchError("Pick two different versions to rank by their disagreement.")
     with session_scope() as s:
@@ -109,6 +111,7 @@ def enqueue_translation(
 
 def cancel_job(job_id: int) -> RunStatus:
     """Cancel a queued job at once, ask a running one to stop; returns its status after."""
+    require(Permission.REVIEW)
     with session_scope() as s:
         status = job_rows.request_cancel(s, PoolJob, job_id)
     if status is None:

@@ -35,12 +35,13 @@ from core_model.artifact import (
     model_files,
 )
 from db.engine import MAX_ID
-from db.models import Corpus, ModelVersion
+from db.models import Corpus, ModelVersion, TrainingRun
 from workbench import settings
 from workbench.corpora import get_corpus, validate_lang
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
 from workbench.team import history
+from workbench.team.access import Permission, require
 from workbench.text_rules import clean_text, strip_invisible, validate_name
 
 
@@ -67,6 +68,7 @@ class VersionInfo:
     sha256: str
     artifact_path: str
     created_at: datetime
+    trained_by: str | None = None  # who started its run (or registered its folder); None: unknown
 
 
 def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:
@@ -91,6 +93,7 @@ def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:
         sha256=v.sha256,
         artifact_path=v.artifact_path,
         created_at=v.created_at,
+        trained_by=v.trained_by,
     )
 
 
@@ -113,6 +116,7 @@ def import_version(
     The corpus is read, the folder copied and checked, and the version registered in
     separate steps: no transaction is held open while a model is copied and loaded.
     """
+    actor = require(Permission.TRAIN)
     if name is not None:
         name = validate_name(name, "version name")
     corpus_info = get_corpus(corpus) if corpus else None
@@ -147,6 +151,7 @@ def import_version(
             src_lang=src_lang,
             tgt_lang=tgt_lang,
             name=name,
+            trained_by=actor.email,
         )
     except ArtifactError as exc:
         raise WorkbenchError(str(exc)) from exc
@@ -190,6 +195,7 @@ def register_version(
     tgt_lang: str | None = None,
     name: str | None = None,
     parent_version_id: int | None = None,
+    trained_by: str | None = None,
 ) -> int:
     """Record a model (a finished run's, or an imported copy) and move `model_dir` into
     models/<id>/; returns the id. ``parent_version_id``: the version the run continued; the
@@ -197,6 +203,7 @@ def register_version(
 
     Two transactions on purpose: the row is committed first and removed again if the move
     fails, so a folder under models/ always has a row and a row never points at nothing.
+    ``trained_by`` defaults to whoever started the run ``run_id``.
     """
     weights = model_dir / WEIGHTS_FILE
     if not weights.is_file():
@@ -209,7 +216,10 @@ def register_version(
         parent = s.get(ModelVersion, parent_version_id) if parent_version_id else None
         tokens = _bounded(metrics.get("tokens_trained", 0), int, 0, 2**62)
         seconds = _bounded(metrics.get("train_time_s", 0.0), float, 0.0, 1e12)
+        if trained_by is None and run_id is not None:
+            trained_by = s.scalar(select(TrainingRun.started_by).where(TrainingRun.id == run_id))
         version = ModelVersion(
+            trained_by=trained_by,
             run_id=run_id,
             corpus_id=corpus.id if corpus else None,
             name="",
@@ -277,6 +287,7 @@ def versions_table() -> pd.DataFrame:
             "valid loss": v.metrics.get("valid_loss"),
             "BLEU": v.metrics.get("bleu"),
             "chrF": v.metrics.get("chrf"),
+            "trained by": v.trained_by,
             "notes": v.notes,
         }
         for v in list_versions()
@@ -307,6 +318,7 @@ def artifact_dir(version_id: int) -> Path:
 
 def rename_version(version_id: int, name: str) -> None:
     """Rename a version; the name rule is that of corpora (`text_rules.validate_name`)."""
+    require(Permission.TRAIN)
     name = validate_name(name, "version name")
     with session_scope() as s:
         version = s.get(ModelVersion, version_id)
@@ -318,6 +330,7 @@ def rename_version(version_id: int, name: str) -> None:
 
 
 def set_notes(version_id: int, notes: str) -> None:
+    require(Permission.TRAIN)
     with session_scope() as s:
         version = s.get(ModelVersion, version_id)
         if version is None:
@@ -329,6 +342,7 @@ def set_notes(version_id: int, notes: str) -> None:
 
 def delete_version(version_id: int) -> None:
     """Delete the row and its files (the row first: a half-deleted folder is never listed)."""
+    require(Permission.DELETE)
     with session_scope() as s:
         version = s.get(ModelVersion, version_id)
         if version is None:

@@ -46,6 +46,7 @@ class RunInfo:
     attempts: int
     init_version_id: int | None
     version_id: int | None
+    started_by: str | None  # who queued it (None: before team mode)
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -158,6 +159,7 @@ def _info(
         created_at=run.created_at,
         started_at=run.started_at,
         finished_at=run.finished_at,
+        started_by=run.started_by,
     )
 
 

@@ -39,6 +39,7 @@ from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.snapshots import take_snapshot
 from workbench.storage import session_scope
+from workbench.team.access import Permission, require
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -85,6 +86,7 @@ def enqueue_training(
 ) -> int:
     """Queue a run: freeze its config (``train_options.training_config``) and the corpus'
     current train/valid pairs (``snapshots``); return the run id."""
+    actor = require(Permission.TRAIN)
     config = train_options.training_config(preset, epochs, device, minutes=minutes, **overrides)
     with session_scope() as s:
         corpus = find(s, corpus_id)
@@ -111,6 +113,7 @@ def enqueue_training(
             snapshot_hash=frozen.content_hash,
             snapshot_size=len(frozen.pair_ids),
             init_version_id=init_version_id,
+            started_by=actor.email,
         )
         s.add(run)
         s.flush()
@@ -123,6 +126,7 @@ def cancel_run(run_id: int) -> RunStatus:
     Both are conditional UPDATEs, so a worker claiming the run at the same moment either
     never sees it or sees the cancel request. Returns the run's status after the request.
     """
+    require(Permission.TRAIN)
     with session_scope() as s:
         status = job_rows.request_cancel(s, TrainingRun, run_id, error=None)
     if status is None:
@@ -133,6 +137,7 @@ def cancel_run(run_id: int) -> RunStatus:
 def resume_run(run_id: int) -> int:
     """Queue a failed or cancelled run again; its worker goes on from the run's checkpoint.
     Returns the step it resumes from."""
+    require(Permission.TRAIN)
     with session_scope() as s:
         run = s.get(TrainingRun, run_id)
         if run is None:
@@ -174,6 +179,7 @@ def delete_run(run_id: int) -> None:
     """Delete a run that is not queued or running: its row, its metric rows and its folder
     (checkpoint). A model version it registered is kept (the foreign keys cascade to the
     metric rows and set the version's run to NULL)."""
+    require(Permission.TRAIN)
     with session_scope() as s:
         deleted = s.execute(
             delete(TrainingRun).where(

@@ -14,6 +14,10 @@ Environment:
   worker is taken for dead (default 90).
 * ``WORKBENCH_PG_BINDIR``: the folder of ``pg_dump`` / ``pg_restore`` for backups, when the
   ones found on the machine are older than the PostgreSQL server (``workbench.backup``).
+* ``WORKBENCH_ADMINS``: comma-separated e-mails that are always admins when sign-in is on
+  (the first admin of a team; ``workbench.team.access``).
+* ``WORKBENCH_LOCAL_ADMIN``: the name the command line (and the UI without sign-in) acts
+  under, recorded as who started a run (default ``<OS user>@localhost``).
 * ``WORKBENCH_DEBUG``: when set, the CLI prints the traceback of an internal error.
 * ``WORKBENCH_SERVE_CONFIG``: set by ``workbench serve`` for its worker processes (the
   server's ``ServeConfig`` as JSON); not meant to be set by hand.
@@ -33,6 +37,7 @@ The data folder::
 
 from __future__ import annotations
 
+import getpass
 import os
 from pathlib import Path
 
@@ -45,6 +50,8 @@ ENV_HEARTBEAT_TIMEOUT = "WORKBENCH_HEARTBEAT_TIMEOUT"
 ENV_DEBUG = "WORKBENCH_DEBUG"
 ENV_PG_BINDIR = "WORKBENCH_PG_BINDIR"
 ENV_SERVE_CONFIG = "WORKBENCH_SERVE_CONFIG"
+ENV_ADMINS = "WORKBENCH_ADMINS"
+ENV_LOCAL_ADMIN = "WORKBENCH_LOCAL_ADMIN"
 DEFAULT_HOME = "./workbench_data"
 # Longer than SQLite's busy timeout: a heartbeat may wait that long behind a big import.
 HEARTBEAT_TIMEOUT_S = 90.0
@@ -93,6 +100,24 @@ def pg_bindir() -> Path | None:
     """Where to look first for ``pg_dump`` / ``pg_restore`` (``WORKBENCH_PG_BINDIR``)."""
     folder = os.environ.get(ENV_PG_BINDIR, "").strip()
     return Path(folder).expanduser() if folder else None
+
+
+def configured_admins() -> frozenset[str]:
+    """The e-mails that ``WORKBENCH_ADMINS`` makes admins (lower case)."""
+    raw = os.environ.get(ENV_ADMINS, "")
+    return frozenset(e.strip().lower() for e in raw.split(",") if e.strip())
+
+
+def local_admin_name() -> str:
+    """Who the command line acts as: ``WORKBENCH_LOCAL_ADMIN``, else ``<OS user>@localhost``."""
+    name = os.environ.get(ENV_LOCAL_ADMIN, "").strip()
+    if name:
+        return name
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        user = "local"
+    return f"{user}@localhost"
 
 
 def serve_config() -> str | None:

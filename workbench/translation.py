@@ -21,6 +21,7 @@ from workbench.glossary import Glossary, enforce
 from workbench.pairs import edit_pairs
 from workbench.registry import get_version, load_model_of, load_version
 from workbench.storage import session_scope
+from workbench.team.access import Permission, require
 from workbench.text_rules import normalize_text, pair_hash
 
 MAX_BEAM = 16
@@ -146,6 +147,7 @@ def save_correction(
 
     Refusals speak of this one pair, not of the corpus table's "new row 1".
     """
+    require(Permission.EDIT)
     content = pair_hash(normalize_text(source), normalize_text(target))
     try:
         with session_scope() as s:

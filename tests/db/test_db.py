@@ -11,6 +11,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, func, inspect, select, text
+from sqlalchemy.exc import IntegrityError
 
 from db import init
 from db.engine import create_workbench_engine
@@ -420,4 +421,42 @@ def test_upgrade_to_0008_backfills_lineage_and_downgrades_without_losing_rows(
         assert conn.execute(text("SELECT count(*) FROM served_versions")).scalar() == 1
         assert conn.execute(text("SELECT count(*) FROM pairs")).scalar() == 1
         assert "split_note" not in {c["name"] for c in inspect(engine).get_columns("corpora")}
+
+
+def test_upgrade_to_0009_makes_old_keys_viewers_and_adds_users(tmp_path: Path) -> None:
+    """Team mode's revision: API keys made before it become viewers (they could only translate),
+    old runs and versions have no recorded person, roles outside the three are refused, and a
+    downgrade takes it all back. (The revision before 0009 is read from it: the lead re-chains.)"""
+    import importlib.util
+
+    path = ROOT / "db" / "migrations" / "versions" / "0009_users_roles.py"
+    spec = importlib.util.spec_from_file_location("m0009", path)
+    assert spec is not None and spec.loader is not None
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    engine = _database_at(tmp_path, migration.down_revision)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO api_keys (name, key_hash, prefix, created_at) "
+                "VALUES ('old', 'h', 'wbk_x', '2026-01-01 00:00:00')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO training_runs (config, status, device, snapshot_pair_ids, "
+                "snapshot_hash, snapshot_size, created_at) "
+                "VALUES ('{}', 'succeeded', 'cpu', '[]', '', 0, '2026-01-01 00:00:00')"
+            )
+        )
+    upgrade(engine, "0009")
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT name, role FROM api_keys")).all() == [("old", "viewer")]
+        assert conn.execute(text("SELECT started_by FROM training_runs")).all() == [(None,)]
+        conn.execute(text("INSERT INTO users (email, role) VALUES ('a@example.org', 'admin')"))
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(text("INSERT INTO users (email, role) VALUES ('b@example.org', 'owner')"))
+    upgrade_down(engine, migration.down_revision)
+    assert "users" not in inspect(engine).get_table_names()
+    assert "role" not in {c["name"] for c in inspect(engine).get_columns("api_keys")}
     engine.dispose()

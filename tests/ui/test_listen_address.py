@@ -1,5 +1,5 @@
-"""``make run`` listens on loopback only: the UI has no sign-in, so whoever can reach it can
-delete corpora, serve versions and create API keys (README: "Opening the UI to a team")."""
+"""``make run`` listens on loopback only: without sign-in configured, whoever can reach the UI
+is its admin (README: "Opening the UI to a team")."""
 
 from __future__ import annotations
 

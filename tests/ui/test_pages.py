@@ -1098,6 +1098,15 @@ def test_models_rename_and_notes(populated: Trained) -> None:
     assert (info.name, info.notes) == ("first try", "demo corpus, tiny")
 
 
+def test_models_and_train_pages_say_who_trained_each_version(populated: Trained) -> None:
+    """The fixture's runs were queued by the services as the local admin (as the CLI is)."""
+    who = settings.local_admin_name()
+    assert run_info.get_run(populated.run_ids[0]).started_by == who
+    at = open_page("models")
+    assert f"**Trained by** {who}" in texts(at.markdown)
+    assert set(at.dataframe[0].value["trained by"]) == {who}
+
+
 def test_models_serve_a_version_and_show_the_request(populated: Trained) -> None:
     version_id = populated.version_ids[0]
     at = open_page("models")

@@ -230,6 +230,8 @@ def _metric_rows(run_id: int) -> list[tuple[int, int]]:
 EDITOR_SCRIPT = """
 import sys
 from workbench import pairs
+from workbench.team import access
+access.use_actor_source(access.local_admin)  # as the command line does
 corpus_id = int(sys.argv[1])
 for i in range(40):
     r = pairs.apply_edits(corpus_id, added=[{"source": f"句子{i}", "target": f"sentence {i}"}])

@@ -14,6 +14,10 @@ that are not valid UTF-8 too); argparse usage errors also print one line and exi
 failure of the environment (disk full, database unreachable or unwritable) prints one
 ``error: …`` line and exits 1; an unexpected exception prints one
 ``error: internal error: …`` line and exits 1 (set ``WORKBENCH_DEBUG=1`` for the traceback).
+
+The command line acts as the local admin (``workbench.team.access.local_admin``, named by
+``WORKBENCH_LOCAL_ADMIN``): roles limit the UI's users and API keys, not whoever can run
+commands against the data folder.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from workbench.cli import (
     history_commands,
     model_commands,
     serving_commands,
+    team_commands,
     training_commands,
 )
 from workbench.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, Command, print_error
@@ -43,6 +48,7 @@ GROUPS = (
     model_commands,
     serving_commands,
     backup_commands,
+    team_commands,
 )
 COMMANDS: list[Command] = [cmd for group in GROUPS for cmd in group.COMMANDS]
 
@@ -71,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (``__main__`` passes it to SystemExit)."""
     args = build_parser().parse_args(argv)
+    # Whoever runs the command line owns the data folder: it acts as the local admin.
+    from workbench.team import access
+
+    access.use_actor_source(access.local_admin)
     try:
         _check_text_arguments(args)
         return int(args._run(args) or EXIT_OK)

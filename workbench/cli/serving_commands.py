@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from db.models import Role
 from workbench.cli.common import (
     EXIT_OK,
     Command,
@@ -123,13 +124,21 @@ def _args_key_create(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", required=True, help="who or what the key is for")
     p.add_argument("--requests-per-minute", type=positive_int, help="this key's rate limit")
     p.add_argument("--chars-per-request", type=positive_int, help="this key's size limit")
+    p.add_argument(
+        "--role",
+        choices=[r.value for r in Role],
+        default=Role.VIEWER.value,
+        help="what requests with the key may do (viewer: translate only)",
+    )
 
 
 def _cmd_key_create(args: argparse.Namespace) -> int:
     from workbench.serving.api_keys import create_key
 
-    new = create_key(args.name, args.requests_per_minute, args.chars_per_request)
-    print_json({"id": new.info.id, "name": new.info.name, "api_key": new.key})
+    new = create_key(args.name, args.requests_per_minute, args.chars_per_request, args.role)
+    print_json(
+        {"id": new.info.id, "name": new.info.name, "role": new.info.role, "api_key": new.key}
+    )
     return EXIT_OK
 
 
@@ -148,6 +157,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
             "key": k.shown,
             "requests_per_minute": k.requests_per_minute,
             "chars_per_request": k.chars_per_request,
+            "role": k.role.value,
             "created_at": k.created_at.isoformat(),
             "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None,
         }
@@ -161,7 +171,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     for k in keys:
         state = "revoked" if not k.active else "active"
         limits = f"{k.requests_per_minute or 'default'}/min, {k.chars_per_request or 'default'} ch"
-        print_text(f"{k.id}  {k.shown}  {state}  {limits}  {k.name}")
+        print_text(f"{k.id}  {k.shown}  {state}  {k.role}  {limits}  {k.name}")
     return EXIT_OK
 
 

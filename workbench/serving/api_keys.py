@@ -4,7 +4,8 @@ A key is ``wbk_`` + 32 random URL-safe characters, shown once when it is created
 database keeps its sha256 digest (a random key of that length needs no salt: nobody can
 guess it from the digest) and its first characters, so a person can tell keys apart without
 the key. Each key may carry its own limits; None means the server's default. A key is never
-written to a log, a metric label or an error message.
+written to a log, a metric label or an error message. Each key holds a role (``key_actor``):
+a request acts with it, so a viewer's key can translate but no write service lets it write.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from datetime import datetime
 
 from sqlalchemy import select
 
-from db.models import ApiKey, utcnow
+from db.models import ApiKey, Role, utcnow
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
+from workbench.team.access import Actor, Permission, parse_role, require
 from workbench.text_rules import validate_name
 
 KEY_PREFIX = "wbk_"
@@ -36,6 +38,7 @@ class ApiKeyInfo:
     chars_per_request: int | None
     created_at: datetime
     revoked_at: datetime | None
+    role: Role = Role.VIEWER
 
     @property
     def active(self) -> bool:
@@ -66,6 +69,7 @@ def _to_info(row: ApiKey) -> ApiKeyInfo:
         row.chars_per_request,
         row.created_at,
         row.revoked_at,
+        Role(row.role),
     )
 
 
@@ -78,10 +82,15 @@ def _limit(value: int | None, high: int, what: str) -> int | None:
 
 
 def create_key(
-    name: str, requests_per_minute: int | None = None, chars_per_request: int | None = None
+    name: str,
+    requests_per_minute: int | None = None,
+    chars_per_request: int | None = None,
+    role: Role | str = Role.VIEWER,
 ) -> NewKey:
     """A new active key; the returned ``key`` is the only time the secret is seen."""
+    require(Permission.API_KEYS)
     name = validate_name(name, "key name")
+    key_role = parse_role(role)
     rpm = _limit(requests_per_minute, MAX_REQUESTS_PER_MINUTE, "requests per minute")
     chars = _limit(chars_per_request, MAX_CHARS_PER_REQUEST, "characters per request")
     key = KEY_PREFIX + secrets.token_urlsafe(24)
@@ -92,6 +101,7 @@ def create_key(
             prefix=key[:SHOWN_CHARACTERS],
             requests_per_minute=rpm,
             chars_per_request=chars,
+            role=key_role.value,
         )
         s.add(row)
         s.flush()
@@ -100,6 +110,7 @@ def create_key(
 
 def revoke_key(key_id: int) -> None:
     """The key stops working at once (for every server reading this database)."""
+    require(Permission.API_KEYS)
     with session_scope() as s:
         row = s.get(ApiKey, key_id)
         if row is None:
@@ -124,3 +135,9 @@ def find_active_key(key: str) -> ApiKeyInfo | None:
             select(ApiKey).where(ApiKey.key_hash == digest(key), ApiKey.revoked_at.is_(None))
         )
         return _to_info(row) if row is not None else None
+
+
+def key_actor(info: ApiKeyInfo) -> Actor:
+    """Who a request with this key acts as: the key (named by its first characters), with
+    its role."""
+    return Actor(f"API key {info.shown}", info.role)

@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from core_model.translator import TranslationResult
 from workbench import engines, registry, settings
 from workbench.corpora import validate_lang
-from workbench.errors import WorkbenchError
+from workbench.errors import PermissionDenied, WorkbenchError
 from workbench.serving import api_keys, served
 from workbench.serving.batching import Batcher, Busy, Engine, default_engine
 from workbench.serving.config import ServeConfig
@@ -54,6 +54,7 @@ from workbench.serving.protocol import (
     read_fields,
     validated,
 )
+from workbench.team import access
 from workbench.translation import check_inputs
 
 log = logging.getLogger("workbench.serving")
@@ -126,6 +127,9 @@ class Server:
             raise ApiError(
                 400, "An API key is required (api_key): ask this server's operator for one"
             )
+        # The rest of this request acts with the key's role; without a key, as nobody (reads
+        # and translations only: every write service refuses).
+        access.act_in_this_task(api_keys.key_actor(info) if info else None)
         per_minute = (info and info.requests_per_minute) or self.config.requests_per_minute
         if per_minute:
             host = request.client.host if request.client else "unknown"
@@ -206,9 +210,12 @@ def _version_record(info: registry.VersionInfo) -> V1Version:
 
 
 async def _call(fn: Callable[..., Any], *args: Any, status: int = 400) -> Any:
-    """A blocking workbench service in the thread pool; its ``WorkbenchError`` -> ``status``."""
+    """A blocking workbench service in the thread pool; its ``WorkbenchError`` -> ``status``
+    (one the key's role does not allow: 403)."""
     try:
         return await run_in_threadpool(fn, *args)
+    except PermissionDenied as exc:
+        raise ApiError(403, str(exc)) from None
     except WorkbenchError as exc:
         raise ApiError(status, str(exc)) from None
 

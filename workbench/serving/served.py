@@ -19,6 +19,7 @@ from workbench.errors import WorkbenchError
 from workbench.registry import get_version
 from workbench.serving.config import DEFAULT_HOST, DEFAULT_PORT
 from workbench.storage import session_scope
+from workbench.team.access import Permission, require
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class ServedPair:
 def serve_version(version_id: int) -> int | None:
     """Make the version answer for its language pair; returns the version it replaces, if
     any (None also when it was already served)."""
+    require(Permission.SERVE)
     info = get_version(version_id)
     with session_scope() as s:
         row = s.get(ServedVersion, (info.src_lang, info.tgt_lang), with_for_update=True)
@@ -51,6 +53,7 @@ def serve_version(version_id: int) -> int | None:
 
 def stop_serving(version_id: int) -> None:
     """Its language pair is no longer served (until a version is chosen for it again)."""
+    require(Permission.SERVE)
     with session_scope() as s:
         gone = s.execute(delete(ServedVersion).where(ServedVersion.version_id == version_id))
         if not gone.rowcount:

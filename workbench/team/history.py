@@ -41,6 +41,8 @@ from sqlalchemy.orm import Session
 from db.models import Base, Change, Corpus, GlossaryTerm, ModelVersion, Pair, UTCDateTime
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
+from workbench.team import access
+from workbench.team.access import Permission, require
 
 LOCAL_ACTOR = "local"  # who acts when nobody signs in (one person on their own machine)
 SYSTEM_ACTOR = "system"  # housekeeping, e.g. emptying the trash
@@ -61,9 +63,10 @@ _UNIQUE_TEXT = {"pairs": "content_hash", "glossary_terms": "source_term", "corpo
 
 
 def current_actor() -> str:
-    """Who is making the change now. Until sign-in lands this is always ``LOCAL_ACTOR``;
-    then it returns the signed-in user of ``workbench.team.access`` (the one line to change)."""
-    return LOCAL_ACTOR
+    """Who is making the change now: the acting user of ``workbench.team.access`` (its
+    e-mail, or the local admin's name); ``LOCAL_ACTOR`` for the workbench's own upkeep."""
+    actor = access.current_actor()
+    return actor.email if actor is not None else LOCAL_ACTOR
 
 
 @dataclass(frozen=True)
@@ -278,6 +281,7 @@ def changes_since(corpus_id: int, since: datetime) -> int:
 
 def undo_change(change_id: int) -> int:
     """Undo one change (a new change that restores the rows); returns the new change's id."""
+    require(Permission.EDIT)
     return _undoing(lambda s: [_undo(s, _get(s, change_id))])[0]
 
 
@@ -286,6 +290,7 @@ def undo_since(corpus_id: int, since: datetime) -> list[int]:
     transaction: all or nothing. A change and its undo inside the window cancel out and are
     left alone, as are changes that cannot be undone (a version's files).
     Returns the new changes' ids."""
+    require(Permission.EDIT)
     return _undoing(lambda s: [_undo(s, c) for c in _to_undo_since(s, corpus_id, since)])
 
 

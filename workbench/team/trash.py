@@ -20,6 +20,7 @@ from db.models import Corpus, Pair, utcnow
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
 from workbench.team import history
+from workbench.team.access import Permission, require
 
 TRASH_DAYS = 30
 _TRASH_NAME = "(deleted #{id}) {name}"  # unique by the id; the real name is free again
@@ -81,6 +82,7 @@ def list_trash() -> list[TrashedCorpus]:
 def restore_corpus(corpus_id: int) -> str:
     """Take a corpus out of the trash under its old name; returns the name. Refused while
     another corpus has that name (rename one of them first)."""
+    require(Permission.EDIT)
     with session_scope() as s:
         corpus = s.get(Corpus, int(corpus_id))
         if corpus is None or corpus.deleted_at is None:

@@ -1,0 +1,64 @@
+"""Team mode: users and their roles, API keys' roles, who started a training run.
+
+Revision ID: 0009
+Revises: 0006
+Create Date: 2026-11-24
+
+- ``users``: a team member's role (viewer, editor, admin) by e-mail.
+- ``api_keys.role``: what a request with the key may do; existing keys become viewers
+  (until now a key could only translate, which a viewer may).
+- ``training_runs.started_by``: who queued the run (NULL for runs queued before).
+- ``model_versions.trained_by``: who trained it (its run's ``started_by``) or registered it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0009"
+down_revision: str | None = "0008"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+ROLES = ("viewer", "editor", "admin")  # db.models.Role as of this revision
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def upgrade() -> None:
+    op.create_table(
+        "users",
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("email", sa.String(length=320), nullable=False),
+        sa.Column("role", sa.String(length=16), nullable=False),
+        sa.Column("added_by", sa.String(length=320), nullable=True),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+        ),
+        sa.UniqueConstraint("email", name=op.f("uq_users_email")),
+        sa.CheckConstraint(_one_of("role", ROLES), name="role"),
+        sqlite_autoincrement=True,
+    )
+    with op.batch_alter_table("api_keys") as batch:
+        batch.add_column(
+            sa.Column("role", sa.String(length=16), server_default="viewer", nullable=False)
+        )
+    with op.batch_alter_table("training_runs") as batch:
+        batch.add_column(sa.Column("started_by", sa.String(length=320), nullable=True))
+    with op.batch_alter_table("model_versions") as batch:
+        batch.add_column(sa.Column("trained_by", sa.String(length=320), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("model_versions") as batch:
+        batch.drop_column("trained_by")
+    with op.batch_alter_table("training_runs") as batch:
+        batch.drop_column("started_by")
+    with op.batch_alter_table("api_keys") as batch:
+        batch.drop_column("role")
+    op.drop_table("users")

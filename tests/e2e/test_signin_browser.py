@@ -1,0 +1,158 @@
+"""Sign-in in a real headless Chromium against a real local OpenID Connect provider
+(``oidc-provider-mock``, on a free 127.0.0.1 port in this process): the app started as
+`make run` does, with ``[auth]`` in a secrets file of the test's own (``--secrets.files``).
+
+An anonymous visitor sees only the sign-in button; a viewer signs in at the provider and reads
+the corpus, offered no control that writes; sign-out brings the sign-in back; an editor signs
+in and creates a corpus from the page. Needs /usr/bin/chromium; processes are stopped by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_browser import (
+    CHROMIUM,
+    EXPECT_TIMEOUT_MS,
+    ROOT,
+    VIEWPORT,
+    _free_port,
+    _no_traceback,
+    _stop,
+    _wait_http,
+)
+from workbench import corpora
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"
+    ),
+]
+VIEWER, EDITOR = "vera@example.org", "ed@example.org"
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A real OIDC provider: any client id is accepted, the user typed in is the subject
+    (and, with the ``email`` scope, the e-mail)."""
+    from oidc_provider_mock import run_server_in_thread
+
+    monkeypatch.setenv("AUTHLIB_INSECURE_TRANSPORT", "1")  # plain http on loopback
+    with run_server_in_thread(port=_free_port()) as server:
+        yield f"http://127.0.0.1:{server.server_port}"
+
+
+@pytest.fixture
+def team_app(wb_home: Path, tmp_path: Path, provider: str) -> Iterator[str]:
+    from workbench.team import access
+
+    access.set_role(VIEWER, "viewer")
+    access.set_role(EDITOR, "editor")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(
+        "[auth]\n"
+        f'redirect_uri = "{url}/oauth2callback"\n'
+        'cookie_secret = "a-cookie-secret-for-this-test-only-0123456789"\n'
+        'client_id = "workbench"\n'
+        'client_secret = "not-checked-by-the-mock"\n'
+        f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n',
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "AUTHLIB_INSECURE_TRANSPORT": "1"}
+    log = open(tmp_path / "streamlit.log", "wb")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--server.headless", "true", "--browser.gatherUsageStats", "false",
+         "--secrets.files", str(secrets)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        _wait_http(url, proc)
+        yield url
+    except Exception as exc:
+        log.flush()
+        raise AssertionError(f"{exc}\n{(tmp_path / 'streamlit.log').read_text()[-3000:]}") from exc
+    finally:
+        _stop(proc.pid)
+        log.close()
+
+
+def _sign_in(page, expect, email: str) -> None:
+    page.get_by_role("button", name="Sign in").click()
+    page.locator('input[name="sub"]').fill(email)  # the provider's own form
+    page.get_by_role("button", name="Authorize").click()
+    expect(page.get_by_text(f"Signed in as {email}")).to_be_visible()
+
+
+def _sign_out(page, expect) -> None:
+    page.get_by_role("button", name="Sign out").click()
+    # Streamlit ends the session at the provider too (its end_session endpoint), whose own
+    # page asks to confirm, then sends the browser back to the app.
+    page.get_by_role("button", name="End session").click()
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+
+
+def test_sign_in_roles_and_sign_out_in_a_browser(team_app: str, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--headless", "--no-sandbox", "--disable-gpu",
+                  "--disable-background-networking", "--disable-component-update"],
+        )  # fmt: skip
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.set_default_timeout(60_000)
+
+            # Anonymous: the sign-in button and nothing of the workbench.
+            page.goto(team_app)
+            expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+            assert page.locator('[data-testid="stDataFrame"]').count() == 0
+            assert page.get_by_role("heading", name="Corpus").count() == 0
+            page.goto(f"{team_app}/models")  # a page's address shows nothing more
+            expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+            assert page.get_by_role("heading", name="Models").count() == 0
+
+            # A viewer reads the (demo) corpus, locked: no New, Rename, Delete, Save.
+            page.goto(team_app)
+            _sign_in(page, expect, VIEWER)
+            expect(page.get_by_text("(viewer)")).to_be_visible()
+            expect(page.get_by_role("heading", name="Corpus")).to_be_visible()
+            expect(page.locator('[data-testid="stDataFrame"]')).to_be_visible()
+            for label in ("New", "Rename", "Delete", "Save"):
+                assert page.get_by_role("button", name=label, exact=True).count() == 0, label
+            expect(page.get_by_text("read only")).to_be_visible()
+            _no_traceback(page)
+            page.screenshot(path=str(tmp_path / "viewer.png"))
+
+            # Sign-out works: the sign-in is all there is again.
+            _sign_out(page, expect)
+            assert page.get_by_role("heading", name="Corpus").count() == 0
+
+            # An editor may: creates a corpus from the page.
+            _sign_in(page, expect, EDITOR)
+            expect(page.get_by_text("(editor)")).to_be_visible()
+            assert page.get_by_role("button", name="Delete", exact=True).count() == 0
+            page.get_by_role("button", name="New", exact=True).click()
+            popover = page.locator('[data-testid="stPopoverBody"]')
+            popover.get_by_role("textbox", name="Name").fill("Team corpus")  # zh→en preset
+            popover.get_by_role("button", name="Create corpus").click()
+            expect(page.get_by_text("Created corpus “Team corpus”")).to_be_visible()
+            _no_traceback(page)
+            page.screenshot(path=str(tmp_path / "editor.png"))
+            _sign_out(page, expect)
+        finally:
+            browser.close()
+    assert "Team corpus" in [c.name for c in corpora.list_corpora()]

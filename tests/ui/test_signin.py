@@ -1,0 +1,127 @@
+"""Sign-in and roles on the pages (Streamlit AppTest, which seeds ``st.user``; ``[auth]``
+given as the app's secrets): an anonymous visitor sees only the sign-in button, a viewer
+reads but is offered no control that writes, an editor edits, an admin has the Team page;
+without ``[auth]`` the person at the machine is the local admin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
+
+from tests.helpers import ROOT, make_toy_corpus
+from ui import navigation
+from workbench import corpora, demo
+from workbench.team import access
+
+APP = ROOT / "streamlit_app.py"
+AUTH = {  # what .streamlit/secrets.toml [auth] holds (the provider is never called here)
+    "redirect_uri": "http://localhost:8501/oauth2callback",
+    "cookie_secret": "a-test-cookie-secret-of-enough-length",
+    "client_id": "workbench",
+    "client_secret": "secret",
+    "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration",
+}
+
+
+@pytest.fixture
+def team(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """A corpus, an admin by configuration, a viewer and an editor; the demo stays out."""
+    monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
+    monkeypatch.setenv("WORKBENCH_ADMINS", "ada@example.org")
+    corpus_id = make_toy_corpus()
+    access.set_role("vera@example.org", "viewer")
+    access.set_role("ed@example.org", "editor")
+    return corpus_id
+
+
+def run_as(user: dict[str, Any], page: navigation.PageRef = navigation.CORPUS) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.secrets["auth"] = AUTH
+    at.user = user
+    at.run()
+    if page != navigation.CORPUS:
+        at._page_hash = calc_hash(page.url_path)
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def signed_in(email: str) -> dict[str, Any]:
+    return {"is_logged_in": True, "email": email, "name": email.split("@")[0]}
+
+
+def _keys(elements: Any) -> set[str]:
+    return {e.key for e in elements if e.key}
+
+
+def test_an_anonymous_visitor_sees_only_the_sign_in(team: int) -> None:
+    at = run_as({"is_logged_in": False})
+    assert [b.label for b in at.button] == ["Sign in"]
+    assert not at.data_editor and not at.dataframe and not at.selectbox and not at.tabs
+    # A direct address shows nothing more.
+    at = run_as({"is_logged_in": False}, navigation.MODELS)
+    assert [b.label for b in at.button] == ["Sign in"] and not at.dataframe
+
+
+def test_a_signed_in_stranger_is_told_to_ask_an_admin(team: int) -> None:
+    at = run_as(signed_in("stranger@example.org"))
+    assert "not a member of this team" in at.warning[0].value
+    assert [b.label for b in at.button] == ["Sign out"]
+    assert not at.data_editor
+
+
+def test_a_viewer_reads_but_is_offered_no_write(team: int) -> None:
+    at = run_as(signed_in("vera@example.org"))
+    assert "vera@example.org** (viewer)" in at.sidebar.caption[0].value
+    assert len(at.data_editor) == 1 and len(at.data_editor[0].value) > 0  # reads the pairs
+    assert at.data_editor[0].proto.disabled  # locked, no rows to add
+    buttons = _keys(at.button)
+    assert not buttons & {"delete_corpus", "save_edits", "discard_edits", "rename_corpus"}
+    assert "Sign out" in [b.label for b in at.button]
+    at.session_state["corpus_tab"] = ":material/download: Export & clean up"
+    at.run()
+    assert at.download_button(key="export_download")  # reading includes exporting
+    assert "dedupe" not in _keys(at.button) and "cleanup_preview" not in _keys(at.button)
+    at = run_as(signed_in("vera@example.org"), navigation.TRAIN)
+    assert "train_button" not in _keys(at.button)
+    at = run_as(signed_in("vera@example.org"), navigation.TEAM)  # not offered: lands on Corpus
+    assert "team_email" not in _keys(at.text_input)
+
+
+def test_an_editor_edits_but_cannot_delete(team: int) -> None:
+    at = run_as(signed_in("ed@example.org"))
+    assert not at.data_editor[0].proto.disabled
+    keys = _keys(at.button)
+    assert "save_edits" in keys and "delete_corpus" not in keys
+    at.text_input(key=f"rename_{team}").set_value("toy renamed")
+    at.button(key="rename_corpus").click().run()
+    assert not at.exception and corpora.get_corpus(team).name == "toy renamed"
+    at = run_as(signed_in("ed@example.org"), navigation.TRAIN)
+    assert "train_button" in _keys(at.button)
+
+
+def test_an_admin_manages_the_team_on_its_page(team: int) -> None:
+    at = run_as(signed_in("ada@example.org"), navigation.TEAM)
+    assert "team_email" in _keys(at.text_input)
+    shown = at.dataframe[1].value  # the members (the first lists what each role may do)
+    assert list(shown["e-mail"]) == ["ada@example.org", "ed@example.org", "vera@example.org"]
+    at.text_input(key="team_email").set_value("New.Person@example.org")
+    at.selectbox(key="team_role").set_value("editor")
+    next(b for b in at.button if b.label == "Save").click().run()
+    assert not at.exception
+    assert access.role_of("new.person@example.org") == access.Role.EDITOR
+    at = run_as(signed_in("ada@example.org"))
+    assert "delete_corpus" in _keys(at.button)
+    assert corpora.get_corpus(team).name == "toy"  # (the admin only looked)
+
+
+def test_without_sign_in_the_local_admin_uses_every_page(team: int) -> None:
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    assert not at.exception
+    assert "delete_corpus" in _keys(at.button)
+    assert "Sign out" not in [b.label for b in at.button] and not at.sidebar.caption

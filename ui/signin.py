@@ -1,0 +1,70 @@
+"""Sign-in for the browser UI: who is using the page, and the gate every page passes.
+
+Off by default: without an ``[auth]`` section in ``.streamlit/secrets.toml`` the person at
+this machine is the local admin (the UI listens on loopback only, ``.streamlit/config.toml``).
+With ``[auth]`` (OpenID Connect: ``st.login`` / ``st.user``), an anonymous visitor sees only
+the sign-in button, and a signed-in person acts with the role the team gave their e-mail
+(``workbench.team.access``). The services check that role; pages only hide what it cannot use.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui.feedback import error_boundary
+from workbench.team import access
+from workbench.team.access import Actor, Permission
+
+READ_ONLY = "You may read and translate here; only an editor or admin can change it."
+
+
+def sign_in_configured() -> bool:
+    """Whether ``[auth]`` is configured (then every page needs a signed-in member)."""
+    return st.secrets.load_if_toml_exists() and "auth" in st.secrets
+
+
+def session_actor() -> Actor | None:
+    """Who acts in this browser session, read afresh on every call (a button's callback runs
+    in a thread of its own): the local admin without sign-in, else the signed-in member."""
+    if not sign_in_configured():
+        return access.local_admin()
+    if not st.user.is_logged_in or not st.user.get("email"):
+        return None
+    return access.member_actor(str(st.user.email))
+
+
+def install() -> None:
+    """Tell the services to ask this session who acts (once per script run, before pages)."""
+    access.use_actor_source(session_actor)
+
+
+def gate() -> Actor:
+    """Stop the script unless someone may see the pages; otherwise show who is signed in
+    (with the sign-out button) and return them. Without sign-in: the local admin, silently."""
+    if not sign_in_configured():
+        return access.local_admin()
+    if not st.user.is_logged_in:
+        st.title("Translation workbench")
+        st.write("Sign in to use this workbench.")
+        st.button("Sign in", type="primary", icon=":material/login:", on_click=st.login)
+        st.stop()
+    actor = None
+    with error_boundary("reading your role"):
+        actor = session_actor()
+    with st.sidebar:
+        st.caption(f"Signed in as **{st.user.email}**" + (f" ({actor.role})" if actor else ""))
+        st.button("Sign out", icon=":material/logout:", on_click=st.logout, key="sign_out")
+    if actor is None:
+        st.title("Translation workbench")
+        st.warning(
+            f"You are signed in as {st.user.email}, who is not a member of this team yet: "
+            "ask an admin to add you on the Team page.",
+            icon=":material/lock:",
+        )
+        st.stop()
+    return actor
+
+
+def can(permission: Permission) -> bool:
+    """Whether the person using the page may (to hide controls they cannot use)."""
+    return access.can(permission)

@@ -1,0 +1,235 @@
+"""Who is acting, what each role allows, and the team's members with their roles.
+
+One source for the roles: ``MIN_ROLE`` says which role each ``Permission`` needs; pages, the
+CLI, the HTTP API and the Team page read it. Every write service starts with
+``require(Permission.…)``, so no front end can skip the check.
+
+Who acts is said by the front end, never guessed here:
+
+* the command line: ``use_actor_source(local_admin)`` (whoever runs it owns the data folder);
+* the UI: a source that reads ``st.user`` on every call (Streamlit runs callbacks and page
+  runs in threads of their own, so a per-thread value set once would go stale), or the
+  local admin when sign-in is off;
+* the HTTP API: ``acting_as(key_actor(key))`` around each request's work.
+
+With no source and no ``acting_as``, nobody acts and every write is refused: a front end
+that forgets to say who acts fails closed. Reading services need no actor.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import select
+
+from db.models import Role, User
+from workbench import settings
+from workbench.errors import PermissionDenied, WorkbenchError
+from workbench.storage import session_scope
+
+ROLES: tuple[Role, ...] = (Role.VIEWER, Role.EDITOR, Role.ADMIN)  # weakest first
+
+
+class Permission(StrEnum):
+    """What a write service needs; the value is how a refusal names it."""
+
+    EDIT = "edit corpora"  # create/rename corpora, pairs, imports, glossaries, clean-ups
+    TRAIN = "train"  # queue, cancel, resume, delete runs; register versions; rename them
+    REVIEW = "review the pool"
+    DELETE = "delete corpora and versions"
+    SERVE = "serve versions"
+    API_KEYS = "manage API keys"
+    USERS = "manage users"
+
+
+# The weakest role that holds each permission. A viewer holds none: reading, translating and
+# comparing write nothing (a translation saved into a corpus is an edit).
+MIN_ROLE: dict[Permission, Role] = {
+    Permission.EDIT: Role.EDITOR,
+    Permission.TRAIN: Role.EDITOR,
+    Permission.REVIEW: Role.EDITOR,
+    Permission.DELETE: Role.ADMIN,
+    Permission.SERVE: Role.ADMIN,
+    Permission.API_KEYS: Role.ADMIN,
+    Permission.USERS: Role.ADMIN,
+}
+
+
+def allows(role: Role, permission: Permission) -> bool:
+    """Whether ``role`` holds ``permission`` (a stronger role holds all a weaker one does)."""
+    return ROLES.index(role) >= ROLES.index(MIN_ROLE[permission])
+
+
+def permissions_of(role: Role) -> list[Permission]:
+    """What a role may do beyond reading (for the Team page)."""
+    return [p for p in Permission if allows(role, p)]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Someone acting: an e-mail (or the local admin's name) and the role it holds."""
+
+    email: str
+    role: Role
+
+    def can(self, permission: Permission) -> bool:
+        return allows(self.role, permission)
+
+
+# -------------------------------------------------------------------------- the actor
+
+_acting: ContextVar[Actor | None] = ContextVar("workbench_actor", default=None)
+_source: Callable[[], Actor | None] | None = None
+
+
+def local_admin() -> Actor:
+    """The person on this machine: the command line, and the UI when sign-in is off."""
+    return Actor(settings.local_admin_name(), Role.ADMIN)
+
+
+def use_actor_source(source: Callable[[], Actor | None] | None) -> None:
+    """Say, for this whole process, how to learn who acts (None: nobody)."""
+    global _source
+    _source = source
+
+
+@contextmanager
+def acting_as(actor: Actor | None) -> Iterator[None]:
+    """Within the block (this thread or task), ``actor`` acts, whatever the source says."""
+    token = _acting.set(actor)
+    try:
+        yield
+    finally:
+        _acting.reset(token)
+
+
+def act_in_this_task(actor: Actor | None) -> None:
+    """``actor`` acts for the rest of this context: an HTTP request (uvicorn runs each in a
+    fresh context, and the thread pool copies it, so it ends with the request)."""
+    _acting.set(actor)
+
+
+def current_actor() -> Actor | None:
+    """Who acts now: ``acting_as``'s actor, else the process's source, else nobody."""
+    actor = _acting.get()
+    if actor is not None:
+        return actor
+    return _source() if _source is not None else None
+
+
+def can(permission: Permission) -> bool:
+    """Whether the current actor may (pages use it to hide controls)."""
+    actor = current_actor()
+    return actor is not None and actor.can(permission)
+
+
+def require(permission: Permission) -> Actor:
+    """The current actor, if it holds ``permission``; else a one-line ``PermissionDenied``."""
+    actor = current_actor()
+    if actor is None:
+        raise PermissionDenied(f"Sign in to {permission}.")
+    if not actor.can(permission):
+        who = " or ".join(r for r in ROLES if allows(r, permission))  # "editor or admin"
+        raise PermissionDenied(f"{actor.email} is a {actor.role}: only an {who} may {permission}.")
+    return actor
+
+
+# ------------------------------------------------------------------------ the members
+
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+
+
+@dataclass(frozen=True)
+class Member:
+    email: str
+    role: Role
+    configured: bool  # an admin named in WORKBENCH_ADMINS (cannot be changed here)
+    added_by: str | None
+    added_at: datetime | None
+
+
+def normalize_email(email: object) -> str:
+    """An e-mail as it is stored and compared: stripped, lower case; else WorkbenchError."""
+    text = str(email or "").strip().lower()
+    if not _EMAIL.fullmatch(text) or len(text) > 320:
+        raise WorkbenchError(f"Not an e-mail address: {str(email)[:80]!r}.")
+    return text
+
+
+def parse_role(role: object) -> Role:
+    """A role from its name (the one list is ``ROLES``); else WorkbenchError."""
+    try:
+        return Role(str(role).strip().lower())
+    except ValueError:
+        names = ", ".join(ROLES)
+        raise WorkbenchError(f"Unknown role {str(role)[:40]!r}: one of {names}.") from None
+
+
+def role_of(email: str) -> Role | None:
+    """The role of a signed-in e-mail: admin if configured, else its row; None: not a member."""
+    email = email.strip().lower()
+    if email in settings.configured_admins():
+        return Role.ADMIN
+    with session_scope() as s:
+        role = s.scalar(select(User.role).where(User.email == email))
+    return Role(role) if role is not None else None
+
+
+def member_actor(email: str) -> Actor | None:
+    """The actor for a signed-in e-mail, or None when it is not a member of the team."""
+    role = role_of(email)
+    return Actor(email.strip().lower(), role) if role is not None else None
+
+
+def list_members() -> list[Member]:
+    """The configured admins, then every member by e-mail."""
+    configured = settings.configured_admins()
+    members = [Member(e, Role.ADMIN, True, None, None) for e in sorted(configured)]
+    with session_scope() as s:
+        for row in s.scalars(select(User).order_by(User.email)):
+            if row.email not in configured:
+                members.append(
+                    Member(row.email, Role(row.role), False, row.added_by, row.created_at)
+                )
+    return members
+
+
+def set_role(email: object, role: object) -> Member:
+    """Add a member or change their role (admins only; not oneself, not a configured admin)."""
+    actor = require(Permission.USERS)
+    email, new_role = normalize_email(email), parse_role(role)
+    _check_changeable(actor, email)
+    with session_scope() as s:
+        row = s.scalar(select(User).where(User.email == email))
+        if row is None:
+            row = User(email=email, role=new_role.value, added_by=actor.email)
+            s.add(row)
+        else:
+            row.role = new_role.value
+        s.flush()
+        return Member(row.email, new_role, False, row.added_by, row.created_at)
+
+
+def remove_member(email: object) -> None:
+    """Remove a member: they may still sign in, but see nothing until added again."""
+    actor = require(Permission.USERS)
+    email = normalize_email(email)
+    _check_changeable(actor, email)
+    with session_scope() as s:
+        row = s.scalar(select(User).where(User.email == email))
+        if row is None:
+            raise WorkbenchError(f"{email} is not a member of the team.")
+        s.delete(row)
+
+
+def _check_changeable(actor: Actor, email: str) -> None:
+    if email in settings.configured_admins():
+        raise WorkbenchError(f"{email} is an admin by configuration ({settings.ENV_ADMINS}).")
+    if email == actor.email:
+        raise WorkbenchError("You cannot change your own role: ask another admin.")

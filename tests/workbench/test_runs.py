@@ -61,7 +61,7 @@ def test_enqueue_rejects_bad_requests(db_url: str) -> None:
         runs.enqueue_training(corpus_id, init_version_id=5)
     with pytest.raises(WorkbenchError, match="Invalid training option"):
         runs.enqueue_training(corpus_id, no_such_option=1)
-    with pytest.raises(WorkbenchError, match="epochs or of minutes, not both"):
+    with pytest.raises(WorkbenchError, match="epochs, of minutes or of tokens: only one"):
         runs.enqueue_training(corpus_id, epochs=3, minutes=5)
     for minutes in (0, -1, float("nan"), train_options.MAX_TRAIN_MINUTES + 1):
         with pytest.raises(WorkbenchError, match="Minutes must be more than 0"):

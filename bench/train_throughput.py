@@ -45,7 +45,7 @@ from bench.data import DATASETS, splits
 from bench.reference import ReferenceModel
 from core_model import ModelConfig, Transformer
 from core_model.training import TrainConfig, recipe, setup
-from core_model.training.precision import idle_cores
+from core_model.training.precision import cpu_threads, idle_cores
 
 
 def recipe_model(token_budget: int, corpus: str, device: str) -> tuple[ModelConfig, TrainConfig]:
@@ -153,14 +153,17 @@ def main() -> None:
         "--batch-tokens", type=int, help="padded tokens per batch (default: the recipe's)"
     )
     parser.add_argument("--gemm", type=int, default=2048, help="n of the n³ peak GEMM")
-    parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
+    parser.add_argument(
+        "--threads", type=int, help="CPU threads (default: what a training run would take now)"
+    )
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     idle = idle_cores(1.0)
     torch.manual_seed(0)
     cfg, train_cfg = recipe_model(args.tokens, args.corpus, args.device)
+    if args.device == "cpu":  # the trainer's policy: the cores other processes leave idle
+        n_params = Transformer(cfg).num_parameters()
+        torch.set_num_threads(cpu_threads(args.threads, n_params, torch.get_num_threads()))
     batch_tokens = args.batch_tokens or int(train_cfg.max_tokens_per_batch or 1250)
     ours = Transformer(cfg).to(args.device)
     reference = ReferenceModel(Transformer(cfg)).to(args.device)

@@ -72,7 +72,7 @@ def step_flops(cfg: ModelConfig, src: torch.Tensor, tgt_in: torch.Tensor) -> int
     return 6 * macs
 
 
-def gemm_flops_per_s(n: int, dtype: torch.dtype, device: str, reps: int = 5) -> float:
+def gemm_flops_per_s(n: int, dtype: torch.dtype, device: str, reps: int = 8) -> float:
     """The best of `reps` timed n×n×n matrix products (after one warm-up): the peak."""
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)

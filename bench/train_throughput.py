@@ -22,6 +22,9 @@ source and T target positions, d = d_model, f = d_ff, V = the target vocabulary:
     generator:      B·T·d·V
 
 (the usual 6 × matmul parameters × tokens, plus attention's score and context products).
+Checked against `torch.utils.flop_counter.FlopCounterMode` on a forward + backward pass: the
+projection, feed-forward and generator terms equal its count exactly; the attention terms
+are the rest (it does not count the CPU attention kernel).
 Embedding lookups, norms, softmax, dropout, the loss and Adam are not counted: they are
 overhead the share measures. The peak is a large square GEMM (`--gemm 2048`: 2·n³ FLOPs)
 timed in the same process with the same threads and dtype, the best of several before and

@@ -40,6 +40,7 @@ class TrainConfig:
     epochs: int | None = None  # None (and no time budget) => the automatic budget
     max_steps: int | None = None  # hard cap on optimizer steps
     time_budget_s: float | None = None  # stop training after this many seconds
+    token_budget: int | None = None  # stop after this many source + target tokens (any machine)
     min_steps: int = 400  # adaptive: fewest optimizer steps (small corpora are repeated)
     max_adaptive_steps: int = 20000  # adaptive: most optimizer steps
     adaptive_passes: int = 30  # adaptive: target passes over a mid-size corpus
@@ -119,3 +120,5 @@ class TrainConfig:
             raise TrainingError("epochs must be at least 1 (or None for the adaptive budget).")
         if self.time_budget_s is not None and not self.time_budget_s > 0:
             raise TrainingError("The time budget must be more than 0 seconds.")
+        if self.token_budget is not None and not self.token_budget > 0:
+            raise TrainingError("The token budget must be more than 0 tokens.")

@@ -15,9 +15,11 @@ from typing import Any
 class StopReason(StrEnum):
     """Why a run ended. Values are stored in the database (`training_runs.stop_reason`)."""
 
-    EPOCHS = "epochs"  # every planned epoch was trained
-    STEP_LIMIT = "max_steps"  # the step budget (max_steps, or the automatic ceiling) ran out
+    EPOCHS = "epochs"  # every epoch the user asked for was trained
+    STEP_LIMIT = "max_steps"  # the user's step cap (max_steps) ran out
+    AUTO_STEPS = "auto_steps"  # the automatic budget's planned passes over the corpus ran out
     TIME_BUDGET = "time_budget"  # the wall-clock budget ran out
+    TOKEN_BUDGET = "token_budget"  # the budget of training tokens ran out
     EARLY_STOPPING = "early_stopping"  # validation stopped improving for `patience` epochs
     MEMORISED = "memorised"  # a small corpus is reproduced exactly
     CANCELLED = "cancelled"
@@ -30,9 +32,11 @@ class StopReason(StrEnum):
 
 
 _STOP_WORDS = {
-    StopReason.EPOCHS: "finished its planned epochs",
+    StopReason.EPOCHS: "finished the epochs it was asked for",
     StopReason.STEP_LIMIT: "reached its step limit",
+    StopReason.AUTO_STEPS: "finished the automatic budget's passes over the corpus",
     StopReason.TIME_BUDGET: "time budget reached",
+    StopReason.TOKEN_BUDGET: "token budget reached",
     StopReason.EARLY_STOPPING: "validation stopped improving",
     StopReason.MEMORISED: "learned every training pair",
     StopReason.CANCELLED: "cancelled",
@@ -43,11 +47,12 @@ _STOP_WORDS = {
 class ProgressEvent:
     """What a run reports while it trains (`kind`: 'start' | 'step' | 'epoch' | 'done').
 
-    Progress follows what will actually happen: `limit` says which budget binds ('steps' or
-    'time'), `fraction` is the share of it used, and `total_steps` is the step the run is
-    expected to end at (projected from the current speed under a time budget). `watch` says
-    what may end the run earlier: {"rule": "patience", "bad_epochs": k, "patience": p} or
-    {"rule": "memorise", "reproduced": share of training pairs}, empty when nothing does.
+    Progress follows what will actually happen: `limit` says which budget binds ('steps',
+    'time' or 'tokens'), `fraction` is the share of it used, and `total_steps` is the step the
+    run is expected to end at (projected from the current speed under a time or token budget).
+    `watch` says what may end the run earlier: {"rule": "patience", "bad_epochs": k,
+    "patience": p} or {"rule": "memorise", "reproduced": share of training pairs}, empty when
+    nothing does.
     """
 
     step: int

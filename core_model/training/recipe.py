@@ -86,6 +86,7 @@ def memorises(cfg: TrainConfig, facts: CorpusFacts) -> bool:
     return (
         cfg.epochs is None
         and cfg.time_budget_s is None
+        and cfg.token_budget is None
         and facts.valid_pairs < cfg.min_valid_pairs
         and facts.train_pairs <= cfg.memorise_max_pairs
     )
@@ -100,9 +101,9 @@ def resolve(
     preset = cfg.preset if cfg.preset != AUTO else _preset(facts, gpu)
     joint = cfg.joint_vocab if cfg.joint_vocab is not None else facts.shared_alphabet
     time_budget_s = cfg.time_budget_s
-    if time_budget_s is None and cfg.epochs is None and not memorise:
+    if time_budget_s is None and cfg.epochs is None and cfg.token_budget is None and not memorise:
         time_budget_s = 60.0 * auto_minutes(facts.train_pairs, gpu)
-    passes = _passes(facts, preset, gpu, cfg.epochs, time_budget_s)
+    passes = _passes(facts, preset, gpu, cfg.epochs, time_budget_s, cfg.token_budget)
     return replace(
         cfg,
         preset=preset,
@@ -135,11 +136,18 @@ def _preset(facts: CorpusFacts, gpu: bool) -> str:
 
 
 def _passes(
-    facts: CorpusFacts, preset: str, gpu: bool, epochs: int | None, time_budget_s: float | None
+    facts: CorpusFacts,
+    preset: str,
+    gpu: bool,
+    epochs: int | None,
+    time_budget_s: float | None,
+    token_budget: int | None = None,
 ) -> float:
     """How many times the budget lets the model see the corpus (an estimate)."""
     if epochs is not None:
         return float(epochs)
+    if token_budget is not None:
+        return token_budget / max(1, facts.tokens)
     if time_budget_s is None:
         return math.inf  # memorisation: as many as it takes
     speed = (GPU_TOKENS_PER_S if gpu else CPU_TOKENS_PER_S)[preset]

@@ -1,8 +1,10 @@
 """How long a run trains and at which learning rate: the budget and the §5.3 schedule together,
 because a schedule has to know where the budget ends.
 
-The budget is counted in optimizer steps (`plan_budget`), and a wall-clock budget can end it
-sooner; `progress` (the share of the budget used, by whichever limit binds) drives the decay.
+The budget is counted in optimizer steps (`plan_budget`), and a wall-clock or a token budget
+can end it sooner; `progress` (the share of the budget used, by whichever limit binds) drives
+the decay. A token budget ends a run at the same point of learning on any machine, which a
+clock cannot: a CPU without bf16 trains about half as many tokens per minute.
 
 The paper's "Noam" schedule, lrate = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), rises
 linearly for `warmup` steps and then decays with the inverse square root of the step. Small
@@ -81,6 +83,9 @@ def noam_factor_for_peak(peak_lr: float, d_model: int, warmup: int) -> float:
     return peak_lr / (d_model**-0.5 * warmup**-0.5) if warmup > 0 else 1.0
 
 
+OPEN_ENDED_STEPS = 10**9  # the step count of a run that only its clock or tokens end
+
+
 @dataclass
 class Budget:
     """What `plan_budget` decided: steps per epoch (incl. repeats), epochs, total steps."""
@@ -92,20 +97,30 @@ class Budget:
 
 
 class BudgetClock:
-    """Where a run stands against its budget: optimizer steps and, if set, the wall clock.
+    """Where a run stands against its budget: optimizer steps and, if set, the wall clock and
+    the training tokens (source + target, all ranks).
 
-    `already_s` is the training time of earlier attempts (a resumed run), so a time budget
-    counts the whole run, not each attempt.
+    `already_s` / `already_tokens` are the time and tokens of earlier attempts (a resumed run),
+    so a budget counts the whole run, not each attempt. The trainer updates `tokens` after
+    every step.
     """
 
     def __init__(
-        self, budget: Budget, time_budget_s: float | None, step: int, already_s: float = 0.0
+        self,
+        budget: Budget,
+        time_budget_s: float | None,
+        step: int,
+        already_s: float = 0.0,
+        token_budget: int | None = None,
+        already_tokens: int = 0,
     ) -> None:
         self.budget = budget
         self.time_budget_s = time_budget_s
+        self.token_budget = token_budget
         self.t_start = time.monotonic() - already_s
         self.start_step = step  # steps before this attempt do not count for its speed
         self.resumed_s = already_s
+        self.start_tokens = self.tokens = already_tokens
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t_start
@@ -113,44 +128,65 @@ class BudgetClock:
     def time_left(self) -> float | None:
         return None if self.time_budget_s is None else self.time_budget_s - self.elapsed()
 
-    def progress(self, step: int) -> float:
-        """Share of the budget used: steps, or wall-clock time when that runs out first."""
-        done = step / max(1, self.budget.total_steps)
-        if self.time_budget_s:
-            done = max(done, self.elapsed() / self.time_budget_s)
-        return min(1.0, done)
+    def tokens_left(self) -> int | None:
+        return None if self.token_budget is None else self.token_budget - self.tokens
 
-    def time_binds(self, step: int) -> bool:
-        """Whether the clock, not the step budget, is expected to end the run."""
-        if not self.time_budget_s:
-            return False
-        return self.elapsed() / self.time_budget_s >= step / max(1, self.budget.total_steps)
+    def _shares(self, step: int) -> dict[str, float]:
+        """The share of each budget used so far."""
+        shares = {"steps": step / max(1, self.budget.total_steps)}
+        if self.time_budget_s:
+            shares["time"] = self.elapsed() / self.time_budget_s
+        if self.token_budget:
+            shares["tokens"] = self.tokens / self.token_budget
+        return shares
+
+    def progress(self, step: int) -> float:
+        """Share of the budget used, by whichever limit is closest to its end."""
+        return min(1.0, max(self._shares(step).values()))
+
+    def binding(self, step: int) -> str:
+        """The limit expected to end the run: 'steps', 'time' or 'tokens'."""
+        shares = self._shares(step)
+        return max(shares, key=lambda k: (shares[k], k != "steps"))
 
     def _steps_per_s(self, step: int) -> float | None:
         done = step - self.start_step
         spent = self.elapsed() - self.resumed_s
         return done / spent if done > 0 and spent > 0 else None
 
+    def _tokens_per_step(self, step: int) -> float | None:
+        done = step - self.start_step
+        return (self.tokens - self.start_tokens) / done if done > 0 else None
+
     def expected_total(self, step: int) -> int:
-        """The step the run is expected to end at: the step budget, or under a binding time
-        budget the steps the current speed reaches before the clock runs out."""
+        """The step the run is expected to end at: the step budget, or, when the clock or the
+        token budget binds, the steps the current speed reaches before it runs out."""
         total = self.budget.total_steps
+        limit = self.binding(step)
         rate, left = self._steps_per_s(step), self.time_left()
-        if rate is not None and left is not None and self.time_binds(step):
+        if limit == "time" and rate is not None and left is not None:
             total = min(total, step + int(max(0.0, left) * rate))
+        per_step, tokens_left = self._tokens_per_step(step), self.tokens_left()
+        if limit == "tokens" and per_step and tokens_left is not None:
+            total = min(total, step + math.ceil(max(0, tokens_left) / per_step))
         return max(total, step)
 
     def eta(self, step: int) -> float | None:
         """Seconds until the budget ends (early stopping may come sooner)."""
-        rate, left = self._steps_per_s(step), self.time_left()
-        by_steps = (self.budget.total_steps - step) / rate if rate else None
-        if by_steps is None:
+        rate = self._steps_per_s(step)
+        if rate is None:
+            left = self.time_left()
             return None if left is None else max(0.0, left)
-        return by_steps if left is None else max(0.0, min(by_steps, left))
+        return max(0.0, (self.expected_total(step) - step) / rate)
 
 
-def plan_budget(n_batches: int, cfg: TrainConfig, memorise: bool = False) -> Budget:
+def plan_budget(
+    n_batches: int, cfg: TrainConfig, memorise: bool = False, open_ended: bool = False
+) -> Budget:
     """Adaptive budget (epochs=None) or the requested number of epochs.
+
+    - `open_ended`: the user asked for minutes or tokens, so that limit alone ends the run
+      (or `max_steps`, or early stopping): no step count is planned.
 
     - An epoch has at least `min_epoch_steps` steps: a corpus of 12 pairs (1 batch) is repeated
       50 times per epoch, so validation/checkpoints happen per ~50 steps, not per step.
@@ -165,6 +201,8 @@ def plan_budget(n_batches: int, cfg: TrainConfig, memorise: bool = False) -> Bud
     spe = passes * n_batches
     if cfg.epochs is not None:
         epochs = max(1, int(cfg.epochs))
+    elif open_ended:
+        epochs = math.ceil(OPEN_ENDED_STEPS / spe)
     else:
         target = min(max(cfg.adaptive_passes * n_batches, cfg.min_steps), cfg.max_adaptive_steps)
         if memorise:

@@ -119,7 +119,7 @@ class Trainer:
         self.should_cancel = should_cancel
         self.ranks = Ranks()
         self.state = TrainerState()
-        self.stop_reason = StopReason.EPOCHS
+        self.stop_reason: StopReason | None = None  # set when the run ends
         self.throughput = 0.0  # tokens/s of the latest reporting window
         self.current_epoch = 0  # the epoch being trained (state.epoch counts completed ones)
 
@@ -181,7 +181,15 @@ class Trainer:
         self.optimizer = setup.make_optimizer(cfg, self.model)
         first = make_batches(self.train_ex, cfg.max_tokens_per_batch, seed=cfg.seed)
         n_batches = len(shard_batches(first, 0, ranks.world))
-        self.budget = plan_budget(n_batches, cfg, memorise=bool(self.memorise_pairs))
+        asked = self.requested
+        self.budget = plan_budget(
+            n_batches,
+            cfg,
+            memorise=bool(self.memorise_pairs),
+            # minutes or tokens the user asked for end the run, not a planned step count
+            open_ended=asked.epochs is None
+            and (asked.time_budget_s is not None or asked.token_budget is not None),
+        )
         self.schedule = make_schedule(cfg, mcfg.d_model, self.budget.total_steps)
 
         if resume_dir is not None:
@@ -244,7 +252,7 @@ class Trainer:
             kind=kind,
             elapsed_s=self.clock.elapsed(),
             fraction=self.clock.progress(self.state.step),
-            limit="time" if self.clock.time_binds(self.state.step) else "steps",
+            limit=self.clock.binding(self.state.step),
             watch=self._watch(),
         )
         for k, v in override.items():
@@ -255,7 +263,12 @@ class Trainer:
     def run(self) -> None:
         """Epochs until the budget, the clock, early stopping or a cancel request ends them."""
         self.clock = BudgetClock(
-            self.budget, self.cfg.time_budget_s, self.state.step, self.state.elapsed_s
+            self.budget,
+            self.cfg.time_budget_s,
+            self.state.step,
+            self.state.elapsed_s,
+            token_budget=self.cfg.token_budget,
+            already_tokens=self.state.tokens_trained,
         )
         self._emit("start", None)  # tokenizers and model are ready: the UI can show the plan
         for epoch in range(self.state.epoch + 1, self.budget.epochs + 1):
@@ -274,10 +287,16 @@ class Trainer:
             if stop is not None:
                 self.stop_reason = stop
                 return
-            if self.stop_reason in (StopReason.TIME_BUDGET, StopReason.STEP_LIMIT):
+            if self.stop_reason is not None:  # a budget ran out inside the epoch
                 return
+        self.stop_reason = self.stop_reason or self._planned_end()
+
+    def _planned_end(self) -> StopReason:
+        """Why a run ends that trained its whole planned step count: the user's step cap, the
+        epochs they asked for, or the automatic budget's passes."""
         if self.cfg.max_steps is not None and self.state.step >= self.cfg.max_steps:
-            self.stop_reason = StopReason.STEP_LIMIT
+            return StopReason.STEP_LIMIT
+        return StopReason.EPOCHS if self.cfg.epochs is not None else StopReason.AUTO_STEPS
 
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches for `epoch`: fresh length buckets per pass, seeded by epoch."""
@@ -296,18 +315,26 @@ class Trainer:
         window_start = last_emit = time.monotonic()
         for idx in self._epoch_batches(epoch):
             if self.state.step >= self.budget.total_steps:
-                self.stop_reason = StopReason.STEP_LIMIT
+                self.stop_reason = self._planned_end()
                 break
-            left = self.clock.time_left()
+            left, tokens_left = self.clock.time_left(), self.clock.tokens_left()
             cancel = bool(self.should_cancel is not None and self.should_cancel())
             flags = ranks.all_sum(
-                [float(cancel), float(left is not None and left <= 0)], self.comm_device
+                [
+                    float(cancel),
+                    float(left is not None and left <= 0),
+                    float(tokens_left is not None and tokens_left <= 0),
+                ],
+                self.comm_device,
             )
             if flags[0] > 0:
                 self.stop_reason = StopReason.CANCELLED
                 return None
             if flags[1] > 0:
                 self.stop_reason = StopReason.TIME_BUDGET
+                break
+            if flags[2] > 0:
+                self.stop_reason = StopReason.TOKEN_BUDGET
                 break
             loss_sum, n_tok, n_all = self._train_step(idx)
             if self.selector.due(self.state, self.clock.progress(self.state.step)):
@@ -318,6 +345,7 @@ class Trainer:
             window_tok += n_tok
             window_all += n_all
             self.state.tokens_trained += n_all * ranks.world
+            self.clock.tokens = self.state.tokens_trained
             now = time.monotonic()
             if now - last_emit >= self.cfg.progress_every_s:
                 self.throughput = window_all * ranks.world / max(1e-9, now - window_start)

@@ -16,6 +16,7 @@ from workbench.registry import VersionInfo
 VERSION = VersionInfo(
     id=1, name="v", notes="", run_id=1, corpus_id=1, corpus_name="c", src_lang="zh",
     tgt_lang="en", param_count=1, device="cpu", train_pair_count=1, train_seconds=1.0,
+    parent_version_id=None, train_tokens=0, cumulative_tokens=0, cumulative_seconds=0.0,
     metrics={"steps": 300, "best_epoch": 2, "selected": "last"}, sha256="", artifact_path="",
     created_at=datetime(2026, 1, 1),
 )  # fmt: skip

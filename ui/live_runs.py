@@ -17,7 +17,7 @@ import streamlit as st
 
 from ui import charts, feedback, formatting, navigation
 from ui.signin import can
-from workbench import run_folders, run_info, runs, worker_process
+from workbench import run_folders, run_info, runs, worker_lock, worker_process
 from workbench.run_info import RunInfo
 from workbench.runs import RunStatus
 from workbench.team.access import Permission
@@ -78,7 +78,7 @@ def live_panel() -> None:
             _last_outcome(recent)
             return
         waiting = [r for r in active if r.status == RunStatus.QUEUED]
-        if waiting and _age_s(waiting[-1]) > WORKER_GRACE_S and not worker_process.worker_alive():
+        if waiting and _age_s(waiting[-1]) > WORKER_GRACE_S and not worker_lock.worker_alive():
             left, right = st.columns([4, 1], vertical_alignment="center")
             left.warning(
                 "No worker is running on this machine, so the queued run is waiting.",

@@ -51,7 +51,7 @@ from core_model.artifact import ArtifactError, model_files
 from db.engine import create_workbench_engine
 from db.migrate import current_revision
 from db.models import Base, Corpus, GlossaryTerm, ModelVersion, Pair, TrainingRun, utcnow
-from workbench import settings, worker_process
+from workbench import settings, worker_lock
 from workbench.errors import WorkbenchError
 from workbench.storage import engine as workbench_engine
 
@@ -333,7 +333,7 @@ def restore(path: Path, *, force: bool = False) -> RestoreSummary:
     kind = url.get_backend_name()
     if kind not in DATABASE_MEMBERS:
         raise WorkbenchError(f"backups support SQLite and PostgreSQL, not {kind}")
-    if settings.worker_lock_path().exists() and worker_process.worker_alive():
+    if settings.worker_lock_path().exists() and worker_lock.worker_alive():
         raise WorkbenchError("a worker is running on this data folder: stop it (and the app)")
     if not force:
         _refuse_unless_empty(url)

@@ -40,7 +40,7 @@ from workbench.registry import artifact_dir, register_version
 from workbench.snapshots import snapshot_from_ids
 from workbench.storage import session_scope
 from workbench.team import trash
-from workbench.worker_process import hold_worker_lock
+from workbench.worker_lock import hold_worker_lock
 
 log = logging.getLogger("workbench.worker")
 T = TypeVar("T")
@@ -345,7 +345,7 @@ def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | Non
     """Process queued runs, then queued pool translation jobs, until stopped (or one of them
     with `once`); returns how many were processed.
 
-    Holds the worker lock while alive (`worker_process.hold_worker_lock`): that is how
+    Holds the worker lock while alive (`worker_lock.hold_worker_lock`): that is how
     `worker_process.ensure_worker` knows a local worker is running. Each poll first takes back
     the runs of dead workers (`runs.reap_stale_runs`).
     """

@@ -1,7 +1,6 @@
-"""The local worker process: is one alive, start one on demand, and the lock it holds.
+"""The local worker process: start one on demand when none is alive (its lock:
+``workbench.worker_lock``).
 
-A live worker holds a shared lock on ``worker.lock`` (``hold_worker_lock``) for as long as it
-runs; the OS drops the lock when the process dies, so ``worker_alive`` needs no PID file.
 ``ensure_worker`` starts a detached ``python -m workbench worker`` when none is alive. The
 training loop itself is ``workbench.worker``.
 """
@@ -13,30 +12,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
 
 from workbench import pool_jobs, runs, settings
+from workbench.worker_lock import worker_alive
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: the worker runs from it
-
-
-def worker_alive() -> bool:
-    """Whether a worker runs on this machine (it holds a shared lock on worker.lock)."""
-    with open(settings.worker_lock_path(), "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
-        return False
-
-
-def hold_worker_lock() -> IO[str]:
-    """Take the shared lock a live worker holds; keep the returned file open for the life of
-    the process."""
-    lock = open(settings.worker_lock_path(), "a+")  # noqa: SIM115 — held for the process lifetime
-    fcntl.flock(lock, fcntl.LOCK_SH)
-    return lock
 
 
 def ensure_worker(idle_exit_s: float = 600.0) -> int | None:

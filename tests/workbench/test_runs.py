@@ -36,6 +36,7 @@ from workbench import (
     settings,
     train_options,
     worker,
+    worker_lock,
     worker_process,
 )
 from workbench.errors import WorkbenchError
@@ -245,10 +246,10 @@ def test_ensure_worker_starts_one_detached_worker(wb_home: Path) -> None:
     pid = worker_process.ensure_worker(idle_exit_s=2)
     assert pid is not None
     try:
-        wait_for(worker_process.worker_alive, 30, "the worker to take its lock")
+        wait_for(worker_lock.worker_alive, 30, "the worker to take its lock")
         assert worker_process.ensure_worker() is None  # one is alive: no second worker
         wait_for(lambda: run_info.get_run(run_id).status == "succeeded", 240, "the run to finish")
-        wait_for(lambda: not worker_process.worker_alive(), 60, "the idle worker to exit")
+        wait_for(lambda: not worker_lock.worker_alive(), 60, "the idle worker to exit")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,34 @@
+"""The lock a live worker holds on ``<WORKBENCH_HOME>/worker.lock``: whether a worker runs on
+this data folder, asked by the pages, the backups and the worker's own starter.
+
+A live worker holds a shared lock on the file (``hold_worker_lock``) for as long as it runs;
+the OS drops the lock when the process dies, so ``worker_alive`` needs no PID file. Top-level,
+beside ``settings``, because services of several packages ask it and none may import the
+training package for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from typing import IO
+
+from workbench import settings
+
+
+def worker_alive() -> bool:
+    """Whether a worker runs on this machine (it holds a shared lock on worker.lock)."""
+    with open(settings.worker_lock_path(), "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
+
+
+def hold_worker_lock() -> IO[str]:
+    """Take the shared lock a live worker holds; keep the returned file open for the life of
+    the process."""
+    lock = open(settings.worker_lock_path(), "a+")  # noqa: SIM115 — held for the process lifetime
+    fcntl.flock(lock, fcntl.LOCK_SH)
+    return lock

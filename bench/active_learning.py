@@ -56,7 +56,7 @@ def _tsv(rows: list[tuple[str, str, str]]) -> bytes:
 
 
 def _corpus(name: str, rows: list[tuple[str, str, str]]) -> int:
-    from workbench import corpora, importing
+    from workbench.corpus import corpora, importing
 
     info = corpora.create_corpus(name, "de", "en")
     importing.import_file(info.id, _tsv(rows), "tsv")
@@ -84,7 +84,8 @@ def _train(
     """Queue a run with the defaults, a preset, a time budget and an early-stopping patience
     (epochs; 0: never), train it in a worker process; returns the version id and what the run
     reports (steps, tokens/s, ...)."""
-    from workbench import registry, run_info, runs
+    from workbench.models import registry
+    from workbench.training import run_info, runs
 
     extra = {} if patience is None else {"patience": patience}
     run_id = runs.enqueue_training(
@@ -135,9 +136,11 @@ def main() -> None:
     home = args.home or Path(tempfile.mkdtemp(prefix="wb-al-"))
     os.environ["WORKBENCH_HOME"] = str(home)
     os.environ.pop("WORKBENCH_DB_URL", None)
-    from workbench import evaluation, importing, pool, pool_jobs
+    from workbench.corpus import importing
+    from workbench.corpus.text_rules import normalize_text
+    from workbench.curation import pool, pool_jobs
     from workbench.errors import WorkbenchError
-    from workbench.text_rules import normalize_text
+    from workbench.evaluation import evaluation
 
     train, valid = data.multi30k("train"), data.multi30k("val")
     rng = random.Random(args.seed)

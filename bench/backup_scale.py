@@ -39,8 +39,8 @@ def fill(corpus_id: int, n: int, seed: int = 0) -> None:
     """``n`` pairs into the corpus in one transaction (hashes and splits as the app makes
     them), indexed for search set-based as a bulk import does (``db.search``)."""
     from db import search
+    from workbench.corpus.text_rules import hash_split, pair_hash
     from workbench.storage import engine
-    from workbench.text_rules import hash_split, pair_hash
 
     rng = random.Random(seed)
     vocab = make_vocabulary(rng)
@@ -101,7 +101,8 @@ def main() -> None:
     home = work / "home"
     os.environ["WORKBENCH_HOME"] = str(home)
     os.environ.pop("WORKBENCH_DB_URL", None)
-    from workbench import corpora, settings
+    from workbench import settings
+    from workbench.corpus import corpora
     from workbench.storage import engine
 
     engine()  # the schema, migrated

@@ -3,9 +3,9 @@
     python bench/corpus_scale.py [--pairs 1000000] [--db-url URL]
 
 All text is generated here (made-up syllable words and random CJK characters), no shared
-data. The import goes through the public ``workbench.importing.import_file`` (parse,
+data. The import goes through the public ``workbench.corpus.importing.import_file`` (parse,
 validate, de-duplicate, one transaction, FTS index); searches through
-``workbench.pairs.search_pairs`` (page of 50 + capped count). As a baseline the same
+``workbench.corpus.pairs.search_pairs`` (page of 50 + capped count). As a baseline the same
 queries run as a plain LIKE scan. On SQLite a second process meanwhile takes the database's
 write lock again and again (as a worker's progress write or a UI edit would) and reports the
 longest it had to wait: about the longest time the import held the lock in one piece. The
@@ -98,8 +98,8 @@ def main() -> None:
         os.environ.pop("WORKBENCH_DB_URL", None)
 
     from db import search
-    from workbench import corpora, pairs
-    from workbench.importing import import_file
+    from workbench.corpus import corpora, pairs
+    from workbench.corpus.importing import import_file
     from workbench.storage import engine as get_engine
     from workbench.storage import session_scope
 

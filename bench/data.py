@@ -2,7 +2,7 @@
 by every benchmark.
 
 - Multi30k de→en (task 1, raw): `train`, `val`, `test_2016_flickr`.
-- Tatoeba zh→en: no official split, so the product's own rule (``workbench.splits``): ≈ 90 %
+- Tatoeba zh→en: no official split, so the product's own rule (``workbench.corpus.splits``): ≈ 90 %
   train, 5 % valid, 5 % test by groups of pairs that share a normalised Chinese or English
   sentence, so no valid/test sentence, on either side, is seen in training. (Until issue 20
   the split went by the English side alone: 261 of its 1,431 test pairs had their Chinese
@@ -47,8 +47,8 @@ def multi30k(split: str) -> Pairs:
 def tatoeba() -> dict[str, Pairs]:
     """zh→en pairs by split (column 1 of the file is English, column 2 Chinese), normalised and
     de-duplicated as an import stores them, split as an import into an empty corpus would."""
-    from workbench.splits import fresh_splits
-    from workbench.text_rules import normalize_text
+    from workbench.corpus.splits import fresh_splits
+    from workbench.corpus.text_rules import normalize_text
 
     require(TATOEBA)
     pairs: dict[tuple[str, str], None] = {}

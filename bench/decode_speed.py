@@ -7,8 +7,8 @@
 Engines (each run in a fresh process, so its peak memory is its own):
 - ours_fp32 / ours_int8 / ours_bf16: core_model's decoder on the model as trained, with its
   linear layers int8 (core_model.quantization), or all in bf16;
-- ct2_float32 / ct2_int8: the model exported to CTranslate2 (workbench.ctranslate2_export)
-  with float32 or int8 weights, decoded by workbench.ctranslate2_translator;
+- ct2_float32 / ct2_int8: the model exported to CTranslate2 (workbench.models.ctranslate2_export)
+  with float32 or int8 weights, decoded by workbench.models.ctranslate2_translator;
 - ours_fp32_baseline (with --baseline DIR): ours_fp32 with the core_model found in DIR (e.g.
   `git archive <commit> core_model | tar -x -C DIR`): the decoder before a change.
 Every engine translates the first N Multi30k validation sentences (de→en) text to text —
@@ -54,7 +54,7 @@ def run_engine(engine: str, model_dir: str, export_dir: str | None, n: int, thre
     pairs = data.multi30k("val")[:n]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     if engine.startswith("ct2_"):
-        from workbench.ctranslate2_translator import load_export, translate
+        from workbench.models.ctranslate2_translator import load_export, translate
 
         ct2 = load_export(export_dir, threads=threads)
 
@@ -246,7 +246,7 @@ def main() -> None:
         exports = {}
         for engine in engines:
             if engine.startswith("ct2_"):
-                from workbench.ctranslate2_export import export_ctranslate2
+                from workbench.models.ctranslate2_export import export_ctranslate2
 
                 start = time.perf_counter()
                 exports[engine] = export_ctranslate2(

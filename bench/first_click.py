@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.quality import train_through_product
 
-DEMO = Path(__file__).resolve().parents[1] / "workbench" / "demo_zh_en.tsv"
+DEMO = Path(__file__).resolve().parents[1] / "workbench" / "corpus" / "demo_zh_en.tsv"
 N_PAIRS = 16
 
 
@@ -28,7 +28,7 @@ def main() -> None:
     os.environ.pop("WORKBENCH_DB_URL", None)
     rows = [line.split("\t") for line in DEMO.read_text(encoding="utf-8").splitlines()[1:]]
     pairs = [(r[0], r[1]) for r in rows if len(r) >= 2][:N_PAIRS]
-    from workbench.translation import translate
+    from workbench.models.translation import translate
 
     ours = train_through_product("first click", "zh", "en", pairs, [], None)
     outputs = translate(ours["version_id"], [s for s, _ in pairs])

@@ -94,7 +94,10 @@ def main() -> None:
     os.environ.pop("WORKBENCH_DB_URL", None)
     import torch
 
-    from workbench import corpora, evaluation, glossary, pool, pool_jobs, registry
+    from workbench.corpus import corpora, glossary
+    from workbench.curation import pool, pool_jobs
+    from workbench.evaluation import evaluation
+    from workbench.models import registry
 
     corpus = corpora.create_corpus("multi30k", "de", "en").id
     version = registry.import_version(args.model, "multi30k")

@@ -76,7 +76,8 @@ def main() -> None:
     os.environ.update(WORKBENCH_HOME=str(home))
     os.environ.pop("WORKBENCH_DB_URL", None)
     sys.path.insert(0, str(ROOT))
-    from workbench import demo, run_info, runs
+    from workbench.corpus import demo
+    from workbench.training import run_info, runs
 
     info = demo.ensure_demo_corpus()
     run_id = None

@@ -6,7 +6,7 @@ What a user gets, nothing private: the training (and validation) pairs are impor
 in a fresh WORKBENCH_HOME, a run is queued with the product's defaults and a time budget
 (`enqueue_training(..., minutes=M)`), a real worker process (`python -m workbench worker
 --once`) trains and registers the version, and the registered version translates the test set
-with beam 4 (`workbench.evaluation.evaluate`). sacreBLEU, detokenized, cased.
+with beam 4 (`workbench.evaluation.evaluation.evaluate`). sacreBLEU, detokenized, cased.
 
 - multi30k: de→en; test = test_2016_flickr (the set everybody reports).
 - tatoeba: zh→en; the deterministic split of bench/data.py (hash of the English side).
@@ -51,7 +51,9 @@ def train_through_product(
 ) -> dict:
     """Import, queue with the defaults and a time budget (None: the automatic budget), train
     in a real worker process; returns the run and the registered version's metrics."""
-    from workbench import corpora, importing, registry, run_info, runs
+    from workbench.corpus import corpora, importing
+    from workbench.models import registry
+    from workbench.training import run_info, runs
 
     info = corpora.create_corpus(name, src_lang, tgt_lang)
     imported = importing.import_file(info.id, _tsv({"train": train, "valid": valid}), "tsv")
@@ -104,7 +106,7 @@ def main() -> None:
     os.environ["WORKBENCH_HOME"] = str(home)
     os.environ.pop("WORKBENCH_DB_URL", None)
 
-    from workbench.evaluation import evaluate
+    from workbench.evaluation.evaluation import evaluate
 
     ours = train_through_product(
         f"{args.data} bench", src_lang, tgt_lang, train, pairs["valid"], args.minutes

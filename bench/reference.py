@@ -170,5 +170,5 @@ def translate_reference(
     model: ReferenceModel, tokenizers: TokenizerPair, sources: Sequence[str], beam: int = 4
 ) -> list[str]:
     """The trained reference translates through our decoder (K/V cache, the product's batch
-    sizes and output bound), as the registered versions do in `workbench.evaluation`."""
+    sizes and output bound), as the registered versions do in `workbench.evaluation.evaluation`."""
     return [r.text for r in translate_ids(model.ours, tokenizers, sources, beam)]

@@ -200,7 +200,7 @@ def main() -> None:
         version_id = trained["version_id"]
     else:
         version_id = args.version
-    from workbench.registry import get_version
+    from workbench.models.registry import get_version
     from workbench.serving.served import serve_version
 
     serve_version(version_id)

@@ -8,6 +8,9 @@ Search support lives outside this metadata because it is backend-specific and cr
 migration: on SQLite an FTS5 table ``pairs_fts`` (trigram tokenizer) kept in sync by triggers,
 on PostgreSQL ``pg_trgm`` GIN indexes ``ix_pairs_source_trgm`` / ``ix_pairs_target_trgm``;
 ``db.search`` holds every query that uses them.
+
+(Over 450 lines on purpose: the whole schema is one metadata, which Alembic compares with the
+migrations and the schema test compares with both databases.)
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ SPLITS = ("train", "valid", "test")
 
 class RunStatus(StrEnum):
     """Where a training run is in its life. The values are what the ``status`` column holds;
-    every change from one to another is made in ``workbench.runs``."""
+    every change from one to another is made in ``workbench.training.runs``."""
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -137,7 +140,7 @@ class Corpus(Base):
     """A named collection of sentence pairs in one direction (src_lang -> tgt_lang).
 
     A row with an ``import_token`` is hidden while a large import fills it (see
-    ``workbench.import_staging``): a staging corpus of the import's own, or an empty corpus
+    ``workbench.corpus.import_staging``): a staging corpus of the import's own, or an empty corpus
     receiving pairs in place. No listing shows it.
     """
 
@@ -151,7 +154,7 @@ class Corpus(Base):
     created_at: Mapped[datetime] = _created()
     # The filling import's token (it names the import's lock file); NULL when not hidden.
     import_token: Mapped[str | None] = mapped_column(String(32))
-    # Whether its valid/test split follows the grouped rule (``workbench.splits``): corpora
+    # Whether its valid/test split follows the grouped rule (``workbench.corpus.splits``): corpora
     # from before it are regrouped once by the data step that runs after migrating.
     splits_grouped: Mapped[bool] = mapped_column(Boolean, default=True, server_default=false())
     # What the latest regrouping moved, for the Corpus page ('' when nothing ever moved).
@@ -367,7 +370,7 @@ class User(Base):
 
 class GlossaryTerm(Base):
     """A corpus' required translation of a source term: wherever ``source_term`` occurs in
-    a source sentence, the output must contain ``target_term`` (``workbench.glossary``)."""
+    a source sentence, the output must contain ``target_term`` (``workbench.corpus.glossary``)."""
 
     __tablename__ = "glossary_terms"
     __table_args__ = (UniqueConstraint("corpus_id", "source_term"), _AUTOINCREMENT)
@@ -382,7 +385,7 @@ class GlossaryTerm(Base):
 class PoolJob(Base):
     """A background translation of a corpus' pool with one version (two: their disagreement
     ranks the sentences). Its status goes through the values of ``RunStatus``; every change
-    is made in ``workbench.pool_jobs``."""
+    is made in ``workbench.curation.pool_jobs``."""
 
     __tablename__ = "pool_jobs"
     __table_args__ = (
@@ -445,7 +448,7 @@ class PoolSentence(Base):
 
 
 class Cleanup(Base):
-    """One clean-up of a corpus (``workbench.cleaning``): the options it ran with, what it
+    """One clean-up of a corpus (``workbench.corpus.cleaning``): the options it ran with, what it
     did, and whether it was undone. ``cleanup_changes`` keeps what it removed or changed."""
 
     __tablename__ = "cleanups"
@@ -489,7 +492,7 @@ class TableDraft(Base):
     """The unsaved edits of one grid (``table``: pairs or glossary) of one corpus, made in one
     browser (``browser_key``, kept in its address): kept here, not in the widget, so that a
     corpus switch, another page, a reload or a crashed browser loses none of them
-    (``workbench.drafts``). ``payload`` holds the edits by row id, not by row position."""
+    (``workbench.corpus.drafts``). ``payload`` holds the edits by row id, not by row position."""
 
     __tablename__ = "table_drafts"
     __table_args__ = (

@@ -33,7 +33,7 @@ def toy_pairs() -> list[tuple[str, str]]:
 
 def make_toy_corpus(name: str = "toy") -> int:
     """The toy pairs as a new corpus ``name`` (in the test's database); returns its id."""
-    from workbench import corpora, pairs
+    from workbench.corpus import corpora, pairs
 
     info = corpora.create_corpus(name, "zh", "en")
     pairs.apply_edits(info.id, added=[{"source": s, "target": t} for s, t in toy_pairs()])
@@ -70,8 +70,8 @@ def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess
 
 _DYING_IMPORT = """
 import os, signal, sys
-import workbench.importing as I
-import workbench.pair_writer as W
+import workbench.corpus.importing as I
+import workbench.corpus.pair_writer as W
 from workbench.team import access
 access.use_actor_source(access.local_admin)  # as the command line does
 I.IMPORT_CHUNK = 50
@@ -157,7 +157,7 @@ def module_home(home: Path) -> Iterator[Path]:
 def train_version(corpus_id: int, **options: Any) -> tuple[int, int]:
     """Queue a run and train it in this process (a worker's ``--once``); returns (run id,
     version id) and fails the test unless it registered a version."""
-    from workbench import run_info, runs, worker
+    from workbench.training import run_info, runs, worker
 
     run_id = runs.enqueue_training(corpus_id, **options)
     assert worker.run_worker(once=True) == 1

@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from ui import dialogs, feedback, formatting
-from workbench import cleaning, cleanups
-from workbench.corpora import CorpusInfo
+from workbench.corpus import cleaning, cleanups
+from workbench.corpus.corpora import CorpusInfo
 
 PREVIEW = "_cleanup_preview"
 

@@ -25,9 +25,9 @@ from ui import (
     pickers,
 )
 from ui.signin import READ_ONLY, can
-from workbench import corpora, exporting, pairs
-from workbench.corpora import CorpusInfo
-from workbench.pairs import SPLITS
+from workbench.corpus import corpora, exporting, pairs
+from workbench.corpus.corpora import CorpusInfo
+from workbench.corpus.pairs import SPLITS
 from workbench.team import trash
 from workbench.team.access import Permission
 

@@ -1,14 +1,14 @@
 """The Corpus page's Glossary tab: the terms a translation must use (source term → target
 term), edited in a table or imported from a TSV/CSV file. Translate, evaluate and compare
-read them from here (``workbench.glossary``)."""
+read them from here (``workbench.corpus.glossary``)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from ui import feedback, formatting, grid
-from workbench import drafts, glossary
-from workbench.corpora import CorpusInfo
+from workbench.corpus import drafts, glossary
+from workbench.corpus.corpora import CorpusInfo
 
 
 def glossary_panel(current: CorpusInfo) -> None:

@@ -1,5 +1,5 @@
 """The one editable grid of the app (the pairs table, the glossary): a ``st.data_editor``
-whose unsaved edits are a draft kept in the database (``workbench.drafts``), per browser and
+whose unsaved edits are a draft kept in the database (``workbench.corpus.drafts``), per browser and
 per corpus, never only in the widget.
 
 Streamlit drops a widget's state whenever the widget is not drawn (another corpus picked,
@@ -26,9 +26,9 @@ import streamlit as st
 
 from ui import feedback, formatting
 from ui.signin import can
-from workbench import drafts
-from workbench.corpora import CorpusInfo
-from workbench.drafts import Draft
+from workbench.corpus import drafts
+from workbench.corpus.corpora import CorpusInfo
+from workbench.corpus.drafts import Draft
 from workbench.team.access import Permission
 
 PARAM = "drafts"  # the address' parameter holding the browser key
@@ -92,7 +92,7 @@ def forget(table: str, corpus_id: int) -> None:
 @dataclass(frozen=True)
 class Grid:
     """What differs between the grids: the table, its columns, its buttons' keys, and what
-    Save does (a ``workbench.drafts`` service; returns the message shown after it)."""
+    Save does (a ``workbench.corpus.drafts`` service; returns the message shown after it)."""
 
     table: str
     corpus: CorpusInfo

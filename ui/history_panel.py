@@ -15,7 +15,7 @@ import streamlit as st
 
 from ui import dialogs, feedback, formatting
 from ui.signin import can
-from workbench.corpora import CorpusInfo
+from workbench.corpus.corpora import CorpusInfo
 from workbench.team import history, trash
 from workbench.team.access import Permission
 from workbench.team.history import ChangeInfo

@@ -13,9 +13,9 @@ import pandas as pd
 import streamlit as st
 
 from ui import cleaning_panel, feedback, formatting
-from workbench import formats, importing, splits
-from workbench.cleaning import CleaningOptions
-from workbench.corpora import CorpusInfo
+from workbench.corpus import formats, importing, splits
+from workbench.corpus.cleaning import CleaningOptions
+from workbench.corpus.corpora import CorpusInfo
 
 PREVIEW_ROWS = 20
 

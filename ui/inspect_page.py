@@ -2,7 +2,7 @@
 Need" — tokens and positions, every layer's and head's attention, the decoder's choices step by
 step, beam search's tree, the embedding space, and the run that trained the version.
 
-All numbers come from `workbench.inspection`; the last inspection is kept in session_state
+All numbers come from `evaluation.inspection`; the last inspection is kept in session_state
 (what the user is looking at, as the Translate page keeps its results).
 """
 
@@ -15,7 +15,8 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, pickers
-from workbench import inspection, registry, translation
+from workbench.evaluation import inspection
+from workbench.models import registry, translation
 
 RESULT = "inspect_result"
 KINDS = {  # attention kind -> (field, query label, key label, caption)

@@ -17,10 +17,11 @@ import streamlit as st
 
 from ui import charts, feedback, formatting, navigation
 from ui.signin import can
-from workbench import run_folders, run_info, runs, worker_lock, worker_process
-from workbench.run_info import RunInfo
-from workbench.runs import RunStatus
+from workbench import worker_lock
 from workbench.team.access import Permission
+from workbench.training import run_folders, run_info, runs, worker_process
+from workbench.training.run_info import RunInfo
+from workbench.training.runs import RunStatus
 
 STATUS_ICONS = {
     RunStatus.QUEUED: ":material/hourglass_top:",

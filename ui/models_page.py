@@ -12,19 +12,11 @@ import streamlit as st
 
 from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
 from ui.signin import can
-from workbench import (
-    comparison_report,
-    corpora,
-    ctranslate2_export,
-    engines,
-    evaluation,
-    glossary,
-    registry,
-    run_info,
-    significance,
-    snapshots,
-)
+from workbench.corpus import corpora, glossary, snapshots
+from workbench.evaluation import comparison_report, evaluation, significance
+from workbench.models import ctranslate2_export, engines, registry
 from workbench.team.access import Permission
+from workbench.training import run_info
 
 COMPARISON = "models_comparison"
 COMPARE_VERSIONS = "compare_versions"  # the multiselect's key

@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 import streamlit as st
 
 from ui import formatting, grid
-from workbench import drafts, pairs, splits
-from workbench.corpora import CorpusInfo
-from workbench.pairs import SPLITS
+from workbench.corpus import drafts, pairs, splits
+from workbench.corpus.corpora import CorpusInfo
+from workbench.corpus.pairs import SPLITS
 
 PAGE_SIZES = (25, 50, 100, 200)
 VIEW = "pairs_view"  # the _View the table shows (it waits for unsaved edits, see pairs_editor)

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from ui.formatting import pair_count_label
-from workbench import engines
+from workbench.models import engines
 
 if TYPE_CHECKING:
-    from workbench.corpora import CorpusInfo
-    from workbench.registry import VersionInfo
+    from workbench.corpus.corpora import CorpusInfo
+    from workbench.models.registry import VersionInfo
 
 CURRENT_CORPUS = "current_corpus_id"  # view state shared by the pages (not a widget key)
 CURRENT_VERSION = "current_version_id"
@@ -125,7 +125,7 @@ def decoding_picker(prefix: str) -> int:
 
 
 def engine_picker(prefix: str) -> str:
-    """Who decodes (workbench.engines); returns the engine, our decoder by default. Widget key
+    """Who decodes (models.engines); returns the engine, our decoder by default. Widget key
     `{prefix}_engine`; with CTranslate2 not installed there is nothing to choose."""
     choices = engines.available_engines()
     if len(choices) == 1:

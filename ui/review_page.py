@@ -11,10 +11,13 @@ import streamlit as st
 
 from ui import feedback, formatting, pickers
 from ui.signin import can
-from workbench import corpora, pool, pool_jobs, registry, worker_process
-from workbench.corpora import CorpusInfo
-from workbench.runs import RunStatus
+from workbench.corpus import corpora
+from workbench.corpus.corpora import CorpusInfo
+from workbench.curation import pool, pool_jobs
+from workbench.models import registry
 from workbench.team.access import Permission
+from workbench.training import worker_process
+from workbench.training.runs import RunStatus
 
 QUEUE_SIZES = (5, 10, 20, 50)
 JOB_REFRESH_S = 2.0

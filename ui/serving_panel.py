@@ -19,7 +19,7 @@ from workbench.team import access
 from workbench.team.access import Permission
 
 if TYPE_CHECKING:
-    from workbench.registry import VersionInfo
+    from workbench.models.registry import VersionInfo
 
 SERVE_HELP = (
     "Start the server with `python -m workbench serve` (it listens on 127.0.0.1:5000 by "

@@ -1,5 +1,5 @@
 """What the app does on every start of a script run, before the page: its style, the demo
-corpus on a first start (see ``workbench.demo``), and emptying what has been in the trash
+corpus on a first start (see ``workbench.corpus.demo``), and emptying what has been in the trash
 long enough (``workbench.team.trash``, once per server process)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 import streamlit as st
 
 from ui.feedback import error_boundary
-from workbench import demo, settings
+from workbench import settings
+from workbench.corpus import demo
 from workbench.team import trash
 
 APP_TITLE = "Translation workbench"
@@ -34,7 +35,7 @@ def _seed_demo(database: str) -> dict[str, Any]:
 
 
 def seed_demo() -> None:
-    """Add the demo corpus on first start (see `workbench.demo`) and say so, once."""
+    """Add the demo corpus on first start (see `workbench.corpus.demo`) and say so, once."""
     with error_boundary("adding the demo corpus"):
         seeded = _seed_demo(settings.database_url())
         if seeded["name"] and not seeded["announced"]:

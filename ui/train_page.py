@@ -3,7 +3,7 @@ the history.
 
 The Train button only inserts a run row and makes sure a worker process is alive; the worker
 trains and streams its progress into the database, which the live panel (``ui.live_runs``)
-shows. Every choice of the form comes from ``workbench.train_options``.
+shows. Every choice of the form comes from ``workbench.training.train_options``.
 """
 
 from __future__ import annotations
@@ -14,16 +14,10 @@ import streamlit as st
 
 from ui import charts, dialogs, feedback, live_runs, navigation, pickers
 from ui.signin import can
-from workbench import (
-    continuation,
-    corpora,
-    registry,
-    run_info,
-    runs,
-    train_options,
-    worker_process,
-)
+from workbench.corpus import corpora
+from workbench.models import registry
 from workbench.team.access import Permission
+from workbench.training import continuation, run_info, runs, train_options, worker_process
 
 
 def render() -> None:

@@ -1,7 +1,7 @@
 """Translate page: translate sentences with any version, look at its cross-attention, and save
 a corrected output back into a corpus as a new pair.
 
-Models are loaded (and kept) by `workbench.registry`'s cache, so the second translation with a
+Models are loaded (and kept) by `models.registry`'s cache, so the second translation with a
 version does not read its files again. The last batch of results is kept in session_state as
 plain lists: it is what the user is looking at, not data.
 """
@@ -15,7 +15,9 @@ import streamlit as st
 
 from ui import charts, feedback, pickers
 from ui.signin import can
-from workbench import corpora, engines, glossary, pairs, registry, settings, translation
+from workbench import settings
+from workbench.corpus import corpora, glossary, pairs
+from workbench.models import engines, registry, translation
 from workbench.team.access import Permission
 
 RESULTS = "translate_results"

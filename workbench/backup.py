@@ -21,6 +21,9 @@ A restore unpacks the archive into a staging folder inside the data folder and c
 member against the manifest before anything in the data folder or the database changes; a
 data folder whose ``models/`` holds anything, or a database holding any row, is refused
 unless ``force``. A live worker on the data folder is always refused.
+
+(Near 600 lines on purpose: backup and restore are one format, read and written here for both
+databases, with the checks a restore makes before it touches anything.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The status changes that training runs (``workbench.runs``) and pool jobs
-(``workbench.pool_jobs``) share, for either table.
+"""The status changes that training runs (``workbench.training.runs``) and pool jobs
+(``workbench.curation.pool_jobs``) share, for either table.
 
 Every UPDATE is conditional on the status the row leaves (and, for a worker's writes, on the
 row still being that worker's), so two processes racing on one job — a claim and a cancel, a

@@ -26,7 +26,7 @@ The data folder::
 
     <WORKBENCH_HOME>/
       workbench.db              the SQLite database (unless WORKBENCH_DB_URL says otherwise)
-      models/<version id>/      a model version's files (see workbench.registry)
+      models/<version id>/      a model version's files (see workbench.models.registry)
         ctranslate2-<weights>/  the version exported to CTranslate2, made when first used
       runs/<run id>/            where a run trains: its checkpoint, then its model
       runs/import-<hex>/        a model folder being copied in by `register`

@@ -15,7 +15,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 import db
-from workbench import settings, splits
+from workbench import settings
+from workbench.corpus import splits
 
 
 def engine() -> Engine:

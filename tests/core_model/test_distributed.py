@@ -14,7 +14,7 @@ from pathlib import Path
 
 from core_model.artifact import WEIGHTS_FILE, load_model
 from tests.helpers import ROOT, TOY, cli, toy_pairs
-from workbench import registry
+from workbench.models import registry
 
 
 def free_port() -> int:

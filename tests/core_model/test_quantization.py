@@ -14,7 +14,7 @@ from core_model.training import TrainConfig, train
 from core_model.translator import translate_ids
 from tests.helpers import ROOT
 
-DEMO = ROOT / "workbench" / "demo_zh_en.tsv"
+DEMO = ROOT / "workbench" / "corpus" / "demo_zh_en.tsv"
 
 
 def test_int8_model_translates_as_fp32(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from tests.e2e.test_browser import (
     _stop,
     _wait_http,
 )
-from workbench import corpora
+from workbench.corpus import corpora
 
 pytestmark = [
     pytest.mark.slow,

@@ -11,9 +11,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
-from tests.ui.test_pages import APP, TIMEOUT, assert_clean, open_page, texts
+from tests.ui.pages import APP, TIMEOUT, assert_clean, open_page, texts
 from ui import grid
-from workbench import corpora, demo, drafts, glossary, pairs
+from workbench.corpus import corpora, demo, drafts, glossary, pairs
 
 GLOSSARY_TAB = ":material/menu_book: Glossary"
 

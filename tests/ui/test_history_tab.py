@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui.test_pages import assert_clean, open_page, texts
-from workbench import corpora, demo, pairs
+from tests.ui.pages import assert_clean, open_page, texts
+from workbench.corpus import corpora, demo, pairs
 from workbench.team import history
 
 HISTORY_TAB = ":material/history: History"

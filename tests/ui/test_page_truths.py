@@ -2,7 +2,7 @@
 every page at its own address, pickers that follow new runs and show fresh counts, the
 versions table and the comparison without a literal ``None``, help texts as written.
 
-AppTest pages with real models, as in ``test_pages`` (whose helpers and fixtures are reused):
+AppTest pages with real models, as in the page tests (``tests/ui/pages.py`` and ``conftest.py``):
 this module trains its own two tiny versions once.
 """
 
@@ -19,14 +19,9 @@ from streamlit.elements.lib import policies
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
-from tests.ui import test_pages
-from tests.ui.test_pages import APP, PAGES, TIMEOUT, Trained, assert_clean, open_page, texts
+from tests.ui.pages import APP, PAGES, TIMEOUT, Trained, assert_clean, open_page, texts
 from ui import navigation
-from workbench import significance
-
-# test_pages' fixtures, used here too (the module-scoped `trained` runs once per module)
-trained, populated = test_pages.trained, test_pages.populated
-no_demo, no_worker = test_pages.no_demo, test_pages.no_worker
+from workbench.evaluation import significance
 
 
 @pytest.fixture
@@ -77,7 +72,7 @@ def test_no_page_makes_streamlit_warn_about_widget_state(
 ) -> None:
     """Each page drawn twice (a widget given its value through Session State is checked on
     the run that gives it); Models' compare picker after a rename changes its labels."""
-    from workbench import registry
+    from workbench.models import registry
 
     for page in PAGES:
         at = open_page(page)
@@ -123,7 +118,7 @@ def _set_metrics(version_id: int, **changes: object) -> dict:
 
 
 def test_versions_table_shows_each_score_or_a_dash_with_the_reason(populated: Trained) -> None:
-    from workbench import registry
+    from workbench.models import registry
 
     newest, older = populated.version_ids
     before = _set_metrics(older, valid_loss=None, bleu=None, chrf=None)
@@ -171,7 +166,7 @@ def test_compare_shows_a_dash_for_the_reference_p_value(
 def test_history_follows_the_newest_run_unless_one_was_picked(
     populated: Trained, no_worker: None
 ) -> None:
-    from workbench import run_info, runs
+    from workbench.training import run_info, runs
 
     def finished_run() -> int:
         run_id = runs.enqueue_training(populated.corpus_id, preset="tiny")
@@ -208,7 +203,10 @@ def test_pair_counts_in_pickers_are_fresh_after_save_as_pair_and_accept(
 ) -> None:
     """The picker is drawn before the write: the page must be drawn again after it (the
     Translate page showed "48 pairs" after pair #49 was saved)."""
-    from workbench import corpora, pool, pool_jobs, registry, worker
+    from workbench.corpus import corpora
+    from workbench.curation import pool, pool_jobs
+    from workbench.models import registry
+    from workbench.training import worker
 
     def count_label() -> str:
         return f"· {corpora.get_corpus(populated.corpus_id).pair_count} pairs (all splits)"

@@ -14,7 +14,7 @@ from streamlit.util import calc_hash
 
 from tests.helpers import ROOT, make_toy_corpus
 from ui import navigation
-from workbench import corpora, demo
+from workbench.corpus import corpora, demo
 from workbench.team import access
 
 APP = ROOT / "streamlit_app.py"

@@ -22,9 +22,12 @@ from core_model.artifact import matches_recorded_sha256, model_files, sha256_fil
 from db import dispose_engines
 from db.models import GlossaryTerm, ModelVersion, Pair, TrainingRun
 from tests.helpers import cli, make_toy_corpus, start_worker, stop, train_version, wait_for
-from workbench import glossary, pairs, registry, run_info, runs, settings
+from workbench import settings
 from workbench.backup import DATABASE_MEMBERS, MANIFEST, backup, restore
+from workbench.corpus import glossary, pairs
+from workbench.models import registry
 from workbench.storage import engine
+from workbench.training import run_info, runs
 
 TERMS = [("咖啡", "coffee"), ("猫", "cat"), ("公园", "park")]
 EDIT = "编辑第{}句。"  # the editor's pairs: source EDIT.format(i), saved in order i = 0, 1, …

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from db.engine import MAX_ID
+from workbench.corpus.text_rules import escape_controls
 from workbench.errors import WorkbenchError
-from workbench.text_rules import escape_controls
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from workbench.cli.common import EXIT_OK, Command, print_json, print_text
-from workbench.corpora import CORPUS_REF_HELP
+from workbench.corpus.corpora import CORPUS_REF_HELP
+from workbench.corpus.exporting import EXPORT_FORMATS
+from workbench.corpus.formats import FORMATS
 from workbench.errors import WorkbenchError
-from workbench.exporting import EXPORT_FORMATS
-from workbench.formats import FORMATS
 
 
 def _args_import(p: argparse.ArgumentParser) -> None:
@@ -31,9 +31,9 @@ def _args_import(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from workbench import splits
-    from workbench.corpora import get_corpus
-    from workbench.importing import import_file
+    from workbench.corpus import splits
+    from workbench.corpus.corpora import get_corpus
+    from workbench.corpus.importing import import_file
 
     if not args.file.is_file():
         raise WorkbenchError(f"file not found: {args.file}")
@@ -73,7 +73,7 @@ def _args_export(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from workbench.exporting import export_pairs
+    from workbench.corpus.exporting import export_pairs
 
     n = export_pairs(args.corpus, args.file, args.format)
     print_text(f"exported {n} pairs to {args.file}")

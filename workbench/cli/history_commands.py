@@ -7,7 +7,7 @@ import argparse
 from datetime import UTC, datetime
 
 from workbench.cli.common import EXIT_OK, Command, print_json, print_text, row_id
-from workbench.corpora import CORPUS_REF_HELP
+from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.errors import WorkbenchError
 from workbench.team.trash import TRASH_DAYS
 
@@ -29,7 +29,7 @@ def _args_history(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from workbench.corpora import get_corpus
+    from workbench.corpus.corpora import get_corpus
     from workbench.team import history
 
     corpus = get_corpus(args.corpus)
@@ -49,7 +49,7 @@ def _args_undo(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_undo(args: argparse.Namespace) -> int:
-    from workbench.corpora import get_corpus
+    from workbench.corpus.corpora import get_corpus
     from workbench.team import history
 
     if (args.change is None) == (args.since is None) or (args.since and not args.corpus):

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workbench import significance
 from workbench.cli.common import (
     EXIT_OK,
     Command,
@@ -19,13 +18,14 @@ from workbench.cli.common import (
     read_lines,
     row_id,
 )
-from workbench.corpora import CORPUS_REF_HELP
-from workbench.engines import ENGINE_QUANTIZATION, ENGINES, EXPORT_FORMATS, QUANTIZATIONS
+from workbench.corpus.corpora import CORPUS_REF_HELP
+from workbench.corpus.text_rules import escape_controls
 from workbench.errors import WorkbenchError
-from workbench.text_rules import escape_controls
+from workbench.evaluation import significance
+from workbench.models.engines import ENGINE_QUANTIZATION, ENGINES, EXPORT_FORMATS, QUANTIZATIONS
 
 if TYPE_CHECKING:
-    from workbench.glossary import Glossary
+    from workbench.corpus.glossary import Glossary
 
 
 def _args_versions(p: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def _args_versions(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
-    from workbench.registry import versions_table
+    from workbench.models.registry import versions_table
 
     table = versions_table()
     if args.json:
@@ -64,7 +64,7 @@ def _args_register(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_register(args: argparse.Namespace) -> int:
-    from workbench.registry import import_version
+    from workbench.models.registry import import_version
 
     version_id = import_version(
         args.folder, args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, name=args.name
@@ -78,7 +78,7 @@ def _glossary_arg(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _glossary(corpus: str | None) -> Glossary | None:
-    from workbench.glossary import glossary_of
+    from workbench.corpus.glossary import glossary_of
 
     return glossary_of(corpus) if corpus else None
 
@@ -104,7 +104,7 @@ def _args_translate(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from workbench.translation import translate
+    from workbench.models.translation import translate
 
     try:
         texts = args.text or [line.rstrip("\n") for line in sys.stdin]
@@ -136,7 +136,7 @@ def _args_export_version(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_export_version(args: argparse.Namespace) -> int:
-    from workbench.ctranslate2_export import export_version
+    from workbench.models.ctranslate2_export import export_version
 
     folder = export_version(args.version, args.out, args.quantization)
     print(
@@ -168,7 +168,7 @@ def _glossary_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from workbench.evaluation import evaluate
+    from workbench.evaluation.evaluation import evaluate
 
     if args.enforce_glossary and not args.glossary:
         raise WorkbenchError("--enforce-glossary needs --glossary CORPUS")
@@ -206,7 +206,7 @@ def _args_compare(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from workbench.evaluation import compare
+    from workbench.evaluation.evaluation import compare
 
     if args.enforce_glossary and not args.glossary:
         raise WorkbenchError("--enforce-glossary needs --glossary CORPUS")

@@ -14,7 +14,7 @@ from workbench.cli.common import (
     print_text,
     row_id,
 )
-from workbench.engines import ENGINES
+from workbench.models.engines import ENGINES
 
 
 def _args_serve(p: argparse.ArgumentParser) -> None:
@@ -83,7 +83,7 @@ def _args_serve_version(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_serve_version(args: argparse.Namespace) -> int:
-    from workbench.registry import get_version
+    from workbench.models.registry import get_version
     from workbench.serving.served import serve_version, stop_serving
 
     info = get_version(args.version)

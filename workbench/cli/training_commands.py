@@ -17,7 +17,7 @@ from workbench.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from workbench.run_info import RunInfo
+    from workbench.training.run_info import RunInfo
 
 
 def _args_train(p: argparse.ArgumentParser) -> None:
@@ -61,7 +61,7 @@ def _args_train(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from workbench import continuation, runs, train_options
+    from workbench.training import continuation, runs, train_options
 
     extra = {"max_steps": args.max_steps} if args.max_steps else {}
     start = args.continue_from
@@ -85,9 +85,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _follow(run_id: int, wait: bool) -> int:
     """Make sure a worker will take the queued run; with `wait`, report its progress on stderr
     until it ends, then print the outcome as one JSON line (exit 1 unless it succeeded)."""
-    from workbench import registry, worker_process
-    from workbench.run_info import get_run
-    from workbench.runs import RunStatus
+    from workbench.models import registry
+    from workbench.training import worker_process
+    from workbench.training.run_info import get_run
+    from workbench.training.runs import RunStatus
 
     pid = worker_process.ensure_worker()
     if pid is not None:
@@ -151,7 +152,7 @@ def _args_resume(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    from workbench import runs
+    from workbench.training import runs
 
     step = runs.resume_run(args.run)
     print(f"run {args.run}: resumes from its checkpoint at step {step}", file=sys.stderr)
@@ -163,7 +164,7 @@ def _args_runs(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from workbench import run_info, runs
+    from workbench.training import run_info, runs
 
     runs.reap_stale_runs()  # list a run whose worker died as what it now is (queued again)
     listed = run_info.list_runs()
@@ -202,7 +203,7 @@ def _args_delete_run(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_delete_run(args: argparse.Namespace) -> int:
-    from workbench import runs
+    from workbench.training import runs
 
     runs.delete_run(args.run)
     print(f"deleted run {args.run}")
@@ -215,7 +216,7 @@ def _args_worker(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from workbench.worker import run_worker
+    from workbench.training.worker import run_worker
 
     run_worker(once=args.once, idle_exit_s=args.idle_exit)
     return EXIT_OK

@@ -18,10 +18,10 @@ from datetime import datetime
 from sqlalchemy import select
 
 from db.models import ApiKey, Role, utcnow
+from workbench.corpus.text_rules import validate_name
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
 from workbench.team.access import Actor, Permission, parse_role, require
-from workbench.text_rules import validate_name
 
 KEY_PREFIX = "wbk_"
 SHOWN_CHARACTERS = 8  # of the key, kept to tell keys apart ("wbk_Ab3x…")

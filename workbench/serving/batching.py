@@ -8,7 +8,7 @@ as large as the traffic allows and no request waits for more than one batch ahea
 Requests are never split, and a request whose caller gave up (timeout) is skipped.
 
 What decodes is the ``Engine``: the translation service and its loader. The service itself
-offers the decoders of ``workbench.engines`` (handwritten, CTranslate2): a request names one,
+offers the decoders of ``workbench.models.engines`` (handwritten, CTranslate2): a request names one,
 and only requests for the same one share a batch.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from core_model.translator import TranslationResult
-from workbench.engines import ENGINES
+from workbench.models.engines import ENGINES
 
 # (version_id, texts, beam, with_attention, engine) -> one result per text
 TranslateFn = Callable[[int, Sequence[str], int, bool, str], list[TranslationResult]]
@@ -34,7 +34,7 @@ TranslateFn = Callable[[int, Sequence[str], int, bool, str], list[TranslationRes
 @dataclass(frozen=True)
 class Engine:
     """How batches are decoded: ``translate(version_id, texts, beam, with_attention, engine)``
-    (one result per text, in order; ``engine`` one of ``workbench.engines.ENGINES``) and
+    (one result per text, in order; ``engine`` one of ``workbench.models.engines.ENGINES``) and
     ``load(version_id, engine)`` (loads the weights once per process)."""
 
     translate: TranslateFn
@@ -43,7 +43,7 @@ class Engine:
 
 def default_engine() -> Engine:
     """The workbench's translation service: the handwritten Transformer, or CTranslate2."""
-    from workbench.translation import load_for, translate
+    from workbench.models.translation import load_for, translate
 
     return Engine(translate=translate, load=load_for)
 

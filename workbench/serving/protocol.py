@@ -16,8 +16,8 @@ from urllib.parse import parse_qsl
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from workbench.engines import ENGINE_LABELS, ENGINES
-from workbench.translation import MAX_BEAM
+from workbench.models.engines import ENGINE_LABELS, ENGINES
+from workbench.models.translation import MAX_BEAM
 
 MAX_ALTERNATIVES = 8
 LANGUAGE_NAMES = {  # ISO 639-1 codes LibreTranslate's clients show by name; others by code

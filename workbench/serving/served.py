@@ -16,7 +16,7 @@ from sqlalchemy import delete, func, select
 
 from db.models import ModelVersion, ServedVersion, utcnow
 from workbench.errors import WorkbenchError
-from workbench.registry import get_version
+from workbench.models.registry import get_version
 from workbench.serving.config import DEFAULT_HOST, DEFAULT_PORT
 from workbench.storage import session_scope
 from workbench.team.access import Permission, require

@@ -6,7 +6,7 @@ Create Date: 2026-11-24
 
 - ``table_drafts``: per browser key (kept in the page's address), corpus and grid (pairs or
   glossary), the pending edits as JSON, so that a corpus switch, another page or a reload
-  loses none of them (``workbench.drafts``).
+  loses none of them (``workbench.corpus.drafts``).
 """
 
 from __future__ import annotations

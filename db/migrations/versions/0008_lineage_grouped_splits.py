@@ -9,7 +9,7 @@ Create Date: 2026-11-24
   ``cumulative_tokens`` / ``cumulative_seconds`` (its own plus every ancestor's).
 - ``corpora.splits_grouped``: false for every corpus that exists now. Regrouping their pairs
   needs the application's split rule, which ``db`` must not import, so the data step runs
-  right after migrating (``workbench.splits.group_old_corpora``, called when the application
+  right after migrating (``workbench.corpus.splits.group_old_corpora``, called when the application
   opens the database): it moves the pairs whose sentence also sits in another split, sets the
   flag and writes what moved into ``corpora.split_note``.
 """
@@ -37,7 +37,7 @@ def upgrade() -> None:
     op.add_column("corpora", sa.Column("split_note", sa.Text(), nullable=False, server_default=""))
     # No foreign key: SQLite can add one only by copying the table, and dropping the old
     # model_versions would cascade into every row that refers to it. Deleting a version
-    # clears its children's parent (workbench.registry.delete_version).
+    # clears its children's parent (workbench.models.registry.delete_version).
     op.add_column("model_versions", sa.Column("parent_version_id", sa.Integer()))
     for name, kind in (
         ("train_tokens", sa.BigInteger()),

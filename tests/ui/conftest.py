@@ -1,0 +1,44 @@
+"""Fixtures of the page tests: no demo corpus, no worker process, and a populated database
+with two real tiny versions (trained once for the whole tests/ui package)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers import module_home, train_version
+from tests.ui.pages import Trained
+from workbench.corpus import demo
+from workbench.models import registry
+from workbench.settings import ENV_DB_URL, ENV_HOME
+from workbench.training import worker_process
+
+
+@pytest.fixture
+def no_demo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty database stays empty (the demo corpus is tested on its own)."""
+    monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
+
+
+@pytest.fixture
+def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: None)
+
+
+@pytest.fixture(scope="package")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
+    """The demo corpus and two real tiny versions (a short and a shorter training)."""
+    with module_home(tmp_path_factory.mktemp("ui_trained")) as home:
+        info = demo.ensure_demo_corpus()
+        assert info is not None
+        run_ids = [train_version(info.id, preset="tiny", max_steps=steps)[0] for steps in (60, 30)]
+        versions = [v.id for v in registry.list_versions()]
+        yield Trained(home, info.id, versions, run_ids)
+
+
+@pytest.fixture
+def populated(trained: Trained, monkeypatch: pytest.MonkeyPatch) -> Trained:
+    monkeypatch.setenv(ENV_HOME, str(trained.home))
+    monkeypatch.delenv(ENV_DB_URL, raising=False)
+    return trained

@@ -1,0 +1,75 @@
+"""The app as a whole under AppTest: its layers, the demo corpus, empty and populated pages,
+errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+from tests.ui.pages import APP, PAGES, Trained, open_page, texts
+from workbench.corpus import corpora, demo, pairs
+from workbench.models import registry
+
+
+def test_pages_hold_no_sql_and_no_torch() -> None:
+    """The UI calls only `workbench`: no module of ui/ (nor the app) imports the database
+    layer, SQLAlchemy or torch."""
+    import ast
+
+    forbidden = ("db", "sqlalchemy", "torch", "core_model")
+    for path in [APP, *sorted((ROOT / "ui").glob("*.py"))]:
+        tree = ast.parse(path.read_text("utf-8"))
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [n for n in names if n.split(".")[0] in forbidden], path.name
+
+
+def test_demo_corpus_is_added_once(wb_home: Path) -> None:
+    info = demo.ensure_demo_corpus()
+    assert info is not None and info.pair_count == 48
+    assert (info.src_lang, info.tgt_lang) == ("zh", "en")
+    assert pairs.corpus_stats(info.id).split_counts == {"train": 41, "valid": 3, "test": 4}
+    assert demo.ensure_demo_corpus() is None
+    assert len(corpora.list_corpora()) == 1
+
+
+def test_first_start_seeds_the_demo_corpus(wb_home: Path) -> None:
+    at = open_page("corpus")
+    assert [c.name for c in corpora.list_corpora()] == [demo.DEMO_NAME]
+    assert at.selectbox(key="corpus_page_corpus").options == [
+        f"{demo.DEMO_NAME} · zh→en · 48 pairs (all splits)"
+    ]
+    assert len(at.data_editor) == 1
+    assert len(at.data_editor[0].value) == 48
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_empty_database_says_what_to_do(wb_home: Path, no_demo: None, page: str) -> None:
+    at = open_page(page)
+    assert not at.error
+    hint = texts(at.info)
+    assert {
+        "corpus": "No corpus yet",
+        "train": "No corpus yet",
+        "translate": "No model version yet",
+        "inspect": "No model version yet",
+        "models": "No model version yet",
+        "review": "No corpus yet",
+    }[page] in hint
+
+
+def test_populated_pages_render(populated: Trained) -> None:
+    for page in PAGES:
+        at = open_page(page)
+        assert not at.error, texts(at.error)
+
+
+def test_unexpected_error_is_one_line(populated: Trained, monkeypatch) -> None:
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(registry, "versions_table", boom)
+    at = open_page("models")
+    assert "RuntimeError: disk on fire" in texts(at.error)

@@ -1,0 +1,181 @@
+"""The Models page under AppTest: versions, compare, serving, API keys, deletion."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ui.pages import Trained, assert_clean, open_page, texts
+from workbench import settings
+from workbench.corpus import corpora, demo
+from workbench.evaluation import significance
+from workbench.models import registry
+from workbench.serving import api_keys, served
+from workbench.training import run_info, runs, worker
+
+
+def test_models_compare_versions(populated: Trained) -> None:
+    at = open_page("models")
+    table = at.dataframe[0].value
+    assert sorted(table["id"]) == sorted(populated.version_ids)
+    assert table["scored on"].tolist() == ["validation · 3 pairs · greedy"] * 2
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    metrics = at.dataframe[1].value
+    assert sorted(metrics["version"]) == sorted(populated.version_ids)
+    assert {"BLEU", "BLEU 95 % interval", "chrF"} <= set(metrics.columns)
+    other = f"#{metrics['version'].iloc[1]}"
+    # 4 test pairs: the warning, and no p-value or verdict right below it
+    assert "no p-value or verdict is given" in texts(at.warning)
+    shown = texts(at.markdown) + texts(at.caption)
+    assert " is better than " not in shown and " is worse than " not in shown
+    assert "no significant difference" not in shown and "p = " not in shown
+    assert metrics["p (BLEU)"].isna().all() and metrics["p (chrF)"].isna().all()
+    for interval in metrics["BLEU 95 % interval"]:
+        low, high = (float(x) for x in interval.split(" – "))
+        assert 0 <= low <= high <= 100
+    sentences = at.dataframe[2].value
+    assert len(sentences) == 4  # the demo corpus' test split
+    assert {"source", "reference", "differs", f"Δ chrF {other}"} <= set(sentences.columns)
+    at.selectbox(key="compare_sort").select("largest chrF loss first").run()
+    assert_clean(at)
+    deltas = list(at.dataframe[2].value[f"Δ chrF {other}"])
+    assert deltas == sorted(deltas)
+    downloads = [b.proto.label for b in at.get("download_button")]
+    assert {"Download CSV", "Download HTML report"} <= set(downloads)
+    assert f"Scores on “{demo.DEMO_NAME}”** · test · 4 pairs · greedy" in texts(at.markdown)
+    assert "Only 4 test pairs" in texts(at.warning)
+
+    at.button_group(key="compare_mode").set_value("Beam search").run()
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    assert "test · 4 pairs · beam 4" in texts(at.markdown)
+
+
+def test_models_compare_gives_a_verdict_from_the_minimum_test_size(
+    populated: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the minimum (lowered to the demo's 4 test pairs here) the verdict and p-values are
+    shown, and the warning is not."""
+    monkeypatch.setattr(significance, "MIN_VERDICT_PAIRS", 4)
+    at = open_page("models")
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    metrics = at.dataframe[1].value
+    baseline, other = (f"#{v}" for v in metrics["version"])
+    verdict = texts(at.markdown)
+    assert f"{other} is better than {baseline}" in verdict or "no significant difference" in verdict
+    assert "significant below p = 0.05" in texts(at.caption)
+    assert not any("no p-value or verdict" in w for w in texts(at.warning).splitlines())
+
+
+def test_models_show_each_versions_lineage(populated: Trained) -> None:
+    """Parent and the tokens and minutes behind each version: in the table and the detail."""
+    at = open_page("models")
+    table = at.dataframe[0].value
+    assert {"parent", "train tokens", "cumulative tokens", "cumulative minutes"} <= set(table)
+    newest = registry.get_version(populated.version_ids[0])
+    row = table[table["id"] == newest.id].iloc[0]
+    assert row["cumulative tokens"] == newest.train_tokens > 0  # a new model: its own only
+    assert f"**New model** · **trained on** {newest.cumulative_tokens / 1e6:,.2f}M tokens" in (
+        texts(at.markdown)
+    )
+
+
+def test_models_rename_and_notes(populated: Trained) -> None:
+    at = open_page("models")
+    version_id = populated.version_ids[0]
+    assert "trained on 41 pairs (snapshot)" in texts(at.markdown)
+    at.text_input[0].input("first try")
+    at.text_area[0].input("demo corpus, tiny")
+    at.button[0].click().run()  # the form's Save
+    assert_clean(at)
+    info = registry.get_version(version_id)
+    assert (info.name, info.notes) == ("first try", "demo corpus, tiny")
+
+
+def test_models_and_train_pages_say_who_trained_each_version(populated: Trained) -> None:
+    """The fixture's runs were queued by the services as the local admin (as the CLI is)."""
+    who = settings.local_admin_name()
+    assert run_info.get_run(populated.run_ids[0]).started_by == who
+    at = open_page("models")
+    assert f"**Trained by** {who}" in texts(at.markdown)
+    assert set(at.dataframe[0].value["trained by"]) == {who}
+
+
+def test_models_serve_a_version_and_show_the_request(populated: Trained) -> None:
+    version_id = populated.version_ids[0]
+    at = open_page("models")
+    at.selectbox(key="models_version").select(version_id).run()
+    assert "not served" in texts(at.markdown)
+    assert "curl -s http://127.0.0.1:5000/translate" in texts(at.code)
+    at.button(key="serve_version").click().run()
+    assert_clean(at)
+    try:
+        assert served.serving_of(version_id) is not None
+        assert f"Version #{version_id} now answers zh→en requests" in texts(at.success)
+        assert "answers zh→en requests" in texts(at.markdown)
+        versions = at.dataframe[0].value
+        assert versions.set_index("id")["served"].to_dict() == {
+            v: "zh→en" if v == version_id else "" for v in populated.version_ids
+        }
+        table = at.dataframe[-1].value  # the HTTP API tab's served pairs
+        assert table["version"].tolist() == [version_id]
+        at.button(key="stop_serving").click().run()
+        assert_clean(at)
+        assert served.list_served() == []
+    finally:
+        for pair in served.list_served():
+            served.stop_serving(pair.version_id)
+
+
+def test_models_api_keys_are_shown_once_and_revoked(populated: Trained) -> None:
+    def labelled(widgets, label: str):
+        return next(w for w in widgets if w.label == label)
+
+    at = open_page("models")
+    labelled(at.text_input, "New key for").input("CAT plugin")
+    labelled(at.number_input, "Requests per minute").set_value(30)
+    labelled(at.button, "Create key").click().run()
+    assert_clean(at)
+    [info] = api_keys.list_keys()
+    [shown] = [c.value for c in at.code if c.value.startswith(api_keys.KEY_PREFIX)]
+    assert api_keys.find_active_key(shown) == info and info.requests_per_minute == 30
+    assert "shown only this once" in texts(at.success)
+    at.run()
+    assert shown not in texts(at.code), "the key is shown once"
+    at.button(key="revoke_key").click().run()
+    assert api_keys.find_active_key(shown) is not None, "revoking must ask first"
+    at.button(key="revoke_key_confirm").click().run()
+    assert_clean(at)
+    assert api_keys.find_active_key(shown) is None
+    assert f"Revoked API key #{info.id}." in texts(at.success)
+    labelled(at.text_input, "New key for").input("")
+    labelled(at.button, "Create key").click().run()
+    assert "Key name must not be empty" in texts(at.error)
+
+
+def test_compare_without_test_pairs_says_so(populated: Trained) -> None:
+    empty = corpora.create_corpus("No tests", "zh", "en")
+    try:
+        at = open_page("models")
+        at.selectbox(key="compare_corpus").select(empty.id).run()
+        at.button(key="compare").click().run()
+        assert_clean(at)
+        assert "has no test pairs" in texts(at.warning)
+    finally:
+        corpora.delete_corpus(empty.id)
+
+
+def test_models_delete_asks_first(populated: Trained) -> None:
+    run_id = runs.enqueue_training(populated.corpus_id, preset="tiny", max_steps=5)
+    assert worker.run_worker(once=True) == 1
+    doomed = run_info.get_run(run_id).version_id
+    assert doomed is not None
+    at = open_page("models")
+    at.selectbox(key="models_version").select(doomed).run()
+    at.button(key="delete_version").click().run()
+    assert registry.get_version(doomed), "deleting must ask first"
+    at.button(key="delete_version_confirm").click().run()
+    assert_clean(at)
+    assert doomed not in [v.id for v in registry.list_versions()]
+    assert f"Deleted version #{doomed}." in texts(at.success)

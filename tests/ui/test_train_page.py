@@ -1,0 +1,394 @@
+"""The Train page under AppTest: starting runs, budgets, continuing, the live panel and history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.helpers import train_version
+from tests.ui.pages import Trained, assert_clean, open_page, texts
+from ui import train_page
+from workbench import settings
+from workbench.corpus import corpora, demo, pairs
+from workbench.models import registry
+from workbench.training import run_info, runs, train_options, worker_process
+
+
+def test_train_start_and_cancel_a_run(populated: Trained, no_worker: None) -> None:
+    at = open_page("train")
+    history = at.dataframe[-1].value
+    assert set(history["status"]) == {"succeeded"}
+
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert run.status == "queued" and run.config["preset"] == train_options.DEFAULT_PRESET
+    assert run.config["epochs"] is None, "epochs default to the automatic budget"
+    assert run.config["time_budget_s"] is None
+    assert f"Run #{run.id} queued" in texts(at.success)
+    assert f"Run #{run.id}" in texts(at.markdown)
+
+    at.button(key=f"cancel_{run.id}").click().run()
+    assert_clean(at)
+    assert run_info.get_run(run.id).status == "cancelled"
+
+
+def test_train_defaults_to_continuing_the_newest_version(
+    populated: Trained, no_worker: None
+) -> None:
+    """The newest version of the corpus covers it: the default is to continue it, and a new
+    model is one click away."""
+    at = open_page("train")
+    start = at.radio(key=f"train_start_{populated.corpus_id}")
+    newest = populated.version_ids[0]
+    assert start.value == newest
+    assert start.options[:2] == [f"Continue from #{newest}", "Start a new model"]
+    assert at.button(key="train_button").label == f"Continue from #{newest}"
+    assert f"Version #{newest} was trained on this corpus" in texts(at.caption)
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert run.init_version_id == newest
+    runs.cancel_run(run.id)
+
+
+def test_train_starts_a_new_model_when_the_tokenizer_no_longer_fits(
+    populated: Trained, no_worker: None
+) -> None:
+    """A corpus whose newest version's tokenizer cannot write most of its characters (here a
+    copy of a demo version linked to a corpus in another script): 'Start a new model' is
+    the default and the page says why."""
+    greek = corpora.create_corpus("greek letters", "zh", "en")
+    added = [{"source": f"αβγδεζηθ {i}", "target": f"letters {i}"} for i in range(25)]
+    pairs.apply_edits(greek.id, added=added)
+    copy = registry.import_version(
+        registry.artifact_dir(populated.version_ids[0]), corpus="greek letters"
+    )
+    try:
+        at = open_page("train")
+        at.selectbox(key="train_corpus").select(greek.id).run()
+        start = at.radio(key=f"train_start_{greek.id}")
+        assert start.value == train_page.NEW_MODEL and start.options[0] == "Start a new model"
+        assert at.button(key="train_button").label == "Train"
+        assert f"The tokenizer of version #{copy} knows only" in texts(at.caption)
+        assert "(continuing needs 99.0 %)" in texts(at.caption)
+        at.button(key="train_button").click().run()
+        run = run_info.list_runs()[0]
+        assert run.init_version_id is None
+        runs.cancel_run(run.id)
+        runs.delete_run(run.id)
+    finally:
+        registry.delete_version(copy)
+        corpora.delete_corpus(greek.id)
+
+
+def test_train_with_options(populated: Trained, no_worker: None) -> None:
+    at = open_page("train")
+    assert not [n for n in at.number_input if n.key in ("train_epochs", "train_minutes")]
+    at.button_group(key="train_for").set_value("epochs").run()
+    at.number_input(key="train_epochs").set_value(3)
+    older = populated.version_ids[1]
+    at.radio(key=f"train_start_{populated.corpus_id}").set_value(older)
+    at.number_input(key="train_max_steps").set_value(10)
+    at.run()
+    assert at.button(key="train_button").label == f"Continue from #{older}"
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert (run.config["epochs"], run.config["max_steps"]) == (3, 10)
+    assert run.init_version_id == older
+    runs.cancel_run(run.id)
+
+    at.radio(key=f"train_start_{populated.corpus_id}").set_value(train_page.NEW_MODEL).run()
+    assert at.button(key="train_button").label == "Train"
+    at.button(key="train_button").click().run()
+    assert run_info.list_runs()[0].init_version_id is None
+    runs.cancel_run(run_info.list_runs()[0].id)
+
+    at.button_group(key="train_for").set_value("minutes").run()
+    at.number_input(key="train_minutes").set_value(5.0)
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert (run.config["time_budget_s"], run.config["epochs"]) == (300, None)
+    runs.cancel_run(run.id)
+
+
+def test_train_offers_a_token_budget_and_every_precision(
+    populated: Trained, no_worker: None
+) -> None:
+    """Issue 20: "Train for: N million tokens" under Advanced, and core_model's precisions;
+    a second budget beside it is one error line and queues nothing."""
+    from core_model.training import config
+
+    at = open_page("train")
+    tokens = at.number_input(key="train_million_tokens")
+    assert (tokens.label, tokens.value) == ("Train for: N million tokens", None)
+    precision = at.selectbox(key="train_precision")
+    assert (precision.options, precision.value) == (list(config.PRECISIONS), "auto")
+    tokens.set_value(1.1)
+    precision.select("fp32")
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert (run.config["token_budget"], run.config["precision"]) == (1_100_000, "fp32")
+    assert (run.config["epochs"], run.config["time_budget_s"], run.budget) == (
+        None,
+        None,
+        "1.1M tokens",
+    )
+    assert f"Run #{run.id}" in texts(at.markdown) and "budget: 1.1M tokens" in texts(at.markdown)
+    runs.cancel_run(run.id)
+
+    at.button_group(key="train_for").set_value("minutes").run()
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    assert "epochs, of minutes or of tokens: only one" in texts(at.error)
+    assert run_info.list_runs()[0].id == run.id
+
+
+def test_live_panel_follows_the_tokens_of_a_token_budget(
+    populated: Trained, no_worker: None
+) -> None:
+    """Under a token budget the bar and its text follow the tokens trained, not steps."""
+    from db.models import TrainingRun
+    from workbench.storage import session_scope
+
+    run_id = _fake_running_run(populated.corpus_id, tokens=1_100_000)
+    try:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).progress_detail = {
+                "fraction": 0.5,
+                "limit": "tokens",
+                "elapsed_s": 60.0,
+            }
+        at = open_page("train")
+        assert at.progress[0].value == 50
+        assert at.progress[0].text == "550k of 1.1M tokens · step 50 of about 200 · 50 %"
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_a_minutes_run_on_the_demo_corpus_says_the_clock_ended_it(
+    wb_home: Path, no_worker: None
+) -> None:
+    """Issue 19 item 4: "Train for 2 minutes" on the demo corpus ended long before its time
+    with "finished its planned epochs". A real worker trains a minutes run (a small automatic
+    step count that used to end it); the clock ends it, and every page says so."""
+
+    info = demo.ensure_demo_corpus()
+    assert info is not None
+    run_id, version_id = train_version(
+        info.id, preset="tiny", minutes=0.1, min_steps=20, adaptive_passes=1
+    )
+    run = run_info.get_run(run_id)
+    assert (run.stop_reason, run.stopped_because) == ("time_budget", "time budget reached")
+    assert registry.get_version(version_id).metrics["train_time_s"] >= 6.0
+
+    at = open_page("train")
+    said = texts(at.success) + texts(at.caption)
+    assert f"stopped at step {run.progress_step:,}: time budget reached." in said
+    assert "epoch" not in said
+    assert at.dataframe[-1].value.set_index("run").loc[run_id, "stopped because"] == (
+        "time budget reached"
+    )
+    at = open_page("models")
+    assert "**stopped by** time budget reached" in texts(at.markdown)
+
+
+def test_the_page_offers_every_preset_of_core_model(
+    populated: Trained, no_worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.helpers import add_preset
+
+    add_preset(monkeypatch, "micro")
+    at = open_page("train")
+    assert "micro" in at.button_group(key="train_preset").options[-1]
+
+
+def _fake_running_run(corpus_id: int, **enqueue: Any) -> int:
+    """A run as a worker leaves it mid-training: progress on the row, metric rows streamed."""
+    from db.models import RunMetric, TrainingRun, utcnow
+    from workbench.storage import session_scope
+
+    run_id = runs.enqueue_training(corpus_id, preset="tiny", **enqueue)
+    with session_scope() as s:
+        run = s.get(TrainingRun, run_id)
+        run.status, run.heartbeat_at, run.attempts = "running", utcnow(), 1
+        run.progress_step, run.progress_total, run.eta_s = 50, 200, 75.0
+        run.progress_detail = {
+            "fraction": 0.3,
+            "limit": "steps",
+            "watch": {"rule": "memorise", "reproduced": 0.75, "pairs": 41},
+        }
+        for kind, step, loss, valid in (
+            ("step", 10, 5.0, None),
+            ("step", 30, 4.0, None),
+            ("epoch", 50, 3.2, 4.5),
+        ):
+            s.add(
+                RunMetric(
+                    run_id=run_id, kind=kind, step=step, epoch=1, train_loss=loss,
+                    valid_loss=valid, lr=1e-3, tokens_per_s=1500.0,
+                )
+            )  # fmt: skip
+    return run_id
+
+
+def test_live_panel_shows_progress_against_what_will_end_the_run(
+    populated: Trained, no_worker: None
+) -> None:
+    """A run that may stop early (here: once it reproduces its training pairs) shows its step
+    budget as an upper bound, the rule and how close it is; under a time budget the bar
+    follows the clock."""
+    from db.models import TrainingRun
+    from workbench.storage import session_scope
+
+    run_id = _fake_running_run(populated.corpus_id)  # the automatic budget
+    try:
+        at = open_page("train")
+        assert at.progress[0].value == 30  # the share of the budget, not 50 / 200
+        assert at.progress[0].text == "step 50 of at most 200 · 30 %"
+        captions = texts(at.caption)
+        assert "Stops early once it reproduces every training pair: 75% of 41 now." in captions
+        assert "44 pairs in the snapshot (training + validation)" in captions
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["ETA"] == "≤ 1 min 15 s"
+        assert metrics["Tokens / s"] == "1,500"
+        assert metrics["Training loss"] == "4.000"  # the latest window, not the epoch's mean
+        assert metrics["Validation loss"] == "4.500"
+
+        with session_scope() as s:  # its clock binds: 90 s are 30 % of its 5-minute ceiling
+            s.get(TrainingRun, run_id).progress_detail = {
+                "fraction": 0.3,
+                "limit": "time",
+                "elapsed_s": 90.0,
+            }
+        at = open_page("train")
+        assert at.progress[0].text == "1 min 30 s of 5 min 00 s · step 50 of about 200 · 30 %"
+        assert {m.label: m.value for m in at.metric}["ETA"] == "1 min 15 s"
+        at.button(key=f"cancel_{run_id}").click().run()
+        assert run_info.get_run(run_id).cancel_requested
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_history_says_why_runs_stopped_with_one_type_per_column(
+    populated: Trained, no_worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Arrow takes the History table as it is: no server-log traceback and no 'None' for a
+    run without a version, whatever mix of budgets the runs had."""
+    from streamlit import dataframe_util
+
+    fixed = []
+    fix = dataframe_util.fix_arrow_incompatible_column_types
+    monkeypatch.setattr(
+        dataframe_util,
+        "fix_arrow_incompatible_column_types",
+        lambda df, *a, **k: fixed.append(list(df.columns)) or fix(df, *a, **k),
+    )
+    cancelled = runs.enqueue_training(populated.corpus_id, epochs=3)  # beside 'automatic' ones
+    runs.cancel_run(cancelled)
+    try:
+        at = open_page("train")
+        assert not fixed, f"History needed Arrow fixes (mixed types): {fixed}"
+        table = at.dataframe[-1].value.set_index("run")
+        assert (table.loc[cancelled, "version"], table.loc[cancelled, "trained for"]) == (
+            "",
+            "3 epochs",
+        )
+        for run_id in populated.run_ids:
+            run = run_info.get_run(run_id)
+            row = table.loc[run_id]
+            assert row["version"] == f"#{run.version_id}"
+            assert row["steps"] == run.progress_step  # the real end, not a planned total
+            assert row["stopped because"] == run.stopped_because != ""
+        last = run_info.get_run(populated.run_ids[-1])  # 30 steps: too few to learn the pairs
+        at.selectbox(key="history_run").select(last.id).run()
+        assert f"Stopped at step {last.progress_step:,}: reached its step limit." in texts(
+            at.caption
+        )
+    finally:
+        runs.delete_run(cancelled)
+
+
+def test_resume_and_delete_a_run_from_the_page(populated: Trained, no_worker: None) -> None:
+
+    run_id = runs.enqueue_training(populated.corpus_id)
+    runs.cancel_run(run_id)
+    at = open_page("train")
+    at.selectbox(key="history_run").select(run_id).run()
+    assert "resume_run" not in [b.key for b in at.button]  # no checkpoint: nothing to resume
+    state = settings.run_dir(run_id) / "checkpoint" / "state.json"  # what an epoch end leaves
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"step": 40}))
+
+    at = open_page("train")
+    assert f"Run #{run_id} was cancelled" in texts(at.info)
+    assert at.button(key="resume_last").label == "Resume from step 40"
+    at.selectbox(key="history_run").select(run_id).run()
+    at.button(key="resume_run").click().run()
+    assert_clean(at)
+    assert run_info.get_run(run_id).status == "queued"
+    assert f"Run #{run_id} resumes from step 40" in texts(at.success)
+
+    runs.cancel_run(run_id)  # queued: cancelled at once
+    at = open_page("train")
+    at.selectbox(key="history_run").select(run_id).run()
+    at.button(key="delete_run").click().run()
+    assert run_info.get_run(run_id), "deleting must ask first"
+    at.button(key="delete_run_confirm").click().run()
+    assert_clean(at)
+    assert f"Deleted run #{run_id}." in texts(at.success)
+    assert run_id not in [r.id for r in run_info.list_runs()]
+    assert not settings.run_dir(run_id).exists()
+
+
+def test_curves_take_epoch_ends_from_the_row_kind() -> None:
+    """Validation points are the epoch rows, even when validation repeats its loss; an epoch
+    row's whole-epoch training mean and the final 'done' row stay off the training curve."""
+    from ui import charts
+
+    metrics = pd.DataFrame(
+        {
+            "kind": ["start", "step", "step", "epoch", "step", "epoch", "done"],
+            "step": [0, 10, 20, 20, 30, 40, 40],
+            "train_loss": [None, 5.0, 4.0, 4.6, 3.0, 3.3, 3.3],
+            "valid_loss": [None, None, None, 4.0, 4.0, 4.0, 3.8],
+        }
+    )
+    long = charts._long_losses(metrics, None)
+    training, validation = (long[long["curve"] == c] for c in ("training", "validation"))
+    assert training["step"].tolist() == [10, 20, 30]
+    assert validation[["step", "loss"]].values.tolist() == [[20, 4.0], [40, 4.0]]
+
+
+def test_a_dead_workers_run_waits_for_a_worker_to_resume_it(
+    populated: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    from db.models import TrainingRun, utcnow
+    from workbench.storage import session_scope
+
+    started = []
+    monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: started.append(1))
+    run_id = runs.enqueue_training(populated.corpus_id, preset="tiny")
+    assert runs.claim_next_run("a worker that then died") == run_id
+    with session_scope() as s:
+        run = s.get(TrainingRun, run_id)
+        run.created_at = run.heartbeat_at = utcnow() - timedelta(minutes=5)
+    try:
+        at = open_page("train")  # listing the runs re-queues the stale one
+        assert "No worker is running" in texts(at.warning)
+        assert runs.RESUME_NOTE in texts(at.caption)
+        at.button(key="start_worker").click().run()
+        assert started == [1]
+    finally:
+        runs.cancel_run(run_id)

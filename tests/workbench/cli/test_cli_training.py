@@ -1,0 +1,197 @@
+"""The CLI contract end to end, in real processes: import → train --wait → translate → evaluate."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import TOY, add_preset, cli, make_toy_corpus, toy_pairs
+from workbench.corpus import corpora
+from workbench.training import run_info, worker_process
+
+
+def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
+    imported = cli("import", "--corpus", "toy", "--src-lang", "zh", "--tgt-lang", "en", str(TOY))
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 12 pairs" in imported.stdout
+
+    worker_pid = None
+    try:
+        trained = cli("train", "--corpus", "toy", "--preset", "tiny", "--wait", timeout=600)
+        started = re.search(r"started a worker \(pid (\d+)\)", trained.stderr)
+        worker_pid = int(started.group(1)) if started else None
+        assert trained.returncode == 0, trained.stderr[-2000:]
+        result = json.loads(trained.stdout.strip().splitlines()[-1])
+        assert result["status"] == "succeeded" and result["version_id"] is not None
+        assert result["run_id"] >= 1
+        # the automatic budget of 12 pairs ends when they are learned, and says so
+        assert result["stop_reason"] == "memorised" and result["steps"] > 0
+        assert "learned every training pair" in trained.stderr
+    finally:
+        if worker_pid is not None:  # the detached worker this test caused to start
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker_pid, signal.SIGTERM)
+    version_id = result["version_id"]
+    version = str(version_id)
+
+    listed = cli("versions", "--json")
+    assert listed.returncode == 0
+    assert [v["id"] for v in json.loads(listed.stdout)] == [result["version_id"]]
+
+    pairs = toy_pairs()
+    by_args = cli("translate", "--version", version, pairs[0][0], pairs[1][0])
+    assert by_args.returncode == 0, by_args.stderr
+    assert by_args.stdout.splitlines() == [pairs[0][1], pairs[1][1]]
+    stdin = "\n".join(s for s, _ in pairs) + "\n"
+    by_stdin = cli("translate", "--version", version, "--beam", "3", stdin=stdin)
+    assert by_stdin.stdout.splitlines() == [t for _, t in pairs]
+
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text(stdin, encoding="utf-8")
+    ref.write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
+    evaluated = cli("evaluate", "--version", version, "--src", str(src), "--ref", str(ref))
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout.strip().splitlines()[-1]) == {
+        "bleu": 100.0,
+        "chrf": 100.0,
+        "n": len(pairs),
+    }
+
+    runs = cli("runs", "--json")
+    assert runs.returncode == 0, runs.stderr
+    [run] = json.loads(runs.stdout)
+    assert (run["id"], run["status"], run["version_id"]) == (
+        result["run_id"],
+        "succeeded",
+        result["version_id"],
+    )
+    assert (run["steps"], run["stopped_because"]) == (
+        result["steps"],
+        "learned every training pair",
+    )
+    assert "learned every training pair" in cli("runs").stdout
+    resumed = cli("resume", str(result["run_id"]))
+    assert resumed.returncode == 2 and "only a failed or cancelled run" in resumed.stderr
+    deleted = cli("delete-run", str(result["run_id"]))
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(cli("runs", "--json").stdout) == []
+    assert [v["id"] for v in json.loads(cli("versions", "--json").stdout)] == [version_id]
+
+
+def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Path) -> None:
+    ref = tmp_path / "one.txt"
+    ref.write_text("a\n", encoding="utf-8")
+    cases = [
+        ("train", "--corpus", "missing", "--wait"),
+        ("translate", "--version", "42", "hello"),
+        ("evaluate", "--version", "1", "--src", str(tmp_path / "nope.txt"), "--ref", str(ref)),
+        ("train", "--corpus", "x", "--preset", "giant"),
+        ("train", "--corpus", "x", "--epochs", "3", "--minutes", "2"),
+        ("train", "--corpus", "x", "--minutes", "0"),
+        ("resume", "7"),
+        ("delete-run", "7"),
+        ("runs", "--bogus"),
+        ("versions", "--bogus"),
+    ]
+    for args in cases:
+        done = cli(*args)
+        assert done.returncode != 0, args
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, done.stderr)
+        assert "Traceback" not in done.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"source": "你好", "target": "hello"}\n{not json\n', encoding="utf-8")
+    failed = cli("import", "--corpus", "new", "--src-lang", "zh", "--tgt-lang", "en", str(bad))
+    assert failed.returncode != 0 and "line 2" in failed.stderr
+    assert corpora.list_corpora() == []  # not even the new, empty corpus is left behind
+    empty = cli("versions")
+    assert empty.returncode == 0 and "no model versions yet" in empty.stdout
+
+
+def test_train_takes_any_preset_of_core_model_and_a_time_budget(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI lists no presets of its own: one added to core_model is accepted as it is."""
+    from workbench import cli as workbench_cli
+
+    add_preset(monkeypatch, "micro")
+    # No worker: only queue.
+    monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: None)
+    make_toy_corpus()
+    assert workbench_cli.main(["train", "--corpus", "toy", "--preset", "micro"]) == 0
+    queued = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert run_info.get_run(queued["run_id"]).config["preset"] == "micro"
+
+    assert workbench_cli.main(["train", "--corpus", "toy", "--minutes", "2"]) == 0
+    run = run_info.get_run(json.loads(capsys.readouterr().out.splitlines()[-1])["run_id"])
+    assert (run.config["time_budget_s"], run.config["epochs"], run.budget) == (120, None, "2 min")
+
+    assert workbench_cli.main(["train", "--corpus", "toy", "--preset", "giant"]) == 2
+    assert "choose one of auto, tiny, small, base, micro" in capsys.readouterr().err
+
+
+def test_train_for_tokens_in_a_precision(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`train --tokens N --precision P` freezes both into the run; bad values are one line
+    and a non-zero exit, and queue nothing."""
+    from workbench import cli as workbench_cli
+
+    monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: None)
+    make_toy_corpus()
+    args = ["train", "--corpus", "toy", "--tokens", "1100000", "--precision", "fp32"]
+    assert workbench_cli.main(args) == 0
+    run = run_info.get_run(json.loads(capsys.readouterr().out.splitlines()[-1])["run_id"])
+    assert (run.config["token_budget"], run.config["precision"], run.budget) == (
+        1_100_000,
+        "fp32",
+        "1.1M tokens",
+    )
+    for bad, said in (
+        (["--tokens", "0"], "must be at least 1"),
+        (["--tokens", "1.5"], "invalid positive_int value"),
+        (["--tokens", "lots"], "invalid positive_int value"),
+        (["--tokens", "5000", "--minutes", "2"], "not allowed with argument"),
+        (["--precision", "fp16"], "Unknown precision 'fp16'; choose one of auto, fp32, bf16"),
+    ):
+        done = cli("train", "--corpus", "toy", *bad)
+        assert done.returncode != 0, bad
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], (bad, lines)
+    assert len(run_info.list_runs()) == 1
+
+
+def test_train_wait_reports_what_a_token_budget_bought(wb_home: Path) -> None:
+    """Every figure compares across machines only with its tokens, speed, steps, precision and
+    threads: `train --tokens N --wait` ends at its budget and prints them all."""
+    make_toy_corpus()
+    worker_pid = None
+    try:
+        trained = cli(
+            "train", "--corpus", "toy", "--preset", "tiny", "--tokens", "3000",
+            "--precision", "fp32", "--wait", timeout=600,
+        )  # fmt: skip
+        started = re.search(r"started a worker \(pid (\d+)\)", trained.stderr)
+        worker_pid = int(started.group(1)) if started else None
+        assert trained.returncode == 0, trained.stderr[-2000:]
+    finally:
+        if worker_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker_pid, signal.SIGTERM)
+    result = json.loads(trained.stdout.strip().splitlines()[-1])
+    assert (result["status"], result["stop_reason"], result["precision"]) == (
+        "succeeded",
+        "token_budget",
+        "fp32",
+    )
+    per_step = result["tokens_trained"] / result["steps"]
+    assert 3_000 <= result["tokens_trained"] < 3_000 + 2 * per_step
+    assert result["tokens_per_s"] > 0 and result["train_time_s"] > 0
+    assert isinstance(result["threads"], int) and result["threads"] >= 1
+    assert "token budget reached" in trained.stderr

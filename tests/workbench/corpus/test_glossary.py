@@ -1,0 +1,110 @@
+"""A glossary the model obeys: a small trained model writes a required term it would never
+choose on its own; sentences without a term are translated exactly as before; evaluation
+reports the term-hit rate."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
+from workbench.corpus import glossary
+from workbench.errors import WorkbenchError
+from workbench.evaluation import evaluation
+from workbench.models import translation
+
+PARK = "我们明天去公园散步吧。"  # -> "Let's go for a walk in the park tomorrow."
+COFFEE = "我每天早上喝一杯咖啡。"  # -> "I drink a cup of coffee every morning."
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    with module_home(tmp_path_factory.mktemp("glossary_home")) as home:
+        corpus_id = make_toy_corpus()
+        _, version = train_version(corpus_id, preset="tiny")
+        yield {"home": home, "corpus_id": corpus_id, "version": version}
+
+
+def test_required_terms_appear_and_other_outputs_do_not_change(trained: dict) -> None:
+    # Terms the model has learned to translate otherwise: "公园" is "park", "咖啡" "coffee".
+    glossary.set_terms(trained["corpus_id"], [("公园", "library"), ("咖啡", "tea")])
+    terms = glossary.glossary_of(trained["corpus_id"])
+    sources = [s for s, _ in toy_pairs()]
+    plain = [r.text for r in translation.translate(trained["version"], sources)]
+    assert "library" not in plain[sources.index(PARK)]
+    assert "tea" not in _words(plain[sources.index(COFFEE)])
+    obeyed = [r.text for r in translation.translate(trained["version"], sources, glossary=terms)]
+    assert "library" in obeyed[sources.index(PARK)]
+    assert "tea" in _words(obeyed[sources.index(COFFEE)])  # a word, not glued to the next
+    for i, source in enumerate(sources):
+        if source not in (PARK, COFFEE):
+            assert obeyed[i] == plain[i]  # no term: exactly the unconstrained output
+    # With beam search too, and the hit rates say what happened.
+    beamed = translation.translate(trained["version"], [PARK], beam=4, glossary=terms)
+    assert "library" in beamed[0].text
+    assert glossary.term_hits(sources, plain, terms) == (0, 2)
+    assert glossary.term_hits(sources, obeyed, terms) == (2, 2)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text)
+
+
+def test_evaluation_reports_the_term_hit_rate(trained: dict) -> None:
+    glossary.set_terms(trained["corpus_id"], [("公园", "library")])
+    terms = glossary.glossary_of(trained["corpus_id"])
+    pairs = toy_pairs()
+    off = evaluation.evaluate(trained["version"], pairs, glossary=terms, enforce=False)
+    on = evaluation.evaluate(trained["version"], pairs, glossary=terms, enforce=True)
+    assert (off["term_hits"], off["terms"], off["term_hit_rate"]) == (0, 1, 0.0)
+    assert (on["term_hits"], on["terms"], on["term_hit_rate"]) == (1, 1, 1.0)
+    assert on["bleu"] < off["bleu"]  # the references say "park": the glossary overrides them
+    assert "term_hit_rate" not in evaluation.evaluate(trained["version"], pairs)
+
+
+def test_matching_and_editing_the_glossary(trained: dict, tmp_path) -> None:
+    terms = glossary.Glossary((("New York", "纽约"), ("York", "约克"), ("咖啡", "coffee")))
+    assert terms.matches("I love new york and YORK.") == [("New York", "纽约"), ("York", "约克")]
+    assert terms.matches("Yorkshire") == []  # whole words in scripts with spaces
+    assert terms.matches("喝咖啡吗") == [("咖啡", "coffee")]  # substrings in Chinese
+    # An output hits a target term the same way: "woman" does not use the term "man".
+    men = glossary.Glossary((("Mann", "man"),))
+    sources = ["Ein Mann läuft.", "Ein Mann läuft.", "Ein Mann läuft."]
+    outputs = ["A woman runs.", "A Man runs.", "A man's dog runs."]
+    assert glossary.term_hits(sources, outputs, men) == (2, 3)
+    corpus = trained["corpus_id"]
+    assert glossary.set_terms(corpus, [("茶", "tea"), ("", ""), ("猫", "cat")]) == 2
+    with pytest.raises(WorkbenchError, match="twice"):
+        glossary.set_terms(corpus, [("茶", "tea"), ("茶", "black tea")])
+    with pytest.raises(WorkbenchError, match="target term is empty"):
+        glossary.set_terms(corpus, [("茶", " ")])
+    assert glossary.list_terms(corpus) == [("猫", "cat"), ("茶", "tea")]  # unchanged
+    data = "source\ttarget\n茶\tgreen tea\n狗\tdog\n".encode()
+    assert glossary.import_terms(corpus, data, "tsv") == 3
+    assert dict(glossary.list_terms(corpus)) == {"猫": "cat", "茶": "green tea", "狗": "dog"}
+    assert glossary.import_terms(corpus, '"鸟","bird, small"\n'.encode(), "csv") == 4
+    with pytest.raises(WorkbenchError, match="line 1: expected two columns"):
+        glossary.import_terms(corpus, b"only one column\n", "tsv")
+    glossary.set_terms(corpus, [])
+
+
+def test_the_command_line_enforces_and_reports_terms(trained: dict, tmp_path) -> None:
+    glossary.set_terms(trained["corpus_id"], [("公园", "library")])
+    version, corpus = str(trained["version"]), str(trained["corpus_id"])
+    plain = cli("translate", "--version", version, PARK)
+    obeyed = cli("translate", "--version", version, "--glossary", corpus, PARK)
+    assert plain.returncode == obeyed.returncode == 0, obeyed.stderr
+    assert "library" not in plain.stdout and "library" in obeyed.stdout
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(s for s, _ in toy_pairs()) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(t for _, t in toy_pairs()) + "\n", encoding="utf-8")
+    files = ("--src", str(src), "--ref", str(ref))
+    off = cli("evaluate", "--version", version, *files, "--glossary", corpus)
+    on = cli("evaluate", "--version", version, *files, "--glossary", corpus, "--enforce-glossary")
+    assert json.loads(off.stdout.splitlines()[-1])["term_hit_rate"] == 0.0
+    assert json.loads(on.stdout.splitlines()[-1])["term_hit_rate"] == 1.0
+    bad = cli("evaluate", "--version", version, *files, "--enforce-glossary")
+    assert bad.returncode == 2 and "needs --glossary" in bad.stderr

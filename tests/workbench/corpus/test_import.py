@@ -1,0 +1,466 @@
+"""Import/export: every format, the validation report, and all-or-nothing writes."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+from workbench.corpus import corpora as C
+from workbench.corpus import exporting as E
+from workbench.corpus import formats as F
+from workbench.corpus import import_checks as K
+from workbench.corpus import importing as I
+from workbench.corpus import pairs as P
+from workbench.corpus import text_rules as T
+from workbench.errors import WorkbenchError
+
+TSV = "我今天很忙。\tI am busy today.\n外面在下雨。\tIt is raining outside.\n"
+ATTR = "CC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #2 (b)"
+
+
+def _pairs(parsed: K.ParsedImport) -> list[tuple[str, str]]:
+    return [(p.source, p.target) for p in parsed.pairs]
+
+
+# ------------------------------------------------------------------------------ parsing
+
+
+def test_tsv_header_optional_columns_bom_crlf() -> None:
+    data = (
+        "\ufeffsource\ttarget\tsplit\tnote\r\n"
+        "我今天很忙。\tI am  busy today.\tvalid\tmine\r\n"
+        "\r\n"
+        "外面在下雨。\tIt is raining outside.\r\n"
+        "请把门关上。\tPlease close the door.\t\tno split\n"
+    ).encode()
+    parsed = K.parse_pairs(data, "tsv")
+    assert _pairs(parsed) == [
+        ("我今天很忙。", "I am busy today."),
+        ("外面在下雨。", "It is raining outside."),
+        ("请把门关上。", "Please close the door."),
+    ]
+    assert [p.split for p in parsed.pairs] == ["valid", None, None]
+    assert [p.note for p in parsed.pairs] == ["mine", "", "no split"]
+    assert [p.line for p in parsed.pairs] == [2, 4, 5]
+    assert parsed.report == [] and parsed.rows == 3
+
+
+def test_csv_quotes_and_embedded_newlines() -> None:
+    data = 'source,target\n"你好，世界","Hello, ""world""\nagain"\n再见,Bye\n'.encode()
+    assert _pairs(K.parse_pairs(data, "csv")) == [
+        ("你好，世界", 'Hello, "world" again'),
+        ("再见", "Bye"),
+    ]
+
+
+def test_jsonl() -> None:
+    lines = [
+        {"source": "你好", "target": "Hello", "split": "test", "note": "n"},
+        {"source": "再见", "target": "Bye", "split": None},
+    ]
+    data = "\n".join(json.dumps(x, ensure_ascii=False) for x in lines).encode()
+    parsed = K.parse_pairs(data, "jsonl")
+    assert _pairs(parsed) == [("你好", "Hello"), ("再见", "Bye")]
+    assert [p.split for p in parsed.pairs] == ["test", None]
+
+
+def test_aligned_files(tmp_path: Path) -> None:
+    (tmp_path / "a.zh").write_text("你好\n再见\n谢谢\n", encoding="utf-8")
+    (tmp_path / "a.en").write_text("Hello\nBye\nThanks\n", encoding="utf-8")
+    parsed = K.parse_pairs(tmp_path / "a.zh", None, tmp_path / "a.en")
+    assert _pairs(parsed) == [("你好", "Hello"), ("再见", "Bye"), ("谢谢", "Thanks")]
+
+
+def test_tatoeba_orientation_follows_corpus_languages() -> None:
+    data = f"The tea is hot.\t茶很烫。\t{ATTR}\nWe eat at noon.\t我们中午吃饭。\t{ATTR}\n".encode()
+    zh_en = K.parse_pairs(data, "tatoeba", src_lang="zh", tgt_lang="en")
+    assert _pairs(zh_en) == [("茶很烫。", "The tea is hot."), ("我们中午吃饭。", "We eat at noon.")]
+    assert zh_en.pairs[0].note == ATTR  # attribution kept (CC-BY)
+    en_zh = K.parse_pairs(data, "tatoeba", src_lang="en", tgt_lang="zh")
+    assert _pairs(en_zh) == [("The tea is hot.", "茶很烫。"), ("We eat at noon.", "我们中午吃饭。")]
+    with pytest.raises(WorkbenchError, match="English"):
+        K.parse_pairs(data, "tatoeba", src_lang="de", tgt_lang="fr")
+
+
+def test_gzip_and_format_inference(tmp_path: Path) -> None:
+    path = tmp_path / "cmn-eng.tsv.gz"
+    path.write_bytes(gzip.compress(f"The tea is hot.\t茶很烫。\t{ATTR}\n".encode()))
+    assert F.infer_format(path, path.read_bytes()) == "tatoeba"
+    assert _pairs(K.parse_pairs(path, src_lang="zh", tgt_lang="en")) == [
+        ("茶很烫。", "The tea is hot.")
+    ]
+    assert F.infer_format("x.csv") == "csv"
+    assert F.infer_format("x.jsonl") == "jsonl"
+    assert F.infer_format("x.tsv", TSV.encode()) == "tsv"
+    with pytest.raises(WorkbenchError, match="--format"):
+        F.infer_format("x.docx")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "data", "match"),
+    [
+        ("tsv", b"ok\tfine\n\xff\xfebad\tbytes\n", r"line 2: not valid UTF-8"),
+        ("tsv", b"a\tb\nc\x00\td\n", r"line 2: contains a NUL byte"),
+        ("tsv", b"\x1f\x8bnot really gzip", r"gzip"),
+        ("xml", b"<a/>", r"unknown format"),
+    ],
+)
+def test_unreadable_files_name_the_line(fmt: str, data: bytes, match: str) -> None:
+    """A file that cannot be read as text of its format is refused as a whole."""
+    with pytest.raises(WorkbenchError, match=match):
+        K.parse_pairs(data, fmt, src_lang="zh", tgt_lang="en")
+
+
+GOOD = {  # two valid pairs in each format; MALFORMED's record goes between them
+    "tsv": ("你好\tHello\n", "再见\tBye\n"),
+    "csv": ("你好,Hello\n", "再见,Bye\n"),
+    "jsonl": ('{"source": "你好", "target": "Hello"}\n', '{"source": "再见", "target": "Bye"}\n'),
+    "tatoeba": (f"Hello\t你好\t{ATTR}\n", f"Bye\t再见\t{ATTR}\n"),
+}
+MALFORMED = [
+    ("tsv", "a line without a tab\n", r"^expected 2 to 4 tab-separated columns .* found 1$"),
+    ("tsv", "a\tb\tc\td\te\n", r"^expected 2 to 4 tab-separated .* found 5$"),
+    ("csv", "only one column\n", r"^expected 2 to 4 comma-separated .* found 1$"),
+    ("csv", '"x"y,b\n', r"^malformed CSV \(',' expected after '\"'\)$"),
+    ("jsonl", '{"source": "a",\n', r"^invalid JSON"),
+    ("jsonl", '{"source": "a"}\n', r"^missing key 'target'$"),
+    ("jsonl", '{"source": "a", "target": 3}\n', r"^'target' must be a string$"),
+    ("jsonl", "[1, 2]\n", r"^expected a JSON object"),
+    ("tatoeba", "Tea.\t茶。\n", r"^expected 3 tab-separated columns .* found 2$"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "bad", "reason"), MALFORMED)
+def test_a_malformed_record_is_skipped_and_reported_like_an_invalid_row(
+    fmt: str, bad: str, reason: str
+) -> None:
+    """One bad record no longer rejects the whole file (it did, in every format but
+    aligned): it is skipped and listed with its line number and why; the rest is read."""
+    first, last = GOOD[fmt]
+    parsed = K.parse_pairs((first + bad + last).encode(), fmt, src_lang="zh", tgt_lang="en")
+    assert _pairs(parsed) == [("你好", "Hello"), ("再见", "Bye")]
+    assert [p.line for p in parsed.pairs] == [1, 3]
+    [issue] = parsed.report
+    assert (issue.line, issue.kind, issue.severity) == (2, "malformed", "error")
+    assert re.search(reason, issue.message), issue.message
+    assert parsed.rows == 3 and parsed.skipped == 1 and parsed.accepted == 2
+    assert parsed.errors == [issue]
+
+
+def test_an_unclosed_csv_quote_says_which_lines_it_took() -> None:
+    parsed = K.parse_pairs('你好,Hello\n"open,quote\n再见,Bye\n'.encode(), "csv")
+    assert _pairs(parsed) == [("你好", "Hello")]
+    [issue] = parsed.report
+    assert issue.line == 2 and issue.kind == "malformed"
+    assert "lines 2–3 were read as one record" in issue.message
+
+
+def test_aligned_length_mismatch_names_the_line() -> None:
+    with pytest.raises(WorkbenchError, match=r"line 3: aligned files differ"):
+        K.parse_pairs("一\n二\n三\n".encode(), "aligned", b"one\ntwo\n")
+    with pytest.raises(WorkbenchError, match="target file"):
+        K.parse_pairs(b"x\n", "aligned")
+
+
+def test_validation_report() -> None:
+    long = "字" * (T.MAX_CHARS + 1)
+    rows = [
+        "你好\tHello",  # 1 ok
+        "\tempty source",  # 2 error
+        f"{long}\ttoo long",  # 3 error
+        "你好\tHello",  # 4 duplicate of 1
+        "同样\t同样",  # 5 identical (warning, imported)
+        "短\t" + " ".join(["word"] * 30),  # 6 ratio (warning, imported)
+        "分割\tsplit\tdev",  # 7 bad split
+    ]
+    parsed = K.parse_pairs("\n".join(rows).encode(), "tsv")
+    kinds = {(i.line, i.kind, i.severity) for i in parsed.report}
+    assert kinds == {
+        (2, "empty", "error"),
+        (3, "too_long", "error"),
+        (4, "duplicate_in_file", "duplicate"),
+        (5, "identical", "warning"),
+        (6, "ratio", "warning"),
+        (7, "bad_split", "error"),
+    }
+    assert [p.line for p in parsed.pairs] == [1, 5, 6]
+    assert parsed.skipped == 3 and parsed.duplicates == 1 and len(parsed.errors) == 3
+    frame = parsed.report_frame()
+    assert list(frame.columns) == ["line", "severity", "kind", "message"] and len(frame) == 6
+
+
+def test_validator_matches_corpus_text_rules() -> None:
+    """The inlined hot path must agree with text_rules.normalize_text / pair_hash."""
+    raw = "  Ｅ\u0301cole\u2003\u3000l'e\u0301cole  \u00a0 ok "
+    p = K.parse_pairs(f"{raw}\t{raw[::-1]}\n".encode(), "tsv").pairs[0]
+    src, tgt = T.normalize_text(raw), T.normalize_text(raw[::-1])
+    assert (p.source, p.target, p.content_hash) == (src, tgt, T.pair_hash(src, tgt))
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+def test_import_file_reports_and_skips_corpus_duplicates(db_url: str) -> None:
+    info = C.create_corpus("c", "zh", "en")
+    first = I.import_file(info.id, TSV.encode(), "tsv")
+    assert (first.added, first.duplicates, first.skipped) == (2, 0, 0)
+    again = I.import_file(info.id, (TSV + "新的\tnew\n\tx\n").encode(), "tsv")
+    assert (again.added, again.duplicates, again.skipped) == (1, 2, 1)
+    assert {i.kind for i in again.report} == {"duplicate_in_corpus", "empty"}
+    assert C.get_corpus(info.id).pair_count == 3
+    preview = I.preview_import(info.id, TSV.encode(), "tsv")
+    assert preview.pairs == [] and preview.duplicates == 2
+    assert C.get_corpus(info.id).pair_count == 3  # preview writes nothing
+
+
+def test_strict_import_aborts_on_any_invalid_row(db_url: str, db_fingerprint) -> None:
+    info = C.create_corpus("c", "zh", "en")
+    before = db_fingerprint()
+    with pytest.raises(WorkbenchError, match="line 3: source is empty"):
+        I.import_file(info.id, (TSV + "\tno source\n").encode(), "tsv", strict=True)
+    assert db_fingerprint() == before
+
+
+@pytest.mark.parametrize("fmt", sorted(GOOD))
+def test_a_malformed_record_is_previewed_then_skipped_on_import(
+    wb_home: Path, db_fingerprint, fmt: str
+) -> None:
+    """The preview lists the malformed record and writes nothing; the import (the user's
+    confirmation) adds the valid pairs and reports the skipped line; strict refuses it."""
+    info = C.create_corpus("c", "zh", "en")
+    bad = next(b for f, b, _ in MALFORMED if f == fmt)
+    data = (GOOD[fmt][0] + bad + GOOD[fmt][1]).encode()
+    before = db_fingerprint()
+    preview = I.preview_import(info.id, data, fmt)
+    assert preview.accepted == 2 and preview.skipped == 1
+    assert [(i.line, i.kind) for i in preview.report] == [(2, "malformed")]
+    assert db_fingerprint() == before  # nothing written until the user confirms
+    with pytest.raises(WorkbenchError, match=r"^line 2: .*; nothing imported$"):
+        I.import_file(info.id, data, fmt, strict=True)
+    assert db_fingerprint() == before
+    result = I.import_file(info.id, data, fmt)
+    assert (result.added, result.skipped, result.issue_counts) == (2, 1, {"malformed": 1})
+    assert [(i.line, i.kind) for i in result.report] == [(2, "malformed")]
+    assert C.get_corpus(info.id).pair_count == 2
+
+
+def test_failure_after_chunks_were_written_rolls_everything_back(
+    db_url: str, db_fingerprint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unreadable last line of a multi-chunk import leaves the database untouched."""
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 7)
+    info = C.create_corpus("c", "zh", "en")
+    I.import_file(info.id, TSV.encode(), "tsv")
+    before = db_fingerprint()
+    rows = [f"句子{i}\tsentence {i}" for i in range(50)]
+    with pytest.raises(WorkbenchError, match="line 51: not valid UTF-8"):
+        I.import_file(info.id, ("\n".join(rows) + "\n").encode() + b"\xff\tx\n", "tsv")
+    assert db_fingerprint() == before
+    assert P.search_pairs(info.id, "sentence").total == 0
+    ok = I.import_file(info.id, "\n".join(rows).encode(), "tsv")
+    assert ok.added == 50 and P.search_pairs(info.id, "sentence 4").total == 11
+    db_fingerprint()  # FTS integrity check after a multi-chunk import
+
+
+def test_tiny_rule_applies_to_small_imports(wb_home: Path, monkeypatch) -> None:
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 5)
+    tiny = C.create_corpus("tiny", "zh", "en")
+    I.import_file(tiny.id, "\n".join(f"小{i}\tsmall {i}" for i in range(12)).encode(), "tsv")
+    assert P.corpus_stats(tiny.id).split_counts["train"] == 12
+    big = C.create_corpus("big", "zh", "en")
+    I.import_file(big.id, "\n".join(f"大{i}\tbig {i}" for i in range(300)).encode(), "tsv")
+    counts = P.corpus_stats(big.id).split_counts
+    assert counts["valid"] > 0 and counts["test"] > 0
+
+
+def test_import_into_missing_corpus(wb_home: Path) -> None:
+    with pytest.raises(WorkbenchError, match="no corpus"):
+        I.import_file(12345, TSV.encode(), "tsv")
+
+
+def test_export_round_trip(db_url: str, tmp_path: Path) -> None:
+    info = C.create_corpus("c", "zh", "en")
+    I.import_file(
+        info.id,
+        f"The tea is hot.\t茶很烫。\t{ATTR}\nWe eat at noon.\t我们中午吃饭。\t{ATTR}\n".encode(),
+        "tatoeba",
+    )
+    P.add_pair(info.id, "测试", "held out", split="test", note="mine")
+    original = P.search_pairs(info.id).rows.drop(columns="id")
+    for ext in ("tsv", "jsonl", "csv"):
+        path = tmp_path / f"out.{ext}"
+        assert E.export_pairs(info.id, path) == 3
+        other = C.create_corpus(f"copy-{ext}", "zh", "en")
+        res = I.import_file(other.id, path)
+        assert res.added == 3 and res.report == []
+        copy = P.search_pairs(other.id).rows.drop(columns="id")
+        assert copy.equals(original), ext
+    assert E.export_bytes(info.id, "tsv").decode().splitlines()[0] == "source\ttarget\tsplit\tnote"
+    with pytest.raises(WorkbenchError, match="folder does not exist"):
+        E.export_pairs(info.id, tmp_path / "nope" / "x.tsv")
+    with pytest.raises(WorkbenchError, match="cannot export"):
+        E.export_pairs(info.id, tmp_path / "x.xml", "xml")
+
+
+def test_real_tatoeba_sample_if_available(wb_home: Path) -> None:
+    path = ROOT.parent / "shared/data/tatoeba-cmn-eng/cmn-eng.tsv.gz"
+    if not path.exists():
+        pytest.skip(f"reference data not present: {path}")
+    info = C.create_corpus("tatoeba", "zh", "en")
+    res = I.import_file(info.id, path)  # format sniffed from the attribution column
+    assert res.added > 20_000 and res.skipped == 0
+    row = P.search_pairs(info.id, page_size=1).rows.iloc[0]
+    assert not row["source"].isascii() and row["target"].isascii()
+
+
+def test_bulk_import_of_many_rows(db_url: str) -> None:
+    info = C.create_corpus("bulk", "zh", "en")
+    data = "\n".join(f"第{i}句。\tSentence number {i}." for i in range(12_000)).encode()
+    res = I.import_file(info.id, data, "tsv")
+    assert res.added == 12_000 and C.get_corpus(info.id).pair_count == 12_000
+    hit = P.search_pairs(info.id, "number 11999.")
+    assert hit.total == 1 and hit.rows.loc[0, "source"] == "第11999句。"
+    counts = P.corpus_stats(info.id).split_counts
+    assert 0.85 < counts["train"] / 12_000 < 0.95
+
+
+# ------------------------------------------------------- text rule, limits and streaming
+
+
+def test_control_characters_are_removed_and_counted_in_the_report() -> None:
+    tsv = "a\x07b\tc\x1b[31md\n正常\tfine\n\x00\t\n".replace("\x00", "\u200b").encode()
+    parsed = K.parse_pairs(tsv, "tsv")
+    assert _pairs(parsed) == [("ab", "c[31md"), ("正常", "fine")]
+    [issue] = [i for i in parsed.report if i.kind == "control_chars"]
+    assert (issue.line, issue.severity) == (1, "warning")
+    assert "removed 2" in issue.message and "BEL" in issue.message and "ESC" in issue.message
+    rows = [
+        {"source": "nul\u0000here", "target": "rtl\u202eexe", "note": "\ufeffnote"},
+        {"source": "lone\ud800surrogate", "target": "ok"},
+        {"source": "\u0007", "target": "only a bell"},
+    ]
+    data = "\n".join(json.dumps(r) for r in rows).encode()  # ASCII JSON with \\u escapes
+    parsed = K.parse_pairs(data, "jsonl")
+    assert _pairs(parsed) == [("nulhere", "rtlexe"), ("lonesurrogate", "ok")]
+    assert parsed.pairs[0].note == "note"
+    assert parsed.issue_counts["control_chars"] == 2 and parsed.skipped == 1
+    assert "after removing 1 invisible" in parsed.errors[0].message
+
+
+@pytest.mark.parametrize("content", [b"\x00\xffbinary junk", b"plain\ttext\n"])
+def test_a_file_named_gz_must_be_gzip(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "pairs.tsv.gz"
+    path.write_bytes(content)
+    with pytest.raises(WorkbenchError, match="is not a gzip file"):
+        K.parse_pairs(path)
+
+
+def test_size_and_line_length_are_capped_while_streaming(monkeypatch) -> None:
+    monkeypatch.setattr(F, "MAX_INPUT_BYTES", 1000)
+    with pytest.raises(WorkbenchError, match="larger than 1,000 bytes uncompressed"):
+        K.parse_pairs(gzip.compress(b"a\tb\n" * 1000), "tsv")
+    with pytest.raises(WorkbenchError, match="larger than 1,000 bytes: split"):
+        K.parse_pairs(b"a\tb\n" * 1000, "tsv")
+    monkeypatch.setattr(F, "MAX_LINE_BYTES", 100)
+    with pytest.raises(WorkbenchError, match="line 3: longer than 100 bytes"):
+        K.parse_pairs(b"a\tb\n\n" + b"x" * 150 + b"\ty\n", "tsv")
+    with pytest.raises(WorkbenchError, match="line 1: longer than 100 bytes"):
+        K.parse_pairs(b"x" * 500, "tsv")  # one endless line, no newline at all
+    assert len(K.parse_pairs(b"a\tb\n" * 20 + b"c\td", "tsv").pairs) == 2
+
+
+def test_line_numbers_survive_block_boundaries(monkeypatch) -> None:
+    """Blank lines are skipped in bulk; errors still name the right line across blocks."""
+    monkeypatch.setattr(F, "_BLOCK", 16)
+    data = "a\tb\n\n\r\n中文\t句子\n" + "\n" * 40 + "c\td\nbroken\n"
+    parsed_lines = [p.line for p in K.parse_pairs(data.encode()[:-7], "tsv").pairs]
+    assert parsed_lines == [1, 4, 45]
+    [issue] = K.parse_pairs(data.encode(), "tsv").report
+    assert issue.line == 46 and issue.message.startswith("expected 2 to 4")
+    with pytest.raises(WorkbenchError, match="line 6: not valid UTF-8"):
+        K.parse_pairs(b"ok\tfine\n" * 5 + b"x\t\xff\n", "tsv")
+
+
+def test_gzip_of_newlines_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    """A 256 KB gzip of newlines is 256 MB of text: it used to be held whole (bytes, str and
+    a list of 256 million lines, ~2.5 GB); streaming keeps memory flat."""
+    path = tmp_path / "newlines.tsv.gz"
+    with gzip.open(path, "wb", compresslevel=9) as fh:
+        for _ in range(256):
+            fh.write(b"\n" * (1 << 20))
+    fh_size = path.stat().st_size
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "from workbench.corpus.import_checks import parse_pairs\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "parsed = parse_pairs(sys.argv[1])\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(parsed.rows, (after - before) // 1024)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows, grown_mib = map(int, proc.stdout.split())
+    assert rows == 0 and fh_size < 400_000
+    assert grown_mib < 100, f"peak memory grew by {grown_mib} MiB"
+
+
+def test_preview_keeps_a_bounded_sample(wb_home: Path, monkeypatch) -> None:
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 64)
+    info = C.create_corpus("c", "zh", "en")
+    P.apply_edits(info.id, added=[{"source": "句子3", "target": "sentence 3"}])
+    data = "\n".join(f"句子{i}\tsentence {i}" for i in range(500)).encode()
+    preview = I.preview_import(info.id, data, "tsv", sample=7)
+    assert preview.accepted == 499 and len(preview.pairs) == 7
+    assert [p.line for p in preview.pairs] == [1, 2, 3, 5, 6, 7, 8]
+    assert preview.duplicates == 1 and preview.rows == 500
+    assert C.get_corpus(info.id).pair_count == 1  # a preview writes nothing
+
+
+def test_an_open_upload_is_read_again_from_its_start(wb_home: Path) -> None:
+    info = C.create_corpus("c", "zh", "en")
+    upload = io.BytesIO(TSV.encode())
+    upload.name = "menu.tsv"  # type: ignore[attr-defined]  (like Streamlit's UploadedFile)
+    assert I.preview_import(info.id, upload).accepted == 2
+    upload.read()  # whatever position a previous reader left
+    assert I.import_file(info.id, upload).added == 2
+
+
+def test_a_new_corpus_is_created_only_with_its_pairs(
+    db_url: str, db_fingerprint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """import_file(create_langs=…) makes the corpus appear together with its pairs: a bad file
+    (here failing after several chunks were written) leaves no empty corpus behind."""
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 3)
+    C.create_corpus("other", "zh", "en")
+    rows = "\n".join(f"句子{i}\tsentence {i}" for i in range(10))
+    before = db_fingerprint()
+    with pytest.raises(WorkbenchError, match="line 11: not valid UTF-8"):
+        bad = (rows + "\n").encode() + b"\xff\tx\n"
+        I.import_file("fresh", bad, "tsv", create_langs=("zh", "en"))
+    assert db_fingerprint() == before
+    assert [c.name for c in C.list_corpora()] == ["other"]
+    res = I.import_file("fresh", rows.encode(), "tsv", create_langs=("zh", "en"))
+    fresh = C.get_corpus("fresh")
+    assert (res.added, res.corpus_id, fresh.pair_count) == (10, fresh.id, 10)
+    assert (fresh.src_lang, fresh.tgt_lang) == ("zh", "en")
+    again = I.import_file("fresh", TSV.encode(), "tsv", create_langs=("zh", "en"))
+    assert again.corpus_id == fresh.id and C.get_corpus("fresh").pair_count == 12
+    with pytest.raises(WorkbenchError, match="is zh→en, not de→en"):
+        I.import_file("fresh", TSV.encode(), "tsv", create_langs=("de", "en"))
+    with pytest.raises(WorkbenchError, match="no corpus '42'; a new corpus name cannot be a"):
+        I.import_file("42", TSV.encode(), "tsv", create_langs=("zh", "en"))

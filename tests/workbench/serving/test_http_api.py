@@ -1,0 +1,481 @@
+"""The HTTP API for real: `python -m workbench serve` (uvicorn) on a free 127.0.0.1 port, a
+temporary WORKBENCH_HOME with real tiny versions, called with the `libretranslatepy` client
+from PyPI, httpx and schemathesis."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from libretranslatepy import LibreTranslateAPI
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+
+from tests.conftest import _free_port
+from tests.helpers import (
+    ROOT,
+    cli,
+    make_toy_corpus,
+    module_home,
+    stop,
+    subprocess_env,
+    toy_pairs,
+    train_version,
+    wait_for,
+)
+from workbench import settings as workbench_settings
+from workbench.models import registry
+from workbench.models.engines import ENGINE_QUANTIZATION
+from workbench.serving import api_keys, served
+
+
+@dataclass
+class Api:
+    url: str
+    home: Path
+    v1: int  # served for zh→en
+    v2: int  # another zh→en version
+    key: str  # a valid key, limited to RATE requests per minute
+    log: Path  # what the server printed
+
+
+RATE = 3
+
+
+def start_server(log: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    """A real server process on a free port; returns it and its URL once /health answers."""
+    port = _free_port()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workbench", "serve", "--port", str(port), *args],
+            cwd=ROOT,
+            env=subprocess_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"the server exited: {log.read_text()[-2000:]}")
+        try:
+            return httpx.get(f"{url}/health", timeout=5).status_code in (200, 503)
+        except httpx.TransportError:
+            return False
+
+    wait_for(answers, 120, "the server to answer")
+    return proc, url
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    home = tmp_path_factory.mktemp("http_api")
+    with module_home(home):
+        corpus_id = make_toy_corpus()
+        _, v1 = train_version(corpus_id, preset="tiny")  # learns the toy corpus by heart
+        _, v2 = train_version(corpus_id, preset="tiny", max_steps=15)
+        served.serve_version(v1)
+        key = api_keys.create_key("tests", requests_per_minute=RATE).key
+        log = home / "server.log"
+        proc, url = start_server(log)  # default host: 127.0.0.1, keys optional
+        try:
+            wait_for(lambda: httpx.get(f"{url}/health").status_code == 200, 120, "ready")
+            yield Api(url, home, v1, v2, key, log)
+        finally:
+            stop(proc)
+            served.serve_version(v1)
+
+
+def post(api: Api, path: str, **kwargs: object) -> httpx.Response:
+    return httpx.post(f"{api.url}{path}", timeout=60, **kwargs)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------- LibreTranslate
+
+
+def test_libretranslate_client_translates_like_the_cli(api: Api) -> None:
+    client = LibreTranslateAPI(api.url)
+    sources = [s for s, _ in toy_pairs()][:5]
+    out = cli("translate", "--version", str(api.v1), *sources)
+    assert out.returncode == 0, out.stderr
+    expected = out.stdout.splitlines()
+    assert [client.translate(s, "zh", "en") for s in sources] == expected
+    assert expected == [t for _, t in toy_pairs()][:5]  # and it is the right translation
+    # a list (LibreTranslate's JSON form of q) answers in order
+    answer = post(api, "/translate", json={"q": sources, "source": "zh", "target": "en"})
+    assert answer.status_code == 200 and answer.json() == {"translatedText": expected}
+    # alternatives are accepted (the engine returns its best hypothesis only)
+    body = {"q": sources[0], "source": "zh", "target": "en", "alternatives": 2}
+    answer = post(api, "/translate", json=body)
+    assert answer.json() == {"translatedText": expected[0], "alternatives": []}
+    # line breaks: each line is translated
+    both = "\n".join(sources[:2])
+    assert client.translate(both, "zh", "en") == "\n".join(expected[:2])
+
+
+def test_languages_and_frontend_settings(api: Api) -> None:
+    assert LibreTranslateAPI(api.url).languages() == [
+        {"code": "en", "name": "English", "targets": []},
+        {"code": "zh", "name": "Chinese", "targets": ["en"]},
+    ]
+    settings_ = httpx.get(f"{api.url}/frontend/settings").json()
+    assert settings_["charLimit"] == 5000 and settings_["keyRequired"] is False
+    assert settings_["language"]["source"] == {"code": "zh", "name": "Chinese"}
+
+
+def test_the_server_says_it_binds_locally_without_keys(api: Api) -> None:
+    log = api.log.read_text()
+    assert "API keys are off, so the server listens on 127.0.0.1 only" in log
+    assert "Uvicorn running on http://127.0.0.1:" in log
+
+
+# ------------------------------------------------------------------------ native
+
+
+def test_v1_pins_a_version_with_beam_and_attention(api: Api) -> None:
+    body = {"q": [toy_pairs()[0][0]], "version": api.v2, "beam": 3, "attention": True}
+    answer = post(api, "/v1/translate", json=body)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["version"]["id"] == api.v2 and body["version"]["served"] is False
+    [result] = body["translations"]
+    attention = result["attention"]
+    assert len(attention["weights"]) == len(attention["output_pieces"])
+    assert all(len(row) == len(attention["source_pieces"]) for row in attention["weights"])
+    served_one = post(api, "/v1/translate", json={"q": "ЖЩЮЯ", "source": "zh", "target": "en"})
+    name = registry.get_version(api.v1).name
+    assert served_one.json()["version"] == {
+        "id": api.v1,
+        "name": name,
+        "src_lang": "zh",
+        "tgt_lang": "en",
+        "served": True,
+    }
+    assert "unknown to this model" in served_one.json()["translations"][0]["warnings"][0]
+    listed = httpx.get(f"{api.url}/v1/versions").json()
+    assert {(v["id"], v["served"]) for v in listed} == {(api.v1, True), (api.v2, False)}
+
+
+def test_v1_translates_with_the_ctranslate2_engine_like_the_cli(api: Api) -> None:
+    sources = [s for s, _ in toy_pairs()][:4]
+    out = cli("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)
+    assert out.returncode == 0, out.stderr
+    body = {"q": sources, "version": api.v1, "engine": "ctranslate2", "attention": True}
+    answer = post(api, "/v1/translate", json=body)
+    assert answer.status_code == 200, answer.text
+    translations = answer.json()["translations"]
+    assert [t["text"] for t in translations] == out.stdout.splitlines()
+    assert all(t["attention"]["weights"] for t in translations)  # our model's heat-map
+
+
+def test_serve_engine_decodes_libretranslate_requests_with_ctranslate2(
+    api: Api, tmp_path: Path
+) -> None:
+    """`serve --engine ctranslate2`: the LibreTranslate endpoint answers as `translate
+    --engine ctranslate2` does, and the export is made while loading, before any request."""
+    info = registry.get_version(api.v1)
+    export = workbench_settings.ctranslate2_folder(info.artifact_path, ENGINE_QUANTIZATION)
+    shutil.rmtree(export, ignore_errors=True)  # (any later use exports it again on demand)
+    proc, url = start_server(tmp_path / "ct2.log", "--engine", "ctranslate2")
+    try:
+        wait_for(lambda: httpx.get(f"{url}/health").status_code == 200, 120, "ready")
+        assert (export / "model.bin").is_file()  # loaded = exported, no request made yet
+        sources = [s for s, _ in toy_pairs()][:4]
+        client = LibreTranslateAPI(url)
+        outputs = [client.translate(s, "zh", "en") for s in sources]
+    finally:
+        stop(proc)
+    out = cli("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)
+    assert out.returncode == 0, out.stderr
+    assert outputs == out.stdout.splitlines()
+    refused = cli("serve", "--engine", "marian")
+    assert refused.returncode != 0 and "invalid choice: 'marian'" in refused.stderr
+
+
+def metric(api: Api, name: str) -> float:
+    """A counter of version v1 from /metrics (0 before it first counts)."""
+    prefix = f'{name}{{version="{api.v1}"}} '
+    lines = httpx.get(f"{api.url}/metrics").text.splitlines()
+    return next((float(line.removeprefix(prefix)) for line in lines if line.startswith(prefix)), 0)
+
+
+def test_concurrent_requests_are_batched(api: Api) -> None:
+    def batches_and_sentences() -> tuple[float, float]:
+        return (
+            metric(api, "workbench_decoder_batches_total"),
+            metric(api, "workbench_sentences_translated_total"),
+        )
+
+    before = batches_and_sentences()
+    sources = [s for s, _ in toy_pairs()] * 2
+    threads = [
+        threading.Thread(
+            target=lambda s=s: post(
+                api, "/translate", json={"q": s, "source": "zh", "target": "en"}
+            )
+        )
+        for s in sources
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = batches_and_sentences()
+    batches, sentences = after[0] - before[0], after[1] - before[1]
+    assert sentences == len(sources)
+    assert batches < sentences / 2, f"{batches} decoder calls for {sentences} requests"
+    metrics = httpx.get(f"{api.url}/metrics").text
+    assert f'workbench_translate_latency_seconds{{version="{api.v1}",quantile="0.95"}}' in metrics
+
+
+# --------------------------------------------------------------------- bad input
+
+
+JSON = {"content-type": "application/json"}
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+
+
+def lt(**fields: object) -> dict:
+    """A LibreTranslate request that translates 好 zh→en, with these fields changed."""
+    return {"json": {"q": "好", "source": "zh", "target": "en", **fields}}
+
+
+def raw(body: bytes, headers: dict[str, str] = JSON) -> dict:
+    return {"content": body, "headers": headers}
+
+
+@pytest.mark.parametrize(
+    ("request_kwargs", "status", "message"),
+    [
+        (lt(q=""), 400, "q is empty"),
+        (lt(q=[]), 400, "q is empty"),
+        ({"json": {"source": "zh", "target": "en"}}, 400, "missing q parameter"),
+        (lt(target="fr"), 400, "No version is served for zh→fr"),
+        (lt(source="auto"), 400, "detection"),
+        (lt(target="e\nn"), 400, "invalid target language code 'e\\nn'"),
+        (lt(format="html"), 400, "html"),
+        (lt(alternatives="x"), 400, "alternatives"),
+        (lt(q=5), 400, "Invalid request: q"),
+        (lt(q="好" * 5001), 400, "exceeds the limit of 5,000"),
+        (lt(q=["好"] * 129), 400, "at most 128"),
+        (lt(api_key="wbk_wrong"), 403, "Invalid API key"),
+        (raw(b'{"q": "\\ud800", "source": "zh", "target": "en"}'), 400, "not valid Unicode"),
+        (raw(b'{"q": "x", "source": '), 400, "Invalid JSON"),
+        (raw(b"[1, 2]"), 400, "expected an object"),
+        (raw(b'{"q": "\xff\xfe", "source": "zh"}'), 400, "not UTF-8"),
+        (raw(b"q=%FF%FE&source=zh&target=en", FORM), 400, "not UTF-8"),
+        (raw(b"q=\xff&source=zh&target=en", FORM), 400, "not UTF-8"),
+        (raw(b"<q/>", {"content-type": "application/xml"}), 415, "send JSON or a form"),
+        (raw(b"x" * 1_000_000), 413, "larger than"),
+    ],
+)
+def test_bad_input_is_a_clear_4xx_and_the_server_goes_on(
+    api: Api, request_kwargs: dict, status: int, message: str
+) -> None:
+    answer = post(api, "/translate", **request_kwargs)
+    assert answer.status_code == status, answer.text
+    assert message in answer.json()["error"]
+    assert httpx.get(f"{api.url}/health").status_code == 200
+
+
+def test_native_bad_input_and_unknown_routes(api: Api) -> None:
+    cases = [
+        (post(api, "/v1/translate", json={"q": "好", "version": 99999}), 404, "does not exist"),
+        (post(api, "/v1/translate", json={"q": "好"}), 400, "give a version"),
+        (post(api, "/v1/translate", json={"q": "好", "version": api.v1, "beam": 99}), 400, "beam"),
+        (post(api, "/v1/translate", json={"q": "好", "version": 1, "nbest": 2}), 400, "nbest"),
+        (
+            post(api, "/v1/translate", json={"q": "好", "version": api.v1, "engine": "marian"}),
+            400,
+            "engine: unknown engine 'marian': choose one of handwritten, ctranslate2",
+        ),
+        (httpx.get(f"{api.url}/translate"), 405, "Method Not Allowed"),
+        (httpx.get(f"{api.url}/nowhere"), 404, "Not Found"),
+    ]
+    for answer, status, message in cases:
+        assert answer.status_code == status, answer.text
+        assert message in answer.json()["error"]
+
+
+def test_a_chunked_oversized_body_is_refused(api: Api) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(40):
+            yield b" " * 10_000
+
+    answer = post(api, "/translate", content=chunks(), headers={"content-type": "application/json"})
+    assert answer.status_code == 413
+
+
+# ----------------------------------------------------------------- keys and limits
+
+
+def test_a_key_is_limited_per_minute_and_never_logged(api: Api) -> None:
+    client = LibreTranslateAPI(api.url, api_key=api.key)
+    source = toy_pairs()[0][0]
+    for _ in range(RATE):
+        assert client.translate(source, "zh", "en")
+    form = {"q": source, "source": "zh", "target": "en"}
+    limited = post(api, f"/translate?api_key={api.key}", data=form)
+    assert limited.status_code == 429
+    assert limited.json()["error"].startswith("Slowdown:")
+    assert 1 <= int(limited.headers["retry-after"]) <= 60
+    with pytest.raises(urllib.error.HTTPError) as denied:
+        LibreTranslateAPI(api.url, api_key="wbk_wrong").translate(source, "zh", "en")
+    assert denied.value.code == 403
+    assert api.key not in api.log.read_text()
+    assert api.key not in httpx.get(f"{api.url}/metrics").text
+
+
+def test_required_keys_and_a_revoked_key(api: Api, tmp_path: Path) -> None:
+    new = api_keys.create_key("short-lived", chars_per_request=3)
+    proc, url = start_server(tmp_path / "keys.log", "--require-keys")
+    try:
+        body = {"q": "好", "source": "zh", "target": "en"}
+        missing = httpx.post(f"{url}/translate", json=body)
+        assert missing.status_code == 400 and "API key is required" in missing.json()["error"]
+        ok = httpx.post(f"{url}/translate", json={**body, "api_key": new.key})
+        assert ok.status_code == 200, ok.text
+        long = httpx.post(f"{url}/translate", json={**body, "q": "好好好好", "api_key": new.key})
+        assert long.status_code == 400 and "limit of 3 characters" in long.json()["error"]
+        assert httpx.get(f"{url}/frontend/settings").json()["keyRequired"] is True
+        api_keys.revoke_key(new.info.id)
+        revoked = httpx.post(f"{url}/translate", json={**body, "api_key": new.key})
+        assert revoked.status_code == 403
+    finally:
+        stop(proc)
+    assert "API keys are required" in (tmp_path / "keys.log").read_text()
+
+
+# -------------------------------------------------------------- health, switching
+
+
+def test_health_reports_a_served_version_that_cannot_load(api: Api) -> None:
+    broken = registry.import_version(
+        registry.artifact_dir(api.v2), src_lang="en", tgt_lang="de", name="broken copy"
+    )
+    weights = registry.artifact_dir(broken) / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-10] + b"0123456789")
+    served.serve_version(broken)
+    try:
+        wait_for(
+            lambda: httpx.get(f"{api.url}/health").json()["status"] == "error", 60, "the failure"
+        )
+        health = httpx.get(f"{api.url}/health")
+        assert health.status_code == 503 and "do not match" in health.json()["error"]
+        answer = post(api, "/translate", json={"q": "hello", "source": "en", "target": "de"})
+        assert answer.status_code == 500 and "Cannot translate" in answer.json()["error"]
+    finally:
+        registry.delete_version(broken)
+    assert httpx.get(f"{api.url}/health").status_code == 200
+
+
+def test_switching_the_served_version_under_load_drops_nothing(api: Api) -> None:
+    """Clients keep translating while the pair's version changes three times: every request
+    is answered, and by a version that was served while it was in flight (one sent after a
+    switch is answered by the new version)."""
+    sources = [s for s, _ in toy_pairs()]
+    answers: list[tuple[float, float, httpx.Response]] = []  # (sent, answered, the answer)
+    running = threading.Event()
+    running.set()
+
+    def client(i: int) -> None:
+        with httpx.Client(timeout=60) as session:
+            while running.is_set():
+                body = {"q": sources[i % len(sources)], "source": "zh", "target": "en"}
+                sent = time.monotonic()
+                answer = session.post(f"{api.url}/v1/translate", json=body)
+                answers.append((sent, time.monotonic(), answer))
+                i += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    switched: list[tuple[float, float, int]] = []  # (began, committed by, the new version)
+    try:
+        for version in (api.v2, api.v1, api.v2):
+            time.sleep(1.0)
+            began = time.monotonic()
+            served.serve_version(version)
+            switched.append((began, time.monotonic(), version))
+        time.sleep(1.0)
+    finally:
+        running.clear()
+        for t in threads:
+            t.join()
+        served.serve_version(api.v1)
+    assert answers and all(a.status_code == 200 for *_, a in answers), {a.text for *_, a in answers}
+    for sent, answered, answer in answers:
+        done = [version for _, end, version in switched if end <= sent]
+        allowed = {done[-1] if done else api.v1} | {
+            version for start, end, version in switched if end > sent and start <= answered
+        }  # the version served when it was sent, or one switched to while it was in flight
+        assert answer.json()["version"]["id"] in allowed
+    used = {a.json()["version"]["id"] for *_, a in answers}
+    assert used == {api.v1, api.v2}
+
+
+# -------------------------------------------------------------------- schemathesis
+
+
+@schemathesis.check
+def error_has_a_message(ctx: object, response: schemathesis.Response, case: object) -> None:
+    """Every error answers JSON with a one-line message (LibreTranslate's "error")."""
+    if response.status_code >= 400:
+        body = json.loads(response.content)
+        assert isinstance(body.get("error"), str) and body["error"], body
+        assert "\n" not in body["error"]
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_the_schema_holds_and_nothing_is_a_500(api: Api, mode: GenerationMode) -> None:
+    """Schemathesis' cases for every operation of the server's own OpenAPI schema, valid and
+    invalid (a bounded number each): no 500, and every error is JSON with a message.
+    (Driven by Hypothesis directly: schemathesis' pytest loader does not run on pytest 9.)"""
+    schema = schemathesis.openapi.from_url(f"{api.url}/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert {(o.method.upper(), o.path) for o in operations} >= {
+        ("POST", "/translate"), ("GET", "/languages"), ("POST", "/v1/translate"),
+        ("GET", "/v1/versions"), ("GET", "/health"), ("GET", "/metrics"),
+    }  # fmt: skip
+    for operation in operations:
+        if mode == GenerationMode.NEGATIVE and not list(operation.body):
+            continue  # nothing to get wrong: no body, no parameters
+
+        @given(case=operation.as_strategy(generation_mode=mode))
+        @settings(
+            max_examples=15,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        def holds(case: schemathesis.Case) -> None:
+            case.call_and_validate(
+                base_url=api.url, checks=[not_a_server_error, error_has_a_message], timeout=60
+            )
+
+        holds()
+    assert httpx.get(f"{api.url}/health").status_code == 200
+
+
+def test_the_http_front_end_holds_no_sql_and_no_torch() -> None:
+    """Like the UI and the CLI, the HTTP layer only calls workbench services."""
+    import ast
+
+    for name in ("http_app.py", "process.py", "protocol.py"):
+        tree = ast.parse((ROOT / "workbench" / "serving" / name).read_text("utf-8"))
+        modules = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        modules += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in modules if m.split(".")[0] in ("db", "sqlalchemy", "torch")], name

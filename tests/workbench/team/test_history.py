@@ -1,0 +1,333 @@
+"""The history of changes, its undo, and the trash (``workbench.team``), on real databases."""
+
+from __future__ import annotations
+
+import ast
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from db.models import Change, utcnow
+from tests.workbench.test_registry import outside_folder  # noqa: F401 (a fixture)
+from workbench.corpus import cleanups, corpora, glossary, importing, pairs
+from workbench.corpus.cleaning import CleaningOptions
+from workbench.errors import WorkbenchError
+from workbench.models import registry
+from workbench.storage import engine, session_scope
+from workbench.team import history, trash
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _raw(table: str, where: str = "") -> list[tuple[Any, ...]]:
+    """Every stored row of ``table`` as the driver returns it (no ORM types in between)."""
+    with engine().connect() as conn:
+        return [
+            tuple(r) for r in conn.exec_driver_sql(f"SELECT * FROM {table} {where} ORDER BY id")
+        ]
+
+
+def _changes() -> list[Change]:
+    with session_scope() as s:
+        return list(s.scalars(select(Change).order_by(Change.id)))
+
+
+def _latest() -> history.ChangeInfo:
+    [corpus] = corpora.list_corpora()
+    return history.list_changes(corpus.id)[0]
+
+
+def _thousand(corpus_id: int) -> list[int]:
+    rows = [
+        {"source": f"第{i}句话", "target": f"sentence {i}", "note": f"n{i}" if i % 3 else ""}
+        for i in range(1000)
+    ]
+    return pairs.apply_edits(corpus_id, added=rows).added_ids
+
+
+def test_undo_of_a_bulk_delete_restores_1000_pairs_byte_for_byte(db_url: str) -> None:
+    info = corpora.create_corpus("bulk", "zh", "en")
+    ids = _thousand(info.id)
+    pairs.set_split(info.id, ids[:40], "test")
+    stored = _raw("pairs")
+    assert len(stored) == 1000
+
+    pairs.apply_edits(info.id, deleted=ids)
+    assert _raw("pairs") == []
+    deletion = _latest()
+    assert (deletion.action, deletion.rows, deletion.actor) == ("edit", 1000, "local")
+
+    undo_id = history.undo_change(deletion.id)
+    assert _raw("pairs") == stored  # every column of every row, ids and timestamps too
+    assert pairs.search_pairs(info.id, "sentence 99").total == 11  # the search index too
+    listed = history.list_changes(info.id)
+    assert (listed[0].id, listed[0].undoes, listed[0].rows) == (undo_id, deletion.id, 1000)
+    assert listed[1].undone_by == undo_id
+    with pytest.raises(WorkbenchError, match="already undone"):
+        history.undo_change(deletion.id)
+    history.undo_change(undo_id)  # an undo is a change like any other: undo it again
+    assert _raw("pairs") == []
+
+
+def test_undo_since_a_time_returns_the_corpus_to_that_moment(wb_home: Path) -> None:
+    info = corpora.create_corpus("since", "zh", "en")
+    ids = pairs.apply_edits(
+        info.id, added=[{"source": f"句{i}", "target": f"s{i}"} for i in range(6)]
+    ).added_ids
+    glossary.set_terms(info.id, [("句", "sentence"), ("字", "character")])
+    moment = utcnow()
+    snapshot = (_raw("pairs"), _raw("glossary_terms"), _raw("corpora"))
+
+    pairs.apply_edits(info.id, edited={ids[0]: {"target": "changed"}}, deleted=[ids[1]])
+    pairs.apply_edits(
+        info.id,
+        edited={
+            ids[2]: {"source": "句3", "target": "s3"},
+            ids[3]: {"source": "句2", "target": "s2"},
+        },
+    )  # a swap
+    pairs.set_split(info.id, ids[4:], "valid")
+    pairs.add_pair(info.id, "新", "new")
+    glossary.set_terms(info.id, [("句", "clause"), ("词", "word")])
+    corpora.rename_corpus(info.id, "since renamed")
+    history.undo_change(_latest().id)  # the rename, undone already: left alone
+    corpora.rename_corpus(info.id, "renamed again")
+    pairs.add_pair(info.id, "再", "again")
+    history.undo_change(history.undo_change(_latest().id))  # added, removed, added again
+    pairs.deduplicate(info.id)  # changes nothing: records nothing
+
+    assert history.changes_since(info.id, moment) == 7
+    undone = history.undo_since(info.id, moment)
+    assert len(undone) == 7
+    assert (_raw("pairs"), _raw("glossary_terms"), _raw("corpora")) == snapshot
+    assert history.changes_since(info.id, moment) == 0  # the undos cancel the window out
+    assert history.undo_since(info.id, moment) == []
+
+
+def test_undo_refuses_a_row_changed_since_and_changes_nothing(wb_home: Path) -> None:
+    info = corpora.create_corpus("later", "zh", "en")
+    pid = pairs.add_pair(info.id, "一", "one")
+    first = _latest().id
+    pairs.apply_edits(info.id, edited={pid: {"target": "uno"}})
+    before = (_raw("pairs"), len(_changes()))
+    with pytest.raises(WorkbenchError, match=f"pair {pid} was changed after change #{first}"):
+        history.undo_change(first)
+    assert (_raw("pairs"), len(_changes())) == before
+    with pytest.raises(WorkbenchError, match="does not exist"):
+        history.undo_change(999)
+
+
+def test_a_failed_write_records_nothing(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    info = corpora.create_corpus("atomic", "zh", "en")
+    pairs.add_pair(info.id, "一", "one")
+    state = (_raw("pairs"), len(_changes()))
+    with pytest.raises(WorkbenchError, match="duplicates"):
+        pairs.apply_edits(info.id, added=[{"source": "一", "target": "one"}])
+    assert (_raw("pairs"), len(_changes())) == state
+
+    record = history.record
+
+    def record_then_fail(*args: Any, **kwargs: Any) -> int | None:
+        record(*args, **kwargs)
+        raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr(history, "record", record_then_fail)
+    for write in (
+        lambda: pairs.add_pair(info.id, "二", "two"),
+        lambda: corpora.delete_corpus(info.id),
+        lambda: glossary.set_terms(info.id, [("一", "one")]),
+        lambda: importing.import_file(info.id, "三\tthree\n".encode(), "tsv"),
+    ):
+        with pytest.raises(RuntimeError, match="disk is full"):
+            write()
+        assert (_raw("pairs"), len(_changes())) == state  # neither the write nor its record
+    assert [c.name for c in corpora.list_corpora()] == ["atomic"]
+
+
+def test_an_import_is_one_change_of_id_ranges_and_can_be_undone(wb_home: Path) -> None:
+    data = "\n".join(f"源{i}\ttarget {i}" for i in range(300)).encode()
+    result = importing.import_file("imported", data, "tsv", create_langs=("zh", "en"))
+    [change] = _changes()
+    assert change.action == "import" and change.corpus_id == result.corpus_id
+    [created, ranges] = change.items
+    assert created["table"] == "corpora" and created["before"] is None
+    first, last = _raw("pairs")[0][0], _raw("pairs")[-1][0]
+    assert ranges == {"table": "pairs", "id_ranges": [[first, last]]}
+    assert last - first + 1 == 300
+
+    pid = pairs.search_pairs(result.corpus_id, "target 7").rows["id"].iloc[0]
+    pairs.apply_edits(result.corpus_id, edited={int(pid): {"note": "checked"}})
+    with pytest.raises(WorkbenchError, match=f"pair {pid} was edited after import"):
+        history.undo_change(change.id)
+    history.undo_change(_latest().id)
+    history.undo_change(change.id)  # its pairs; the corpus it created stays, empty
+    assert _raw("pairs") == [] and corpora.get_corpus("imported").pair_count == 0
+
+
+def test_clean_ups_and_versions_are_recorded(wb_home: Path) -> None:
+    info = corpora.create_corpus("clean", "zh", "en")
+    pairs.apply_edits(
+        info.id, added=[{"source": "你好", "target": "你好"}, {"source": "猫", "target": "cat"}]
+    )
+    stored = _raw("pairs")
+    cleanups.apply_cleanup(info.id, CleaningOptions(drop_copies=True))
+    change = _latest()
+    assert (change.action, change.rows) == ("cleanup", 1)
+    history.undo_change(change.id)
+    assert _raw("pairs") == stored
+
+
+def test_changes_are_filtered_by_actor_and_time(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(history, "current_actor", lambda: "ana@example.org")
+    info = corpora.create_corpus("team", "zh", "en")
+    pairs.add_pair(info.id, "一", "one")
+    middle = utcnow()
+    monkeypatch.setattr(history, "current_actor", lambda: "bo@example.org")
+    pairs.add_pair(info.id, "二", "two")
+    assert history.actors(info.id) == ["ana@example.org", "bo@example.org"]
+    assert [c.summary for c in history.list_changes(info.id, actor="bo@example.org")] == ["1 added"]
+    assert len(history.list_changes(info.id, since=middle)) == 1
+    assert len(history.list_changes(info.id, until=middle)) == 2
+
+
+def test_a_deleted_corpus_waits_in_the_trash_then_is_swept(wb_home: Path) -> None:
+    info = corpora.create_corpus("precious", "zh", "en")
+    _thousand(info.id)
+    stored = _raw("pairs")
+    corpora.delete_corpus(info.id)
+    assert corpora.list_corpora() == []
+    with pytest.raises(WorkbenchError, match="no corpus"):
+        corpora.get_corpus("precious")
+    [trashed] = trash.list_trash()
+    assert (trashed.name, trashed.pair_count) == ("precious", 1000)
+    assert trashed.removed_after - trashed.deleted_at == timedelta(days=trash.TRASH_DAYS)
+
+    # The name is free meanwhile; restoring under it waits until it is free again.
+    other = corpora.create_corpus("precious", "zh", "en")
+    with pytest.raises(WorkbenchError, match="rename it"):
+        trash.restore_corpus(info.id)
+    corpora.rename_corpus(other.id, "other")
+    assert trash.sweep_trash(utcnow() + timedelta(days=trash.TRASH_DAYS - 1)) == 0
+    assert trash.restore_corpus(info.id) == "precious"
+    assert corpora.get_corpus("precious").pair_count == 1000
+    assert _raw("pairs") == stored and trash.list_trash() == []
+
+    corpora.delete_corpus("precious")
+    assert trash.sweep_trash(utcnow() + timedelta(days=trash.TRASH_DAYS + 1)) == 1
+    assert trash.list_trash() == [] and _raw("pairs") == []
+    purge = history.list_changes(info.id)[0]
+    assert (purge.action, purge.actor, purge.reversible) == ("purge", "system", False)
+    with pytest.raises(WorkbenchError, match="cannot be undone"):
+        history.undo_change(purge.id)
+
+
+def test_undo_of_a_corpus_delete_restores_it_from_the_trash(wb_home: Path) -> None:
+    info = corpora.create_corpus("oops", "zh", "en")
+    pairs.add_pair(info.id, "一", "one")
+    stored = _raw("corpora")
+    corpora.delete_corpus(info.id)
+    history.undo_change(history.list_changes(info.id)[0].id)
+    assert _raw("corpora") == stored
+
+
+def test_the_history_is_append_only_and_imports_no_corpus_service() -> None:
+    """No module writes to ``changes`` except by adding rows, and the team package imports
+    only ``db`` and the top-level settings/storage/errors modules (services call into it)."""
+    allowed = {"workbench.settings", "workbench.storage", "workbench.errors", "workbench.team"}
+    for path in (ROOT / "workbench" / "team").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("workbench"):
+                names = {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+                assert names & allowed, f"{path.name} imports {node.module}"
+    for path in (ROOT / "workbench").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for bad in (
+            "update(Change)",
+            "delete(Change)",
+            "Change.__table__.update",
+            "Change.__table__.delete",
+        ):
+            assert bad not in text, f"{path} changes recorded history"
+
+
+def test_nothing_is_recorded_for_reads(wb_home: Path) -> None:
+    info = corpora.create_corpus("quiet", "zh", "en")
+    pairs.search_pairs(info.id)
+    corpora.list_corpora()
+    with session_scope() as s:
+        assert s.scalar(select(func.count()).select_from(Change)) == 1  # the create
+
+
+def test_version_changes_are_recorded_and_renames_undone(request: pytest.FixtureRequest) -> None:
+    folder = request.getfixturevalue("outside_folder")  # (from test_registry)
+    info = corpora.create_corpus("models", "zh", "en")
+    version = registry.register_version(folder, {}, corpus_id=info.id, name="first")
+    registry.rename_version(version, "better name")
+    registry.set_notes(version, "good on menus")
+    rename = history.list_changes(info.id)[1]
+    assert (rename.entity, rename.entity_id, rename.action) == ("version", version, "rename")
+    with pytest.raises(WorkbenchError, match="changed after"):  # the notes came later
+        history.undo_change(rename.id)
+    history.undo_since(info.id, rename.at)
+    assert (registry.get_version(version).name, registry.get_version(version).notes) == (
+        "first",
+        "",
+    )
+    registry.delete_version(version)
+    actions = [(c.action, c.reversible) for c in history.list_changes(info.id)]
+    assert actions[0] == ("delete", False) and ("register", False) in actions
+
+
+def test_the_command_line_lists_undoes_and_restores(wb_home: Path, tmp_path: Path) -> None:
+    from tests.helpers import cli
+
+    data = tmp_path / "pairs.tsv"
+    data.write_text("汤\tsoup\n面\tnoodles\n", encoding="utf-8")
+    made = cli("import", "--corpus", "Menus", "--src-lang", "zh", "--tgt-lang", "en", str(data))
+    assert made.returncode == 0, made.stderr
+    [corpus] = corpora.list_corpora()
+    listed = cli("history", "--corpus", "Menus", "--json")
+    [change] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (change["action"], change["rows"], change["actor"]) == (
+        "import",
+        3,
+        "local",
+    )  # corpus + pairs
+
+    undone = cli("undo", str(change["id"]))
+    assert undone.returncode == 0 and corpora.get_corpus(corpus.id).pair_count == 0
+    assert undone.stdout.strip() == f"undid #{change['id']} as change #{change['id'] + 1}"
+    since = cli("undo", "--corpus", "Menus", "--since", "2000-01-01")
+    assert since.stdout.strip() == "undid 0 changes"  # the import and its undo cancel out
+    cli("undo", str(change["id"] + 1))  # the undo, undone
+    assert corpora.get_corpus(corpus.id).pair_count == 2
+    bad = cli("undo")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: give a change id")
+
+    corpora.delete_corpus(corpus.id)
+    assert f"#{corpus.id}  Menus  2 pairs" in cli("trash").stdout
+    assert cli("restore-corpus", str(corpus.id)).stdout.strip() == "restored corpus 'Menus'"
+    assert corpora.get_corpus("Menus").pair_count == 2
+
+
+def test_a_pool_sentence_accepted_into_the_corpus_is_recorded(wb_home: Path) -> None:
+    from db.models import PoolSentence
+    from workbench.curation import pool
+
+    info = corpora.create_corpus("pool", "zh", "en")
+    pool.add_to_pool(info.id, "早上好\n".encode())
+    with session_scope() as s:  # as a pool job would have translated it
+        sentence = s.scalar(select(PoolSentence))
+        sentence.output, sentence_id = "good morning", sentence.id
+    pair_id = pool.review(sentence_id, "accept")
+    change = history.list_changes(info.id)[0]
+    assert (change.action, change.entity, change.entity_id) == ("edit", "pair", pair_id)
+    history.undo_change(change.id)
+    assert corpora.get_corpus(info.id).pair_count == 0

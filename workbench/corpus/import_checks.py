@@ -1,0 +1,267 @@
+"""The row checks of an import and their report: what a file would add, and why not.
+
+Pure: no database. Every row goes through ``Validator.check``, which applies the text rule of
+``workbench.corpus.text_rules`` (so imported pairs are stored exactly as edited ones) and sorts each
+problem into the report:
+
+* **errors** (a malformed record — wrong column count, invalid JSON, broken CSV quoting —,
+  empty side, over-long side, invalid split): the row is skipped;
+* **duplicates** (within the file, or already in the corpus — the import finds those): the
+  row is skipped and counted;
+* **warnings** (extreme length ratio, source identical to target, control or invisible
+  characters removed, Chinese script converted): the row is imported;
+* **filtered** (only with clean-up options, ``workbench.corpus.cleaning``: another language, a
+  length ratio above the chosen one, a copy): the row is skipped and counted.
+
+``parse_pairs`` parses and checks a whole file without touching the database.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from workbench.corpus.cleaning import DROP_REASONS, REASONS, Cleaner
+from workbench.corpus.formats import Data, Malformed, Record, read_rows
+from workbench.corpus.text_rules import (
+    MAX_CHARS,
+    clean_text,
+    hash_encoded,
+    removed_characters,
+    rough_token_count,
+    validate_split,
+)
+from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MAX_RATIO = 9.0  # token-length ratio above which a pair is flagged (warning)
+MAX_REPORT = 5_000  # issues kept verbatim; ParsedImport.issue_counts counts all of them
+
+Severity = Literal["error", "warning", "duplicate", "filtered"]
+
+
+@dataclass(frozen=True)
+class ValidationIssue:
+    line: int  # 1-based line (record) number in the file
+    kind: str  # malformed | empty | too_long | bad_split | ratio | identical | duplicate_in_file …
+    message: str
+    severity: Severity = "warning"
+
+
+class ParsedPair(NamedTuple):
+    """A validated row, ready to insert (a tuple: a million of them must be cheap)."""
+
+    line: int
+    source: str  # normalised
+    target: str  # normalised
+    split: str | None
+    note: str
+    content_hash: str
+
+
+@dataclass
+class ParsedImport:
+    """What a file would import: the ``accepted`` count of pairs to add (``pairs`` holds all of
+    them for ``parse_pairs``, only the first few for ``preview_import``) plus the row-issue
+    ``report`` (at most ``MAX_REPORT`` entries; ``issue_counts`` counts every issue)."""
+
+    pairs: list[ParsedPair]
+    report: list[ValidationIssue]
+    issue_counts: Counter = field(default_factory=Counter)  # kind -> count (never truncated)
+    rows: int = 0  # data rows read (blank lines and header excluded)
+    accepted: int = 0  # pairs that would be added
+
+    @property
+    def errors(self) -> list[ValidationIssue]:
+        """Rows that will be skipped because they are invalid."""
+        return [i for i in self.report if i.severity == "error"]
+
+    @property
+    def warnings(self) -> list[ValidationIssue]:
+        return [i for i in self.report if i.severity == "warning"]
+
+    @property
+    def duplicates(self) -> int:
+        return self.issue_counts["duplicate_in_file"] + self.issue_counts["duplicate_in_corpus"]
+
+    @property
+    def skipped(self) -> int:
+        """Rows skipped for errors (duplicates are counted separately)."""
+        return sum(n for k, n in self.issue_counts.items() if k in _ERROR_KINDS)
+
+    @property
+    def filtered(self) -> int:
+        """Rows the clean-up options dropped."""
+        return sum(self.issue_counts[k] for k in DROP_REASONS)
+
+    def report_frame(self) -> pd.DataFrame:
+        """The report as a table for previews: line, severity, kind, message."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [(i.line, i.severity, i.kind, i.message) for i in self.report],
+            columns=["line", "severity", "kind", "message"],
+        )
+
+    def add(self, issue: ValidationIssue) -> None:
+        """Count an issue; keep it verbatim while the report has room."""
+        self.issue_counts[issue.kind] += 1
+        if len(self.report) < MAX_REPORT:
+            self.report.append(issue)
+
+
+_ERROR_KINDS = {"malformed", "empty", "too_long", "bad_split"}
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    added: int
+    duplicates: int
+    skipped: int
+    report: list[ValidationIssue]
+    corpus_id: int = 0
+    rows: int = 0
+    issue_counts: dict[str, int] = field(default_factory=dict)
+    # pairs moved to another split so that no valid/test sentence is in train (splits)
+    regrouped: int = 0
+
+    @property
+    def filtered(self) -> int:
+        """Rows the clean-up options dropped."""
+        return sum(self.issue_counts.get(k, 0) for k in DROP_REASONS)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "corpus_id": self.corpus_id,
+            "rows": self.rows,
+            "added": self.added,
+            "duplicates": self.duplicates,
+            "skipped": self.skipped,
+            "filtered": self.filtered,
+            "issues": dict(self.issue_counts),
+            "regrouped": self.regrouped,
+        }
+
+
+class Validator:
+    """Row checks shared by previews and imports; accumulates the report as it goes.
+    With a ``cleaner`` (the clean-up options of ``workbench.corpus.cleaning``) its rules drop or
+    convert rows too."""
+
+    def __init__(self, cleaner: Cleaner | None = None) -> None:
+        self.parsed = ParsedImport(pairs=[], report=[])
+        self.seen: dict[str, int] = {}  # content hash -> first line
+        self.cleaner = cleaner
+
+    def check(self, raw: Record) -> ParsedPair | None:
+        """The validated pair, or None (and a report entry) for a skipped row.
+
+        The hot path of million-row imports: text goes through the one text rule
+        (``text_rules.clean_text``), so imported pairs are stored exactly as edited ones.
+        """
+        parsed = self.parsed
+        parsed.rows += 1
+        if type(raw) is Malformed:  # a record that does not fit the format
+            parsed.add(ValidationIssue(raw.line, "malformed", raw.reason, "error"))
+            return None
+        n, source, target, split, note = raw
+        src, removed_src = clean_text(source)
+        tgt, removed_tgt = clean_text(target)
+        if not src or not tgt:
+            side = "source" if not src else "target"
+            removed = removed_src if not src else removed_tgt
+            why = f" (after removing {removed} invisible characters)" if removed else ""
+            parsed.add(ValidationIssue(n, "empty", f"{side} is empty{why}", "error"))
+            return None
+        if len(src) > MAX_CHARS or len(tgt) > MAX_CHARS:
+            side = "source" if len(src) > MAX_CHARS else "target"
+            msg = f"{side} is longer than {MAX_CHARS} characters"
+            parsed.add(ValidationIssue(n, "too_long", msg, "error"))
+            return None
+        if self.cleaner is not None:
+            verdict = self.cleaner.check(src, tgt)
+            if verdict.dropped:
+                why = REASONS[verdict.reason or ""]
+                msg = f"{why}: {verdict.detail}" if verdict.detail else why
+                parsed.add(ValidationIssue(n, verdict.reason or "", msg, "filtered"))
+                return None
+            if verdict.reason == "converted":
+                msg = f"{REASONS['converted']}: {_short(src)} → {_short(verdict.source)}"
+                if verdict.target != tgt:
+                    msg = f"{REASONS['converted']}: {_short(tgt)} → {_short(verdict.target)}"
+                parsed.add(ValidationIssue(n, "converted", msg))
+                src, tgt = verdict.source, verdict.target
+        if split:
+            try:
+                split = validate_split(split)
+            except WorkbenchError as exc:
+                parsed.add(ValidationIssue(n, "bad_split", str(exc), "error"))
+                return None
+        else:
+            split = None
+        sb, tb = src.encode(), tgt.encode()
+        h = hash_encoded(sb, tb)
+        first = self.seen.get(h)
+        if first is not None:
+            msg = f"duplicate of line {first}"
+            parsed.add(ValidationIssue(n, "duplicate_in_file", msg, "duplicate"))
+            return None
+        self.seen[h] = n
+        if len(src) == len(tgt) and src.casefold() == tgt.casefold():
+            parsed.add(ValidationIssue(n, "identical", "source and target are identical"))
+        else:
+            # Cheap byte-length pre-filter: a token ratio above MAX_RATIO implies a byte
+            # ratio above 3 (CJK ≈ 3 bytes per token, Latin ≈ 5-6 bytes per word).
+            big, small = (len(sb), len(tb)) if len(sb) >= len(tb) else (len(tb), len(sb))
+            if big >= 20 and big > 3 * max(small, 1):
+                a, b = rough_token_count(src), rough_token_count(tgt)
+                if max(a, b) >= 10 and max(a, b) > MAX_RATIO * max(1, min(a, b)):
+                    msg = f"extreme length ratio ({a} vs {b} tokens): misaligned?"
+                    parsed.add(ValidationIssue(n, "ratio", msg))
+        note_text, removed_note = clean_text(note) if note and isinstance(note, str) else ("", 0)
+        removed = removed_src + removed_tgt + removed_note
+        if removed:
+            names = removed_characters(f"{source}{target}{note if removed_note else ''}")
+            shown = ", ".join(dict.fromkeys(names[:8]))
+            msg = f"removed {removed} control or invisible character(s): {shown}"
+            parsed.add(ValidationIssue(n, "control_chars", msg))
+        return ParsedPair(n, src, tgt, split, note_text, h)
+
+
+def _short(text: str, n: int = 30) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def parse_pairs(
+    data: Data,
+    fmt: str | None = None,
+    tgt_data: Data | None = None,
+    *,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+) -> ParsedImport:
+    """Parse and validate a file without touching the database; ``pairs`` holds every
+    accepted pair (use ``preview_import`` for a bounded look at a big file).
+
+    ``data``/``tgt_data`` are bytes, a path or an open binary file; ``fmt`` is inferred from
+    the file name when None (``aligned`` when ``tgt_data`` is given). ``src_lang``/``tgt_lang``
+    orient Tatoeba files. A malformed record is skipped and reported; a file that cannot be
+    read raises ``WorkbenchError`` (naming the line).
+    """
+    validator = Validator()
+    pairs = validator.parsed.pairs
+    for raw in read_rows(data, fmt, tgt_data, src_lang, tgt_lang):
+        pair = validator.check(raw)
+        if pair is not None:
+            pairs.append(pair)
+    validator.parsed.accepted = len(pairs)
+    return validator.parsed
+
+
+def in_corpus(line: int, pair_id: int | None) -> ValidationIssue:
+    """The report entry of a row whose pair the corpus already holds."""
+    message = "already in the corpus" + (f" (pair {pair_id})" if pair_id is not None else "")
+    return ValidationIssue(line, "duplicate_in_corpus", message, "duplicate")

@@ -1,0 +1,299 @@
+"""Importing sentence pairs from a file into a corpus: preview it, then import it.
+
+``preview_import`` shows what an import would do, in bounded memory: every row is read and
+checked (``import_checks``), pairs the corpus already holds are reported, and only a
+sample of the pairs to add is kept. ``import_file`` writes, all-or-nothing: either every
+accepted row is written or none is.
+
+Two kinds of problems:
+
+* **A file that cannot be read** (``workbench.corpus.formats``: not UTF-8, not gzip, over the
+  limits, aligned files of different length): ``WorkbenchError`` naming the line, and
+  nothing is written.
+* **Row issues**, collected in the report that the preview shows: errors (a malformed
+  record such as a line without a tab, an empty or over-long side, a bad split) skip the
+  row, or with ``strict`` abort the import; duplicates are skipped and counted; warnings
+  are imported.
+
+The file is parsed on a helper thread while the previous chunk is written (``IMPORT_CHUNK``
+pairs at a time). A file of more than one chunk on a SQLite database is staged in several
+short transactions (``workbench.corpus.import_staging``); everything else is one transaction.
+PostgreSQL locks rows, not the database: there an import is always one transaction.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db.models import Corpus, Pair
+from workbench import storage
+from workbench.corpus import splits
+from workbench.corpus.cleaning import Cleaner, CleaningOptions
+from workbench.corpus.corpora import CorpusRef, find, find_by_name, validate_lang
+from workbench.corpus.formats import Data, Record, read_rows
+from workbench.corpus.import_checks import ImportResult, ParsedImport, ParsedPair, Validator
+from workbench.corpus.import_staging import can_stage, import_staged, sweep_import_staging
+from workbench.corpus.pair_writer import (
+    CoreWriter,
+    ImportTarget,
+    ParserGate,
+    drop_existing,
+    new_writer,
+    target_id_now,
+)
+from workbench.corpus.text_rules import looks_like_id, validate_name
+from workbench.errors import WorkbenchError
+from workbench.storage import session_scope
+from workbench.team import history
+from workbench.team.access import Permission, require
+
+IMPORT_CHUNK = 20_000  # pairs per write transaction (about a second of the SQLite write lock)
+PREVIEW_SAMPLE = 20  # pairs a preview keeps (it counts all of them)
+_DONE = object()
+
+
+def preview_import(
+    corpus_id: CorpusRef,
+    data: Data,
+    fmt: str | None = None,
+    tgt: Data | None = None,
+    *,
+    sample: int = PREVIEW_SAMPLE,
+    cleaning: CleaningOptions | None = None,
+) -> ParsedImport:
+    """What importing would do, in bounded memory: the whole file is read and validated, and
+    pairs the corpus already holds are reported (``duplicate_in_corpus``), but only the first
+    ``sample`` pairs to add are kept in ``pairs``; ``accepted`` counts all of them. Writes
+    nothing. Oriented by the corpus languages (Tatoeba). ``cleaning``: the clean-up options
+    whose rules drop (``filtered``) or convert rows (``workbench.corpus.cleaning``)."""
+    validator = Validator()
+    parsed = validator.parsed
+    chunk: list[ParsedPair] = []
+    with session_scope() as s:
+        corpus = find(s, corpus_id)
+        validator.cleaner = _cleaner(cleaning, corpus.src_lang, corpus.tgt_lang)
+
+        def flush() -> None:
+            kept = drop_existing(s, corpus.id, chunk, parsed)
+            parsed.accepted += len(kept)
+            parsed.pairs.extend(kept[: max(0, sample - len(parsed.pairs))])
+            chunk.clear()
+
+        for raw in read_rows(data, fmt, tgt, corpus.src_lang, corpus.tgt_lang):
+            pair = validator.check(raw)
+            if pair is not None:
+                chunk.append(pair)
+                if len(chunk) >= IMPORT_CHUNK:
+                    flush()
+        flush()
+    return parsed
+
+
+def import_file(
+    corpus_id: CorpusRef,
+    path_or_bytes: Data,
+    fmt: str | None = None,
+    tgt: Data | None = None,
+    *,
+    strict: bool = False,
+    create_langs: tuple[str, str] | None = None,
+    cleaning: CleaningOptions | None = None,
+) -> ImportResult:
+    """Import a file into a corpus, all-or-nothing (see the module docstring).
+
+    ``path_or_bytes``/``tgt`` are bytes, a path or an open binary file (re-read from its
+    start). A file that cannot be read raises ``WorkbenchError`` and nothing is written. Row
+    errors (a malformed record, an empty or over-long side, a bad split) are skipped and
+    reported, or with ``strict=True`` abort the import. Pairs already in the corpus or
+    repeated in the file are skipped as duplicates. With ``create_langs=(src_lang,
+    tgt_lang)``, a corpus name that does not exist yet is created with those languages
+    together with the pairs (an existing one must have them). ``cleaning``: clean-up
+    options, as for ``preview_import``.
+
+    One unit of work, with two deliberate exceptions: the leftovers of killed imports are
+    swept first, and a file of more than one chunk on a SQLite database is staged, both in
+    short transactions of their own (see ``workbench.corpus.import_staging``: one transaction would
+    hold SQLite's only write lock for as long as the import takes).
+    """
+    require(Permission.EDIT)
+    validator = Validator()
+    gate = ParserGate()
+    try:
+        with session_scope() as s:
+            target = _target(s, corpus_id, create_langs)
+            validator.cleaner = _cleaner(cleaning, target.src_lang, target.tgt_lang)
+            sweep_import_staging()
+            rows = read_rows(path_or_bytes, fmt, tgt, target.src_lang, target.tgt_lang)
+            chunks = _validated_chunks(rows, validator, strict, gate)
+            try:
+                first = next(chunks, None)
+                second = next(chunks, None) if first is not None else None
+                ahead = [c for c in (first, second) if c is not None]
+                every_chunk = itertools.chain(ahead, chunks)
+                if second is not None and can_stage(storage.engine()):
+                    cid, added = import_staged(target, every_chunk, validator, gate)
+                else:
+                    cid, added = _import_at_once(s, target, every_chunk, validator, gate)
+            finally:
+                chunks.close()
+    except IntegrityError as exc:
+        raise WorkbenchError(f"import conflicts with a concurrent change: {exc.orig}") from None
+    regrouped = 0
+    if added:  # a new pair may share a sentence with a pair of another split
+        with session_scope() as s:
+            regrouped = sum(splits.settle_splits(s, cid, why="an import").values())
+    parsed = validator.parsed
+    return ImportResult(
+        added=added,
+        regrouped=regrouped,
+        duplicates=parsed.duplicates,
+        skipped=parsed.skipped,
+        report=parsed.report,
+        corpus_id=cid,
+        rows=parsed.rows,
+        issue_counts=dict(parsed.issue_counts),
+    )
+
+
+def _cleaner(options: CleaningOptions | None, src_lang: str, tgt_lang: str) -> Cleaner | None:
+    return Cleaner(options, src_lang, tgt_lang) if options and options.active else None
+
+
+def _target(s: Session, corpus: CorpusRef, create_langs: tuple[str, str] | None) -> ImportTarget:
+    """Where the import goes; a corpus to create must have a name that is not a number."""
+    creating = create_langs is not None and isinstance(corpus, str) and not looks_like_id(corpus)
+    if creating:
+        name = validate_name(corpus)
+        found = find_by_name(s, name)
+    else:
+        try:
+            found = find(s, corpus)
+        except WorkbenchError as exc:
+            if create_langs is None:
+                raise
+            raise WorkbenchError(f"{exc}; a new corpus name cannot be a number") from None
+    if found is None:
+        assert create_langs is not None
+        src = validate_lang(create_langs[0], "source")
+        tgt = validate_lang(create_langs[1], "target")
+        return ImportTarget(None, name, src, tgt)
+    target = ImportTarget(found.id, found.name, found.src_lang, found.tgt_lang)
+    if create_langs is not None and tuple(create_langs) != (target.src_lang, target.tgt_lang):
+        src, tgt = create_langs
+        raise WorkbenchError(
+            f"corpus {target.name!r} is {target.src_lang}→{target.tgt_lang}, not {src}→{tgt}"
+        )
+    return target
+
+
+def _import_at_once(
+    s: Session,
+    target: ImportTarget,
+    chunks: Iterable[list[ParsedPair]],
+    validator: Validator,
+    gate: ParserGate,
+) -> tuple[int, int]:
+    """Everything in the caller's transaction (small files; every file on PostgreSQL);
+    returns (corpus id, pairs added)."""
+    parsed, added = validator.parsed, 0
+    conn = s.connection()
+    writer = new_writer(conn, gate)
+    try:
+        cid = target_id_now(s, target)  # still there, now that we hold the write lock?
+        created: dict[int, dict[str, Any]] = {}
+        if cid is None:
+            corpus = Corpus(name=target.name, src_lang=target.src_lang, tgt_lang=target.tgt_lang)
+            s.add(corpus)
+            s.flush()
+            cid = corpus.id
+            created = history.capture(s, Corpus, [cid])
+        last_id = s.scalar(select(func.max(Pair.id))) or 0
+        existing = s.scalar(select(func.count()).where(Pair.corpus_id == cid)) or 0
+        for chunk in chunks:
+            if existing:  # (in-file duplicates are already gone)
+                chunk = drop_existing(conn, cid, chunk, parsed)
+            # The first chunk is written once IMPORT_CHUNK pairs or EOF are seen, so the
+            # tiny-corpus rule (size after the write < 20) is decided correctly.
+            writer.insert(cid, chunk, existing + added + len(chunk))
+            added += len(chunk)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.finish()
+    # The new pairs: ids above the largest before the import. On SQLite the write lock makes
+    # that exact; elsewhere a concurrent writer's pairs are told apart by the writer's stamp.
+    new = select(Pair.id).where(Pair.corpus_id == cid, Pair.id > last_id)
+    if isinstance(writer, CoreWriter):
+        new = new.where(Pair.created_at == writer.now)
+    summary = f"imported {added:,} pairs"
+    history.record_import(s, cid, s.scalars(new), created_corpus=created, summary=summary)
+    return cid, added
+
+
+def _validated_chunks(
+    rows: Iterator[Record], validator: Validator, strict: bool, gate: ParserGate
+) -> Iterator[list[ParsedPair]]:
+    """Parse + validate on a helper thread while the caller writes the previous chunk;
+    yields non-empty chunks of at most ``IMPORT_CHUNK`` pairs.
+
+    Any exception of the parser (a file that cannot be read) is re-raised here, in the
+    caller, which then rolls its transaction back.
+    """
+    out: queue.Queue[Any] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def put(item: Any) -> None:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def work() -> None:
+        try:
+            chunk: list[ParsedPair] = []
+            for i, raw in enumerate(rows):
+                if i % 512 == 0:
+                    if stop.is_set():
+                        return
+                    gate.wait()
+                pair = validator.check(raw)
+                if pair is None:
+                    if strict and validator.parsed.skipped:
+                        issue = validator.parsed.errors[-1]
+                        raise WorkbenchError(
+                            f"line {issue.line}: {issue.message}; nothing imported"
+                        )
+                    continue
+                chunk.append(pair)
+                if len(chunk) >= IMPORT_CHUNK:
+                    put(chunk)
+                    chunk = []
+            if chunk:
+                put(chunk)
+            put(_DONE)
+        except BaseException as exc:  # handed to the consumer
+            put(exc)
+
+    thread = threading.Thread(target=work, name="import-parser", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = out.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()

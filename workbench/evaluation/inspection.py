@@ -1,0 +1,150 @@
+"""Look inside a version at work on one sentence (the Inspect page): core_model's inspection
+of the sentence, beside the run that trained the version — its loss curve, and the step the
+version's weights come from.
+
+The limits keep every map drawable: a longer input is cut (and says so, as Translate warns),
+outputs stop at MAX_OUTPUT pieces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from core_model.inspection import Inspection, TokenChoice, inspect_sentence, nearest_neighbours
+from workbench.corpus.pairs import search_pairs
+from workbench.errors import WorkbenchError
+from workbench.models.registry import VersionInfo, get_version, load_model_of
+from workbench.models.translation import MAX_BEAM, UNKNOWN_SHARE_WARNING
+from workbench.training import run_info
+
+MAX_PIECES = 40  # source pieces looked at; a layer × head grid of larger maps is unreadable
+MAX_OUTPUT = 60  # output pieces
+MAX_PADDING = 16  # PAD positions a padded batch may add
+MAX_TOP_K = 20
+SIDES = ("src", "tgt")  # whose embedding space `neighbours` searches
+
+
+@dataclass
+class VersionInspection:
+    """One sentence through one version, and where that version came from."""
+
+    version: VersionInfo
+    inspection: Inspection
+    notices: list[str]  # why to read the result with care (a cut input, unknown pieces)
+    metrics: pd.DataFrame  # the training run's metric rows (empty: the version has no run)
+    step: int | None  # the training step the version's weights come from
+    step_note: str = ""  # how the run chose those weights
+    reference: str | None = None  # the corpus pair's target, when one was picked
+    beam: int = 1
+
+
+def inspect(
+    version_id: int,
+    text: str,
+    *,
+    beam: int = 4,
+    top_k: int = 5,
+    padding: int = 0,
+    reference: str | None = None,
+) -> VersionInspection:
+    """Translate `text` with the version and return everything the Inspect page draws.
+
+    beam 1 looks at greedy decoding only; beam > 1 adds beam search's history. `padding`
+    appends PAD positions as a batch with a longer sentence would.
+    """
+    if not (text or "").strip():
+        raise WorkbenchError("Type a sentence to inspect (the text is empty).")
+    if not 1 <= beam <= MAX_BEAM:
+        raise WorkbenchError(f"Beam size must be between 1 and {MAX_BEAM}.")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise WorkbenchError(f"Top-k must be between 1 and {MAX_TOP_K}.")
+    if not 0 <= padding <= MAX_PADDING:
+        raise WorkbenchError(f"Padding must be between 0 and {MAX_PADDING} positions.")
+    info = get_version(version_id)
+    loaded = load_model_of(info)
+    try:
+        seen = inspect_sentence(
+            loaded,
+            text,
+            beam_size=beam,
+            top_k=top_k,
+            padding=padding,
+            max_pieces=MAX_PIECES,
+            max_output=MAX_OUTPUT,
+        )
+    except ValueError as exc:  # a text of only characters the cleaning removes
+        raise WorkbenchError(f"Nothing to inspect: {exc}.") from None
+    metrics = run_info.run_metrics(info.run_id) if info.run_id is not None else _no_metrics()
+    step, note = version_step(info, metrics)
+    return VersionInspection(
+        info, seen, _notices(seen, loaded.model.cfg.unk_id), metrics, step, note, reference, beam
+    )
+
+
+def _no_metrics() -> pd.DataFrame:
+    return pd.DataFrame(columns=run_info.METRIC_COLUMNS)
+
+
+def _notices(seen: Inspection, unk_id: int) -> list[str]:
+    out = []
+    if seen.src_tokens > len(seen.src_ids):
+        out.append(
+            f"Only the first {len(seen.src_ids) - 1} of its {seen.src_tokens - 1} pieces are "
+            f"inspected: the maps of a longer sentence are unreadable."
+        )
+    unknown = sum(1 for i in seen.src_ids if i == unk_id) / max(1, len(seen.src_ids) - 1)
+    if unknown > UNKNOWN_SHARE_WARNING:
+        out.append(
+            f"{unknown:.0%} of its pieces are unknown to this model (shown as <unk>): expect a "
+            "wrong translation."
+        )
+    return out
+
+
+def version_step(info: VersionInfo, metrics: pd.DataFrame) -> tuple[int | None, str]:
+    """The training step the version's weights come from, and how they were chosen
+    (core_model.training.selection: the last weights, the best epoch's, or an average)."""
+    selected = str(info.metrics.get("selected") or "last")
+    last = info.metrics.get("steps")
+    last = int(last) if last is not None else None
+    if selected == "best":
+        epoch = info.metrics.get("best_epoch")
+        rows = metrics[metrics["kind"].eq("epoch") & metrics["epoch"].eq(epoch)]
+        if not rows.empty:
+            return int(rows["step"].iloc[-1]), f"the weights of the best epoch ({epoch})"
+        return last, f"the weights of the best epoch ({epoch})"
+    if selected.startswith("average_last_"):
+        n = selected.removeprefix("average_last_")
+        return last, f"the average of {n} snapshots over the last fifth of the run, up to here"
+    return last, "the run's last weights"
+
+
+def neighbours(version_id: int, token_id: int, side: str = "tgt", n: int = 8) -> list[TokenChoice]:
+    """The `n` tokens nearest to `token_id` in the version's embedding space (cosine)."""
+    if side not in SIDES:
+        raise WorkbenchError(f"Unknown side {side!r}; choose one of {', '.join(SIDES)}.")
+    loaded = load_model_of(get_version(version_id))
+    vocab = loaded.model.cfg.src_vocab_size if side == "src" else loaded.model.cfg.tgt_vocab_size
+    if not 0 <= token_id < vocab:
+        raise WorkbenchError(f"Token id {token_id} is not in this version's vocabulary.")
+    return nearest_neighbours(loaded, token_id, side, n)
+
+
+def example_pairs(version_id: int, n: int = 30) -> list[tuple[str, str]]:
+    """(source, reference) pairs of the corpus the version was trained on, held-out pairs
+    first (test, then validation, then training); none when the corpus is gone."""
+    info = get_version(version_id)
+    if info.corpus_id is None:
+        return []
+    out: list[tuple[str, str]] = []
+    try:
+        for split in ("test", "valid", "train"):
+            rows = search_pairs(info.corpus_id, split=split, page_size=n - len(out)).rows
+            out += list(zip(rows["source"], rows["target"], strict=True))
+            if len(out) >= n:
+                break
+    except WorkbenchError:  # the corpus was deleted since
+        return []
+    return out

@@ -1,0 +1,11 @@
+"""Model versions: what training produced, and translating with it.
+
+- ``registry``: a version is a database row plus a folder of weights and tokenizer.
+- ``translation``: translate with a stored version, flag inputs it cannot be trusted on,
+  turn a corrected output into a pair.
+- ``engines`` (who decodes: the hand-written decoder or CTranslate2), ``ctranslate2_export``
+  and ``ctranslate2_translator``.
+
+Imports ``corpus`` (a version belongs to a corpus; glossaries steer translation), never the
+packages above it.
+"""

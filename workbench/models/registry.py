@@ -1,0 +1,423 @@
+"""The model registry: versions are a DB row plus a folder `<WORKBENCH_HOME>/models/<id>/`.
+
+The row keeps the folder's `artifact_digest` (model config + weights + tokenizer; see
+core_model/artifact.py), checked on load so a damaged or hand-edited folder is reported,
+never silently used. Only the model files (`model_files`) are ever copied in, loaded or
+zipped: links and special files are refused, anything else in a folder is ignored. Loaded
+models are kept in a small LRU cache: translating twice with one version reads its files
+once. Version names follow the one name rule of `workbench.corpus.text_rules`.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import uuid
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from core_model.artifact import (
+    WEIGHTS_FILE,
+    ArtifactError,
+    LoadedModel,
+    artifact_digest,
+    copy_model,
+    load_model,
+    matches_recorded_sha256,
+    model_files,
+)
+from db.engine import MAX_ID
+from db.models import Corpus, ModelVersion, TrainingRun
+from workbench import settings
+from workbench.corpus.corpora import get_corpus, validate_lang
+from workbench.corpus.text_rules import clean_text, strip_invisible, validate_name
+from workbench.errors import WorkbenchError
+from workbench.storage import session_scope
+from workbench.team import history
+from workbench.team.access import Permission, require
+
+
+@dataclass
+class VersionInfo:
+    id: int
+    name: str
+    notes: str
+    run_id: int | None
+    corpus_id: int | None
+    corpus_name: str | None
+    src_lang: str
+    tgt_lang: str
+    param_count: int
+    device: str
+    train_pair_count: int
+    train_seconds: float
+    # lineage: the version this one continued, and the training behind it (own + ancestors')
+    parent_version_id: int | None
+    train_tokens: int
+    cumulative_tokens: int
+    cumulative_seconds: float
+    metrics: dict[str, Any]
+    sha256: str
+    artifact_path: str
+    created_at: datetime
+    trained_by: str | None = None  # who started its run (or registered its folder); None: unknown
+
+
+def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:
+    return VersionInfo(
+        id=v.id,
+        name=v.name,
+        notes=v.notes,
+        run_id=v.run_id,
+        corpus_id=v.corpus_id,
+        corpus_name=corpus_name,
+        src_lang=v.src_lang,
+        tgt_lang=v.tgt_lang,
+        param_count=v.param_count,
+        device=v.device,
+        train_pair_count=v.train_pair_count,
+        train_seconds=v.train_seconds,
+        parent_version_id=v.parent_version_id,
+        train_tokens=v.train_tokens or 0,
+        cumulative_tokens=v.cumulative_tokens or 0,
+        cumulative_seconds=v.cumulative_seconds or 0.0,
+        metrics=dict(v.metrics or {}),
+        sha256=v.sha256,
+        artifact_path=v.artifact_path,
+        created_at=v.created_at,
+        trained_by=v.trained_by,
+    )
+
+
+def import_version(
+    folder: Path,
+    corpus: str | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    name: str | None = None,
+) -> int:
+    """Register a model folder trained outside the workbench (e.g. under torchrun); returns the id.
+
+    Only the model files are copied (never moved: the user's folder stays theirs), links and
+    special files are refused and the size is bounded (`model_files`); the copy is then
+    loaded, so a corrupt, mismatched or hand-edited one is refused before the registry
+    changes, and what is registered is exactly what was checked. Languages are required:
+    given, else the linked corpus's, else those recorded in the folder's config.json. The
+    folder's metrics are informative only: kept when they are plain finite values.
+
+    The corpus is read, the folder copied and checked, and the version registered in
+    separate steps: no transaction is held open while a model is copied and loaded.
+    """
+    actor = require(Permission.TRAIN)
+    if name is not None:
+        name = validate_name(name, "version name")
+    corpus_info = get_corpus(corpus) if corpus else None
+    folder = Path(folder)
+    # Staged under runs/, where the worker's sweep removes what a killed import left behind.
+    staging = settings.new_import_staging_dir(uuid.uuid4().hex)
+    try:
+        try:
+            copy_model(folder, staging)
+            loaded = load_model(staging)
+        except ArtifactError as exc:
+            raise WorkbenchError(f"cannot import {folder}: {exc}") from exc
+        except OSError as exc:
+            raise WorkbenchError(f"cannot copy {folder} ({exc.strerror or exc})") from exc
+        saved = loaded.config
+        recorded = saved.get("corpus") if isinstance(saved.get("corpus"), dict) else {}
+        langs = vars(corpus_info) if corpus_info else recorded
+        src_lang, tgt_lang = src_lang or langs.get("src_lang"), tgt_lang or langs.get("tgt_lang")
+        if not (src_lang and tgt_lang):
+            raise WorkbenchError(
+                f"{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"
+            )
+        src_lang = validate_lang(str(src_lang), "source")
+        tgt_lang = validate_lang(str(tgt_lang), "target")
+        metrics = _plain_metrics(saved.get("metrics"))
+        metrics["parameters"] = sum(p.numel() for p in loaded.model.parameters())
+        del loaded
+        return register_version(
+            staging,
+            metrics,
+            corpus_id=corpus_info.id if corpus_info else None,
+            src_lang=src_lang,
+            tgt_lang=tgt_lang,
+            name=name,
+            trained_by=actor.email,
+        )
+    except ArtifactError as exc:
+        raise WorkbenchError(str(exc)) from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already unless storing failed
+
+
+def _plain_metrics(raw: Any) -> dict[str, Any]:
+    """The JSON scalars of a hand-made metrics section that every database can store:
+    finite numbers, booleans and short clean strings, under short clean names."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = clean_text(key)[0][:64] if isinstance(key, str) else ""
+        if not name:
+            continue
+        if isinstance(value, str):
+            out[name] = clean_text(value)[0][:200]
+        elif isinstance(value, int | float) and abs(value) < 2**53:  # not NaN, not inf
+            out[name] = value
+    return out
+
+
+def _bounded(value: Any, kind: type, default: Any, high: float) -> Any:
+    """``kind(value)`` when it is a finite number in [0, high], else ``default``."""
+    try:
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if 0 <= number <= high else default  # (False for NaN)
+
+
+def register_version(
+    model_dir: Path,
+    metrics: dict[str, Any],
+    *,
+    run_id: int | None = None,
+    corpus_id: int | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    name: str | None = None,
+    parent_version_id: int | None = None,
+    trained_by: str | None = None,
+) -> int:
+    """Record a model (a finished run's, or an imported copy) and move `model_dir` into
+    models/<id>/; returns the id. ``parent_version_id``: the version the run continued; the
+    new version's cumulative tokens and seconds add its own to the parent's.
+
+    Two transactions on purpose: the row is committed first and removed again if the move
+    fails, so a folder under models/ always has a row and a row never points at nothing.
+    ``trained_by`` defaults to whoever started the run ``run_id``.
+    """
+    weights = model_dir / WEIGHTS_FILE
+    if not weights.is_file():
+        raise ArtifactError(f"training produced no {WEIGHTS_FILE} in {model_dir}")
+    digest = artifact_digest(model_dir)
+    if name is not None:
+        name = validate_name(name, "version name")
+    with session_scope() as s:
+        corpus = s.get(Corpus, corpus_id) if corpus_id is not None else None
+        parent = s.get(ModelVersion, parent_version_id) if parent_version_id else None
+        tokens = _bounded(metrics.get("tokens_trained", 0), int, 0, 2**62)
+        seconds = _bounded(metrics.get("train_time_s", 0.0), float, 0.0, 1e12)
+        if trained_by is None and run_id is not None:
+            trained_by = s.scalar(select(TrainingRun.started_by).where(TrainingRun.id == run_id))
+        version = ModelVersion(
+            trained_by=trained_by,
+            run_id=run_id,
+            corpus_id=corpus.id if corpus else None,
+            name="",
+            artifact_path="",
+            sha256=digest,
+            param_count=_bounded(metrics.get("parameters", 0), int, 0, MAX_ID),
+            metrics=metrics,
+            device=clean_text(str(metrics.get("device", "cpu")))[0][:32] or "cpu",
+            src_lang=src_lang or (corpus.src_lang if corpus else ""),
+            tgt_lang=tgt_lang or (corpus.tgt_lang if corpus else ""),
+            train_pair_count=_bounded(metrics.get("train_pairs", 0), int, 0, MAX_ID),
+            train_seconds=seconds,
+            parent_version_id=parent.id if parent else None,
+            train_tokens=tokens,
+            cumulative_tokens=tokens + (parent.cumulative_tokens if parent else 0),
+            cumulative_seconds=seconds + (parent.cumulative_seconds if parent else 0.0),
+        )
+        s.add(version)
+        s.flush()
+        version.artifact_path = settings.model_folder(version.id)
+        version.name = name or f"{corpus.name if corpus else 'model'} v{version.id}"
+        version_id, relative = version.id, version.artifact_path
+        _record(s, version, "register", {}, f"registered version {version.name!r}", False)
+    destination = settings.resolve(relative)
+    try:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(model_dir), destination)
+    except OSError as exc:
+        with session_scope() as s:
+            version = s.get(ModelVersion, version_id)
+            before = history.capture(s, ModelVersion, [version_id])
+            s.execute(delete(ModelVersion).where(ModelVersion.id == version_id))
+            _record(s, version, "delete", before, "its files could not be stored", False)
+        raise ArtifactError(f"could not store the model files ({exc})") from exc
+    return version_id
+
+
+def list_versions() -> list[VersionInfo]:
+    """Newest first."""
+    with session_scope() as s:
+        rows = s.execute(
+            select(ModelVersion, Corpus.name)
+            .outerjoin(Corpus, Corpus.id == ModelVersion.corpus_id)
+            .order_by(ModelVersion.id.desc())
+        ).all()
+        return [_to_info(v, name) for v, name in rows]
+
+
+def versions_table() -> pd.DataFrame:
+    """The versions as a table for display (one row per version)."""
+    rows = [
+        {
+            "id": v.id,
+            "name": v.name,
+            "created": v.created_at,
+            "corpus": v.corpus_name,
+            "pairs": v.train_pair_count,
+            "parameters": v.param_count,
+            "device": v.device,
+            "train time (s)": round(v.train_seconds, 1),
+            "parent": v.parent_version_id,
+            "train tokens": v.train_tokens,
+            "cumulative tokens": v.cumulative_tokens,
+            "cumulative minutes": round(v.cumulative_seconds / 60, 1),
+            "valid loss": v.metrics.get("valid_loss"),
+            "BLEU": v.metrics.get("bleu"),
+            "chrF": v.metrics.get("chrf"),
+            "trained by": v.trained_by,
+            "notes": v.notes,
+        }
+        for v in list_versions()
+    ]
+    table = pd.DataFrame(rows)
+    if not table.empty:  # ids stay integers next to the versions that have no parent
+        table["parent"] = table["parent"].astype("Int64")
+    return table
+
+
+def get_version(version_id: int) -> VersionInfo:
+    if not 0 < int(version_id) <= MAX_ID:  # beyond the INTEGER column: no such row
+        raise WorkbenchError(f"Model version {version_id} does not exist.")
+    with session_scope() as s:
+        row = s.execute(
+            select(ModelVersion, Corpus.name)
+            .outerjoin(Corpus, Corpus.id == ModelVersion.corpus_id)
+            .where(ModelVersion.id == version_id)
+        ).first()
+        if row is None:
+            raise WorkbenchError(f"Model version {version_id} does not exist.")
+        return _to_info(*row)
+
+
+def artifact_dir(version_id: int) -> Path:
+    return settings.resolve(get_version(version_id).artifact_path)
+
+
+def rename_version(version_id: int, name: str) -> None:
+    """Rename a version; the name rule is that of corpora (`text_rules.validate_name`)."""
+    require(Permission.TRAIN)
+    name = validate_name(name, "version name")
+    with session_scope() as s:
+        version = s.get(ModelVersion, version_id)
+        if version is None:
+            raise WorkbenchError(f"Model version {version_id} does not exist.")
+        before = history.capture(s, ModelVersion, [version.id])
+        version.name = name
+        _record(s, version, "rename", before, f"renamed version #{version.id} to {name!r}")
+
+
+def set_notes(version_id: int, notes: str) -> None:
+    require(Permission.TRAIN)
+    with session_scope() as s:
+        version = s.get(ModelVersion, version_id)
+        if version is None:
+            raise WorkbenchError(f"Model version {version_id} does not exist.")
+        before = history.capture(s, ModelVersion, [version.id])
+        version.notes = strip_invisible(notes)[0]
+        _record(s, version, "notes", before, f"notes of version #{version.id} changed")
+
+
+def delete_version(version_id: int) -> None:
+    """Delete the row and its files (the row first: a half-deleted folder is never listed)."""
+    require(Permission.DELETE)
+    with session_scope() as s:
+        version = s.get(ModelVersion, version_id)
+        if version is None:
+            raise WorkbenchError(f"Model version {version_id} does not exist.")
+        folder = settings.resolve(version.artifact_path)
+        before = history.capture(s, ModelVersion, [version.id])
+        # lineage has no foreign key (migration 0008): the children lose their parent here,
+        # their cumulative numbers stay
+        s.execute(
+            update(ModelVersion)
+            .where(ModelVersion.parent_version_id == version_id)
+            .values(parent_version_id=None)
+        )
+        s.delete(version)
+        _record(s, version, "delete", before, f"deleted version {version.name!r}", False)
+    shutil.rmtree(folder, ignore_errors=True)
+    _load_cached.cache_clear()
+
+
+def _record(
+    s: Session,
+    version: ModelVersion,
+    action: str,
+    before: dict[int, dict[str, Any]],
+    summary: str,
+    reversible: bool = True,
+) -> None:
+    """Record a change to a version's row. Adding and deleting a version move its files too,
+    which an undo cannot do: those changes are recorded as not reversible."""
+    s.flush()
+    after = history.capture(s, ModelVersion, [version.id])
+    items = history.diff(ModelVersion, before, after)
+    history.record(
+        s, action, items, corpus_id=version.corpus_id, summary=summary, reversible=reversible
+    )
+
+
+@lru_cache(maxsize=4)
+def _load_cached(folder: str, sha256: str, device: str) -> LoadedModel:
+    weights = Path(folder) / WEIGHTS_FILE
+    if not weights.is_file():
+        raise ArtifactError(f"the files of this version are missing ({weights})")
+    if sha256 and not matches_recorded_sha256(folder, sha256):
+        raise ArtifactError(
+            "its files do not match the recorded sha256 (a file is corrupt or was edited)"
+        )
+    return load_model(folder, device=device, verify=False)
+
+
+def load_version(version_id: int, device: str = "cpu") -> LoadedModel:
+    """The version's model and tokenizers, verified against the registry and cached."""
+    return load_model_of(get_version(version_id), device)
+
+
+def load_model_of(info: VersionInfo, device: str = "cpu") -> LoadedModel:
+    """``load_version`` for a version already read (no database access)."""
+    try:
+        return _load_cached(str(settings.resolve(info.artifact_path)), info.sha256, device)
+    except ArtifactError as exc:
+        reason = str(exc).rstrip(".")
+        raise WorkbenchError(f"Model version {info.id} cannot be loaded: {reason}.") from None
+
+
+def version_zip(version_id: int) -> bytes:
+    """The version's model files as a zip (config.json, model.safetensors, tokenizer/):
+    nothing else that may lie in its folder, and never what a link points to."""
+    folder = artifact_dir(version_id)
+    if not folder.is_dir():
+        raise WorkbenchError(f"The files of model version {version_id} are missing.")
+    try:
+        files = model_files(folder)
+    except ArtifactError as exc:
+        raise WorkbenchError(f"Model version {version_id} cannot be zipped: {exc}") from None
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for rel in files:
+            zf.write(folder / rel, f"version-{version_id}/{rel}")
+    return buffer.getvalue()

@@ -1,0 +1,321 @@
+"""Reading training runs for display: ``RunInfo``, the run list and table, and metric rows.
+
+Reads only: nothing here changes a run (every change is in ``workbench.training.runs``), so a page
+may call these as often as it refreshes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, defer
+
+from core_model.training import StopReason
+from db.models import Corpus, ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
+from workbench import settings
+from workbench.errors import WorkbenchError
+from workbench.storage import session_scope
+from workbench.training.runs import ACTIVE_STATUSES
+
+
+@dataclass
+class RunInfo:
+    id: int
+    corpus_id: int | None
+    corpus_name: str | None
+    status: RunStatus
+    device: str
+    config: dict[str, Any]
+    snapshot_size: int
+    snapshot_hash: str
+    progress_step: int
+    progress_total: int
+    eta_s: float | None
+    error: str | None
+    note: str | None
+    stop_reason: str | None
+    progress_detail: dict[str, Any]
+    cancel_requested: bool
+    # A running run whose worker sent no heartbeat for the timeout: it died. A front end
+    # that sees one calls `runs.reap_stale_runs` (reading never changes a run).
+    worker_lost: bool
+    attempts: int
+    init_version_id: int | None
+    version_id: int | None
+    started_by: str | None  # who queued it (None: before team mode)
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def fraction_done(self) -> float:
+        """Share of the binding budget used (steps, or the clock or the tokens when that binds)."""
+        if self.status == RunStatus.SUCCEEDED:
+            return 1.0
+        fraction = self.progress_detail.get("fraction")
+        if fraction is not None:
+            return min(1.0, max(0.0, float(fraction)))
+        return min(1.0, self.progress_step / self.progress_total) if self.progress_total else 0.0
+
+    @property
+    def limit(self) -> str:
+        """The budget expected to end the run: 'steps', 'time' or 'tokens' (core_model's
+        ProgressEvent.limit; 'steps' before the first progress report)."""
+        limit = self.progress_detail.get("limit")
+        return limit if limit in LIMITS else "steps"
+
+    @property
+    def time_budget_s(self) -> float | None:
+        """The wall-clock budget: the one asked for, else (the automatic budget has a ceiling
+        that core_model sets from the corpus) the one the progress shows binding."""
+        asked = self.config.get("time_budget_s")
+        if asked:
+            return float(asked)
+        detail = self.progress_detail
+        elapsed, fraction = detail.get("elapsed_s"), detail.get("fraction")
+        if self.limit == "time" and elapsed and fraction:  # the clock binds: fraction = t / budget
+            return float(elapsed) / float(fraction)
+        return None
+
+    @property
+    def token_budget(self) -> int | None:
+        """The training tokens (source + target) the run was asked to train for."""
+        tokens = self.config.get("token_budget")
+        return int(tokens) if tokens else None
+
+    @property
+    def tokens_done(self) -> int | None:
+        """Training tokens so far, while the token budget binds (its share of the budget)."""
+        budget = self.token_budget
+        if budget is None or self.limit != "tokens":
+            return None
+        return round(self.fraction_done * budget)
+
+    @property
+    def budget(self) -> str:
+        """What the run was asked to train for: 'automatic', '3 epochs', '5 min' or
+        '1.1M tokens'."""
+        minutes = (self.config.get("time_budget_s") or 0) / 60
+        if minutes:
+            return f"{minutes:g} min"
+        if self.token_budget:
+            return f"{format_tokens(self.token_budget)} tokens"
+        epochs = self.config.get("epochs")
+        return f"{epochs} epoch{'s' if epochs != 1 else ''}" if epochs else "automatic"
+
+    @property
+    def stopped_because(self) -> str | None:
+        """Why the run ended, in words ('learned every training pair'); None while it runs or
+        when it failed (see `error`)."""
+        return describe_stop(self.stop_reason, self.config)
+
+    @property
+    def early_stop_rule(self) -> str | None:
+        """What may end the run before its budget, in words, with how close it is now."""
+        return describe_watch(self.progress_detail.get("watch") or {})
+
+
+LIMITS = ("steps", "time", "tokens")
+
+
+def format_tokens(tokens: int) -> str:
+    """A token count for people: '1.1M', '500k', '800'."""
+    if tokens >= 1_000_000:
+        return f"{tokens / 1_000_000:.4g}M"
+    if tokens >= 1_000:
+        return f"{tokens / 1_000:.4g}k"
+    return str(tokens)
+
+
+def describe_stop(reason: str | None, config: dict[str, Any] | None = None) -> str | None:
+    """A stored stop reason in words (``StopReason.describe``); None when there is none.
+
+    With the run's `config`, rows written before the automatic budget had a reason of its own
+    are told truthfully: they said 'epochs' (or 'max_steps') when the automatic budget's
+    planned passes ran out, though no epochs (no step cap) had been asked for."""
+    if not reason:
+        return None
+    try:
+        stop = StopReason(reason)
+    except ValueError:
+        return reason
+    if config is not None and (
+        (stop is StopReason.EPOCHS and config.get("epochs") is None)
+        or (stop is StopReason.STEP_LIMIT and config.get("max_steps") is None)
+    ):
+        stop = StopReason.AUTO_STEPS
+    return stop.describe((config or {}).get("patience"))
+
+
+def version_stopped_because(version: Any) -> str | None:
+    """Why the run that trained a model version (``registry.VersionInfo``) stopped, in words:
+    the reason recorded with its metrics, told with its run's config while the run exists."""
+    config = None
+    if version.run_id is not None:
+        with session_scope() as s:
+            config = s.scalar(select(TrainingRun.config).where(TrainingRun.id == version.run_id))
+    return describe_stop(version.metrics.get("stop_reason"), config)
+
+
+def describe_watch(watch: dict[str, Any]) -> str | None:
+    """A progress event's `watch` (what may stop the run early) as one sentence."""
+    if watch.get("rule") == "memorise":
+        share, pairs = watch.get("reproduced"), watch.get("pairs")
+        now = f": {share:.0%} of {pairs:,} now" if share is not None and pairs else ""
+        return f"Stops early once it reproduces every training pair{now}."
+    if watch.get("rule") == "patience":
+        metric = {"bleu": "BLEU", "loss": "loss"}.get(watch.get("metric"), "score")
+        return (
+            f"Stops early if validation {metric} does not improve for {watch.get('patience')} "
+            f"epochs: {watch.get('bad_epochs', 0)} without improvement so far."
+        )
+    return None
+
+
+def _version_ids(s: Session, run_ids: list[int]) -> dict[int, int]:
+    rows = s.execute(
+        select(ModelVersion.run_id, ModelVersion.id).where(ModelVersion.run_id.in_(run_ids))
+    ).all()
+    return {run_id: version_id for run_id, version_id in rows}
+
+
+def _info(
+    run: TrainingRun, corpus_name: str | None, version_id: int | None, lost_before: datetime
+) -> RunInfo:
+    return RunInfo(
+        id=run.id,
+        corpus_id=run.corpus_id,
+        corpus_name=corpus_name,
+        status=RunStatus(run.status),
+        device=run.device,
+        config=dict(run.config),
+        snapshot_size=run.snapshot_size,
+        snapshot_hash=run.snapshot_hash,
+        progress_step=run.progress_step,
+        progress_total=run.progress_total,
+        eta_s=run.eta_s,
+        error=run.error,
+        note=run.note,
+        stop_reason=run.stop_reason,
+        progress_detail=dict(run.progress_detail or {}),
+        cancel_requested=run.cancel_requested,
+        worker_lost=run.status == RunStatus.RUNNING
+        and run.heartbeat_at is not None
+        and run.heartbeat_at < lost_before,
+        attempts=run.attempts,
+        init_version_id=run.init_version_id,
+        version_id=version_id,
+        created_at=run.created_at,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        started_by=run.started_by,
+    )
+
+
+def _lost_before() -> datetime:
+    """Heartbeats older than this mean a dead worker."""
+    return utcnow() - timedelta(seconds=settings.heartbeat_timeout_s())
+
+
+def get_run(run_id: int) -> RunInfo:
+    with session_scope() as s:
+        row = s.execute(
+            select(TrainingRun, Corpus.name)
+            .options(defer(TrainingRun.snapshot_pair_ids))
+            .outerjoin(Corpus, Corpus.id == TrainingRun.corpus_id)
+            .where(TrainingRun.id == run_id)
+        ).first()
+        if row is None:
+            raise WorkbenchError(f"Training run {run_id} does not exist.")
+        return _info(row[0], row[1], _version_ids(s, [run_id]).get(run_id), _lost_before())
+
+
+def list_runs(corpus_id: int | None = None, limit: int = 200) -> list[RunInfo]:
+    """Newest first."""
+    query = (
+        select(TrainingRun, Corpus.name)
+        .options(defer(TrainingRun.snapshot_pair_ids))  # up to 1M ids: never for a listing
+        .outerjoin(Corpus, Corpus.id == TrainingRun.corpus_id)
+        .order_by(TrainingRun.id.desc())
+        .limit(limit)
+    )
+    if corpus_id is not None:
+        query = query.where(TrainingRun.corpus_id == corpus_id)
+    with session_scope() as s:
+        rows = s.execute(query).all()
+        versions = _version_ids(s, [run.id for run, _ in rows])
+        lost_before = _lost_before()
+        return [_info(run, name, versions.get(run.id), lost_before) for run, name in rows]
+
+
+def runs_table(corpus_id: int | None = None, runs: list[RunInfo] | None = None) -> pd.DataFrame:
+    """The run history (or the given `runs`) as a table for display: one type per column
+    (text where a value may be missing), so it converts to Arrow as it is."""
+    rows = [
+        {
+            "run": r.id,
+            "corpus": r.corpus_name or "",
+            "status": r.status.value,
+            "preset": str(r.config.get("preset", "")),
+            "trained for": r.budget,
+            "device": r.device,
+            "pairs": r.snapshot_size,
+            "steps": r.progress_step,
+            "stopped because": r.stopped_because or "",
+            "version": f"#{r.version_id}" if r.version_id is not None else "",
+            "created": r.created_at,
+            "error": r.error or "",
+        }
+        for r in (list_runs(corpus_id) if runs is None else runs)
+    ]
+    return pd.DataFrame(rows)
+
+
+METRIC_COLUMNS = [
+    "id", "run_id", "kind", "step", "epoch", "train_loss", "valid_loss", "lr", "tokens_per_s",
+    "bleu", "chrf",
+]  # fmt: skip
+
+
+def _metric_rows(s: Session, *where: Any) -> pd.DataFrame:
+    rows = s.execute(
+        select(*(getattr(RunMetric, c) for c in METRIC_COLUMNS))
+        .where(*where)
+        .order_by(RunMetric.run_id, RunMetric.step, RunMetric.id)
+    ).all()
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
+
+
+def run_metrics(run_ids: list[int] | int) -> pd.DataFrame:
+    """Metric rows of one or more runs, ordered by step (for loss/lr curves). `kind` is
+    'start' | 'step' | 'epoch' (after validation) | 'done'."""
+    ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
+    with session_scope() as s:
+        return _metric_rows(s, RunMetric.run_id.in_(ids))
+
+
+def follow_metrics(run_id: int, known: pd.DataFrame | None = None) -> pd.DataFrame:
+    """`known` (an earlier result for this run) brought up to date by reading only the rows
+    written since. When rows it holds are gone (a resumed attempt drops those its dead
+    predecessor wrote after the checkpoint), the run is read whole again."""
+    with session_scope() as s:
+        if known is None or known.empty:
+            return _metric_rows(s, RunMetric.run_id == run_id)
+        last = int(known["id"].max())
+        kept = s.scalar(
+            select(func.count()).where(RunMetric.run_id == run_id, RunMetric.id <= last)
+        )
+        if kept != len(known):
+            return _metric_rows(s, RunMetric.run_id == run_id)
+        new = _metric_rows(s, RunMetric.run_id == run_id, RunMetric.id > last)
+    if new.empty:
+        return known
+    return pd.concat([known, new], ignore_index=True)

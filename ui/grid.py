@@ -184,8 +184,15 @@ def _read_only(
         [({grid.id_column: rid} if grid.id_column else {}) | cells for rid, cells in rows],
         columns=columns,
     )
-    st.dataframe(
-        frame, hide_index=True, width="stretch", height=height, column_config=grid.column_config
+    st.data_editor(  # the same grid, locked: no cell edits, no rows to add
+        frame,
+        key=f"{grid.key_prefix}_read_only",
+        disabled=True,
+        num_rows="fixed",
+        hide_index=True,
+        width="stretch",
+        height=height,
+        column_config=grid.column_config,
     )
     foot = st.columns([3, 5], vertical_alignment="center")
     if left is not None:

@@ -64,10 +64,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from workbench.training import continuation, runs, train_options
 
     extra = {"max_steps": args.max_steps} if args.max_steps else {}
-    start = args.continue_from
+    start, why = args.continue_from, None
     if start is None and not args.new:  # the Train page's default, by the same rule
         start, why = continuation.default_start(args.corpus)
-        print(f"{'continuing' if start else 'new model'}: {why}", file=sys.stderr)
     run_id = runs.enqueue_training(
         args.corpus,
         preset=args.preset or train_options.DEFAULT_PRESET,
@@ -79,6 +78,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         init_version_id=start,
         **extra,
     )
+    if why is not None:  # said once the run is queued: a refused run prints only its error
+        print(f"{'continuing' if start else 'new model'}: {why}", file=sys.stderr)
     return _follow(run_id, args.wait)
 
 

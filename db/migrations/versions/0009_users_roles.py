@@ -55,10 +55,12 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("model_versions") as batch:
-        batch.drop_column("trained_by")
-    with op.batch_alter_table("training_runs") as batch:
-        batch.drop_column("started_by")
-    with op.batch_alter_table("api_keys") as batch:
-        batch.drop_column("role")
+    # Plain DROP COLUMNs (SQLite >= 3.35), as 0008 does: a batch copy would drop and re-create
+    # model_versions and training_runs, which cascades into every row that refers to them.
+    for table, column in (
+        ("model_versions", "trained_by"),
+        ("training_runs", "started_by"),
+        ("api_keys", "role"),
+    ):
+        op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     op.drop_table("users")

@@ -107,9 +107,14 @@ def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Pa
         assert "Traceback" not in done.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"source": "你好", "target": "hello"}\n{not json\n', encoding="utf-8")
-    failed = cli("import", "--corpus", "new", "--src-lang", "zh", "--tgt-lang", "en", str(bad))
+    args = ("import", "--corpus", "new", "--src-lang", "zh", "--tgt-lang", "en")
+    failed = cli(*args, "--strict", str(bad))  # strict: any bad row refuses the whole file
     assert failed.returncode != 0 and "line 2" in failed.stderr
     assert corpora.list_corpora() == []  # not even the new, empty corpus is left behind
+    skipped = cli(*args, str(bad))  # by default a malformed line is a skipped, reported row
+    assert skipped.returncode == 0 and "line 2" in skipped.stderr
+    assert [c.pair_count for c in corpora.list_corpora()] == [1]
+    corpora.delete_corpus("new")
     empty = cli("versions")
     assert empty.returncode == 0 and "no model versions yet" in empty.stdout
 

@@ -18,7 +18,7 @@ from workbench.corpus.cleaning import CleaningOptions
 from workbench.errors import WorkbenchError
 from workbench.models import registry
 from workbench.storage import engine, session_scope
-from workbench.team import history, trash
+from workbench.team import access, history, trash
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,8 @@ def test_undo_of_a_bulk_delete_restores_1000_pairs_byte_for_byte(db_url: str) ->
     pairs.apply_edits(info.id, deleted=ids)
     assert _raw("pairs") == []
     deletion = _latest()
-    assert (deletion.action, deletion.rows, deletion.actor) == ("edit", 1000, "local")
+    assert (deletion.action, deletion.rows) == ("edit", 1000)
+    assert deletion.actor == access.local_admin().email  # who the tests act as
 
     undo_id = history.undo_change(deletion.id)
     assert _raw("pairs") == stored  # every column of every row, ids and timestamps too
@@ -239,7 +240,13 @@ def test_undo_of_a_corpus_delete_restores_it_from_the_trash(wb_home: Path) -> No
 def test_the_history_is_append_only_and_imports_no_corpus_service() -> None:
     """No module writes to ``changes`` except by adding rows, and the team package imports
     only ``db`` and the top-level settings/storage/errors modules (services call into it)."""
-    allowed = {"workbench.settings", "workbench.storage", "workbench.errors", "workbench.team"}
+    allowed = {
+        "workbench.settings",
+        "workbench.storage",
+        "workbench.errors",
+        "workbench.team",
+        "workbench.team.access",
+    }
     for path in (ROOT / "workbench" / "team").glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -295,11 +302,8 @@ def test_the_command_line_lists_undoes_and_restores(wb_home: Path, tmp_path: Pat
     [corpus] = corpora.list_corpora()
     listed = cli("history", "--corpus", "Menus", "--json")
     [change] = [json.loads(line) for line in listed.stdout.splitlines()]
-    assert (change["action"], change["rows"], change["actor"]) == (
-        "import",
-        3,
-        "local",
-    )  # corpus + pairs
+    assert (change["action"], change["rows"]) == ("import", 3)  # corpus + pairs
+    assert change["actor"] == access.local_admin().email  # the CLI acts as the local admin
 
     undone = cli("undo", str(change["id"]))
     assert undone.returncode == 0 and corpora.get_corpus(corpus.id).pair_count == 0

@@ -29,7 +29,7 @@ def test_models_compare_versions(populated: Trained) -> None:
     shown = texts(at.markdown) + texts(at.caption)
     assert " is better than " not in shown and " is worse than " not in shown
     assert "no significant difference" not in shown and "p = " not in shown
-    assert metrics["p (BLEU)"].isna().all() and metrics["p (chrF)"].isna().all()
+    assert set(metrics["p (BLEU)"]) == set(metrics["p (chrF)"]) == {"—"}  # none, never "None"
     for interval in metrics["BLEU 95 % interval"]:
         low, high = (float(x) for x in interval.split(" – "))
         assert 0 <= low <= high <= 100

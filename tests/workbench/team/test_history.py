@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from db.models import Change, utcnow
-from tests.workbench.test_registry import outside_folder  # noqa: F401 (a fixture)
+from tests.workbench.models.test_registry import outside_folder  # noqa: F401 (a fixture)
 from workbench.corpus import cleanups, corpora, glossary, importing, pairs
 from workbench.corpus.cleaning import CleaningOptions
 from workbench.errors import WorkbenchError

@@ -4,11 +4,16 @@ rests on; a change of default has to change a line here."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 import torch
 
 from core_model.training import TrainConfig, train
+from core_model.training import trainer as trainer_module
 from core_model.training.calibration import Calibration, measure
+from core_model.training.checkpoint import find_checkpoint, read_state
 from core_model.training.recipe import (
     CorpusFacts,
     auto_minutes,
@@ -165,3 +170,31 @@ def test_what_the_user_chose_wins_and_fine_tuning_lowers_the_rate() -> None:
     assert (mine.max_tokens_per_batch, mine.warmup_steps) == (2_000, 300)
     tuned = resolve(TrainConfig(time_budget_s=600), MULTI30K, gpu=False, fine_tune=True).cfg
     assert tuned.lr == pytest.approx(1e-3 / 4)
+
+
+def test_a_resumed_minutes_run_plans_with_its_first_calibration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume must choose exactly as the first attempt did (its batches, warm-up and
+    vocabulary are in the checkpoint), so it reuses the stored measurement, never a new one."""
+    pairs = [(f"ein haus nummer {i}", f"a house number {i}") for i in range(300)]
+    cfg = TrainConfig(time_budget_s=60, tokenizer="whitespace", min_epoch_steps=5, precision="fp32")
+    calls = {"n": 0}
+
+    def cancel_in_epoch_2() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 8
+
+    first = train(pairs, pairs[:30], cfg, out_dir=tmp_path, should_cancel=cancel_in_epoch_2)
+    assert first.cancelled
+    stored = read_state(find_checkpoint(tmp_path))["calibration"]
+    assert stored == first.metrics["calibration"] and stored["tokens_per_s"] > 0
+
+    def no_new_timing(*args, **kwargs) -> Calibration:
+        raise AssertionError("a resumed run must not measure again")
+
+    monkeypatch.setattr(trainer_module, "measure", no_new_timing)
+    calls["n"] = -(10**9)  # the resumed attempt is not cancelled... until its clock ends
+    resumed = train(pairs, pairs[:30], replace(cfg, time_budget_s=1), resume_from=tmp_path)
+    assert resumed.metrics["calibration"] == stored
+    assert resumed.train_config.max_tokens_per_batch == first.train_config.max_tokens_per_batch

@@ -1,32 +1,102 @@
-"""Training tokens/s: the handwritten Transformer vs torch.nn.Transformer.
+"""Training speed: the handwritten Transformer vs torch.nn.Transformer, and how much of the
+machine's matrix-multiply peak our training reaches.
 
-Both models get the same embeddings, positions and generator, identical batches, the same
-optimizer and loss, on the same device; only the encoder/decoder stacks differ. Runs fp32
-and bf16 autocast, alternating the two models in rounds to cancel machine noise.
-Prints one JSON object as the last line.
+The model is the one a user gets: core_model's recipe resolved for a token budget on a
+corpus (`--tokens 1100000 --corpus multi30k`: preset, vocabulary, tied embeddings, dropout
+and the batch size in padded tokens), so a recipe that picks a smaller model for a small
+budget is measured at that size. Both models get the same embeddings, positions and
+generator, identical batches, the same optimizer and loss, on the same device; only the
+encoder/decoder stacks differ. Runs fp32 and bf16 autocast, alternating the two models in
+rounds to cancel machine noise, and keeps each model's best round.
+
+Model FLOP/s counts the model's matrix math per optimizer step, on the padded batch shapes
+(what the GEMMs compute), as multiply-adds (MACs) × 2 for the forward pass × 3 for training
+(the backward pass costs two forwards), i.e. FLOPs = 6 · MACs with, for B sentences of S
+source and T target positions, d = d_model, f = d_ff, V = the target vocabulary:
+
+    encoder layer:  B·S·(4d² + 2df)             projections Q, K, V, O and the feed-forward
+                    + 2·B·S²·d                  scores Q·Kᵀ and context A·V
+    decoder layer:  B·T·(4d² + 2d² + 2df)       self-attention, cross Q and O, feed-forward
+                    + B·S·2d²                   cross-attention K and V of the memory
+                    + 2·B·T²·d + 2·B·T·S·d      self (causal, counted in full) and cross scores
+    generator:      B·T·d·V
+
+(the usual 6 × matmul parameters × tokens, plus attention's score and context products).
+Embedding lookups, norms, softmax, dropout, the loss and Adam are not counted: they are
+overhead the share measures. The peak is a large square GEMM (`--gemm 2048`: 2·n³ FLOPs)
+timed in the same process with the same threads and dtype, the best of several before and
+after each precision's rounds. `share_of_gemm_peak` = model FLOP/s of our best round ÷ that
+peak. Prints one JSON object as the last line, with the load of the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+from types import SimpleNamespace
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from bench.data import DATASETS, splits
 from bench.reference import ReferenceModel
 from core_model import ModelConfig, Transformer
+from core_model.training import TrainConfig, recipe, setup
+from core_model.training.precision import idle_cores
+
+
+def recipe_model(token_budget: int, corpus: str, device: str) -> tuple[ModelConfig, TrainConfig]:
+    """The model and resolved training config that core_model's recipe gives a run of
+    `token_budget` tokens on `corpus`'s training split (vocabularies at their planned size)."""
+    data = splits(corpus)
+    facts = recipe.CorpusFacts.of(data["train"], data["valid"])
+    asked = TrainConfig(token_budget=token_budget, device=device)
+    cfg = recipe.resolve(asked, facts, gpu=device == "cuda")
+    vocab = SimpleNamespace(vocab_size=cfg.vocab_size)
+    tokenizers = SimpleNamespace(src=vocab, tgt=vocab, shared=bool(cfg.joint_vocab))
+    return setup.model_config(cfg, tokenizers), cfg  # type: ignore[arg-type]
+
+
+def step_flops(cfg: ModelConfig, src: torch.Tensor, tgt_in: torch.Tensor) -> int:
+    """Training FLOPs of one step on src [B, S] and tgt_in [B, T] (see the module docstring)."""
+    (b, s), t = src.shape, tgt_in.size(1)
+    d, f, v = cfg.d_model, cfg.d_ff, cfg.tgt_vocab_size
+    encoder = b * s * (4 * d * d + 2 * d * f) + 2 * b * s * s * d
+    decoder = (
+        b * t * (6 * d * d + 2 * d * f) + b * s * 2 * d * d + 2 * b * t * t * d + 2 * b * t * s * d
+    )
+    macs = cfg.n_encoder_layers * encoder + cfg.n_decoder_layers * decoder + b * t * d * v
+    return 6 * macs
+
+
+def gemm_flops_per_s(n: int, dtype: torch.dtype, device: str, reps: int = 5) -> float:
+    """The best of `reps` timed n×n×n matrix products (after one warm-up): the peak."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    best = float("inf")
+    for i in range(reps + 1):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        torch.mm(a, b)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i:  # the first is the warm-up
+            best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
 
 
 def make_batches(n: int, tokens: int, vocab: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
-    """Padded batches of ~`tokens` target tokens with caption-like lengths (8–30)."""
+    """Batches of ~`tokens` padded tokens (max(source, target) length × sentences, as the
+    product counts a batch) with caption-like lengths (8–30)."""
     gen = torch.Generator().manual_seed(seed)
     batches = []
     for _ in range(n):
         length = int(torch.randint(8, 31, (1,), generator=gen))
-        rows = max(1, tokens // length)
+        rows = max(1, tokens // (length + 2))
         src = torch.randint(4, vocab, (rows, length + 2), generator=gen)
         tgt = torch.randint(4, vocab, (rows, length + 1), generator=gen)
         for row in range(rows):  # ragged ends, as real batches have
@@ -38,8 +108,8 @@ def make_batches(n: int, tokens: int, vocab: int, seed: int) -> list[tuple[torch
     return batches
 
 
-def train_steps(model: nn.Module, batches, device: str, bf16: bool) -> float:
-    """Runs one optimizer step per batch; returns target tokens per second."""
+def train_steps(model: nn.Module, batches, device: str, bf16: bool) -> tuple[float, float]:
+    """Runs one optimizer step per batch; returns (target tokens, seconds)."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     model.train()
     tokens = 0
@@ -61,57 +131,86 @@ def train_steps(model: nn.Module, batches, device: str, bf16: bool) -> float:
         tokens += int((tgt_out != 0).sum())
     if device == "cuda":
         torch.cuda.synchronize()
-    return tokens / (time.perf_counter() - start)
+    return tokens, time.perf_counter() - start
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=1_100_000,
+        help="the token budget whose recipe model is measured (default: 1.1M, 10 minutes of "
+        "an fp32-only 2-core CPU)",
+    )
+    parser.add_argument("--corpus", choices=DATASETS, default="multi30k")
     parser.add_argument("--steps", type=int, default=8, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--tokens", type=int, default=2048, help="target tokens per batch")
+    parser.add_argument(
+        "--batch-tokens", type=int, help="padded tokens per batch (default: the recipe's)"
+    )
+    parser.add_argument("--gemm", type=int, default=2048, help="n of the n³ peak GEMM")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
+    idle = idle_cores(1.0)
     torch.manual_seed(0)
-    cfg = ModelConfig(
-        src_vocab_size=8000,
-        tgt_vocab_size=8000,
-        d_model=256,
-        n_heads=4,
-        n_encoder_layers=3,
-        n_decoder_layers=3,
-        d_ff=1024,
-    )
+    cfg, train_cfg = recipe_model(args.tokens, args.corpus, args.device)
+    batch_tokens = args.batch_tokens or int(train_cfg.max_tokens_per_batch or 1250)
     ours = Transformer(cfg).to(args.device)
     reference = ReferenceModel(Transformer(cfg)).to(args.device)
-    batches = make_batches(args.steps, args.tokens, cfg.src_vocab_size, seed=1)
+    batches = make_batches(args.steps, batch_tokens, cfg.src_vocab_size, seed=1)
+    flops = sum(step_flops(cfg, src, tgt[:, :-1]) for src, tgt in batches)
     result: dict[str, object] = {
         "bench": "train_throughput",
         "device": args.device,
         "threads": torch.get_num_threads(),
-        "config": {k: getattr(cfg, k) for k in ("d_model", "n_heads", "d_ff", "src_vocab_size")}
-        | {"layers": f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"},
-        "tokens_per_batch": args.tokens,
+        "recipe": {"token_budget": args.tokens, "corpus": args.corpus},
+        "config": {
+            k: getattr(cfg, k)
+            for k in ("d_model", "n_heads", "d_ff", "src_vocab_size", "shared_vocab", "dropout")
+        }
+        | {"preset": train_cfg.preset, "layers": f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"},
+        "parameters": ours.num_parameters(),
+        "batch_tokens": batch_tokens,
+        "model_gflop_per_step": round(flops / len(batches) / 1e9, 3),
     }
     for precision in ("fp32", "bf16"):
         bf16 = precision == "bf16"
+        dtype = torch.bfloat16 if bf16 else torch.float32
+        peaks = [gemm_flops_per_s(args.gemm, dtype, args.device)]
         train_steps(ours, batches[:2], args.device, bf16)  # warm-up both
         train_steps(reference, batches[:2], args.device, bf16)
         mine, theirs = [], []
         for _ in range(args.rounds):
             mine.append(train_steps(ours, batches, args.device, bf16))
             theirs.append(train_steps(reference, batches, args.device, bf16))
-        best_mine, best_theirs = max(mine), max(theirs)
+        peaks.append(gemm_flops_per_s(args.gemm, dtype, args.device))
+        tokens, best_s = min(mine, key=lambda r: r[1])
+        best_theirs = min(s for _, s in theirs)
+        peak, achieved = max(peaks), flops / best_s
         result[precision] = {
-            "ours_tokens_per_s": round(best_mine, 1),
-            "nn_transformer_tokens_per_s": round(best_theirs, 1),
-            "ratio": round(best_mine / best_theirs, 3),
+            "ours_tokens_per_s": round(tokens / best_s, 1),
+            "nn_transformer_tokens_per_s": round(tokens / best_theirs, 1),
+            "ratio": round(best_theirs / best_s, 3),
+            "model_gflop_s": round(achieved / 1e9, 2),
+            "gemm_peak_gflop_s": round(peak / 1e9, 2),
+            "gemm_peaks_gflop_s": [round(p / 1e9, 2) for p in peaks],
+            "share_of_gemm_peak": round(achieved / peak, 3),
         }
     result["bf16_speedup_ours"] = round(
         result["bf16"]["ours_tokens_per_s"] / result["fp32"]["ours_tokens_per_s"], 3
     )
+    result["machine"] = {
+        "cpus": os.cpu_count(),
+        "idle_cores_at_start": None if idle is None else round(idle, 2),
+        "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+    }
     print(json.dumps(result))
 
 

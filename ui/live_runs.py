@@ -167,15 +167,21 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
 
 
 def _progress_text(run: RunInfo) -> str:
-    """Progress against what will end the run: the clock under a time budget, else the step
-    budget ('at most' when an early-stopping rule may end it sooner)."""
+    """Progress against what will end the run: the clock under a time budget, the tokens
+    under a token budget, else the step budget ('at most' when an early-stopping rule may
+    end it sooner)."""
     percent = f"{100 * run.fraction_done:.0f} %"
-    budget = run.time_budget_s
-    if run.time_limited and budget:
+    about = f"step {run.progress_step:,} of about {run.progress_total:,} · {percent}"
+    budget, tokens = run.time_budget_s, run.tokens_done
+    if run.limit == "time" and budget:
         return (
             f"{formatting.fmt_duration(run.fraction_done * budget)} of "
-            f"{formatting.fmt_duration(budget)} · step {run.progress_step:,} of about "
-            f"{run.progress_total:,} · {percent}"
+            f"{formatting.fmt_duration(budget)} · {about}"
+        )
+    if run.limit == "tokens" and tokens is not None and run.token_budget:
+        return (
+            f"{run_info.format_tokens(tokens)} of {run_info.format_tokens(run.token_budget)} "
+            f"tokens · {about}"
         )
     bound = "at most " if run.early_stop_rule else ""
     return f"step {run.progress_step:,} of {bound}{run.progress_total:,} · {percent}"

@@ -140,7 +140,7 @@ def manage(versions: list[Any]) -> None:
             f"{formatting.pair_count_label(version.train_pair_count, 'snapshot')} · "
             f"{version.device} · {formatting.fmt_duration(version.train_seconds)}  \n"
             f"**Parameters** {version.param_count:,} · **steps** {m.get('steps', '—')} · "
-            f"**stopped by** {str(m.get('stop_reason', '—')).replace('_', ' ')}"
+            f"**stopped by** {run_info.version_stopped_because(version) or '—'}"
         )
         buttons = st.columns(2)
         with buttons[0]:

@@ -59,7 +59,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
     cols = st.columns([2, 1, 1, 2], gap="medium", vertical_alignment="bottom")
     train_for = cols[0].segmented_control(
         "Train for",
-        list(train_options.BUDGETS),
+        [b for b in train_options.BUDGETS if b not in train_options.ADVANCED_BUDGETS],
         default="auto",
         format_func=train_options.BUDGETS.get,
         key="train_for",
@@ -112,6 +112,27 @@ def new_run_form(all_corpora: list[Any]) -> None:
             placeholder="no limit",
             key="train_max_steps",
         )
+        budget_cols = st.columns(2)
+        million_tokens = budget_cols[0].number_input(
+            f"Train for: {train_options.BUDGETS['tokens']}",
+            min_value=0.001,
+            max_value=train_options.MAX_TRAIN_TOKENS / 1e6,
+            value=None,
+            step=0.5,
+            format="%.3g",
+            placeholder="as chosen above",
+            key="train_million_tokens",
+            help="Source + target training tokens: the run ends there on any machine, so "
+            "results compare across machines (a CPU without bf16 trains about half as many "
+            "tokens per minute). Leave 'Train for' above on automatic.",
+        )
+        precisions = train_options.precisions()
+        precision = budget_cols[1].selectbox(
+            "Precision",
+            list(precisions),
+            key="train_precision",
+            help="\n".join(f"- **{k}**: {v}" for k, v in precisions.items()),
+        )
 
     label = "Fine-tune" if init_version else "Train"
     if st.button(label, type="primary", icon=":material/play_arrow:", key="train_button"):
@@ -122,6 +143,8 @@ def new_run_form(all_corpora: list[Any]) -> None:
                 preset=preset,
                 epochs=int(epochs) if epochs else None,
                 minutes=float(minutes) if minutes else None,
+                tokens=round(million_tokens * 1e6) if million_tokens else None,
+                precision=precision or train_options.DEFAULT_PRECISION,
                 device=device,
                 init_version_id=init_version,
                 **overrides,

@@ -56,7 +56,7 @@ class RunInfo:
 
     @property
     def fraction_done(self) -> float:
-        """Share of the binding budget used (steps, or the clock under a time budget)."""
+        """Share of the binding budget used (steps, or the clock or the tokens when that binds)."""
         if self.status == RunStatus.SUCCEEDED:
             return 1.0
         fraction = self.progress_detail.get("fraction")
@@ -65,9 +65,11 @@ class RunInfo:
         return min(1.0, self.progress_step / self.progress_total) if self.progress_total else 0.0
 
     @property
-    def time_limited(self) -> bool:
-        """Whether the clock, not the step budget, is expected to end the run."""
-        return self.progress_detail.get("limit") == "time"
+    def limit(self) -> str:
+        """The budget expected to end the run: 'steps', 'time' or 'tokens' (core_model's
+        ProgressEvent.limit; 'steps' before the first progress report)."""
+        limit = self.progress_detail.get("limit")
+        return limit if limit in LIMITS else "steps"
 
     @property
     def time_budget_s(self) -> float | None:
@@ -78,16 +80,33 @@ class RunInfo:
             return float(asked)
         detail = self.progress_detail
         elapsed, fraction = detail.get("elapsed_s"), detail.get("fraction")
-        if self.time_limited and elapsed and fraction:  # the clock binds: fraction = t / budget
+        if self.limit == "time" and elapsed and fraction:  # the clock binds: fraction = t / budget
             return float(elapsed) / float(fraction)
         return None
 
     @property
+    def token_budget(self) -> int | None:
+        """The training tokens (source + target) the run was asked to train for."""
+        tokens = self.config.get("token_budget")
+        return int(tokens) if tokens else None
+
+    @property
+    def tokens_done(self) -> int | None:
+        """Training tokens so far, while the token budget binds (its share of the budget)."""
+        budget = self.token_budget
+        if budget is None or self.limit != "tokens":
+            return None
+        return round(self.fraction_done * budget)
+
+    @property
     def budget(self) -> str:
-        """What the run was asked to train for: 'automatic', '3 epochs' or '5 min'."""
+        """What the run was asked to train for: 'automatic', '3 epochs', '5 min' or
+        '1.1M tokens'."""
         minutes = (self.config.get("time_budget_s") or 0) / 60
         if minutes:
             return f"{minutes:g} min"
+        if self.token_budget:
+            return f"{format_tokens(self.token_budget)} tokens"
         epochs = self.config.get("epochs")
         return f"{epochs} epoch{'s' if epochs != 1 else ''}" if epochs else "automatic"
 
@@ -95,16 +114,54 @@ class RunInfo:
     def stopped_because(self) -> str | None:
         """Why the run ended, in words ('learned every training pair'); None while it runs or
         when it failed (see `error`)."""
-        try:
-            reason = StopReason(self.stop_reason)
-        except ValueError:
-            return self.stop_reason
-        return reason.describe(self.config.get("patience"))
+        return describe_stop(self.stop_reason, self.config)
 
     @property
     def early_stop_rule(self) -> str | None:
         """What may end the run before its budget, in words, with how close it is now."""
         return describe_watch(self.progress_detail.get("watch") or {})
+
+
+LIMITS = ("steps", "time", "tokens")
+
+
+def format_tokens(tokens: int) -> str:
+    """A token count for people: '1.1M', '500k', '800'."""
+    if tokens >= 1_000_000:
+        return f"{tokens / 1_000_000:.4g}M"
+    if tokens >= 1_000:
+        return f"{tokens / 1_000:.4g}k"
+    return str(tokens)
+
+
+def describe_stop(reason: str | None, config: dict[str, Any] | None = None) -> str | None:
+    """A stored stop reason in words (``StopReason.describe``); None when there is none.
+
+    With the run's `config`, rows written before the automatic budget had a reason of its own
+    are told truthfully: they said 'epochs' (or 'max_steps') when the automatic budget's
+    planned passes ran out, though no epochs (no step cap) had been asked for."""
+    if not reason:
+        return None
+    try:
+        stop = StopReason(reason)
+    except ValueError:
+        return reason
+    if config is not None and (
+        (stop is StopReason.EPOCHS and config.get("epochs") is None)
+        or (stop is StopReason.STEP_LIMIT and config.get("max_steps") is None)
+    ):
+        stop = StopReason.AUTO_STEPS
+    return stop.describe((config or {}).get("patience"))
+
+
+def version_stopped_because(version: Any) -> str | None:
+    """Why the run that trained a model version (``registry.VersionInfo``) stopped, in words:
+    the reason recorded with its metrics, told with its run's config while the run exists."""
+    config = None
+    if version.run_id is not None:
+        with session_scope() as s:
+            config = s.scalar(select(TrainingRun.config).where(TrainingRun.id == version.run_id))
+    return describe_stop(version.metrics.get("stop_reason"), config)
 
 
 def describe_watch(watch: dict[str, Any]) -> str | None:

@@ -81,11 +81,16 @@ def enqueue_training(
     init_version_id: int | None = None,
     *,
     minutes: float | None = None,
+    tokens: int | None = None,
+    precision: str = train_options.DEFAULT_PRECISION,
     **overrides: Any,
 ) -> int:
-    """Queue a run: freeze its config (``train_options.training_config``) and the corpus'
-    current train/valid pairs (``snapshots``); return the run id."""
-    config = train_options.training_config(preset, epochs, device, minutes=minutes, **overrides)
+    """Queue a run: freeze its config (``train_options.training_config``: the budget in
+    epochs, minutes or tokens, the precision, …) and the corpus' current train/valid pairs
+    (``snapshots``); return the run id."""
+    config = train_options.training_config(
+        preset, epochs, device, minutes=minutes, tokens=tokens, precision=precision, **overrides
+    )
     with session_scope() as s:
         corpus = find(s, corpus_id)
         frozen = take_snapshot(s, corpus)

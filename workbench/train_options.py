@@ -1,9 +1,10 @@
 """The choices a training run offers, for every front end: model presets, what the run trains
-for (epochs, minutes or core_model's automatic budget), and the devices.
+for (epochs, minutes, tokens or core_model's automatic budget), the number precision and the
+devices.
 
-core_model is the one source of the presets: one added there appears on the Train page and
-in the CLI. A new option of a run is added here once (a keyword of ``training_config``) and
-then offered by the page and the CLI.
+core_model is the one source of the presets and precisions: one added there appears on the
+Train page and in the CLI. A new option of a run is added here once (a keyword of
+``training_config``) and then offered by the page and the CLI.
 """
 
 from __future__ import annotations
@@ -19,14 +20,38 @@ from workbench.errors import WorkbenchError
 
 DEFAULT_PRESET: str = TrainConfig.preset  # what a run trains when no preset is given
 MAX_TRAIN_MINUTES = 7 * 24 * 60  # a week: longer is a typo, not a plan
-# What a run trains for: core_model's automatic budget, a number of epochs, or of minutes.
-BUDGETS = {"auto": "automatic", "epochs": "N epochs", "minutes": "N minutes"}
+# A token budget beyond this is a typo (10^12 tokens is years of CPU training).
+MAX_TRAIN_TOKENS = 10**12
+# What a run trains for: core_model's automatic budget, a number of epochs, of minutes, or of
+# training tokens (source + target: the same point of learning on any machine).
+BUDGETS = {
+    "auto": "automatic",
+    "epochs": "N epochs",
+    "minutes": "N minutes",
+    "tokens": "N million tokens",
+}
+# Budgets for comparing runs across machines rather than for everyday use: a page offers
+# them among its advanced options.
+ADVANCED_BUDGETS = ("tokens",)
+DEFAULT_PRECISION: str = TrainConfig.precision
+# One line per precision choice, for people choosing one (the page and `--help` show them).
+PRECISION_DESCRIPTIONS = {
+    "auto": "bf16 where the hardware multiplies bf16 natively and the model is big enough, "
+    "else fp32",
+    "fp32": "full precision: what a CPU without bf16 (AVX2 only) trains in",
+    "bf16": "bf16 autocast (emulated, so slower, where the hardware lacks it)",
+}
 
 
 def presets() -> dict[str, str]:
     """The model sizes a run can use, each with its one-line description."""
     descriptions = core_config.PRESET_DESCRIPTIONS
     return {name: descriptions.get(name, "") for name in core_config.PRESET_CHOICES}
+
+
+def precisions() -> dict[str, str]:
+    """The number precisions a run can train in (core_model's list), each with a line."""
+    return {name: PRECISION_DESCRIPTIONS.get(name, "") for name in core_config.PRECISIONS}
 
 
 def available_devices() -> list[str]:
@@ -40,18 +65,25 @@ def training_config(
     device: str = "auto",
     *,
     minutes: float | None = None,
+    tokens: int | None = None,
+    precision: str = DEFAULT_PRECISION,
     **overrides: Any,
 ) -> dict[str, Any]:
     """The frozen config of a run (``TrainConfig.to_dict``), every choice checked first.
 
-    Train for ``epochs``, or for ``minutes`` of wall-clock time, or (neither) core_model's
-    automatic budget (a small corpus is repeated until learned). Extra keyword arguments are
-    TrainConfig fields. Anything wrong is one ``WorkbenchError`` sentence.
+    Train for ``epochs``, for ``minutes`` of wall-clock time, for ``tokens`` training tokens
+    (source + target), or (none of them) core_model's automatic budget (a small corpus is
+    repeated until learned). ``precision`` is one of core_model's PRECISIONS. Extra keyword
+    arguments are TrainConfig fields. Anything wrong is one ``WorkbenchError`` sentence.
     """
     if preset not in presets():
         raise WorkbenchError(f"Unknown preset {preset!r}; choose one of {', '.join(presets())}.")
-    if epochs is not None and minutes is not None:
-        raise WorkbenchError("Train for a number of epochs or of minutes, not both.")
+    if precision not in precisions():
+        raise WorkbenchError(
+            f"Unknown precision {precision!r}; choose one of {', '.join(precisions())}."
+        )
+    if sum(b is not None for b in (epochs, minutes, tokens)) > 1:
+        raise WorkbenchError("Train for a number of epochs, of minutes or of tokens: only one.")
     if epochs is not None and epochs < 1:
         raise WorkbenchError("Epochs must be at least 1 (or empty for the automatic budget).")
     if minutes is not None:
@@ -60,6 +92,12 @@ def training_config(
                 f"Minutes must be more than 0 and at most {MAX_TRAIN_MINUTES:,} (a week)."
             )
         overrides["time_budget_s"] = float(minutes) * 60
+    if tokens is not None:
+        if isinstance(tokens, bool) or not isinstance(tokens, int):
+            raise WorkbenchError(f"Tokens must be a whole number, got {tokens!r}.")
+        if not 0 < tokens <= MAX_TRAIN_TOKENS:
+            raise WorkbenchError(f"Tokens must be more than 0 and at most {MAX_TRAIN_TOKENS:,}.")
+        overrides["token_budget"] = tokens
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
         raise WorkbenchError(f"Unknown device {device!r}; use auto, cpu or cuda.")
     if (
@@ -69,6 +107,8 @@ def training_config(
     ):
         raise WorkbenchError("No CUDA GPU on this machine: train on cpu (or auto).")
     try:
-        return TrainConfig(preset=preset, epochs=epochs, device=device, **overrides).to_dict()
+        return TrainConfig(
+            preset=preset, epochs=epochs, device=device, precision=precision, **overrides
+        ).to_dict()
     except (TypeError, TrainingError) as exc:
         raise WorkbenchError(f"Invalid training option: {exc}") from None

@@ -528,6 +528,90 @@ def test_train_with_options(populated: Trained, no_worker: None) -> None:
     runs.cancel_run(run.id)
 
 
+def test_train_offers_a_token_budget_and_every_precision(
+    populated: Trained, no_worker: None
+) -> None:
+    """Issue 20: "Train for: N million tokens" under Advanced, and core_model's precisions;
+    a second budget beside it is one error line and queues nothing."""
+    from core_model.training import config
+
+    at = open_page("train")
+    tokens = at.number_input(key="train_million_tokens")
+    assert (tokens.label, tokens.value) == ("Train for: N million tokens", None)
+    precision = at.selectbox(key="train_precision")
+    assert (precision.options, precision.value) == (list(config.PRECISIONS), "auto")
+    tokens.set_value(1.1)
+    precision.select("fp32")
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert (run.config["token_budget"], run.config["precision"]) == (1_100_000, "fp32")
+    assert (run.config["epochs"], run.config["time_budget_s"], run.budget) == (
+        None,
+        None,
+        "1.1M tokens",
+    )
+    assert f"Run #{run.id}" in texts(at.markdown) and "budget: 1.1M tokens" in texts(at.markdown)
+    runs.cancel_run(run.id)
+
+    at.button_group(key="train_for").set_value("minutes").run()
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    assert "epochs, of minutes or of tokens: only one" in texts(at.error)
+    assert run_info.list_runs()[0].id == run.id
+
+
+def test_live_panel_follows_the_tokens_of_a_token_budget(
+    populated: Trained, no_worker: None
+) -> None:
+    """Under a token budget the bar and its text follow the tokens trained, not steps."""
+    from db.models import TrainingRun
+    from workbench.storage import session_scope
+
+    run_id = _fake_running_run(populated.corpus_id, tokens=1_100_000)
+    try:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).progress_detail = {
+                "fraction": 0.5,
+                "limit": "tokens",
+                "elapsed_s": 60.0,
+            }
+        at = open_page("train")
+        assert at.progress[0].value == 50
+        assert at.progress[0].text == "550k of 1.1M tokens · step 50 of about 200 · 50 %"
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_a_minutes_run_on_the_demo_corpus_says_the_clock_ended_it(
+    wb_home: Path, no_worker: None
+) -> None:
+    """Issue 19 item 4: "Train for 2 minutes" on the demo corpus ended long before its time
+    with "finished its planned epochs". A real worker trains a minutes run (a small automatic
+    step count that used to end it); the clock ends it, and every page says so."""
+    from tests.helpers import train_version
+
+    info = demo.ensure_demo_corpus()
+    assert info is not None
+    run_id, version_id = train_version(
+        info.id, preset="tiny", minutes=0.1, min_steps=20, adaptive_passes=1
+    )
+    run = run_info.get_run(run_id)
+    assert (run.stop_reason, run.stopped_because) == ("time_budget", "time budget reached")
+    assert registry.get_version(version_id).metrics["train_time_s"] >= 6.0
+
+    at = open_page("train")
+    said = texts(at.success) + texts(at.caption)
+    assert f"stopped at step {run.progress_step:,}: time budget reached." in said
+    assert "epoch" not in said
+    assert at.dataframe[-1].value.set_index("run").loc[run_id, "stopped because"] == (
+        "time budget reached"
+    )
+    at = open_page("models")
+    assert "**stopped by** time budget reached" in texts(at.markdown)
+
+
 def test_the_page_offers_every_preset_of_core_model(
     populated: Trained, no_worker: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -133,3 +133,64 @@ def test_train_takes_any_preset_of_core_model_and_a_time_budget(
 
     assert workbench_cli.main(["train", "--corpus", "toy", "--preset", "giant"]) == 2
     assert "choose one of auto, tiny, small, base, micro" in capsys.readouterr().err
+
+
+def test_train_for_tokens_in_a_precision(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`train --tokens N --precision P` freezes both into the run; bad values are one line
+    and a non-zero exit, and queue nothing."""
+    from workbench import cli as workbench_cli
+
+    monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: None)
+    make_toy_corpus()
+    args = ["train", "--corpus", "toy", "--tokens", "1100000", "--precision", "fp32"]
+    assert workbench_cli.main(args) == 0
+    run = run_info.get_run(json.loads(capsys.readouterr().out.splitlines()[-1])["run_id"])
+    assert (run.config["token_budget"], run.config["precision"], run.budget) == (
+        1_100_000,
+        "fp32",
+        "1.1M tokens",
+    )
+    for bad, said in (
+        (["--tokens", "0"], "must be at least 1"),
+        (["--tokens", "1.5"], "invalid positive_int value"),
+        (["--tokens", "lots"], "invalid positive_int value"),
+        (["--tokens", "5000", "--minutes", "2"], "not allowed with argument"),
+        (["--precision", "fp16"], "Unknown precision 'fp16'; choose one of auto, fp32, bf16"),
+    ):
+        done = cli("train", "--corpus", "toy", *bad)
+        assert done.returncode != 0, bad
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], (bad, lines)
+    assert len(run_info.list_runs()) == 1
+
+
+def test_train_wait_reports_what_a_token_budget_bought(wb_home: Path) -> None:
+    """Every figure compares across machines only with its tokens, speed, steps, precision and
+    threads: `train --tokens N --wait` ends at its budget and prints them all."""
+    make_toy_corpus()
+    worker_pid = None
+    try:
+        trained = cli(
+            "train", "--corpus", "toy", "--preset", "tiny", "--tokens", "3000",
+            "--precision", "fp32", "--wait", timeout=600,
+        )  # fmt: skip
+        started = re.search(r"started a worker \(pid (\d+)\)", trained.stderr)
+        worker_pid = int(started.group(1)) if started else None
+        assert trained.returncode == 0, trained.stderr[-2000:]
+    finally:
+        if worker_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker_pid, signal.SIGTERM)
+    result = json.loads(trained.stdout.strip().splitlines()[-1])
+    assert (result["status"], result["stop_reason"], result["precision"]) == (
+        "succeeded",
+        "token_budget",
+        "fp32",
+    )
+    per_step = result["tokens_trained"] / result["steps"]
+    assert 3_000 <= result["tokens_trained"] < 3_000 + 2 * per_step
+    assert result["tokens_per_s"] > 0 and result["train_time_s"] > 0
+    assert isinstance(result["threads"], int) and result["threads"] >= 1
+    assert "token budget reached" in trained.stderr

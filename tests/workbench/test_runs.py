@@ -61,7 +61,7 @@ def test_enqueue_rejects_bad_requests(db_url: str) -> None:
         runs.enqueue_training(corpus_id, init_version_id=5)
     with pytest.raises(WorkbenchError, match="Invalid training option"):
         runs.enqueue_training(corpus_id, no_such_option=1)
-    with pytest.raises(WorkbenchError, match="epochs or of minutes, not both"):
+    with pytest.raises(WorkbenchError, match="epochs, of minutes or of tokens: only one"):
         runs.enqueue_training(corpus_id, epochs=3, minutes=5)
     for minutes in (0, -1, float("nan"), train_options.MAX_TRAIN_MINUTES + 1):
         with pytest.raises(WorkbenchError, match="Minutes must be more than 0"):
@@ -492,3 +492,62 @@ def _go_stale(run_id: int) -> None:
             .where(TrainingRun.id == run_id)
             .values(heartbeat_at=utcnow() - timedelta(hours=1))
         )
+
+
+def test_enqueue_rejects_bad_token_budgets_and_precisions(db_url: str) -> None:
+    """Issue 20: tokens and precision are checked like every other choice: one sentence,
+    nothing queued."""
+    from core_model.training import config
+
+    corpus_id = make_toy_corpus()
+    for tokens in (0, -5, 1.5, True, train_options.MAX_TRAIN_TOKENS + 1):
+        with pytest.raises(WorkbenchError, match="Tokens must"):
+            runs.enqueue_training(corpus_id, tokens=tokens)
+    with pytest.raises(WorkbenchError, match="epochs, of minutes or of tokens: only one"):
+        runs.enqueue_training(corpus_id, minutes=2, tokens=1_000)
+    with pytest.raises(WorkbenchError, match="Unknown precision 'fp16'; choose one of auto, fp32"):
+        runs.enqueue_training(corpus_id, precision="fp16")
+    assert run_info.list_runs() == []
+    assert list(train_options.precisions()) == list(config.PRECISIONS)  # core_model's list
+
+    run = run_info.get_run(runs.enqueue_training(corpus_id, tokens=1_100_000, precision="fp32"))
+    assert (run.config["token_budget"], run.config["precision"]) == (1_100_000, "fp32")
+    assert (run.config["epochs"], run.config["time_budget_s"], run.budget) == (
+        None,
+        None,
+        "1.1M tokens",
+    )
+
+
+def test_a_token_budget_ends_the_run_in_the_chosen_precision(db_url: str) -> None:
+    """A real worker trains a tokens run to its budget (one step past it at most), in fp32 as
+    asked, and the run says so: reason, budget and the limit its progress followed."""
+    corpus_id = make_toy_corpus()
+    run_id = runs.enqueue_training(
+        corpus_id, preset="tiny", tokens=4_000, precision="fp32", progress_every_s=0.1
+    )
+    assert worker.run_worker(once=True) == 1
+    run = run_info.get_run(run_id)
+    assert run.status == "succeeded", run.error
+    assert (run.stop_reason, run.stopped_because) == ("token_budget", "token budget reached")
+    assert (run.budget, run.limit) == ("4k tokens", "tokens")
+    metrics = registry.get_version(run.version_id).metrics
+    per_step = metrics["tokens_trained"] / metrics["steps"]
+    assert 4_000 <= metrics["tokens_trained"] < 4_000 + 2 * per_step
+    assert (metrics["precision"], metrics["steps"]) == ("fp32", run.progress_step)
+
+
+def test_stored_reasons_are_told_truthfully(db_url: str) -> None:
+    """Issue 19 item 4: never 'planned epochs' for a run that had none. Rows written before
+    the automatic budget had its own reason said 'epochs' (or 'max_steps') for it."""
+    auto = "finished the automatic budget's passes over the corpus"
+    assert run_info.describe_stop("epochs", {"epochs": None}) == auto
+    assert run_info.describe_stop("max_steps", {"max_steps": None}) == auto
+    assert run_info.describe_stop("epochs", {"epochs": 3}) == "finished the epochs it was asked for"
+    assert run_info.describe_stop("max_steps", {"max_steps": 30}) == "reached its step limit"
+    assert run_info.describe_stop("auto_steps", {}) == auto
+    assert run_info.describe_stop("token_budget") == "token budget reached"
+    assert run_info.describe_stop("early_stopping", {"patience": 4}) == (
+        "validation stopped improving for 4 epochs"
+    )
+    assert run_info.describe_stop(None) is None

@@ -33,6 +33,17 @@ def _args_train(p: argparse.ArgumentParser) -> None:
     budget.add_argument(
         "--minutes", type=positive_float, help="train for M minutes of wall-clock time"
     )
+    budget.add_argument(
+        "--tokens",
+        type=positive_int,
+        help="train for N source + target tokens: the same budget on any machine",
+    )
+    # No `choices` either: the precisions live in core_model (see --preset).
+    p.add_argument(
+        "--precision",
+        help="number precision (default: auto, bf16 where the CPU/GPU has it natively); "
+        "a wrong name lists them all",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--from-version", type=int, help="fine-tune this version (same tokenizer)")
     p.add_argument("--max-steps", type=positive_int, help="cap on optimizer steps")
@@ -48,6 +59,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         preset=args.preset or train_options.DEFAULT_PRESET,
         epochs=args.epochs,
         minutes=args.minutes,
+        tokens=args.tokens,
+        precision=args.precision or train_options.DEFAULT_PRECISION,
         device=args.device,
         init_version_id=args.from_version,
         **extra,
@@ -58,7 +71,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _follow(run_id: int, wait: bool) -> int:
     """Make sure a worker will take the queued run; with `wait`, report its progress on stderr
     until it ends, then print the outcome as one JSON line (exit 1 unless it succeeded)."""
-    from workbench import worker_process
+    from workbench import registry, worker_process
     from workbench.run_info import get_run
     from workbench.runs import RunStatus
 
@@ -82,6 +95,8 @@ def _follow(run_id: int, wait: bool) -> int:
     if run.stopped_because:
         why = f"stopped at step {run.progress_step}: {run.stopped_because}"
         print(f"run {run_id}: {why}", file=sys.stderr)
+    # what the budget bought, from the trained version (none for a failed or cancelled run)
+    trained = registry.get_version(run.version_id).metrics if run.version_id else {}
     print(
         json.dumps(
             {
@@ -92,6 +107,7 @@ def _follow(run_id: int, wait: bool) -> int:
                 "steps": run.progress_step,
                 "stop_reason": run.stop_reason,
                 "error": run.error,
+                **{key: trained.get(key) for key in RESULT_FIGURES},
             },
             ensure_ascii=False,
         )
@@ -99,11 +115,16 @@ def _follow(run_id: int, wait: bool) -> int:
     return EXIT_OK if run.status == RunStatus.SUCCEEDED else EXIT_INTERNAL
 
 
+# The trained version's figures that `train --wait` prints: every figure compares across
+# machines only with its tokens, speed, steps, precision and threads.
+RESULT_FIGURES = ("tokens_trained", "tokens_per_s", "train_time_s", "precision", "threads")
+
+
 def _progress_line(run: RunInfo) -> str:
-    """'step 130 of at most 1000, 13%, at most 474s left; stops early once …'"""
+    """'step 130 of at most 1000, 13% of its steps, at most 474s left; stops early once …'"""
     bound = "at most " if run.early_stop_rule else ""
     line = f"step {run.progress_step} of {bound}{run.progress_total}"
-    line += f", {100 * run.fraction_done:.0f}% of its {'time' if run.time_limited else 'steps'}"
+    line += f", {100 * run.fraction_done:.0f}% of its {run.limit}"
     if run.eta_s:
         line += f", {bound}{run.eta_s:.0f}s left"
     return line + (f"; {run.early_stop_rule}" if run.early_stop_rule else "")

@@ -1,4 +1,4 @@
-"""Translation quality after M minutes of training, through the product's own path.
+"""Translation quality after M minutes or N tokens of training, through the product's own path.
 
     python -m bench.quality --data multi30k|tatoeba (--minutes M | --tokens N)
         [--precision auto|fp32|bf16] [--threads T] [--split valid|test] [--set KEY=VALUE ...]
@@ -6,8 +6,8 @@
 
 What a user gets, nothing private: the training (and validation) pairs are imported as a corpus
 in a fresh WORKBENCH_HOME, a run is queued with the product's defaults and a time budget
-(`enqueue_training(..., minutes=M)`) or a token budget (`token_budget=N`: the same point of
-learning on any machine), a real worker process (`python -m workbench worker
+(`enqueue_training(..., minutes=M)`) or a token budget (`tokens=N`: the same point of learning
+on any machine) in the asked precision, a real worker process (`python -m workbench worker
 --once`) trains and registers the version, and the registered version translates the test set
 with beam 4 (`workbench.evaluation.evaluate`). sacreBLEU, detokenized, cased.
 
@@ -37,6 +37,7 @@ from pathlib import Path
 
 from bench import data
 from core_model.metrics import bleu_tokenizer_for, score
+from core_model.training.config import PRECISIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,17 +57,21 @@ def train_through_product(
     train: data.Pairs,
     valid: data.Pairs,
     minutes: float | None,
+    tokens: int | None = None,
+    precision: str = "auto",
     **overrides: object,
 ) -> dict:
-    """Import, queue with the defaults and a time budget (None: the automatic budget) or the
-    `overrides` (TrainConfig fields: token_budget, precision, ...), train in a real worker
-    process; returns the run and the registered version's metrics."""
+    """Import, queue with the defaults and a budget of `minutes` or `tokens` (neither: the
+    automatic budget) in `precision`, plus any `overrides` (TrainConfig fields), train in a
+    real worker process; returns the run and the registered version's metrics."""
     from workbench import corpora, importing, run_info, runs
 
     info = corpora.create_corpus(name, src_lang, tgt_lang)
     imported = importing.import_file(info.id, _tsv({"train": train, "valid": valid}), "tsv")
     clicked = time.monotonic()
-    run_id = runs.enqueue_training(info.id, minutes=minutes, **overrides)
+    run_id = runs.enqueue_training(
+        info.id, minutes=minutes, tokens=tokens, precision=precision, **overrides
+    )
     worker = subprocess.run(
         [sys.executable, "-m", "workbench", "worker", "--once"],
         cwd=ROOT,
@@ -127,7 +132,7 @@ def main() -> None:
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=float, help="training wall-clock budget (default 10)")
     budget.add_argument("--tokens", type=int, help="training budget in source + target tokens")
-    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto")
     p.add_argument("--threads", type=int, help="CPU threads (default: the product's choice)")
     p.add_argument("--split", choices=("test", "valid"), default="test", help="what is scored")
     p.add_argument(
@@ -172,9 +177,7 @@ def main() -> None:
 
     from workbench.evaluation import evaluate
 
-    overrides: dict[str, object] = {"precision": args.precision, **dict(args.set)}
-    if args.tokens is not None:
-        overrides["token_budget"] = args.tokens
+    overrides: dict[str, object] = dict(args.set)
     if args.threads is not None:
         overrides["num_threads"] = args.threads
     if args.version is not None:
@@ -187,6 +190,8 @@ def main() -> None:
             train,
             pairs["valid"],
             args.minutes,
+            args.tokens,
+            args.precision,
             **overrides,
         )
     m = ours["metrics"]

@@ -23,7 +23,8 @@ from core_model.training.precision import cpu_threads, resolve_precision
 from core_model.training.step import clip_and_check, forward_backward
 from core_model.transformer import ModelConfig, Transformer
 
-CALIBRATION_S = 2.0  # timed seconds (after one untimed step: allocation, kernel choice)
+CALIBRATION_S = 2.0  # timed seconds (after untimed steps: allocation, kernel choice)
+UNTIMED_STEPS = 2
 MAX_STEPS = 20  # enough on a fast machine; the clock ends it first on a slow one
 
 
@@ -45,18 +46,12 @@ class Calibration:
 def synthetic_examples(
     vocab_size: int, sentence_tokens: int, n: int, seed: int = 0
 ) -> list[Example]:
-    """`n` random sentence pairs of about `sentence_tokens` tokens a side (lengths ±50 %), as
-    the batcher sees real ones: the cost of a step depends on shapes, not on the words."""
+    """`n` random sentence pairs of `sentence_tokens` tokens a side: the cost of a step depends
+    on its shapes, not on the words, and one shape is timed at its steady speed (each new shape
+    costs a first, slower step on a CPU)."""
     g = torch.Generator().manual_seed(seed)
-    low, high = max(1, sentence_tokens // 2), max(2, sentence_tokens * 3 // 2)
-
-    def sentence() -> tuple[int, ...]:
-        length = int(torch.randint(low, high + 1, (1,), generator=g))
-        return tuple(
-            torch.randint(len(SPECIAL_PIECES), vocab_size, (length,), generator=g).tolist()
-        )
-
-    return [Example(sentence(), sentence()) for _ in range(n)]
+    ids = torch.randint(len(SPECIAL_PIECES), vocab_size, (n, 2, sentence_tokens), generator=g)
+    return [Example(tuple(src.tolist()), tuple(tgt.tolist())) for src, tgt in ids]
 
 
 def measure(
@@ -77,27 +72,28 @@ def measure(
     threads = cpu_threads(num_threads, n_params, torch.get_num_threads())
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     vocab = min(mcfg.src_vocab_size, mcfg.tgt_vocab_size)
-    examples = synthetic_examples(vocab, sentence_tokens, 4 * max(8, batch_tokens // 8))
-    batches = [collate(examples, idx).to(device) for idx in make_batches(examples, batch_tokens)]
+    examples = synthetic_examples(vocab, sentence_tokens, batch_tokens // sentence_tokens + 1)
+    first = make_batches(examples, batch_tokens, shuffle=False)[0]
+    batch = collate(examples, first).to(device)  # a full batch of the run's size
     before = torch.get_num_threads()
     if device.type == "cpu":
         torch.set_num_threads(threads)
     try:
 
         def step(i: int) -> int:
-            batch = batches[i % len(batches)]
             forward_backward(model, batch, device, amp, 0.1, mcfg.pad_id)
             clip_and_check(model, 1.0, 0.0, i)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             return batch.n_tokens + batch.n_src_tokens
 
-        step(0)
+        for i in range(UNTIMED_STEPS):
+            step(i)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         tokens, steps, start = 0, 0, time.perf_counter()
         while steps < MAX_STEPS and (steps < 2 or time.perf_counter() - start < seconds):
-            tokens += step(steps + 1)
+            tokens += step(UNTIMED_STEPS + steps)
             steps += 1
         if device.type == "cuda":
             torch.cuda.synchronize(device)

@@ -28,7 +28,7 @@ from core_model.batching import collate, encode_pairs, make_batches, shard_batch
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
 from core_model.training import recipe, setup
-from core_model.training.calibration import Calibration, measure
+from core_model.training.calibration import CALIBRATION_S, Calibration, measure
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Ranks
 from core_model.training.precision import (
@@ -227,6 +227,8 @@ class Trainer:
         def measure_candidate(candidate: TrainConfig) -> Calibration:
             vocab = int(candidate.vocab_size or 8_000)
             mcfg = setup.model_config(candidate, vocab, vocab, bool(candidate.joint_vocab))
+            # at most a hundredth of the clock (a few-second test budget times two steps)
+            budget_s = candidate.time_budget_s or CALIBRATION_S * 100
             return measure(
                 mcfg,
                 int(candidate.max_tokens_per_batch or 1_250),
@@ -234,6 +236,7 @@ class Trainer:
                 self.device,
                 candidate.precision,
                 candidate.num_threads,
+                seconds=min(CALIBRATION_S, budget_s / 100),
             )
 
         return measure_candidate

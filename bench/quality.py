@@ -98,7 +98,7 @@ def registered(version_id: int) -> dict:
     from workbench import registry
 
     version = registry.get_version(version_id)
-    saved = json.loads((Path(version.artifact_path) / "config.json").read_text())
+    saved = json.loads((registry.artifact_dir(version_id) / "config.json").read_text())
     training, model = saved["training"], saved["model"]
     return {
         "version_id": version.id,

@@ -71,6 +71,10 @@ class Tokenizer(Protocol):
 
     def ids_to_pieces(self, ids: Sequence[int]) -> list[str]: ...
 
+    def known_characters(self) -> frozenset[str]:
+        """Every character this vocabulary writes without <unk> (whitespace aside)."""
+        ...
+
     def save(self, directory: str | Path) -> None: ...
 
 
@@ -176,6 +180,17 @@ class SentencePieceTokenizer:
         n = self.vocab_size
         return [self._sp.id_to_piece(int(i)) if 0 <= int(i) < n else "<unk>" for i in ids]
 
+    def known_characters(self) -> frozenset[str]:
+        # A character kept by training is a piece of its own, so the pieces' characters are
+        # exactly what the model can read and write (normalisation is 'identity').
+        sp = self._sp
+        pieces = (
+            sp.id_to_piece(i)
+            for i in range(sp.get_piece_size())
+            if not (sp.is_control(i) or sp.is_unknown(i))
+        )
+        return frozenset("".join(pieces).replace("\u2581", ""))
+
     def save(self, directory: str | Path) -> None:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
@@ -269,6 +284,10 @@ class WhitespaceTokenizer:
     def ids_to_pieces(self, ids: Sequence[int]) -> list[str]:
         n = len(self.words)
         return [self.words[int(i)] if 0 <= int(i) < n else "<unk>" for i in ids]
+
+    def known_characters(self) -> frozenset[str]:
+        # (a word-level vocabulary: an unknown word of known letters is still <unk>)
+        return frozenset("".join(self.words[len(SPECIAL_PIECES) :]))
 
     def save(self, directory: str | Path) -> None:
         d = Path(directory)
@@ -372,6 +391,21 @@ class TokenizerPair:
             joint = load_tokenizer(d / "joint")
             return cls(joint, joint, True)
         return cls(load_tokenizer(d / "src"), load_tokenizer(d / "tgt"), False)
+
+
+def character_coverage(tokenizer: Tokenizer, char_counts: Counter[str]) -> float:
+    """The share of the counted characters (``Counter`` of a text's characters; whitespace is
+    skipped) that ``tokenizer`` knows: 1.0 for a text it reads without <unk>, and for no text.
+    Whether a trained model can be continued on new text (its vocabulary is fixed) hinges on
+    it."""
+    known = tokenizer.known_characters()
+    total = seen = 0
+    for ch, n in char_counts.items():
+        if ch.isspace():
+            continue
+        total += n
+        seen += n if ch in known else 0
+    return seen / total if total else 1.0
 
 
 def shares_alphabet(src_texts: Sequence[str], tgt_texts: Sequence[str], sample: int = 2000) -> bool:

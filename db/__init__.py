@@ -9,6 +9,7 @@ time this process opens it. Modules depend one way: ``db.migrate`` uses ``db.eng
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from sqlalchemy import Engine
 
@@ -18,9 +19,16 @@ _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
 
 
-def init(url: str, *, sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Engine:
+def init(
+    url: str,
+    *,
+    sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+    after_upgrade: Callable[[Engine], object] | None = None,
+) -> Engine:
     """The engine for ``url``, created and migrated to the newest revision once per process
-    (cached afterwards: every later call is a dictionary lookup)."""
+    (cached afterwards: every later call is a dictionary lookup). ``after_upgrade``: the
+    application's data steps, run once per process right after migrating (a migration that
+    needs application rules leaves its rows flagged for them; ``db`` imports no such rule)."""
     engine = _engines.get(url)
     if engine is not None:
         return engine
@@ -33,6 +41,8 @@ def init(url: str, *, sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> E
             engine = create_workbench_engine(url, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
             try:
                 upgrade(engine)
+                if after_upgrade is not None:
+                    after_upgrade(engine)
             except BaseException:
                 engine.dispose()
                 raise

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     CheckConstraint,
     DateTime,
@@ -59,6 +60,7 @@ class PoolStatus(StrEnum):
 
 
 CLEANUP_ACTIONS = ("removed", "changed")
+DRAFT_TABLES = ("pairs", "glossary")  # the grids whose unsaved edits are kept as drafts
 
 
 def _one_of(column: str, values: Any) -> str:
@@ -138,6 +140,11 @@ class Corpus(Base):
     created_at: Mapped[datetime] = _created()
     # The filling import's token (it names the import's lock file); NULL when not hidden.
     import_token: Mapped[str | None] = mapped_column(String(32))
+    # Whether its valid/test split follows the grouped rule (``workbench.splits``): corpora
+    # from before it are regrouped once by the data step that runs after migrating.
+    splits_grouped: Mapped[bool] = mapped_column(Boolean, default=True, server_default=false())
+    # What the latest regrouping moved, for the Corpus page ('' when nothing ever moved).
+    split_note: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 
 class Pair(Base):
@@ -256,6 +263,13 @@ class ModelVersion(Base):
     tgt_lang: Mapped[str] = mapped_column(String(32), default="")
     train_pair_count: Mapped[int] = mapped_column(Integer, default=0)
     train_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    # Lineage: the version this one continued (warm start), the training tokens of its own
+    # run, and the tokens and seconds behind it (its own plus every ancestor's).
+    # (no foreign key: see migration 0008; deleting a version clears its children's parent)
+    parent_version_id: Mapped[int | None] = mapped_column(Integer)
+    train_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cumulative_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cumulative_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     created_at: Mapped[datetime] = _created()
 
 
@@ -430,3 +444,24 @@ class CleanupChange(Base):
     pair_created_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # The content hash the clean-up gave a changed pair: undo restores only an unchanged one.
     new_hash: Mapped[str | None] = mapped_column(String(32))
+
+
+class TableDraft(Base):
+    """The unsaved edits of one grid (``table``: pairs or glossary) of one corpus, made in one
+    browser (``browser_key``, kept in its address): kept here, not in the widget, so that a
+    corpus switch, another page, a reload or a crashed browser loses none of them
+    (``workbench.drafts``). ``payload`` holds the edits by row id, not by row position."""
+
+    __tablename__ = "table_drafts"
+    __table_args__ = (
+        UniqueConstraint("browser_key", "corpus_id", "table_kind"),
+        CheckConstraint(_one_of("table_kind", DRAFT_TABLES), name="table_kind"),
+        _AUTOINCREMENT,
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    browser_key: Mapped[str] = mapped_column(String(64))
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)
+    table_kind: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)

@@ -17,6 +17,7 @@ from ui import (
     feedback,
     formatting,
     glossary_panel,
+    grid,
     import_panel,
     pairs_table,
     pickers,
@@ -24,6 +25,15 @@ from ui import (
 from workbench import corpora, exporting, pairs
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
+
+TABS = (
+    ":material/table: Pairs",
+    ":material/upload: Import",
+    ":material/download: Export & clean up",
+    ":material/bar_chart: Statistics",
+    ":material/menu_book: Glossary",
+)
+GRID_OF_TAB = {TABS[0]: "pairs", TABS[4]: "glossary"}  # the tabs that hold a grid
 
 
 def render() -> None:
@@ -59,17 +69,9 @@ def render() -> None:
         lambda: _delete(current),
     )
 
-    tabs = st.tabs(
-        [
-            ":material/table: Pairs",
-            ":material/upload: Import",
-            ":material/download: Export & clean up",
-            ":material/bar_chart: Statistics",
-            ":material/menu_book: Glossary",
-        ],
-        key="corpus_tab",
-        on_change="rerun",
-    )
+    tab = st.session_state.get("corpus_tab", TABS[0])
+    grid.drafts_elsewhere(current, GRID_OF_TAB.get(tab), _open_grid)
+    tabs = st.tabs(list(TABS), key="corpus_tab", on_change="rerun")
     if tabs[0].open is not False:
         with tabs[0]:
             pairs_table.pairs_editor(current)
@@ -85,6 +87,13 @@ def render() -> None:
     if tabs[4].open:
         with tabs[4]:
             glossary_panel.glossary_panel(current)
+
+
+def _open_grid(corpus_id: int, table: str) -> None:
+    """Show a corpus' grid (an on-click callback: it runs before the widgets are drawn)."""
+    st.session_state["corpus_page_corpus"] = corpus_id
+    st.session_state[pickers.CURRENT_CORPUS] = corpus_id
+    st.session_state["corpus_tab"] = next(t for t, g in GRID_OF_TAB.items() if g == table)
 
 
 # ------------------------------------------------------------------- corpus management
@@ -193,6 +202,8 @@ def statistics_panel(current: CorpusInfo) -> None:
     if stats.total == 0:
         st.info("No pairs yet: add some in the Pairs tab or import a file.")
         return
+    if stats.split_note:
+        st.caption(stats.split_note)
     if not stats.split_counts.get("test"):
         st.caption("No test pairs: versions cannot be compared on this corpus until some exist.")
     lengths = stats.lengths

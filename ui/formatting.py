@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 PairScope = Literal["all", "training", "snapshot"]
 
@@ -40,3 +40,15 @@ def pair_count_label(n: int, scope: PairScope) -> str:
     if scope == "training":
         return plural(n, "training pair")
     return f"trained on {plural(n, 'pair')} (snapshot)"
+
+
+def lineage_line(version: Any) -> str:
+    """'**Continued from** #3 · **in all** 2.2M tokens, 20 min 04 s' (or its own training when
+    it started a new model): what a version's training adds up to."""
+    tokens = f"{version.cumulative_tokens / 1e6:,.2f}M tokens"
+    total = f"{tokens}, {fmt_duration(version.cumulative_seconds)}"
+    if version.parent_version_id is not None:
+        return f"**Continued from** #{version.parent_version_id} · **in all** {total}"
+    if version.cumulative_tokens > version.train_tokens:
+        return f"**Continued from** a deleted version · **in all** {total}"
+    return f"**New model** · **trained on** {total}"

@@ -4,11 +4,10 @@ read them from here (``workbench.glossary``)."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
-from ui import feedback, formatting
-from workbench import glossary
+from ui import feedback, formatting, grid
+from workbench import drafts, glossary
 from workbench.corpora import CorpusInfo
 
 
@@ -20,27 +19,24 @@ def glossary_panel(current: CorpusInfo) -> None:
         "how often each version does."
     )
     nonce = st.session_state.get("glossary_nonce", 0)
-    terms = pd.DataFrame(glossary.list_terms(current.id), columns=["source term", "target term"])
-    edited = st.data_editor(
-        terms,
-        num_rows="dynamic",
-        hide_index=True,
-        width="stretch",
-        key=f"glossary_editor_{current.id}_{nonce}",
-        column_config={
-            "source term": st.column_config.TextColumn(required=True),
-            "target term": st.column_config.TextColumn(required=True),
-        },
+    rows = drafts.glossary_rows(current.id)
+    grid.draw(
+        grid.Grid(
+            table="glossary",
+            corpus=current,
+            key_prefix=f"glossary_editor_{current.id}",
+            column_config={
+                "source term": st.column_config.TextColumn(f"source term ({current.src_lang})"),
+                "target term": st.column_config.TextColumn(f"target term ({current.tgt_lang})"),
+            },
+            save=lambda key: _save(key, current),
+            save_key="glossary_save",
+            discard_key="glossary_discard",
+        ),
+        rows,
+        view=("glossary", current.id, nonce),
+        summary=formatting.plural(len(rows), "term"),
     )
-    if st.button("Save glossary", type="primary", icon=":material/save:", key="glossary_save"):
-        with feedback.error_boundary("saving the glossary"):
-            rows = list(edited.itertuples(index=False, name=None))
-            n = glossary.set_terms(current.id, rows)
-            st.session_state["glossary_nonce"] = nonce + 1
-            feedback.flash(
-                f"Saved the glossary of “{current.name}”: {formatting.plural(n, 'term')}."
-            )
-            st.rerun()
     with st.expander("Import terms from a file", icon=":material/upload_file:"):
         upload = st.file_uploader(
             "TSV or CSV: source term, target term per line",
@@ -51,8 +47,13 @@ def glossary_panel(current: CorpusInfo) -> None:
             with feedback.error_boundary("importing the glossary"):
                 fmt = "csv" if upload.name.lower().endswith(".csv") else "tsv"
                 n = glossary.import_terms(current.id, upload, fmt)
-                st.session_state["glossary_nonce"] = nonce + 1
+                st.session_state["glossary_nonce"] = nonce + 1  # the grid shows the new terms
                 feedback.flash(
                     f"Imported the terms: the glossary holds {formatting.plural(n, 'term')}."
                 )
                 st.rerun()
+
+
+def _save(browser_key: str, current: CorpusInfo) -> str:
+    n = drafts.apply_glossary(browser_key, current.id)
+    return f"Saved the glossary of “{current.name}”: {formatting.plural(n, 'term')}."

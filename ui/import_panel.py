@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import cleaning_panel, feedback, formatting
-from workbench import formats, importing
+from workbench import formats, importing, splits
 from workbench.cleaning import CleaningOptions
 from workbench.corpora import CorpusInfo
 
@@ -140,6 +140,7 @@ def import_panel(current: CorpusInfo) -> None:
                     if cleaned
                     else ")."
                 )
+                + (f" {splits.regrouped_text(result.regrouped)}" if result.regrouped else "")
             )
             st.rerun()
 

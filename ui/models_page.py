@@ -25,6 +25,7 @@ from workbench import (
 )
 
 COMPARISON = "models_comparison"
+COMPARE_VERSIONS = "compare_versions"  # the multiselect's key
 MAX_COMPARE_PAIRS = 500
 
 
@@ -59,11 +60,14 @@ def render() -> None:
 
 def versions_table() -> None:
     table = registry.versions_table()
-    # Where the BLEU/chrF of each row come from (they are not the Compare tab's test scores).
+    # A score that was not measured reads "—" (not "None"); "scored on" says where each row's
+    # scores come from (not the Compare tab's test pairs), or why there are none.
+    for column, digits in SCORE_DIGITS.items():
+        table[column] = [formatting.fmt_number(value, digits) for value in table[column]]
     table.insert(
         table.columns.get_loc("chrF") + 1,
         "scored on",
-        [str(evaluation.training_scores_basis(i) or "—") for i in table["id"]],
+        [evaluation.training_scores_note(i) for i in table["id"]],
     )
     table.insert(
         table.columns.get_loc("name") + 1, "served", serving_panel.served_column(table["id"])
@@ -88,15 +92,37 @@ def versions_table() -> None:
             ),
             "parameters": st.column_config.NumberColumn("parameters", format="compact"),
             "train time (s)": st.column_config.NumberColumn("training time", format="%.0f s"),
-            "valid loss": st.column_config.NumberColumn("valid loss", format="%.3f"),
-            "BLEU": st.column_config.NumberColumn(
-                "valid BLEU", format="%.1f", help=_RECORDED_SCORES_HELP
+            "parent": st.column_config.NumberColumn(
+                "continued from",
+                format="#%d",
+                width="small",
+                help="The version this one was warm-started from (its weights and tokenizer).",
             ),
-            "chrF": st.column_config.NumberColumn(
-                "valid chrF", format="%.1f", help=_RECORDED_SCORES_HELP
+            "train tokens": st.column_config.NumberColumn(
+                "tokens", format="compact", help="Source + target tokens of its own training."
+            ),
+            "cumulative tokens": st.column_config.NumberColumn(
+                "tokens in all",
+                format="compact",
+                help="Its own training tokens plus those of every version it continues.",
+            ),
+            "cumulative minutes": st.column_config.NumberColumn(
+                "minutes in all",
+                format="%.1f",
+                help="Its own training time plus that of every version it continues.",
+            ),
+            "valid loss": st.column_config.TextColumn(
+                "valid loss", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
+            ),
+            "BLEU": st.column_config.TextColumn(
+                "valid BLEU", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
+            ),
+            "chrF": st.column_config.TextColumn(
+                "valid chrF", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
             ),
             "scored on": st.column_config.TextColumn(
-                "scored on", help="The data and decoding behind this row's BLEU and chrF."
+                "scored on",
+                help="The data and decoding behind this row's scores, or why it has none.",
             ),
             "notes": st.column_config.TextColumn("notes", width="medium"),
         },
@@ -110,8 +136,9 @@ def versions_table() -> None:
 
 _RECORDED_SCORES_HELP = (
     "Measured at the end of training on the version's validation pairs (see “scored on”), "
-    "not on the test split that Compare uses."
+    "not on the test split that Compare uses. “—”: not measured; “scored on” says why."
 )
+SCORE_DIGITS = {"valid loss": 3, "BLEU": 1, "chrF": 1}  # the recorded scores, as shown
 
 
 # --------------------------------------------------------------------------------- manage
@@ -140,7 +167,8 @@ def manage(versions: list[Any]) -> None:
             f"{formatting.pair_count_label(version.train_pair_count, 'snapshot')} · "
             f"{version.device} · {formatting.fmt_duration(version.train_seconds)}  \n"
             f"**Parameters** {version.param_count:,} · **steps** {m.get('steps', '—')} · "
-            f"**stopped by** {run_info.version_stopped_because(version) or '—'}"
+            f"**stopped by** {run_info.version_stopped_because(version) or '—'}  \n"
+            f"{formatting.lineage_line(version)}"
         )
         buttons = st.columns(2)
         with buttons[0]:
@@ -215,18 +243,22 @@ def compare(versions: list[Any]) -> None:
         )
         return
     labels = {v.id: pickers.version_label(v) for v in versions}
-    before = st.session_state.get("compare_versions")
-    if before is not None and any(i not in labels for i in before):  # a version was deleted
-        st.session_state["compare_versions"] = [i for i in before if i in labels]
+    # The widget's value is only ever given through Session State (the first two versions at
+    # first, fewer after a deletion, re-sent after a rename): a `default` beside it makes
+    # Streamlit log a warning.
+    before = st.session_state.get(COMPARE_VERSIONS)
+    if before is None:
+        st.session_state[COMPARE_VERSIONS] = list(labels)[:2]
+    elif any(i not in labels for i in before):  # a version was deleted
+        st.session_state[COMPARE_VERSIONS] = [i for i in before if i in labels]
     pickers.keep_label_fresh(
-        "compare_versions", [labels[i] for i in st.session_state.get("compare_versions") or []]
+        COMPARE_VERSIONS, [labels[i] for i in st.session_state[COMPARE_VERSIONS]]
     )
     chosen = st.multiselect(
         "Versions to compare",
         list(labels),
-        default=list(labels)[:2],
         format_func=labels.__getitem__,
-        key="compare_versions",
+        key=COMPARE_VERSIONS,
     )
     if len(chosen) < 2:
         st.caption("Pick two or more versions.")
@@ -313,14 +345,18 @@ def comparison_view(shown: dict[str, Any]) -> None:
     basis: evaluation.ScoreBasis = shown["basis"]
     enforced = f" · {shown['glossary']}" if shown.get("glossary") else ""
     st.markdown(f"**Scores on “{shown['corpus']}”** · {basis}{enforced}")
-    if basis.pairs < evaluation.MIN_RELIABLE_PAIRS:
+    if result.withheld:  # too few test pairs: the scores, no p-values, no verdicts
         st.warning(
             f"Only {formatting.plural(basis.pairs, 'test pair')}: on so few sentences a BLEU "
-            "difference between versions is mostly chance. Mark at least "
-            f"{evaluation.MIN_RELIABLE_PAIRS} pairs as test on the Corpus page for a comparison "
-            "you can rely on.",
+            "difference between versions is mostly chance, so no p-value or verdict is given. "
+            f"Mark at least {significance.MIN_VERDICT_PAIRS} pairs as test on the Corpus page "
+            "for a comparison you can rely on.",
             icon=":material/warning:",
         )
+    interval_help = (
+        f"95 % {significance.INTERVAL_KIND}: the middle 95 % of the score over "
+        f"{significance.RESAMPLES:,} resampled test sets (always within 0–100)."
+    )
     st.dataframe(
         _scores_table(result.metrics),
         hide_index=True,
@@ -329,23 +365,29 @@ def comparison_view(shown: dict[str, Any]) -> None:
             "version": st.column_config.NumberColumn("version", format="#%d", width="small"),
             "BLEU": st.column_config.NumberColumn("BLEU", format="%.1f"),
             "chrF": st.column_config.NumberColumn("chrF", format="%.1f"),
-            "p (BLEU)": st.column_config.NumberColumn(
+            "p (BLEU)": st.column_config.TextColumn(
                 "p (BLEU)",
-                format="%.3f",
+                alignment="right",
                 help="Paired bootstrap against the first version (sacreBLEU, "
                 f"{significance.RESAMPLES:,} resamples, seed {result.seed}): roughly the chance "
-                "of a difference this large between two equally good versions.",
+                f"of a difference this large between two equally good versions. {_REFERENCE_P}",
             ),
-            "p (chrF)": st.column_config.NumberColumn("p (chrF)", format="%.3f"),
+            "p (chrF)": st.column_config.TextColumn(
+                "p (chrF)", help=_REFERENCE_P, alignment="right"
+            ),
             "pairs": st.column_config.NumberColumn("pairs", width="small"),
-        },
+            "BLEU 95 % interval": st.column_config.TextColumn(help=interval_help),
+            "chrF 95 % interval": st.column_config.TextColumn(help=interval_help),
+        }
+        | ({"p (BLEU)": None, "p (chrF)": None} if result.withheld else {}),
     )
     for line in result.verdicts:
         st.markdown(f"- {line}")
-    st.caption(
-        f"Against the first version chosen (#{result.metrics['version'].iloc[0]}); a difference "
-        f"is called significant below p = {significance.SIGNIFICANCE_LEVEL}."
-    )
+    if not result.withheld:
+        st.caption(
+            f"Against the first version chosen (#{result.metrics['version'].iloc[0]}); a "
+            f"difference is called significant below p = {significance.SIGNIFICANCE_LEVEL}."
+        )
     _downloads(result, shown)
 
     differs = int(sentences["differs"].sum())
@@ -376,6 +418,14 @@ def comparison_view(shown: dict[str, Any]) -> None:
     )
 
 
+_REFERENCE_P = "“—” on the first row: it is the reference the others are tested against."
+
+
+def _p_values(values: pd.Series) -> list[str]:
+    """p-values as read ("—" for the reference row, which is not tested against itself)."""
+    return [formatting.fmt_number(p, 3) for p in values]
+
+
 def _scores_table(metrics: pd.DataFrame) -> pd.DataFrame:
     """The scores as people read them: each score with its 95 % interval and p-value."""
     return pd.DataFrame(
@@ -387,13 +437,13 @@ def _scores_table(metrics: pd.DataFrame) -> pd.DataFrame:
                 f"{lo:.1f} – {hi:.1f}"
                 for lo, hi in zip(metrics["bleu_low"], metrics["bleu_high"], strict=True)
             ],
-            "p (BLEU)": metrics["p_value"],
+            "p (BLEU)": _p_values(metrics["p_value"]),
             "chrF": metrics["chrf"],
             "chrF 95 % interval": [
                 f"{lo:.1f} – {hi:.1f}"
                 for lo, hi in zip(metrics["chrf_low"], metrics["chrf_high"], strict=True)
             ],
-            "p (chrF)": metrics["chrf_p_value"],
+            "p (chrF)": _p_values(metrics["chrf_p_value"]),
             "pairs": metrics["n"],
         }
         | (

@@ -4,6 +4,11 @@ Each page is the ``render`` callable of its module, which is imported the first 
 runs: the first page a browser opens paints before the others' imports (torch, via the
 registry and the runs) are loaded. ``streamlit_app.py`` registers ``PAGES``; a page links to
 another with ``link`` (so pages never import each other).
+
+Every page answers at its own address (``/corpus``, ``/train``, …). Streamlit serves its
+default page only at the root address, never at that page's ``url_path``, so the default is
+a hidden page at ``ROOT_PATH`` that opens the first page at its own address: a bookmark of
+``/corpus`` works like the root.
 """
 
 from __future__ import annotations
@@ -41,10 +46,22 @@ PAGES = (
     INSPECT,
     MODELS,
     REVIEW,
-)  # in the navigation's order; the first is the default
+)  # in the navigation's order; the root address opens the first
+
+
+ROOT_PATH = "start"  # the hidden default page's own name (its address is the root, "/")
+
+
+def _page(ref: PageRef) -> st.Page:
+    """The page as Streamlit addresses it (by its URL path) in a link or a switch."""
+    return st.Page(ref.render, title=ref.title, icon=ref.icon, url_path=ref.url_path)
 
 
 def link(ref: PageRef, label: str, icon: str | None = None) -> None:
     """A link to another page of the app."""
-    page = st.Page(ref.render, title=ref.title, icon=ref.icon, url_path=ref.url_path)
-    st.page_link(page, label=label, icon=icon or ref.icon)
+    st.page_link(_page(ref), label=label, icon=icon or ref.icon)
+
+
+def open_first_page() -> None:
+    """The root address: open the first page at its own address (the query string kept)."""
+    st.switch_page(_page(PAGES[0]), query_params=st.query_params.to_dict())

@@ -2,9 +2,10 @@
 in one transaction.
 
 Only one page of pairs is ever loaded (search, filter and paging run in the database), so the
-table stays quick on a corpus of a million pairs. Unsaved edits hold the table on the rows
-they were made in until they are saved or discarded, and a new row that is only begun is
-named, never dropped.
+table stays quick on a corpus of a million pairs. The table is the app's one grid
+(``ui.grid``): unsaved edits are a draft kept in the database, so a corpus switch, another
+page or a reload keeps them; they hold the table on the rows they were made in until they
+are saved or discarded, and a new row that is only begun is named, never dropped.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any, NamedTuple
 
-import pandas as pd
 import streamlit as st
 
-from ui import feedback, formatting
-from workbench import pairs
+from ui import formatting, grid
+from workbench import drafts, pairs, splits
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
 
@@ -55,34 +55,15 @@ def _digest(*parts: Any) -> str:
     return hashlib.blake2b(repr(parts).encode(), digest_size=6).hexdigest()
 
 
-def _editor_key(view: _View) -> str:
-    """One editor state per view and save count: paging or searching starts from the stored
-    rows, never from stale edits of another page."""
-    return f"pairs_editor_{_digest(view, st.session_state.get('editor_nonce', 0))}"
-
-
 def _reset_page() -> None:
     st.session_state["pairs_page"] = 1
-
-
-def _unsaved(view: _View | None) -> int:
-    """Changes the user made in the table of `view` (its editor state is that of the last
-    run, read before this run draws anything that could replace the table)."""
-    return _change_count(st.session_state.get(_editor_key(view)) or {}) if view else 0
-
-
-def _change_count(state: dict[str, Any]) -> int:
-    """Rows changed in an editor state: edited, deleted, and added with something in them."""
-    edited = sum(1 for change in (state.get("edited_rows") or {}).values() if set(change) - {"id"})
-    added = sum(1 for row in state.get("added_rows") or [] if _fields(row))
-    return edited + added + len(state.get("deleted_rows") or [])
 
 
 def pairs_editor(current: CorpusInfo) -> None:
     shown: _View | None = st.session_state.get(VIEW)
     if shown is not None and shown.corpus_id != current.id:
         shown = None
-    unsaved = _unsaved(shown)
+    unsaved = grid.pending("pairs", current).count
 
     bar = st.columns([4, 1.4, 1.1], vertical_alignment="bottom")
     query = bar[0].text_input(
@@ -99,9 +80,9 @@ def pairs_editor(current: CorpusInfo) -> None:
     wanted = _View(
         current.id, query, split, int(page_size), int(st.session_state.get("pairs_page", 1))
     )
-    # Unsaved edits hold the table on the rows they were made in: the editor's changes are
-    # row positions of that page, so another search or page would drop them. The wanted view
-    # waits (the search bar keeps what was typed) until the edits are saved or discarded.
+    # Unsaved edits hold the table on the rows they were made in (the draft keeps them
+    # whatever the table shows, but the user would no longer see them): the wanted view
+    # waits (the search bar keeps what was typed) until they are saved or discarded.
     if shown is None or not unsaved:
         shown = wanted
     elif shown != wanted:
@@ -118,53 +99,22 @@ def pairs_editor(current: CorpusInfo) -> None:
         result = _search(shown)
     st.session_state[VIEW] = shown
 
-    rows = result.rows.reset_index(drop=True)
-    key = _editor_key(shown)
-    st.data_editor(
-        rows,
-        key=key,
-        num_rows="dynamic",
-        hide_index=True,
-        width="stretch",
-        height=min(38 + 35 * (len(rows) + 1), 560),
-        disabled=["id"],
-        column_order=["id", "source", "target", "split", "note"],
-        # No `required=True` on source/target: the browser would then keep a half-filled new
-        # row to itself (never sent, so silently dropped); sent, it can be reported instead.
-        column_config={
-            "id": st.column_config.NumberColumn("id", width="small", format="%d"),
-            "source": st.column_config.TextColumn(f"source ({current.src_lang})", width="large"),
-            "target": st.column_config.TextColumn(f"target ({current.tgt_lang})", width="large"),
-            "split": st.column_config.SelectboxColumn(
-                "split",
-                options=list(SPLITS),
-                width="small",
-                help="Leave empty on a new row to let the workbench choose (≈90/5/5).",
-            ),
-            "note": st.column_config.TextColumn("note", width="medium"),
-        },
-    )
-    state = st.session_state.get(key) or {}
-    changes = _collect_changes(rows, state)
-    incomplete = _incomplete_rows(state, current)
-    n_changes = _change_count(state)
-
-    foot = st.columns([3, 2, 1, 1], vertical_alignment="center")
     filtered = shown.query or shown.split != "all"
-    with foot[0]:
+
+    def pager() -> None:
         if result.total:
             # The page number is plain view state ("pairs_page"); the widget is keyed by the
             # filters and page count, so a new search or a shrinking corpus starts it afresh.
             filters = (shown.query, shown.split, shown.page_size, result.total)
-            pager = f"pairs_pager_{_digest(*filters)}"
+            key = f"pairs_pager_{_digest(*filters)}"
 
             def on_page() -> None:
-                st.session_state["pairs_page"] = st.session_state[pager]
+                st.session_state["pairs_page"] = st.session_state[key]
 
             st.pagination(
                 result.page_count,
                 default=wanted.page,
-                key=pager,
+                key=key,
                 on_change=on_page,
                 max_visible_pages=7,
             )
@@ -174,88 +124,57 @@ def pairs_editor(current: CorpusInfo) -> None:
                 if filtered
                 else "No pairs yet: add rows in the table or import a file."
             )
+
     counted = (
         f"{result.total:,}{'' if result.total_is_exact else '+'} pairs match"
         if filtered
         else formatting.pair_count_label(result.total, "all")
     )
-    foot[1].caption(
-        f"{counted} · "
-        + (
-            f"**{formatting.plural(n_changes, 'unsaved change')}**"
-            + (f" ({len(incomplete)} incomplete)" if incomplete else "")
-            if n_changes
-            else "add rows at the bottom"
-        )
+    rows = [
+        (int(r["id"]), {c: r[c] for c in ("source", "target", "split", "note")})
+        for r in result.rows.to_dict("records")
+    ]
+    grid.draw(
+        grid.Grid(
+            table="pairs",
+            corpus=current,
+            key_prefix="pairs_editor",
+            id_column="id",
+            column_config={
+                "id": st.column_config.NumberColumn("id", width="small", format="%d"),
+                "source": st.column_config.TextColumn(
+                    f"source ({current.src_lang})", width="large"
+                ),
+                "target": st.column_config.TextColumn(
+                    f"target ({current.tgt_lang})", width="large"
+                ),
+                "split": st.column_config.SelectboxColumn(
+                    "split",
+                    options=list(SPLITS),
+                    width="small",
+                    help="Leave empty on a new row to let the workbench choose (≈90/5/5).",
+                ),
+                "note": st.column_config.TextColumn("note", width="medium"),
+            },
+            save=lambda key: _save(key, current),
+            save_key="save_edits",
+            discard_key="discard_edits",
+        ),
+        rows,
+        view=shown,
+        summary=counted,
+        height=min(38 + 35 * (len(rows) + 1), 560),
+        left=pager,
     )
-    if foot[2].button("Discard", key="discard_edits", disabled=not n_changes, width="stretch"):
-        st.session_state["editor_nonce"] = st.session_state.get("editor_nonce", 0) + 1
-        st.rerun()
-    if foot[3].button(
-        "Save",
-        key="save_edits",
-        type="primary",
-        icon=":material/save:",
-        disabled=not n_changes,
-        width="stretch",
-    ):
-        if incomplete:
-            st.error(
-                f"Nothing was saved: {'; '.join(incomplete)}. Fill in both sides or delete "
-                f"{'that row' if len(incomplete) == 1 else 'those rows'}, then save again.",
-                icon=":material/error:",
-            )
-        else:
-            _save(current, changes)
 
 
-def _save(current: CorpusInfo, changes: dict[str, Any]) -> None:
-    with feedback.error_boundary("saving the edits"):
-        res = pairs.apply_edits(current.id, **changes)
-        st.session_state["editor_nonce"] = st.session_state.get("editor_nonce", 0) + 1
-        feedback.flash(f"Saved: {res.added} added, {res.updated} edited, {res.deleted} deleted.")
-        st.rerun()
+def _save(browser_key: str, current: CorpusInfo) -> str:
+    res = drafts.apply_pairs(browser_key, current.id)
+    return f"Saved: {res.added} added, {res.updated} edited, {res.deleted} deleted." + (
+        f" {splits.regrouped_text(res.regrouped)}" if res.regrouped else ""
+    )
 
 
 def _search(view: _View) -> pairs.PairPage:
     split = None if view.split == "all" else view.split
     return pairs.search_pairs(view.corpus_id, view.query, split, view.page, view.page_size)
-
-
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and value != value) or value == ""
-
-
-def _fields(change: dict[str, Any]) -> dict[str, Any]:
-    """The cells of an editor row change that hold something (the id column is read-only)."""
-    return {k: v for k, v in change.items() if k != "id" and not _blank(v)}
-
-
-def _incomplete_rows(state: dict[str, Any], current: CorpusInfo) -> list[str]:
-    """New rows the user started but left with an empty side, in the table's own words
-    ("new row 2 has no target (en)"): a pair needs both sides, and a row that is only begun
-    must be pointed out, not dropped."""
-    sides = {"source": current.src_lang, "target": current.tgt_lang}
-    out = []
-    for n, row in enumerate(state.get("added_rows") or [], start=1):
-        filled = _fields(row)
-        missing = [f"{side} ({lang})" for side, lang in sides.items() if side not in filled]
-        if filled and missing:
-            out.append(f"new row {n} has no {' and no '.join(missing)}")
-    return out
-
-
-def _collect_changes(rows: pd.DataFrame, state: dict[str, Any]) -> dict[str, Any]:
-    """Translate the editor's change set (row positions) into pair ids for apply_edits."""
-    ids = rows["id"].tolist()
-    edited: dict[int, dict[str, Any]] = {}
-    for pos, change in (state.get("edited_rows") or {}).items():
-        pos = int(pos)
-        if 0 <= pos < len(ids):
-            fields = {k: v for k, v in change.items() if k != "id"}
-            if fields:
-                edited[int(ids[pos])] = fields
-    deleted = [int(ids[int(p)]) for p in state.get("deleted_rows") or [] if int(p) < len(ids)]
-    # A row added and left empty is not an edit.
-    added = [fields for fields in map(_fields, state.get("added_rows") or []) if fields]
-    return {"added": added, "edited": edited, "deleted": deleted}

@@ -3,6 +3,8 @@ they show.
 
 A choice made in one page's picker is remembered across pages (``CURRENT_CORPUS``,
 ``CURRENT_VERSION`` in ``st.session_state``: view state only, the data is in the database).
+A picker over a list that grows at the top (finished runs) follows its newest entry until
+the user picks another (``follow_newest``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,23 @@ def _prepare_picker(key: str, labels: dict[Any, str], shared: str) -> None:
         current = st.session_state.get(shared)
         st.session_state[key] = current if current in options else options[0]
     keep_label_fresh(key, labels[st.session_state[key]])
+
+
+def follow_newest(key: str, labels: dict[Any, str]) -> None:
+    """Call before drawing the keyed picker `key` over `labels` (newest first): it shows the
+    newest option, and follows a newer one when it appears, unless the user picked another.
+
+    A keyed widget keeps its value when its options change, so without this a list that
+    grows at the top (finished runs) stays on what was newest when the page was opened."""
+    options = list(labels)
+    newest_before = st.session_state.get(f"_newest:{key}")
+    chosen = st.session_state.get(key)
+    if chosen not in options or chosen == newest_before:
+        chosen = options[0]
+    if st.session_state.get(key) != chosen:
+        st.session_state[key] = chosen
+    st.session_state[f"_newest:{key}"] = options[0]
+    keep_label_fresh(key, labels[chosen])
 
 
 def corpus_picker(

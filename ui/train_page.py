@@ -13,7 +13,15 @@ from typing import Any
 import streamlit as st
 
 from ui import charts, dialogs, feedback, live_runs, navigation, pickers
-from workbench import corpora, registry, run_info, runs, train_options, worker_process
+from workbench import (
+    continuation,
+    corpora,
+    registry,
+    run_info,
+    runs,
+    train_options,
+    worker_process,
+)
 
 
 def render() -> None:
@@ -38,6 +46,8 @@ def render() -> None:
 
 # ----------------------------------------------------------------------------- new run
 
+NEW_MODEL = "new"  # the start choice that is no version
+
 
 def new_run_form(all_corpora: list[Any]) -> None:
     st.subheader("New training run", anchor=False)
@@ -56,14 +66,14 @@ def new_run_form(all_corpora: list[Any]) -> None:
         preset = preset or train_options.DEFAULT_PRESET
         st.caption(presets.get(preset, ""))
 
-    cols = st.columns([2, 1, 1, 2], gap="medium", vertical_alignment="bottom")
+    cols = st.columns([2, 1, 1], gap="medium", vertical_alignment="bottom")
     train_for = cols[0].segmented_control(
         "Train for",
         [b for b in train_options.BUDGETS if b not in train_options.ADVANCED_BUDGETS],
         default="auto",
         format_func=train_options.BUDGETS.get,
         key="train_for",
-        help="**automatic**: small all_corpora are repeated until learned, large ones get a few "
+        help="**automatic**: small corpora are repeated until learned, large ones get a few "
         "passes, and training stops early once validation stops improving. **N epochs**: "
         "that many passes over the corpus. **N minutes**: as much as fits in that time; "
         "progress and ETA follow the clock.",
@@ -90,19 +100,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
         format_func=lambda d: {"cuda": "GPU (cuda)", "cpu": "CPU"}.get(d, d),
         help="Only the devices this machine has are listed.",
     )
-    versions = [
-        v
-        for v in registry.list_versions()
-        if (v.src_lang, v.tgt_lang) == (current.src_lang, current.tgt_lang)
-    ]
-    by_id = {v.id: v for v in versions}
-    init_version = cols[3].selectbox(
-        "Start from version",
-        [None, *by_id],
-        format_func=lambda i: "— new model —" if i is None else pickers.version_label(by_id[i]),
-        key="train_init_version",
-        help="Fine-tune an existing version (same languages) instead of starting from scratch.",
-    )
+    init_version = start_choice(current)
     with st.expander("Advanced", icon=":material/tune:"):
         max_steps = st.number_input(
             "Stop after at most N steps",
@@ -134,7 +132,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
             help="\n".join(f"- **{k}**: {v}" for k, v in precisions.items()),
         )
 
-    label = "Fine-tune" if init_version else "Train"
+    label = f"Continue from #{init_version}" if init_version else "Train"
     if st.button(label, type="primary", icon=":material/play_arrow:", key="train_button"):
         overrides: dict[str, Any] = {"max_steps": int(max_steps)} if max_steps else {}
         with feedback.error_boundary("starting the run"):
@@ -152,6 +150,42 @@ def new_run_form(all_corpora: list[Any]) -> None:
             worker_process.ensure_worker()
             feedback.flash(f"Run #{run_id} queued on {current.name}: a worker is picking it up.")
             st.rerun()
+
+
+def start_choice(current: Any) -> int | None:
+    """'Continue from #N' or 'Start a new model': the default and its reason come from
+    ``continuation.default_start``; other versions of the same languages can be continued
+    too. Returns the version to continue, or None for a new model."""
+    default, reason = continuation.default_start(current.id)
+    others = [
+        v
+        for v in registry.list_versions()
+        if (v.src_lang, v.tgt_lang) == (current.src_lang, current.tgt_lang) and v.id != default
+    ]
+    by_id = {v.id: v for v in others}
+    options: list[int | str] = [default] if default is not None else []
+    options += [NEW_MODEL, *by_id]
+
+    def label(i: int | str) -> str:
+        if i == NEW_MODEL:
+            return "Start a new model"
+        return f"Continue from #{i}" + (f" · {by_id[i].name}" if i in by_id else "")
+
+    choice = st.radio(
+        "Start",
+        options,
+        index=0,
+        format_func=label,
+        horizontal=True,
+        key=f"train_start_{current.id}",  # per corpus: its own default
+        help="**Continue**: warm-start from the version's weights and tokenizer on the "
+        "corpus' current pairs, new ones included, so what it learned is kept and the new "
+        "budget adds to it. **Start a new model**: a new tokenizer and fresh weights.",
+    )
+    st.caption(reason)
+    if choice != NEW_MODEL:
+        st.caption("Continuing keeps the version's model size and tokenizer (not the preset).")
+    return None if choice == NEW_MODEL else int(choice)
 
 
 # -------------------------------------------------------------------------------- history
@@ -180,11 +214,10 @@ def history() -> None:
     )
     with st.container(border=True):
         cols = st.columns([3, 1, 1], vertical_alignment="bottom")
+        labels = {i: f"#{i} · {r.status} · {r.corpus_name or '—'}" for i, r in done.items()}
+        pickers.follow_newest("history_run", labels)
         run_id = cols[0].selectbox(
-            "Run",
-            list(done),
-            format_func=lambda i: f"#{i} · {done[i].status} · {done[i].corpus_name or '—'}",
-            key="history_run",
+            "Run", list(labels), format_func=labels.__getitem__, key="history_run"
         )
         run = done[run_id]
         with cols[1]:

@@ -233,7 +233,7 @@ def correction_form(item: dict[str, Any], shown: dict[str, Any], version: Any) -
         if st.form_submit_button("Save as pair", icon=":material/playlist_add:"):
             with feedback.error_boundary("saving the pair"):
                 pair_id = translation.save_correction(target_corpus.id, item["source"], target)
-                st.success(
-                    f"Saved as pair #{pair_id} in “{target_corpus.name}”.",
-                    icon=":material/check_circle:",
-                )
+                # Like every write: say so on the next run, which draws the pickers (drawn
+                # above, before the save) with the new pair counts.
+                feedback.flash(f"Saved as pair #{pair_id} in “{target_corpus.name}”.")
+                st.rerun()

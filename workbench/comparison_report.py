@@ -55,9 +55,11 @@ def comparison_html(comparison: Comparison, title: str, basis: str = "") -> str:
         f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
         f"<p>{_e(basis)} · made {made} · paired bootstrap, "
-        f"{significance.RESAMPLES:,} resamples, seed {_e(comparison.seed)} (sacreBLEU)</p>",
+        f"{significance.RESAMPLES:,} resamples, seed {_e(comparison.seed)} (sacreBLEU); "
+        f"95 % intervals: {significance.INTERVAL_KIND}</p>",
         "<h2>Scores</h2>",
         _metrics_table(comparison.metrics),
+        *([f"<p class='same'>{_e(comparison.withheld)}</p>"] if comparison.withheld else []),
         "<ul>",
         *(f"<li class='{_tone(v)}'>{_e(v)}</li>" for v in comparison.verdicts),
         "</ul>",

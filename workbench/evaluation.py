@@ -16,10 +16,6 @@ from workbench.glossary import Glossary, term_hits
 from workbench.registry import artifact_dir, get_version
 from workbench.translation import MAX_SENTENCES, decoding_label, translate
 
-# A comparison on fewer test pairs than this is mostly chance: the UI warns (and so should
-# any other front end that shows a BLEU difference).
-MIN_RELIABLE_PAIRS = 50
-
 
 def _check(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
     if not pairs:
@@ -71,18 +67,21 @@ class Comparison:
     bootstrap (``workbench.significance``)."""
 
     # One row per version: version, name, bleu, bleu_low, bleu_high, chrf, chrf_low,
-    # chrf_high, p_value (BLEU, vs the baseline; None for it), chrf_p_value, n; with a
-    # glossary also term_hits, terms, term_hit_rate.
+    # chrf_high (95 % percentile intervals), p_value (BLEU, vs the baseline; None for it and
+    # when `withheld`), chrf_p_value, n; with a glossary also term_hits, terms, term_hit_rate.
     metrics: pd.DataFrame
     # source, reference, then per version: output and chrF, and for every version after the
     # first "Δ chrF #id" (its sentence chrF minus the baseline's); differs.
     sentences: pd.DataFrame
     verdicts: list[str]  # per version after the first, in words (see significance.verdict)
     seed: str  # the bootstrap's seed
+    # Why there are no p-values and no verdicts (too few test pairs); None when there are.
+    withheld: str | None = None
 
     def as_dict(self) -> dict:
         """What ``workbench compare`` prints: per version bleu, chrf, their 95 % intervals
-        and p_value against the first version."""
+        and p_value against the first version; `verdict_withheld` says why p-values and
+        verdicts are missing (too few test pairs), null when they are given."""
         versions = []
         for row in self.metrics.to_dict(orient="records"):
             versions.append(
@@ -103,6 +102,9 @@ class Comparison:
             "baseline": versions[0]["version"],
             "versions": versions,
             "verdicts": self.verdicts,
+            "verdict_withheld": self.withheld,
+            "min_verdict_pairs": significance.MIN_VERDICT_PAIRS,
+            "interval": significance.INTERVAL_KIND,
             "resamples": significance.RESAMPLES,
             "seed": self.seed,
         }
@@ -125,7 +127,8 @@ def compare(
     enforce: bool = False,
 ) -> Comparison:
     """Translate the same pairs with every version: corpus BLEU/chrF with 95 % intervals,
-    p-values against the first version (paired bootstrap), per-sentence chrF and its
+    p-values and verdicts against the first version (paired bootstrap; none below
+    ``significance.MIN_VERDICT_PAIRS`` pairs), per-sentence chrF and its
     difference from the first version; with a `glossary`, each version's term-hit rate
     (and with `enforce`, translations that obey it)."""
     if len(version_ids) < 2 or len(set(version_ids)) < len(version_ids):
@@ -178,8 +181,9 @@ def compare(
             f"#{version_id}", baseline, estimate["bleu"], paired.estimates[0]["bleu"], "bleu"
         )
         for version_id, estimate in zip(version_ids[1:], paired.estimates[1:], strict=True)
+        if not paired.withheld
     ]
-    return Comparison(pd.DataFrame(metric_rows), sentences, verdicts, paired.seed)
+    return Comparison(pd.DataFrame(metric_rows), sentences, verdicts, paired.seed, paired.withheld)
 
 
 # --------------------------------------------------------------- what a score measures
@@ -214,3 +218,19 @@ def training_scores_basis(version_id: int) -> ScoreBasis | None:
         pairs = min(pairs, int(training["valid_max_sentences"]))
     beam = training.get("valid_beam")
     return ScoreBasis("validation", pairs, None if beam is None else int(beam))
+
+
+def training_scores_note(version_id: int) -> str:
+    """What a version's recorded scores were measured on, or why it has none: a table that
+    shows "—" for a score says why in the same row."""
+    basis = training_scores_basis(version_id)
+    if basis is not None:
+        return str(basis)
+    info = get_version(version_id)
+    if info.metrics.get("valid_loss") is not None:
+        return "validation loss only: no BLEU/chrF measured"
+    if info.run_id is None:
+        return "not recorded: the version was imported"
+    if not info.metrics.get("valid_pairs"):
+        return "not measured: its run had no validation pairs"
+    return "not measured at the end of its run (trained before scores were kept)"

@@ -16,9 +16,16 @@ does that). Formats (UTF-8, optional BOM, optionally gzip-compressed):
 Files are read as a stream, in blocks: memory does not grow with the file. A file may
 decompress to at most ``MAX_INPUT_BYTES`` and no line may be longer than ``MAX_LINE_BYTES``
 (a gzip "bomb" or a binary file is refused early, by name, instead of exhausting memory).
-A malformed file (bad encoding, wrong column count, bad JSON, aligned files of different
-length, not gzip although named ``.gz``, over the limits) raises ``WorkbenchError`` naming
-the line, when that line is reached.
+Two kinds of problems, in every format alike:
+
+* **A malformed record** (a line with the wrong number of columns, invalid JSON or a JSON
+  value that is not a pair, broken CSV quoting) is yielded as ``Malformed(line, reason)``:
+  the import skips it and lists it in its report with the other invalid rows
+  (``workbench.import_checks``), so one bad line never rejects the whole file.
+* **A file that cannot be read as pairs at all** (not UTF-8, a NUL byte, not gzip although
+  named ``.gz``, over the limits, aligned files of different length — every line after the
+  missing one would be misaligned) raises ``WorkbenchError`` naming the line, when that
+  line is reached.
 
 Writing pairs in a format is ``workbench.exporting``'s.
 """
@@ -36,7 +43,7 @@ import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from workbench.errors import WorkbenchError
 
@@ -230,18 +237,28 @@ def _is_header(cols: list[str]) -> bool:
 RawRow = tuple[int, str, str, Any, Any]  # (line, source, target, split, note)
 
 
-def _row(n: int, cols: list[str], separated: str) -> RawRow:
+class Malformed(NamedTuple):
+    """A record that does not fit its format: skipped and reported, like an invalid row."""
+
+    line: int  # the record's (first) line
+    reason: str  # e.g. "expected 2 to 4 tab-separated columns (…), found 1"
+
+
+Record = RawRow | Malformed
+
+
+def _row(n: int, cols: list[str], separated: str) -> Record:
     """A row of the tsv/csv columns (source, target[, split[, note]])."""
     if not 2 <= len(cols) <= 4:
-        raise WorkbenchError(
-            f"line {n}: expected 2 to 4 {separated} columns "
-            f"(source, target, split, note), found {len(cols)}"
+        return Malformed(
+            n,
+            f"expected 2 to 4 {separated} columns (source, target, split, note), found {len(cols)}",
         )
     cols += [""] * (4 - len(cols))
     return n, cols[0], cols[1], cols[2], cols[3]
 
 
-def _rows_tsv(lines: Iterator[tuple[int, str]]) -> Iterator[RawRow]:
+def _rows_tsv(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
     for n, line in lines:
         if not line.strip():
             continue
@@ -251,53 +268,72 @@ def _rows_tsv(lines: Iterator[tuple[int, str]]) -> Iterator[RawRow]:
         yield _row(n, cols, "tab-separated")
 
 
-def _rows_csv(lines: Iterator[tuple[int, str]]) -> Iterator[RawRow]:
-    where = [0]  # the number of the line the reader took last: a record's last line
+def _rows_csv(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
+    where = {"start": 0, "last": 0}  # the first and the last line of the record being read
 
     def feed() -> Iterator[str]:
         for n, line in lines:
-            where[0] = n
+            where["start"] = where["start"] or n
+            where["last"] = n
             yield line + "\n"
 
     reader = csv.reader(feed(), strict=True)
     first = True
-    try:
-        for cols in reader:
-            n = where[0]
-            if not cols or all(not c.strip() for c in cols):
-                first = False
-                continue
-            if first and _is_header(cols):
-                first = False
-                continue
+    while True:
+        where["start"] = 0
+        try:
+            cols = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # the reader goes on with the next record
+            start, last = where["start"] or where["last"], where["last"]
+            span = f"; lines {start}–{last} were read as one record" if last > start else ""
+            yield Malformed(start, f"malformed CSV ({exc}){span}")
             first = False
-            yield _row(n, cols, "comma-separated")
-    except csv.Error as exc:
-        raise WorkbenchError(f"line {where[0]}: malformed CSV ({exc})") from None
+            continue
+        n = where["last"]
+        if not cols or all(not c.strip() for c in cols):
+            first = False
+            continue
+        if first and _is_header(cols):
+            first = False
+            continue
+        first = False
+        yield _row(n, cols, "comma-separated")
 
 
-def _rows_jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[RawRow]:
+def _rows_jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
     for n, line in lines:
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except (ValueError, RecursionError) as exc:
-            raise WorkbenchError(f"line {n}: invalid JSON ({exc})") from None
-        if not isinstance(obj, dict):
-            raise WorkbenchError(f"line {n}: expected a JSON object with source and target")
-        for key in ("source", "target"):
-            if key not in obj:
-                raise WorkbenchError(f"line {n}: missing key {key!r}")
-            if not isinstance(obj[key], str):
-                raise WorkbenchError(f"line {n}: {key!r} must be a string")
-        for key in ("split", "note"):
-            if obj.get(key) is not None and not isinstance(obj[key], str):
-                raise WorkbenchError(f"line {n}: {key!r} must be a string")
+            yield Malformed(n, f"invalid JSON ({exc})")
+            continue
+        problem = _json_problem(obj)
+        if problem:
+            yield Malformed(n, problem)
+            continue
         yield n, obj["source"], obj["target"], obj.get("split"), obj.get("note")
 
 
-def _rows_aligned(src: Data, tgt: Data) -> Iterator[RawRow]:
+def _json_problem(obj: Any) -> str | None:
+    """Why a JSON value is not a pair record; None when it is one."""
+    if not isinstance(obj, dict):
+        return "expected a JSON object with source and target"
+    for key in ("source", "target"):
+        if key not in obj:
+            return f"missing key {key!r}"
+        if not isinstance(obj[key], str):
+            return f"{key!r} must be a string"
+    for key in ("split", "note"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            return f"{key!r} must be a string"
+    return None
+
+
+def _rows_aligned(src: Data, tgt: Data) -> Iterator[Record]:
     src_lines = _lines(src, "source file", skip_blank=False)
     tgt_lines = _lines(tgt, "target file", skip_blank=False)
     n = 0
@@ -319,7 +355,7 @@ def _rows_aligned(src: Data, tgt: Data) -> Iterator[RawRow]:
 
 def _rows_tatoeba(
     lines: Iterator[tuple[int, str]], src_lang: str | None, tgt_lang: str | None
-) -> Iterator[RawRow]:
+) -> Iterator[Record]:
     src_is_en = (src_lang or "en").lower() in ENGLISH
     tgt_is_en = (tgt_lang or "").lower() in ENGLISH
     if not src_is_en and not tgt_is_en:
@@ -332,10 +368,12 @@ def _rows_tatoeba(
             continue
         cols = line.split("\t")
         if len(cols) != 3:
-            raise WorkbenchError(
-                f"line {n}: expected 3 tab-separated columns "
-                f"(english, translation, attribution), found {len(cols)}"
+            yield Malformed(
+                n,
+                "expected 3 tab-separated columns (english, translation, attribution), "
+                f"found {len(cols)}",
             )
+            continue
         english, other, attribution = cols
         if src_is_en:
             yield n, english, other, None, attribution
@@ -349,9 +387,10 @@ def read_rows(
     tgt_data: Data | None,
     src_lang: str | None,
     tgt_lang: str | None,
-) -> Iterator[RawRow]:
-    """The rows of a file, parsed lazily as it is read: a problem raises ``WorkbenchError``
-    when its line is reached (the format is decided up front)."""
+) -> Iterator[Record]:
+    """The records of a file, parsed lazily as it is read: a pair's row, or ``Malformed``
+    for a record that does not fit the format; a file that cannot be read raises
+    ``WorkbenchError`` when its line is reached (the format is decided up front)."""
     fmt = _format_of(data, fmt, tgt_data)
     if fmt == "aligned":
         if tgt_data is None:

@@ -27,13 +27,14 @@ from functools import cached_property
 
 import torch
 from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
 from core_model.artifact import LoadedModel
 from core_model.batching import encode_source, pad_sources
 from core_model.constrained_decoding import constrained_beam_search
 from core_model.tokenizer import EOS_ID, UNK_ID, Tokenizer
 from core_model.translator import TranslationResult
-from db.models import GlossaryTerm
+from db.models import Corpus, GlossaryTerm
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.formats import Data, sentence_lines
@@ -131,11 +132,15 @@ def _clean_terms(rows: list[tuple[object, object]]) -> list[tuple[str, str]]:
 def set_terms(corpus_id: CorpusRef, rows: list[tuple[object, object]]) -> int:
     """Replace a corpus' glossary with `rows` (source term, target term), in one
     transaction; blank rows are ignored. Returns how many terms it holds."""
-    terms = _clean_terms(rows)
     with session_scope() as s:
-        corpus = find(s, corpus_id)
-        s.execute(delete(GlossaryTerm).where(GlossaryTerm.corpus_id == corpus.id))
-        s.add_all(GlossaryTerm(corpus_id=corpus.id, source_term=a, target_term=b) for a, b in terms)
+        return replace_terms(s, find(s, corpus_id), rows)
+
+
+def replace_terms(s: Session, corpus: Corpus, rows: list[tuple[object, object]]) -> int:
+    """``set_terms`` inside the caller's unit of work (a saved glossary draft)."""
+    terms = _clean_terms(rows)
+    s.execute(delete(GlossaryTerm).where(GlossaryTerm.corpus_id == corpus.id))
+    s.add_all(GlossaryTerm(corpus_id=corpus.id, source_term=a, target_term=b) for a, b in terms)
     return len(terms)
 
 
@@ -163,12 +168,16 @@ def import_terms(corpus_id: CorpusRef, data: Data, fmt: str = "tsv") -> int:
 def list_terms(corpus_id: CorpusRef) -> list[tuple[str, str]]:
     """A corpus' glossary as (source term, target term), in alphabetical order."""
     with session_scope() as s:
-        corpus = find(s, corpus_id)
-        rows = s.execute(
-            select(GlossaryTerm.source_term, GlossaryTerm.target_term)
-            .where(GlossaryTerm.corpus_id == corpus.id)
-            .order_by(GlossaryTerm.source_term)
-        ).all()
+        return terms_of(s, find(s, corpus_id))
+
+
+def terms_of(s: Session, corpus: Corpus) -> list[tuple[str, str]]:
+    """``list_terms`` inside the caller's unit of work."""
+    rows = s.execute(
+        select(GlossaryTerm.source_term, GlossaryTerm.target_term)
+        .where(GlossaryTerm.corpus_id == corpus.id)
+        .order_by(GlossaryTerm.source_term)
+    ).all()
     return [(r[0], r[1]) for r in rows]
 
 

@@ -4,7 +4,8 @@ Pure: no database. Every row goes through ``Validator.check``, which applies the
 ``workbench.text_rules`` (so imported pairs are stored exactly as edited ones) and sorts each
 problem into the report:
 
-* **errors** (empty side, over-long side, invalid split): the row is skipped;
+* **errors** (a malformed record — wrong column count, invalid JSON, broken CSV quoting —,
+  empty side, over-long side, invalid split): the row is skipped;
 * **duplicates** (within the file, or already in the corpus — the import finds those): the
   row is skipped and counted;
 * **warnings** (extreme length ratio, source identical to target, control or invisible
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from workbench.cleaning import DROP_REASONS, REASONS, Cleaner
 from workbench.errors import WorkbenchError
-from workbench.formats import Data, RawRow, read_rows
+from workbench.formats import Data, Malformed, Record, read_rows
 from workbench.text_rules import (
     MAX_CHARS,
     clean_text,
@@ -45,7 +46,7 @@ Severity = Literal["error", "warning", "duplicate", "filtered"]
 @dataclass(frozen=True)
 class ValidationIssue:
     line: int  # 1-based line (record) number in the file
-    kind: str  # empty | too_long | bad_split | ratio | identical | duplicate_in_file | …
+    kind: str  # malformed | empty | too_long | bad_split | ratio | identical | duplicate_in_file …
     message: str
     severity: Severity = "warning"
 
@@ -112,7 +113,7 @@ class ParsedImport:
             self.report.append(issue)
 
 
-_ERROR_KINDS = {"empty", "too_long", "bad_split"}
+_ERROR_KINDS = {"malformed", "empty", "too_long", "bad_split"}
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ class ImportResult:
     corpus_id: int = 0
     rows: int = 0
     issue_counts: dict[str, int] = field(default_factory=dict)
+    # pairs moved to another split so that no valid/test sentence is in train (workbench.splits)
+    regrouped: int = 0
 
     @property
     def filtered(self) -> int:
@@ -139,6 +142,7 @@ class ImportResult:
             "skipped": self.skipped,
             "filtered": self.filtered,
             "issues": dict(self.issue_counts),
+            "regrouped": self.regrouped,
         }
 
 
@@ -152,15 +156,18 @@ class Validator:
         self.seen: dict[str, int] = {}  # content hash -> first line
         self.cleaner = cleaner
 
-    def check(self, raw: RawRow) -> ParsedPair | None:
+    def check(self, raw: Record) -> ParsedPair | None:
         """The validated pair, or None (and a report entry) for a skipped row.
 
         The hot path of million-row imports: text goes through the one text rule
         (``text_rules.clean_text``), so imported pairs are stored exactly as edited ones.
         """
-        n, source, target, split, note = raw
         parsed = self.parsed
         parsed.rows += 1
+        if type(raw) is Malformed:  # a record that does not fit the format
+            parsed.add(ValidationIssue(raw.line, "malformed", raw.reason, "error"))
+            return None
+        n, source, target, split, note = raw
         src, removed_src = clean_text(source)
         tgt, removed_tgt = clean_text(target)
         if not src or not tgt:
@@ -241,7 +248,8 @@ def parse_pairs(
 
     ``data``/``tgt_data`` are bytes, a path or an open binary file; ``fmt`` is inferred from
     the file name when None (``aligned`` when ``tgt_data`` is given). ``src_lang``/``tgt_lang``
-    orient Tatoeba files. Raises ``WorkbenchError`` (naming the line) for a malformed file.
+    orient Tatoeba files. A malformed record is skipped and reported; a file that cannot be
+    read raises ``WorkbenchError`` (naming the line).
     """
     validator = Validator()
     pairs = validator.parsed.pairs

@@ -7,11 +7,13 @@ accepted row is written or none is.
 
 Two kinds of problems:
 
-* **Malformed file** (``workbench.formats``): ``WorkbenchError`` naming the line, and nothing
-  is written.
-* **Row issues**, collected in the report that the preview shows: errors skip the row (or
-  with ``strict`` abort the import), duplicates are skipped and counted, warnings are
-  imported.
+* **A file that cannot be read** (``workbench.formats``: not UTF-8, not gzip, over the
+  limits, aligned files of different length): ``WorkbenchError`` naming the line, and
+  nothing is written.
+* **Row issues**, collected in the report that the preview shows: errors (a malformed
+  record such as a line without a tab, an empty or over-long side, a bad split) skip the
+  row, or with ``strict`` abort the import; duplicates are skipped and counted; warnings
+  are imported.
 
 The file is parsed on a helper thread while the previous chunk is written (``IMPORT_CHUNK``
 pairs at a time). A file of more than one chunk on a SQLite database is staged in several
@@ -32,11 +34,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.models import Corpus, Pair
-from workbench import storage
+from workbench import splits, storage
 from workbench.cleaning import Cleaner, CleaningOptions
 from workbench.corpora import CorpusRef, find, find_by_name, validate_lang
 from workbench.errors import WorkbenchError
-from workbench.formats import Data, RawRow, read_rows
+from workbench.formats import Data, Record, read_rows
 from workbench.import_checks import ImportResult, ParsedImport, ParsedPair, Validator
 from workbench.import_staging import can_stage, import_staged, sweep_import_staging
 from workbench.pair_writer import (
@@ -104,12 +106,13 @@ def import_file(
     """Import a file into a corpus, all-or-nothing (see the module docstring).
 
     ``path_or_bytes``/``tgt`` are bytes, a path or an open binary file (re-read from its
-    start). A malformed file raises ``WorkbenchError`` and nothing is written. Row errors
-    (empty or over-long side, bad split) are skipped and reported, or with ``strict=True``
-    abort the import. Pairs already in the corpus or repeated in the file are skipped as
-    duplicates. With ``create_langs=(src_lang, tgt_lang)``, a corpus name that does not
-    exist yet is created with those languages together with the pairs (an existing one must
-    have them). ``cleaning``: clean-up options, as for ``preview_import``.
+    start). A file that cannot be read raises ``WorkbenchError`` and nothing is written. Row
+    errors (a malformed record, an empty or over-long side, a bad split) are skipped and
+    reported, or with ``strict=True`` abort the import. Pairs already in the corpus or
+    repeated in the file are skipped as duplicates. With ``create_langs=(src_lang,
+    tgt_lang)``, a corpus name that does not exist yet is created with those languages
+    together with the pairs (an existing one must have them). ``cleaning``: clean-up
+    options, as for ``preview_import``.
 
     One unit of work, with two deliberate exceptions: the leftovers of killed imports are
     swept first, and a file of more than one chunk on a SQLite database is staged, both in
@@ -138,9 +141,14 @@ def import_file(
                 chunks.close()
     except IntegrityError as exc:
         raise WorkbenchError(f"import conflicts with a concurrent change: {exc.orig}") from None
+    regrouped = 0
+    if added:  # a new pair may share a sentence with a pair of another split
+        with session_scope() as s:
+            regrouped = sum(splits.settle_splits(s, cid, why="an import").values())
     parsed = validator.parsed
     return ImportResult(
         added=added,
+        regrouped=regrouped,
         duplicates=parsed.duplicates,
         skipped=parsed.skipped,
         report=parsed.report,
@@ -216,13 +224,13 @@ def _import_at_once(
 
 
 def _validated_chunks(
-    rows: Iterator[RawRow], validator: Validator, strict: bool, gate: ParserGate
+    rows: Iterator[Record], validator: Validator, strict: bool, gate: ParserGate
 ) -> Iterator[list[ParsedPair]]:
     """Parse + validate on a helper thread while the caller writes the previous chunk;
     yields non-empty chunks of at most ``IMPORT_CHUNK`` pairs.
 
-    Any exception of the parser (a malformed line) is re-raised here, in the caller,
-    which then rolls its transaction back.
+    Any exception of the parser (a file that cannot be read) is re-raised here, in the
+    caller, which then rolls its transaction back.
     """
     out: queue.Queue[Any] = queue.Queue(maxsize=2)
     stop = threading.Event()

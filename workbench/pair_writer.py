@@ -110,7 +110,7 @@ class ParserGate:
 
 
 def _row_values(corpus_id: int, p: ParsedPair, size_after: int, stamp: Any) -> tuple:
-    split = p.split or default_split(p.content_hash, size_after)
+    split = p.split or default_split(p.source, size_after)
     return (corpus_id, p.source, p.target, split, p.note, p.content_hash, stamp, stamp)
 
 

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from db import search
 from db.models import SPLITS, Corpus, Pair, utcnow
+from workbench import splits
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
@@ -80,6 +81,8 @@ class EditResult:
     # Control or invisible characters (NUL, ESC, bidi overrides, stray BOMs …) removed from
     # the written text by the text rule; worth telling the user when not 0.
     cleaned: int = 0
+    # other pairs moved to another split with their sentence group (workbench.splits)
+    regrouped: int = 0
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class CorpusStats:
     # source_chars, target_chars, source_tokens, target_tokens.
     lengths: pd.DataFrame
     sample_size: int
+    split_note: str = ""  # what the latest regrouping of the splits moved (workbench.splits)
 
 
 # ------------------------------------------------------------------------------ search
@@ -335,7 +339,7 @@ def edit_pairs(
             corpus_id=corpus.id,
             source=r.source,
             target=r.target,
-            split=r.split or default_split(r.content_hash, size_after),
+            split=r.split or default_split(r.source, size_after),
             note=r.note,
             content_hash=r.content_hash,
             created_at=now,
@@ -345,9 +349,16 @@ def edit_pairs(
     ]
     s.add_all(objs)
     s.flush()
+    # A split chosen in this edit takes the pair's sentence group along (workbench.splits).
+    pulled = {pid: r.split for _l, pid, r in labelled if "split" in edits.get(pid or 0, {})}
+    pulled |= {o.id: r.split for o, r in zip(objs, inserts, strict=True) if r.split}
+    written = [p.id for p, _r in changed] + [o.id for o in objs]
+    moves = splits.settle_splits(s, corpus.id, pulled, why="an edit", written=written)
     cleaned = sum(r.removed for _l, _pid, r in labelled)
     ids_added = [o.id for o in objs]
-    return EditResult(len(objs), len(changed), len(deleted_ids), ids_added, cleaned)
+    return EditResult(
+        len(objs), len(changed), len(deleted_ids), ids_added, cleaned, sum(moves.values())
+    )
 
 
 def add_pair(
@@ -377,6 +388,10 @@ def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
                 .values(split=value, updated_at=utcnow())
             )
             changed += res.rowcount or 0
+        # the moved pairs take their sentence groups along (workbench.splits)
+        splits.settle_splits(
+            s, corpus.id, dict.fromkeys(ids, value), why="a change of split", written=ids
+        )
     return changed
 
 
@@ -415,7 +430,7 @@ def corpus_stats(corpus_id: CorpusRef, sample_size: int = STATS_SAMPLE) -> Corpu
         },
         dtype="int64",
     )
-    return CorpusStats(counts, total, lengths, len(rows))
+    return CorpusStats(counts, total, lengths, len(rows), corpus.split_note)
 
 
 # ---------------------------------------------------------------------- deduplication

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from core_model.artifact import (
     WEIGHTS_FILE,
@@ -56,6 +56,11 @@ class VersionInfo:
     device: str
     train_pair_count: int
     train_seconds: float
+    # lineage: the version this one continued, and the training behind it (own + ancestors')
+    parent_version_id: int | None
+    train_tokens: int
+    cumulative_tokens: int
+    cumulative_seconds: float
     metrics: dict[str, Any]
     sha256: str
     artifact_path: str
@@ -76,6 +81,10 @@ def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:
         device=v.device,
         train_pair_count=v.train_pair_count,
         train_seconds=v.train_seconds,
+        parent_version_id=v.parent_version_id,
+        train_tokens=v.train_tokens or 0,
+        cumulative_tokens=v.cumulative_tokens or 0,
+        cumulative_seconds=v.cumulative_seconds or 0.0,
         metrics=dict(v.metrics or {}),
         sha256=v.sha256,
         artifact_path=v.artifact_path,
@@ -178,9 +187,11 @@ def register_version(
     src_lang: str | None = None,
     tgt_lang: str | None = None,
     name: str | None = None,
+    parent_version_id: int | None = None,
 ) -> int:
     """Record a model (a finished run's, or an imported copy) and move `model_dir` into
-    models/<id>/; returns the id.
+    models/<id>/; returns the id. ``parent_version_id``: the version the run continued; the
+    new version's cumulative tokens and seconds add its own to the parent's.
 
     Two transactions on purpose: the row is committed first and removed again if the move
     fails, so a folder under models/ always has a row and a row never points at nothing.
@@ -193,6 +204,9 @@ def register_version(
         name = validate_name(name, "version name")
     with session_scope() as s:
         corpus = s.get(Corpus, corpus_id) if corpus_id is not None else None
+        parent = s.get(ModelVersion, parent_version_id) if parent_version_id else None
+        tokens = _bounded(metrics.get("tokens_trained", 0), int, 0, 2**62)
+        seconds = _bounded(metrics.get("train_time_s", 0.0), float, 0.0, 1e12)
         version = ModelVersion(
             run_id=run_id,
             corpus_id=corpus.id if corpus else None,
@@ -205,7 +219,11 @@ def register_version(
             src_lang=src_lang or (corpus.src_lang if corpus else ""),
             tgt_lang=tgt_lang or (corpus.tgt_lang if corpus else ""),
             train_pair_count=_bounded(metrics.get("train_pairs", 0), int, 0, MAX_ID),
-            train_seconds=_bounded(metrics.get("train_time_s", 0.0), float, 0.0, 1e12),
+            train_seconds=seconds,
+            parent_version_id=parent.id if parent else None,
+            train_tokens=tokens,
+            cumulative_tokens=tokens + (parent.cumulative_tokens if parent else 0),
+            cumulative_seconds=seconds + (parent.cumulative_seconds if parent else 0.0),
         )
         s.add(version)
         s.flush()
@@ -246,6 +264,10 @@ def versions_table() -> pd.DataFrame:
             "parameters": v.param_count,
             "device": v.device,
             "train time (s)": round(v.train_seconds, 1),
+            "parent": v.parent_version_id,
+            "train tokens": v.train_tokens,
+            "cumulative tokens": v.cumulative_tokens,
+            "cumulative minutes": round(v.cumulative_seconds / 60, 1),
             "valid loss": v.metrics.get("valid_loss"),
             "BLEU": v.metrics.get("bleu"),
             "chrF": v.metrics.get("chrf"),
@@ -253,7 +275,10 @@ def versions_table() -> pd.DataFrame:
         }
         for v in list_versions()
     ]
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if not table.empty:  # ids stay integers next to the versions that have no parent
+        table["parent"] = table["parent"].astype("Int64")
+    return table
 
 
 def get_version(version_id: int) -> VersionInfo:
@@ -299,6 +324,13 @@ def delete_version(version_id: int) -> None:
         if version is None:
             raise WorkbenchError(f"Model version {version_id} does not exist.")
         folder = settings.resolve(version.artifact_path)
+        # lineage has no foreign key (migration 0008): the children lose their parent here,
+        # their cumulative numbers stay
+        s.execute(
+            update(ModelVersion)
+            .where(ModelVersion.parent_version_id == version_id)
+            .values(parent_version_id=None)
+        )
         s.delete(version)
     shutil.rmtree(folder, ignore_errors=True)
     _load_cached.cache_clear()

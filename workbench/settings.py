@@ -12,6 +12,8 @@ Environment:
   (default ``db.engine.SQLITE_BUSY_TIMEOUT_MS``; tests shrink it).
 * ``WORKBENCH_HEARTBEAT_TIMEOUT``: seconds without a heartbeat after which a running run's
   worker is taken for dead (default 90).
+* ``WORKBENCH_PG_BINDIR``: the folder of ``pg_dump`` / ``pg_restore`` for backups, when the
+  ones found on the machine are older than the PostgreSQL server (``workbench.backup``).
 * ``WORKBENCH_DEBUG``: when set, the CLI prints the traceback of an internal error.
 * ``WORKBENCH_SERVE_CONFIG``: set by ``workbench serve`` for its worker processes (the
   server's ``ServeConfig`` as JSON); not meant to be set by hand.
@@ -25,6 +27,7 @@ The data folder::
       runs/<run id>/            where a run trains: its checkpoint, then its model
       runs/import-<hex>/        a model folder being copied in by `register`
       logs/worker.log           what a worker started on demand prints
+      .restore-<hex>/           a backup being checked before a restore (workbench.backup)
       worker.lock, spawn.lock   a live worker's lock; the lock that serialises starting one
 """
 
@@ -40,6 +43,7 @@ ENV_DB_URL = "WORKBENCH_DB_URL"
 ENV_SQLITE_BUSY_TIMEOUT = "WORKBENCH_SQLITE_BUSY_TIMEOUT_MS"
 ENV_HEARTBEAT_TIMEOUT = "WORKBENCH_HEARTBEAT_TIMEOUT"
 ENV_DEBUG = "WORKBENCH_DEBUG"
+ENV_PG_BINDIR = "WORKBENCH_PG_BINDIR"
 ENV_SERVE_CONFIG = "WORKBENCH_SERVE_CONFIG"
 DEFAULT_HOME = "./workbench_data"
 # Longer than SQLite's busy timeout: a heartbeat may wait that long behind a big import.
@@ -85,6 +89,12 @@ def debug() -> bool:
     return bool(os.environ.get(ENV_DEBUG))
 
 
+def pg_bindir() -> Path | None:
+    """Where to look first for ``pg_dump`` / ``pg_restore`` (``WORKBENCH_PG_BINDIR``)."""
+    folder = os.environ.get(ENV_PG_BINDIR, "").strip()
+    return Path(folder).expanduser() if folder else None
+
+
 def serve_config() -> str | None:
     """The JSON of the HTTP server's config, handed to its worker processes."""
     return os.environ.get(ENV_SERVE_CONFIG) or None
@@ -97,6 +107,17 @@ def model_folder(version_id: int) -> str:
     """Where a version's files go, relative to the data folder (stored so in its row, so a
     data folder can be moved whole)."""
     return f"models/{version_id}"
+
+
+def models_dir() -> Path:
+    """The folder holding every version's folder (``model_folder``)."""
+    return home() / "models"
+
+
+def restore_staging_dir(token: str) -> Path:
+    """Where a restore unpacks and checks a backup: inside the data folder, so its model
+    folders move into place by rename."""
+    return home() / f".restore-{token}"
 
 
 def resolve(stored_path: str) -> Path:

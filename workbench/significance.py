@@ -8,6 +8,16 @@ sacreBLEU's own (``sacrebleu.significance.PairedTest``, the code behind its CLI'
 ``--paired-bs``), seeded as its CLI is (``SACREBLEU_SEED``, default 12345), so the numbers
 here are the numbers ``sacrebleu REF -i A B --paired-bs`` prints for the same files.
 
+The 95 % interval is the bootstrap's **percentile interval**: the 2.5th and 97.5th percentiles
+of the score over the same resamples (the bounds sacreBLEU itself sorts out, at the same
+indices). sacreBLEU prints it as mean ± half its width, which on a skewed distribution can
+name impossible scores (a BLEU interval of [−0.57, 4.95]); the percentile bounds are scores of
+actual resamples, so they always lie within [0, 100] and contain every likely score.
+
+Below ``MIN_VERDICT_PAIRS`` test pairs no p-value and no verdict is given (only the scores
+and their intervals): a bootstrap of a handful of sentences calls chance differences
+"significant". Every front end (page, CLI, HTTP) reads that one constant.
+
 Pure: text in, numbers and sentences out; ``workbench.evaluation`` decodes the outputs.
 """
 
@@ -15,14 +25,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from sacrebleu.metrics import BLEU, CHRF
-from sacrebleu.significance import PairedTest
+if TYPE_CHECKING:  # sacreBLEU and numpy load with the first test: the CLI's --help reads
+    from sacrebleu.metrics.base import Metric  # the constants below without them
 
 RESAMPLES = 1_000
 SIGNIFICANCE_LEVEL = 0.05  # below this p-value a difference is called significant
 METRICS = ("bleu", "chrf")
 METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF"}
+# Fewer test pairs than this: scores and intervals only, no p-value and no verdict.
+MIN_VERDICT_PAIRS = 50
+INTERVAL_KIND = "bootstrap percentile interval"  # what the 95 % interval is, for help texts
 
 
 @dataclass(frozen=True)
@@ -31,12 +45,13 @@ class Estimate:
 
     score: float  # on the whole test set (the number sacreBLEU reports)
     mean: float  # mean over the bootstrap resamples
-    ci: float  # half-width of the 95 % confidence interval: mean ± ci (sacreBLEU's "μ ± CI")
-    p_value: float | None  # against the baseline; None for the baseline itself
+    low: float  # 95 % percentile interval: the 2.5th percentile of the resampled scores …
+    high: float  # … and the 97.5th
+    p_value: float | None  # against the baseline; None for the baseline and on too few pairs
 
     @property
     def interval(self) -> tuple[float, float]:
-        return (round(self.mean - self.ci, 2), round(self.mean + self.ci, 2))
+        return (self.low, self.high)
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,18 @@ class PairedResult:
 
     estimates: list[dict[str, Estimate]]
     seed: str  # the resampling seed sacreBLEU used ("none": not seeded)
+    withheld: str | None = None  # why there are no p-values (too few pairs); None: there are
+
+
+def too_few_pairs(pairs: int) -> str | None:
+    """Why a test of `pairs` sentence pairs gets no p-value or verdict; None when it does."""
+    if pairs >= MIN_VERDICT_PAIRS:
+        return None
+    some = f"{pairs} test pair{'' if pairs == 1 else 's'}"
+    return (
+        f"only {some}: below {MIN_VERDICT_PAIRS} a difference between versions is mostly "
+        "chance, so no p-value or verdict is given"
+    )
 
 
 def paired_bootstrap(
@@ -53,8 +80,12 @@ def paired_bootstrap(
     tokenize: str,
     resamples: int = RESAMPLES,
 ) -> PairedResult:
-    """BLEU and chrF of every system with 95 % intervals, and p-values of systems[1:]
-    against systems[0] (paired bootstrap, ``resamples`` resamples)."""
+    """BLEU and chrF of every system with 95 % percentile intervals, and p-values of
+    systems[1:] against systems[0] (paired bootstrap, ``resamples`` resamples); no p-values
+    below ``MIN_VERDICT_PAIRS`` references (``PairedResult.withheld`` says why)."""
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
     if len(systems) < 2:
         raise ValueError("a paired test needs a baseline and at least one other system")
     refs = [list(references)]
@@ -62,23 +93,39 @@ def paired_bootstrap(
     named = [(str(i), list(hyps)) for i, hyps in enumerate(systems)]
     test = PairedTest(named, metrics, references=None, test_type="bs", n_samples=resamples)
     signatures, scores = test()
+    withheld = too_few_pairs(len(references))
     # sacreBLEU names its result columns after the metrics' score names ("BLEU", "chrF2"),
     # in the order of `metrics`.
     columns = [name for name in scores if name != "System"]
-    estimates = [
-        {
-            key: Estimate(
-                round(float(r.score), 2),
-                round(float(r.mean), 2),
-                round(float(r.ci), 2),
-                None if r.p_value is None else round(float(r.p_value), 4),
+    estimates = []
+    for i, hyps in enumerate(systems):
+        estimate = {}
+        for key, column in zip(METRICS, columns, strict=True):
+            r = scores[column][i]
+            low, high = _percentile_interval(metrics[key], hyps, resamples)
+            p = None if r.p_value is None or withheld else round(float(r.p_value), 4)
+            estimate[key] = Estimate(
+                round(float(r.score), 2), round(float(r.mean), 2), low, high, p
             )
-            for key, r in zip(METRICS, (scores[c][i] for c in columns), strict=True)
-        }
-        for i in range(len(systems))
-    ]
+        estimates.append(estimate)
     seed = next(iter(signatures.values())).info.get("seed", "12345")
-    return PairedResult(estimates, str(seed))
+    return PairedResult(estimates, str(seed), withheld)
+
+
+def _percentile_interval(
+    metric: Metric, hyps: Sequence[str], resamples: int
+) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of the score over the bootstrap resamples: the same
+    resamples (seed and indices) and the same bounds as sacreBLEU's ``estimate_ci``, which
+    reports only half their distance."""
+    import numpy as np
+    from sacrebleu.significance import _bootstrap_resample
+
+    stats = metric._extract_corpus_statistics(list(hyps), None)  # references: the metric's
+    _, resampled = _bootstrap_resample(stats, metric, resamples)
+    ordered = np.sort([s.score for s in resampled])  # (resamples,)
+    cut = resamples // 40  # sacreBLEU's index of the 2.5th percentile
+    return round(float(ordered[cut]), 2), round(float(ordered[resamples - cut - 1]), 2)
 
 
 def verdict(

@@ -15,13 +15,15 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 import db
-from workbench import settings
+from workbench import settings, splits
 
 
 def engine() -> Engine:
     """The engine of the configured database (opened and migrated on first use)."""
     return db.init(
-        settings.database_url(), sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms()
+        settings.database_url(),
+        sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms(),
+        after_upgrade=splits.group_old_corpora,  # the data step of migration 0008
     )
 
 

@@ -21,10 +21,12 @@ so a pair is stored identically whichever way it arrives.
   tokens of length statistics and ratio warnings.
 * **Split rule** — a pair written without an explicit split goes to ``train`` while the corpus
   (counting the pairs in the same write) has fewer than ``TINY_CORPUS`` (20) pairs, so a tiny
-  corpus is learned whole. From then on the split is derived from the pair's hash: buckets
-  0-89 of 100 → ``train``, 90-94 → ``valid``, 95-99 → ``test`` (≈ 90/5/5). The same pair gets
-  the same bucket in every corpus and on every machine. A split given explicitly (import
-  column, data editor) always wins.
+  corpus is learned whole. From then on the split is derived from the hash of its normalised
+  *source* (``sentence_split``): buckets 0-89 of 100 → ``train``, 90-94 → ``valid``, 95-99 →
+  ``test`` (≈ 90/5/5), so every translation of one sentence lands in the same split, in every
+  corpus and on every machine. Pairs that share a target form one group with them too
+  (``split_groups``, a union-find over sources and targets), and ``workbench.splits`` keeps
+  each group in one split: no source or target sentence of valid/test is ever in training.
 * **Names** (corpora, model versions) — ``validate_name``: normalised, 1 to ``MAX_NAME``
   characters, and *refused* (not cleaned) when they contain anything cleaning would remove:
   a name is typed on purpose, so a hidden character in it is a mistake worth reporting.
@@ -40,6 +42,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Hashable, Sequence
 from hashlib import blake2b
 from typing import Any
 
@@ -128,20 +131,51 @@ def rough_token_count(text: str) -> int:
 # ------------------------------------------------------------------------- split rule
 
 
-def hash_split(content_hash: str) -> str:
-    """The deterministic ≈90/5/5 split of a pair, from hex digits 8-15 of its hash."""
-    bucket = int(content_hash[8:16], 16) % 100
+def sentence_split(sentence: str) -> str:
+    """The deterministic ≈90/5/5 split of a sentence group, from the hash of its (normalised)
+    source sentence."""
+    digest = blake2b(sentence.encode(), digest_size=8).digest()
+    bucket = int.from_bytes(digest, "big") % 100
     for name, upper in SPLIT_BUCKETS:
         if bucket < upper:
             return name
     return "train"  # unreachable
 
 
-def default_split(content_hash: str, corpus_size_after_write: int) -> str:
-    """The split of a pair written without one (see the module docstring)."""
+def default_split(source: str, corpus_size_after_write: int) -> str:
+    """The split of a pair written without one (see the module docstring); ``source`` is
+    normalised."""
     if corpus_size_after_write < TINY_CORPUS:
         return "train"
-    return hash_split(content_hash)
+    return sentence_split(source)
+
+
+def split_groups(pairs: Sequence[tuple[Hashable, Hashable]]) -> list[int]:
+    """The sentence group of each normalised (source, target), or of each pair of keys that
+    stand for them: pairs sharing a source, or a target, with another pair of the group
+    (transitively) are one group. Returns, per pair, the index of its group's first pair. A
+    union-find: linear in the pairs."""
+    parent = list(range(len(pairs)))  # parent[i] < i, or i for a root
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]  # path halving
+            i = parent[i]
+        return i
+
+    by_source: dict[Hashable, int] = {}
+    by_target: dict[Hashable, int] = {}
+    for i, (source, target) in enumerate(pairs):
+        for seen, key in ((by_source, source), (by_target, target)):
+            j = seen.setdefault(key, i)
+            if j != i:
+                a, b = root(i), root(j)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)  # the root is the group's first pair
+    for i, p in enumerate(parent):  # a parent comes first, so its root is already known
+        if p != i:
+            parent[i] = parent[p]
+    return parent
 
 
 def is_blank(value: Any) -> bool:

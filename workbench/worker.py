@@ -282,7 +282,13 @@ def _train_run(
         _finish(run.id, worker, RunStatus.CANCELLED)
         return RunStatus.CANCELLED
     _until_written(
-        lambda: register_version(out_dir, result.metrics, run_id=run.id, corpus_id=corpus.id),
+        lambda: register_version(
+            out_dir,
+            result.metrics,
+            run_id=run.id,
+            corpus_id=corpus.id,
+            parent_version_id=init_id,
+        ),
         f"run {run.id}: registering its model",
     )
     _finish(run.id, worker, RunStatus.SUCCEEDED)

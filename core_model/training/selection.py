@@ -4,8 +4,9 @@ Candidates: the last weights, the best epoch by validation, and the average of N
 N-1 taken evenly over the last fifth of the budget (by the clock or the steps, whichever
 binds — epochs may be too few to average on a short budget) plus the final weights. With
 enough validation pairs the candidate that validates best wins; without, the average (when
-asked for) or the last weights. The best-epoch bookkeeping also drives early stopping
-(`bad_epochs`).
+asked for) or the last weights, still scored on the validation pairs there are (a run that
+validated reports its final weights' scores). The best-epoch bookkeeping also drives early
+stopping (`bad_epochs`).
 """
 
 from __future__ import annotations
@@ -104,11 +105,16 @@ class Selector:
         average = average_state_dicts(recent) if len(recent) > 1 else None
         last_record = state.history[-1] if state.history else {}
         if not self.use_validation:
+            # Too few validation pairs to choose by, but they are still reported: the weights
+            # the run ends with get their scores (the last epoch's, when it ended right here).
             if average is not None:
                 model.load_state_dict(average, strict=False)
-                return f"average_last_{len(recent)}", {}
-            done = last_record.get("step") == state.step
-            return "last", {k: last_record[k] for k in SCORE_KEYS if k in last_record and done}
+                name, record = f"average_last_{len(recent)}", validate()
+            elif last_record.get("step") == state.step:
+                name, record = "last", last_record
+            else:
+                name, record = "last", validate()
+            return name, {k: record[k] for k in SCORE_KEYS if k in record}
         last_weights = unique_state_dict(model)
         if last_record.get("step") != state.step:  # stopped mid-epoch: score the last weights
             last_record = validate()

@@ -419,3 +419,32 @@ def test_the_automatic_budget_says_it_finished_its_passes() -> None:
     reason = tr.StopReason(res.metrics["stop_reason"])
     assert reason is tr.StopReason.AUTO_STEPS
     assert "epochs" not in reason.describe()
+
+
+def test_final_weights_are_scored_when_validation_is_too_small_to_select_by() -> None:
+    """Fewer validation pairs than `min_valid_pairs`: validation is reported but does not
+    choose the weights. The weights the run ends with (an average, or the last weights of a
+    run stopped mid-epoch) still get their scores: they were None, and the versions table
+    showed "None" for a run whose live panel had shown a validation loss."""
+    from core_model.training.selection import Selector
+
+    model = torch.nn.Linear(2, 2)
+    scores = {"valid_loss": 4.046, "bleu": 1.5, "chrf": 12.0}
+    calls: list[int] = []
+
+    def validate() -> dict:
+        calls.append(1)
+        return dict(scores)
+
+    def state(recent: list, last_step: int) -> object:
+        history = [{"epoch": 1, "step": last_step, "valid_loss": 9.0, "bleu": 0.0, "chrf": 1.0}]
+        return type("State", (), {"recent_weights": recent, "history": history, "step": 50})()
+
+    selector = Selector("bleu", use_validation=False, keep_last=2)
+    averaged = state([{k: v.clone() for k, v in model.state_dict().items()}], last_step=40)
+    assert selector.choose(averaged, model, validate) == ("average_last_2", scores)
+    assert selector.choose(state([], last_step=40), model, validate) == ("last", scores)
+    assert len(calls) == 2
+    # Ended right after an epoch's validation: that epoch's scores, no second validation.
+    last = selector.choose(state([], last_step=50), model, validate)
+    assert last == ("last", {"valid_loss": 9.0, "bleu": 0.0, "chrf": 1.0}) and len(calls) == 2

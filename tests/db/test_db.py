@@ -349,3 +349,75 @@ def test_a_database_url_that_cannot_work_is_one_line_and_creates_nothing(
         with pytest.raises(DatabaseConfigError, match=match) as info:
             create_workbench_engine(url)
         assert "secret" not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_upgrade_to_0008_backfills_lineage_and_downgrades_without_losing_rows(
+    tmp_path: Path,
+) -> None:
+    """Versions from before 0008: a version fine-tuned by a run gets that run's start version
+    as its parent, and the tokens and seconds add up along the chain; a downgrade drops only
+    the new columns (no table copy that would cascade into the rows referring to them)."""
+    engine = _database_at(tmp_path, "0006")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO corpora (name, src_lang, tgt_lang, created_at) "
+                "VALUES ('old', 'zh', 'en', '2026-01-01 00:00:00')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO pairs (corpus_id, source, target, split, note, content_hash, "
+                "created_at, updated_at) VALUES (1, '你好', 'hello', 'train', '', 'h', "
+                "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+            )
+        )
+        for vid, init, tokens, seconds in (
+            (1, None, 1000, 60.0),
+            (2, 1, 500, 30.0),
+            (3, 2, 250, 15.0),
+        ):
+            conn.execute(
+                text(
+                    "INSERT INTO training_runs (id, config, status, device, snapshot_pair_ids, "
+                    "snapshot_hash, snapshot_size, init_version_id, created_at) VALUES "
+                    "(:id, '{}', 'succeeded', 'cpu', '[]', '', 0, :init, '2026-01-01 00:00:00')"
+                ),
+                {"id": vid, "init": init},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO model_versions (id, run_id, name, notes, artifact_path, sha256, "
+                    "param_count, metrics, device, src_lang, tgt_lang, train_pair_count, "
+                    "train_seconds, created_at) VALUES (:id, :id, 'v', '', 'models/x', '', 0, "
+                    ":m, 'cpu', 'zh', 'en', 0, :s, '2026-01-01 00:00:00')"
+                ),
+                {"id": vid, "m": f'{{"tokens_trained": {tokens}}}', "s": seconds},
+            )
+        conn.execute(
+            text(
+                "INSERT INTO served_versions (src_lang, tgt_lang, version_id) "
+                "VALUES ('zh', 'en', 3)"
+            )
+        )
+    upgrade(engine)
+    with engine.connect() as conn:
+        lineage = conn.execute(
+            text(
+                "SELECT id, parent_version_id, train_tokens, cumulative_tokens, "
+                "cumulative_seconds FROM model_versions ORDER BY id"
+            )
+        ).all()
+        assert lineage == [
+            (1, None, 1000, 1000, 60.0),
+            (2, 1, 500, 1500, 90.0),
+            (3, 2, 250, 1750, 105.0),
+        ]
+        assert conn.execute(text("SELECT splits_grouped FROM corpora")).scalar() == 0
+    upgrade_down(engine, "0006")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM model_versions")).scalar() == 3
+        assert conn.execute(text("SELECT count(*) FROM served_versions")).scalar() == 1
+        assert conn.execute(text("SELECT count(*) FROM pairs")).scalar() == 1
+        assert "split_note" not in {c["name"] for c in inspect(engine).get_columns("corpora")}
+    engine.dispose()

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
 from tests.helpers import ROOT, module_home, train_version
-from ui import navigation
+from ui import navigation, train_page
 from workbench import (
     corpora,
     demo,
@@ -32,6 +32,7 @@ from workbench import (
     run_info,
     runs,
     settings,
+    significance,
     train_options,
     worker,
     worker_process,
@@ -419,14 +420,38 @@ def test_the_upload_size_is_limited_on_purpose() -> None:
     assert limit << 20 < formats.MAX_INPUT_BYTES
 
 
-def test_malformed_import_is_one_error_line(small_corpus: int) -> None:
+def test_unreadable_import_is_one_error_line(small_corpus: int) -> None:
     at = open_page("corpus")
     at.session_state["corpus_tab"] = ":material/upload: Import"
     at.run()
-    at.file_uploader[0].upload("bad.jsonl", b'{"source": "a"\n', "application/jsonl").run()
+    at.file_uploader[0].upload("bad.jsonl", b'{"source": "\xff"}\n', "application/jsonl").run()
     assert_clean(at)
-    assert "line 1" in texts(at.error)
+    assert "line 1: not valid UTF-8" in texts(at.error)
     assert corpora.get_corpus(small_corpus).pair_count == 3
+
+
+def test_a_line_without_a_tab_is_a_skipped_row_of_the_preview(small_corpus: int) -> None:
+    """It used to reject the whole preview ("Line 11: expected 2 to 4 tab-separated
+    columns"); now it is listed in the report with its line and reason, like an empty row,
+    and nothing is written until the import is confirmed."""
+    data = "汤\tsoup\nthis line has no tab\n水\twater\n".encode()
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/upload: Import"
+    at.run()
+    at.file_uploader[0].upload("menu.tsv", data, "text/tab-separated-values").run()
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Will be added"], metrics["Invalid rows skipped"]) == ("2", "1")
+    report = next(df.value for df in at.dataframe if "message" in df.value.columns)
+    [row] = report.to_dict(orient="records")
+    assert (row["line"], row["severity"], row["kind"]) == (2, "error", "malformed")
+    assert row["message"].startswith("expected 2 to 4 tab-separated columns")
+    assert corpora.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
+    at.button(key="do_import").click().run()
+    assert_clean(at)
+    assert corpora.get_corpus(small_corpus).pair_count == 5
+    assert "2 pairs" in texts(at.success) and "1 invalid rows skipped" in texts(at.success)
 
 
 def test_export_statistics_and_dedupe(small_corpus: int) -> None:
@@ -503,21 +528,77 @@ def test_train_start_and_cancel_a_run(populated: Trained, no_worker: None) -> No
     assert run_info.get_run(run.id).status == "cancelled"
 
 
+def test_train_defaults_to_continuing_the_newest_version(
+    populated: Trained, no_worker: None
+) -> None:
+    """The newest version of the corpus covers it: the default is to continue it, and a new
+    model is one click away."""
+    at = open_page("train")
+    start = at.radio(key=f"train_start_{populated.corpus_id}")
+    newest = populated.version_ids[0]
+    assert start.value == newest
+    assert start.options[:2] == [f"Continue from #{newest}", "Start a new model"]
+    assert at.button(key="train_button").label == f"Continue from #{newest}"
+    assert f"Version #{newest} was trained on this corpus" in texts(at.caption)
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert run.init_version_id == newest
+    runs.cancel_run(run.id)
+
+
+def test_train_starts_a_new_model_when_the_tokenizer_no_longer_fits(
+    populated: Trained, no_worker: None
+) -> None:
+    """A corpus whose newest version's tokenizer cannot write most of its characters (here a
+    copy of a demo version linked to a corpus in another script): 'Start a new model' is
+    the default and the page says why."""
+    greek = corpora.create_corpus("greek letters", "zh", "en")
+    added = [{"source": f"αβγδεζηθ {i}", "target": f"letters {i}"} for i in range(25)]
+    pairs.apply_edits(greek.id, added=added)
+    copy = registry.import_version(
+        registry.artifact_dir(populated.version_ids[0]), corpus="greek letters"
+    )
+    try:
+        at = open_page("train")
+        at.selectbox(key="train_corpus").select(greek.id).run()
+        start = at.radio(key=f"train_start_{greek.id}")
+        assert start.value == train_page.NEW_MODEL and start.options[0] == "Start a new model"
+        assert at.button(key="train_button").label == "Train"
+        assert f"The tokenizer of version #{copy} knows only" in texts(at.caption)
+        assert "(continuing needs 99.0 %)" in texts(at.caption)
+        at.button(key="train_button").click().run()
+        run = run_info.list_runs()[0]
+        assert run.init_version_id is None
+        runs.cancel_run(run.id)
+        runs.delete_run(run.id)
+    finally:
+        registry.delete_version(copy)
+        corpora.delete_corpus(greek.id)
+
+
 def test_train_with_options(populated: Trained, no_worker: None) -> None:
     at = open_page("train")
     assert not [n for n in at.number_input if n.key in ("train_epochs", "train_minutes")]
     at.button_group(key="train_for").set_value("epochs").run()
     at.number_input(key="train_epochs").set_value(3)
-    at.selectbox(key="train_init_version").select(populated.version_ids[0])
+    older = populated.version_ids[1]
+    at.radio(key=f"train_start_{populated.corpus_id}").set_value(older)
     at.number_input(key="train_max_steps").set_value(10)
     at.run()
-    assert at.button(key="train_button").label == "Fine-tune"
+    assert at.button(key="train_button").label == f"Continue from #{older}"
     at.button(key="train_button").click().run()
     assert_clean(at)
     run = run_info.list_runs()[0]
     assert (run.config["epochs"], run.config["max_steps"]) == (3, 10)
-    assert run.init_version_id == populated.version_ids[0]
+    assert run.init_version_id == older
     runs.cancel_run(run.id)
+
+    at.radio(key=f"train_start_{populated.corpus_id}").set_value(train_page.NEW_MODEL).run()
+    assert at.button(key="train_button").label == "Train"
+    at.button(key="train_button").click().run()
+    assert run_info.list_runs()[0].init_version_id is None
+    runs.cancel_run(run_info.list_runs()[0].id)
 
     at.button_group(key="train_for").set_value("minutes").run()
     at.number_input(key="train_minutes").set_value(5.0)
@@ -958,10 +1039,17 @@ def test_models_compare_versions(populated: Trained) -> None:
     assert_clean(at)
     metrics = at.dataframe[1].value
     assert sorted(metrics["version"]) == sorted(populated.version_ids)
-    assert {"BLEU", "BLEU 95 % interval", "p (BLEU)", "chrF", "p (chrF)"} <= set(metrics.columns)
-    baseline, other = (f"#{v}" for v in metrics["version"])
-    verdict = texts(at.markdown)
-    assert f"{other} is better than {baseline}" in verdict or "no significant difference" in verdict
+    assert {"BLEU", "BLEU 95 % interval", "chrF"} <= set(metrics.columns)
+    other = f"#{metrics['version'].iloc[1]}"
+    # 4 test pairs: the warning, and no p-value or verdict right below it
+    assert "no p-value or verdict is given" in texts(at.warning)
+    shown = texts(at.markdown) + texts(at.caption)
+    assert " is better than " not in shown and " is worse than " not in shown
+    assert "no significant difference" not in shown and "p = " not in shown
+    assert metrics["p (BLEU)"].isna().all() and metrics["p (chrF)"].isna().all()
+    for interval in metrics["BLEU 95 % interval"]:
+        low, high = (float(x) for x in interval.split(" – "))
+        assert 0 <= low <= high <= 100
     sentences = at.dataframe[2].value
     assert len(sentences) == 4  # the demo corpus' test split
     assert {"source", "reference", "differs", f"Δ chrF {other}"} <= set(sentences.columns)
@@ -978,6 +1066,23 @@ def test_models_compare_versions(populated: Trained) -> None:
     at.button(key="compare").click().run()
     assert_clean(at)
     assert "test · 4 pairs · beam 4" in texts(at.markdown)
+
+
+def test_models_compare_gives_a_verdict_from_the_minimum_test_size(
+    populated: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the minimum (lowered to the demo's 4 test pairs here) the verdict and p-values are
+    shown, and the warning is not."""
+    monkeypatch.setattr(significance, "MIN_VERDICT_PAIRS", 4)
+    at = open_page("models")
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    metrics = at.dataframe[1].value
+    baseline, other = (f"#{v}" for v in metrics["version"])
+    verdict = texts(at.markdown)
+    assert f"{other} is better than {baseline}" in verdict or "no significant difference" in verdict
+    assert "significant below p = 0.05" in texts(at.caption)
+    assert not any("no p-value or verdict" in w for w in texts(at.warning).splitlines())
 
 
 def test_review_pool_to_pairs(populated: Trained, no_worker: None) -> None:
@@ -1050,6 +1155,19 @@ def test_a_glossary_edited_on_the_corpus_page_is_obeyed_on_translate(
         assert without[1]["text"] == with_terms[1]["text"]  # no term: the same translation
     finally:
         glossary.set_terms(populated.corpus_id, [])
+
+
+def test_models_show_each_versions_lineage(populated: Trained) -> None:
+    """Parent and the tokens and minutes behind each version: in the table and the detail."""
+    at = open_page("models")
+    table = at.dataframe[0].value
+    assert {"parent", "train tokens", "cumulative tokens", "cumulative minutes"} <= set(table)
+    newest = registry.get_version(populated.version_ids[0])
+    row = table[table["id"] == newest.id].iloc[0]
+    assert row["cumulative tokens"] == newest.train_tokens > 0  # a new model: its own only
+    assert f"**New model** · **trained on** {newest.cumulative_tokens / 1e6:,.2f}M tokens" in (
+        texts(at.markdown)
+    )
 
 
 def test_models_rename_and_notes(populated: Trained) -> None:

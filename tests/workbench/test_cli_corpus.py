@@ -114,7 +114,7 @@ def test_bad_input_is_one_error_line(tmp_path: Path, args: list[str], message: s
         "docx": tmp_path / "x.docx",
         "out": tmp_path / "out.tsv",
     }
-    files["bad"].write_text("a\tb\nno tab here\n", encoding="utf-8")
+    files["bad"].write_bytes(b"a\tb\n\xff\tnot UTF-8\n")
     files["good"].write_text(TSV, encoding="utf-8")
     files["docx"].write_bytes(b"PK")
     argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
@@ -133,6 +133,25 @@ def test_failed_import_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out.tsv"
     assert run(home, "export", "--corpus", "c", str(out)).returncode == 0
     assert len(out.read_text("utf-8").splitlines()) == 1 + 3
+
+
+def test_import_skips_and_reports_a_malformed_line(tmp_path: Path) -> None:
+    """A line without a tab is one skipped row, listed with its line number and why; the
+    rest of the file is imported (before, the whole file was refused). --strict refuses it."""
+    home = tmp_path / "h"
+    data = tmp_path / "pairs.tsv"
+    lines = TSV.splitlines()
+    data.write_text("\n".join([*lines[:2], "a line without a tab", lines[2]]) + "\n", "utf-8")
+    common = ["import", "--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en"]
+    strict = run(home, *common, "--strict", str(data))
+    assert "line 3: expected 2 to 4 tab-separated columns" in assert_one_line_error(strict)
+    proc = run(home, *common, str(data))
+    assert proc.returncode == 0, proc.stderr
+    assert "line 3: error: expected 2 to 4 tab-separated columns" in proc.stderr
+    assert "imported 3 pairs into 'c' (0 duplicates, 1 invalid rows skipped)" in proc.stdout
+    again = run(home, *common, "--json", str(data))
+    result = json.loads(again.stdout.strip().splitlines()[-1])
+    assert (result["skipped"], result["issues"]["malformed"]) == (1, 1)
 
 
 # ------------------------------------------------------------ hostile input, failing disks

@@ -39,14 +39,23 @@ def test_normalize_text() -> None:
     assert T.normalize_text(" \n ") == ""
 
 
-def test_hash_split_is_deterministic_and_roughly_90_5_5() -> None:
-    hashes = [T.pair_hash(f"源{i}", f"target {i}") for i in range(20_000)]
-    counts = Counter(T.hash_split(h) for h in hashes)
+def test_sentence_split_is_deterministic_and_roughly_90_5_5() -> None:
+    sentences = [f"源{i}" for i in range(20_000)]
+    counts = Counter(T.sentence_split(k) for k in sentences)
     assert 0.88 < counts["train"] / 20_000 < 0.92
     assert 0.04 < counts["valid"] / 20_000 < 0.06
     assert 0.04 < counts["test"] / 20_000 < 0.06
-    assert [T.hash_split(h) for h in hashes[:50]] == [T.hash_split(h) for h in hashes[:50]]
-    assert T.default_split(hashes[0], T.TINY_CORPUS - 1) == "train"
+    assert [T.sentence_split(k) for k in sentences[:50]] == [
+        T.sentence_split(k) for k in sentences[:50]
+    ]
+    assert T.default_split("源0", T.TINY_CORPUS - 1) == "train"
+    assert T.default_split("源0", 100) == T.sentence_split("源0")
+
+
+def test_split_groups_join_shared_sources_and_targets() -> None:
+    pairs = [("a", "x"), ("b", "y"), ("a", "z"), ("c", "y"), ("d", "w"), ("c", "v")]
+    # the a pairs share a source; b and c share the target y, and c's other pair joins them
+    assert T.split_groups(pairs) == [0, 1, 0, 1, 4, 1]
 
 
 def test_rough_token_count() -> None:
@@ -100,15 +109,15 @@ def test_tiny_corpus_goes_to_train_and_explicit_split_wins(wb_home: Path) -> Non
     assert S.split_pairs(info.id, "test") == [("新的句子。", "A new sentence.")]
 
 
-def test_large_write_uses_hash_split(wb_home: Path) -> None:
+def test_large_write_splits_by_source_group(wb_home: Path) -> None:
     info = C.create_corpus("big", "zh", "en")
     added = [{"source": f"句子{i}", "target": f"sentence {i}"} for i in range(400)]
     P.apply_edits(info.id, added=added)
     counts = P.corpus_stats(info.id).split_counts
     assert counts["valid"] > 0 and counts["test"] > 0 and counts["train"] > 300
     for split in ("train", "valid", "test"):
-        for s, t in S.split_pairs(info.id, split):
-            assert T.hash_split(T.pair_hash(s, t)) == split
+        for s, _t in S.split_pairs(info.id, split):
+            assert T.sentence_split(s) == split
 
 
 def test_apply_edits_is_one_validated_transaction(db_url: str, db_fingerprint) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,22 +108,59 @@ def test_gzip_and_format_inference(tmp_path: Path) -> None:
     ("fmt", "data", "match"),
     [
         ("tsv", b"ok\tfine\n\xff\xfebad\tbytes\n", r"line 2: not valid UTF-8"),
-        ("tsv", b"a\tb\nonly one column\n", r"line 2: expected 2 to 4"),
-        ("tsv", b"a\tb\na\tb\tc\td\te\n", r"line 2: expected 2 to 4 .* found 5"),
-        ("csv", b'a,b\n"unterminated,b\n', r"line \d+: malformed CSV|expected"),
-        ("jsonl", b'{"source": "a", "target": "b"}\n{"source": "a",\n', r"line 2: invalid JSON"),
-        ("jsonl", b'{"source": "a"}\n', r"line 1: missing key 'target'"),
-        ("jsonl", b'{"source": "a", "target": 3}\n', r"line 1: 'target' must be a string"),
-        ("jsonl", b"[1, 2]\n", r"line 1: expected a JSON object"),
-        ("tatoeba", "Tea.\t茶。\n".encode(), r"line 1: expected 3"),
         ("tsv", b"a\tb\nc\x00\td\n", r"line 2: contains a NUL byte"),
         ("tsv", b"\x1f\x8bnot really gzip", r"gzip"),
         ("xml", b"<a/>", r"unknown format"),
     ],
 )
-def test_malformed_files_name_the_line(fmt: str, data: bytes, match: str) -> None:
+def test_unreadable_files_name_the_line(fmt: str, data: bytes, match: str) -> None:
+    """A file that cannot be read as text of its format is refused as a whole."""
     with pytest.raises(WorkbenchError, match=match):
         K.parse_pairs(data, fmt, src_lang="zh", tgt_lang="en")
+
+
+GOOD = {  # two valid pairs in each format; MALFORMED's record goes between them
+    "tsv": ("你好\tHello\n", "再见\tBye\n"),
+    "csv": ("你好,Hello\n", "再见,Bye\n"),
+    "jsonl": ('{"source": "你好", "target": "Hello"}\n', '{"source": "再见", "target": "Bye"}\n'),
+    "tatoeba": (f"Hello\t你好\t{ATTR}\n", f"Bye\t再见\t{ATTR}\n"),
+}
+MALFORMED = [
+    ("tsv", "a line without a tab\n", r"^expected 2 to 4 tab-separated columns .* found 1$"),
+    ("tsv", "a\tb\tc\td\te\n", r"^expected 2 to 4 tab-separated .* found 5$"),
+    ("csv", "only one column\n", r"^expected 2 to 4 comma-separated .* found 1$"),
+    ("csv", '"x"y,b\n', r"^malformed CSV \(',' expected after '\"'\)$"),
+    ("jsonl", '{"source": "a",\n', r"^invalid JSON"),
+    ("jsonl", '{"source": "a"}\n', r"^missing key 'target'$"),
+    ("jsonl", '{"source": "a", "target": 3}\n', r"^'target' must be a string$"),
+    ("jsonl", "[1, 2]\n", r"^expected a JSON object"),
+    ("tatoeba", "Tea.\t茶。\n", r"^expected 3 tab-separated columns .* found 2$"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "bad", "reason"), MALFORMED)
+def test_a_malformed_record_is_skipped_and_reported_like_an_invalid_row(
+    fmt: str, bad: str, reason: str
+) -> None:
+    """One bad record no longer rejects the whole file (it did, in every format but
+    aligned): it is skipped and listed with its line number and why; the rest is read."""
+    first, last = GOOD[fmt]
+    parsed = K.parse_pairs((first + bad + last).encode(), fmt, src_lang="zh", tgt_lang="en")
+    assert _pairs(parsed) == [("你好", "Hello"), ("再见", "Bye")]
+    assert [p.line for p in parsed.pairs] == [1, 3]
+    [issue] = parsed.report
+    assert (issue.line, issue.kind, issue.severity) == (2, "malformed", "error")
+    assert re.search(reason, issue.message), issue.message
+    assert parsed.rows == 3 and parsed.skipped == 1 and parsed.accepted == 2
+    assert parsed.errors == [issue]
+
+
+def test_an_unclosed_csv_quote_says_which_lines_it_took() -> None:
+    parsed = K.parse_pairs('你好,Hello\n"open,quote\n再见,Bye\n'.encode(), "csv")
+    assert _pairs(parsed) == [("你好", "Hello")]
+    [issue] = parsed.report
+    assert issue.line == 2 and issue.kind == "malformed"
+    assert "lines 2–3 were read as one record" in issue.message
 
 
 def test_aligned_length_mismatch_names_the_line() -> None:
@@ -191,17 +229,40 @@ def test_strict_import_aborts_on_any_invalid_row(db_url: str, db_fingerprint) ->
     assert db_fingerprint() == before
 
 
+@pytest.mark.parametrize("fmt", sorted(GOOD))
+def test_a_malformed_record_is_previewed_then_skipped_on_import(
+    wb_home: Path, db_fingerprint, fmt: str
+) -> None:
+    """The preview lists the malformed record and writes nothing; the import (the user's
+    confirmation) adds the valid pairs and reports the skipped line; strict refuses it."""
+    info = C.create_corpus("c", "zh", "en")
+    bad = next(b for f, b, _ in MALFORMED if f == fmt)
+    data = (GOOD[fmt][0] + bad + GOOD[fmt][1]).encode()
+    before = db_fingerprint()
+    preview = I.preview_import(info.id, data, fmt)
+    assert preview.accepted == 2 and preview.skipped == 1
+    assert [(i.line, i.kind) for i in preview.report] == [(2, "malformed")]
+    assert db_fingerprint() == before  # nothing written until the user confirms
+    with pytest.raises(WorkbenchError, match=r"^line 2: .*; nothing imported$"):
+        I.import_file(info.id, data, fmt, strict=True)
+    assert db_fingerprint() == before
+    result = I.import_file(info.id, data, fmt)
+    assert (result.added, result.skipped, result.issue_counts) == (2, 1, {"malformed": 1})
+    assert [(i.line, i.kind) for i in result.report] == [(2, "malformed")]
+    assert C.get_corpus(info.id).pair_count == 2
+
+
 def test_failure_after_chunks_were_written_rolls_everything_back(
     db_url: str, db_fingerprint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A malformed last line of a multi-chunk import leaves the database untouched."""
+    """An unreadable last line of a multi-chunk import leaves the database untouched."""
     monkeypatch.setattr(I, "IMPORT_CHUNK", 7)
     info = C.create_corpus("c", "zh", "en")
     I.import_file(info.id, TSV.encode(), "tsv")
     before = db_fingerprint()
     rows = [f"句子{i}\tsentence {i}" for i in range(50)]
-    with pytest.raises(WorkbenchError, match="line 51"):
-        I.import_file(info.id, ("\n".join(rows) + "\nbroken line\n").encode(), "tsv")
+    with pytest.raises(WorkbenchError, match="line 51: not valid UTF-8"):
+        I.import_file(info.id, ("\n".join(rows) + "\n").encode() + b"\xff\tx\n", "tsv")
     assert db_fingerprint() == before
     assert P.search_pairs(info.id, "sentence").total == 0
     ok = I.import_file(info.id, "\n".join(rows).encode(), "tsv")
@@ -322,8 +383,8 @@ def test_line_numbers_survive_block_boundaries(monkeypatch) -> None:
     data = "a\tb\n\n\r\n中文\t句子\n" + "\n" * 40 + "c\td\nbroken\n"
     parsed_lines = [p.line for p in K.parse_pairs(data.encode()[:-7], "tsv").pairs]
     assert parsed_lines == [1, 4, 45]
-    with pytest.raises(WorkbenchError, match="line 46: expected 2 to 4"):
-        K.parse_pairs(data.encode(), "tsv")
+    [issue] = K.parse_pairs(data.encode(), "tsv").report
+    assert issue.line == 46 and issue.message.startswith("expected 2 to 4")
     with pytest.raises(WorkbenchError, match="line 6: not valid UTF-8"):
         K.parse_pairs(b"ok\tfine\n" * 5 + b"x\t\xff\n", "tsv")
 
@@ -388,8 +449,9 @@ def test_a_new_corpus_is_created_only_with_its_pairs(
     C.create_corpus("other", "zh", "en")
     rows = "\n".join(f"句子{i}\tsentence {i}" for i in range(10))
     before = db_fingerprint()
-    with pytest.raises(WorkbenchError, match="line 11"):
-        I.import_file("fresh", (rows + "\nbroken\n").encode(), "tsv", create_langs=("zh", "en"))
+    with pytest.raises(WorkbenchError, match="line 11: not valid UTF-8"):
+        bad = (rows + "\n").encode() + b"\xff\tx\n"
+        I.import_file("fresh", bad, "tsv", create_langs=("zh", "en"))
     assert db_fingerprint() == before
     assert [c.name for c in C.list_corpora()] == ["other"]
     res = I.import_file("fresh", rows.encode(), "tsv", create_langs=("zh", "en"))

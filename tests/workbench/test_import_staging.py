@@ -56,7 +56,7 @@ def test_a_long_import_lets_other_writers_in_and_shows_nothing_until_published(
     paused, resume = threading.Event(), threading.Event()
     check = K.Validator.check
 
-    def pausing_check(self: K.Validator, raw: F.RawRow):
+    def pausing_check(self: K.Validator, raw: F.Record):
         if raw[0] == 450:  # four chunks are staged or being staged by now
             paused.set()
             resume.wait(120)
@@ -112,7 +112,7 @@ def test_the_corpus_deleted_during_a_staged_import_fails_it_cleanly(
     P.add_pair(info.id, "已有", "existing")  # not empty: staged apart, moved at the end
     check = K.Validator.check
 
-    def deleting_check(self: K.Validator, raw: F.RawRow):
+    def deleting_check(self: K.Validator, raw: F.Record):
         if raw[0] == 50:
             C.delete_corpus(info.id)
         return check(self, raw)
@@ -134,7 +134,7 @@ def test_an_empty_corpus_receives_a_large_import_in_place(
     paused, resume = threading.Event(), threading.Event()
     check = K.Validator.check
 
-    def pausing_check(self: K.Validator, raw: F.RawRow):
+    def pausing_check(self: K.Validator, raw: F.Record):
         if raw[0] == 450:
             paused.set()
             resume.wait(120)

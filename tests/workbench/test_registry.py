@@ -17,7 +17,15 @@ import pandas as pd
 import pytest
 
 from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
-from workbench import comparison_report, evaluation, pairs, registry, settings, translation
+from workbench import (
+    comparison_report,
+    evaluation,
+    pairs,
+    registry,
+    settings,
+    significance,
+    translation,
+)
 from workbench.errors import WorkbenchError
 
 
@@ -94,10 +102,20 @@ def test_compare_puts_versions_side_by_side(trained: dict) -> None:
     )
     assert list(delta) == [round(o - b, 1) for o, b in zip(other, base, strict=True)]
     first, second = result.metrics.to_dict(orient="records")
+    for row in (first, second):
+        assert 0 <= row["bleu_low"] <= row["bleu"] <= row["bleu_high"] <= 100
+        assert 0 <= row["chrf_low"] <= row["chrf"] <= row["chrf_high"] <= 100
+    # 5 test pairs: scores and intervals, but no p-value and no verdict, and it says why
+    assert result.withheld and "only 5 test pairs" in result.withheld
+    assert result.verdicts == []
+    assert first["p_value"] is None and second["p_value"] is None
+    assert second["chrf_p_value"] is None
+    enough = evaluation.compare([trained["v1"], trained["v2"]], _enough(toy_pairs()))
+    first, second = enough.metrics.to_dict(orient="records")
+    assert enough.withheld is None
     assert first["p_value"] is None or first["p_value"] != first["p_value"]  # the baseline
     assert 0 < second["p_value"] <= 1 and 0 < second["chrf_p_value"] <= 1
-    assert first["bleu_low"] <= first["bleu_high"] and first["chrf_low"] <= first["chrf_high"]
-    [words] = result.verdicts
+    [words] = enough.verdicts
     assert f"#{trained['v2']}" in words and f"#{trained['v1']}" in words and "p = " in words
     with pytest.raises(WorkbenchError, match="at least two"):
         evaluation.compare([trained["v1"]], pairs)
@@ -107,10 +125,16 @@ def test_compare_puts_versions_side_by_side(trained: dict) -> None:
         evaluation.evaluate(trained["v1"], [])
 
 
+def _enough(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pairs repeated up to the smallest test that gets p-values and verdicts."""
+    times = -(-significance.MIN_VERDICT_PAIRS // len(pairs))
+    return (pairs * times)[: max(len(pairs), significance.MIN_VERDICT_PAIRS)]
+
+
 def test_compare_command_prints_intervals_and_p_values_that_sacrebleu_agrees_with(
     trained: dict, tmp_path: Path
 ) -> None:
-    pairs = toy_pairs()
+    pairs = _enough(toy_pairs())
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     src.write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
     ref.write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
@@ -120,11 +144,13 @@ def test_compare_command_prints_intervals_and_p_values_that_sacrebleu_agrees_wit
     report = json.loads(done.stdout.splitlines()[-1])
     assert [v["version"] for v in report["versions"]] == [v2, v1]
     assert report["resamples"] == 1000 and report["seed"] == "12345"
+    assert report["verdict_withheld"] is None and report["min_verdict_pairs"] == 50
+    assert report["interval"] == "bootstrap percentile interval"
     baseline, other = report["versions"]
     assert baseline["p_value"] is None
     for version in report["versions"]:
-        assert version["bleu_ci95"][0] <= version["bleu_ci95"][1]
-        assert version["chrf_ci95"][0] <= version["chrf_ci95"][1]
+        assert 0 <= version["bleu_ci95"][0] <= version["bleu"] <= version["bleu_ci95"][1] <= 100
+        assert 0 <= version["chrf_ci95"][0] <= version["chrf"] <= version["chrf_ci95"][1] <= 100
     # sacreBLEU's own CLI on the same outputs gives the same p-value.
     outputs = {}
     for v in (v2, v1):
@@ -145,6 +171,27 @@ def test_compare_command_prints_intervals_and_p_values_that_sacrebleu_agrees_wit
     assert bad.returncode == 2 and "at least two" in bad.stderr
 
 
+def test_compare_command_gives_no_verdict_on_too_few_pairs(trained: dict, tmp_path: Path) -> None:
+    """4 test pairs: the scores with intervals inside [0, 100], no p-value, no verdict, and
+    the JSON (and the line above it) says why."""
+    pairs = toy_pairs()[:4]
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
+    v1, v2 = trained["v1"], trained["v2"]
+    done = cli("compare", "--versions", str(v2), str(v1), "--src", str(src), "--ref", str(ref))
+    assert done.returncode == 0, done.stderr
+    *words, last = done.stdout.splitlines()
+    report = json.loads(last)
+    why = report["verdict_withheld"]
+    assert why.startswith("only 4 test pairs: below 50") and "no p-value or verdict" in why
+    assert words == [why] and report["verdicts"] == []
+    assert " is better than " not in done.stdout and " is worse than " not in done.stdout
+    for version in report["versions"]:
+        assert version["p_value"] is None and version["chrf_p_value"] is None
+        assert 0 <= version["bleu_ci95"][0] <= version["bleu_ci95"][1] <= 100
+
+
 def test_a_comparison_downloads_as_csv_and_self_contained_html(trained: dict) -> None:
     pairs = [*toy_pairs()[:3], ("<script>alert(1)</script>", "a & b")]
     result = evaluation.compare([trained["v1"], trained["v2"]], pairs)
@@ -156,7 +203,8 @@ def test_a_comparison_downloads_as_csv_and_self_contained_html(trained: dict) ->
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)" in page
     assert "v1 vs v2 &lt;b&gt;" in page and "a &amp; b" in page
     assert not re.search(r"(src|href)=|@import|url\(", page)  # nothing fetched from anywhere
-    assert result.verdicts[0].replace("&", "&amp;") in page
+    assert result.withheld and result.withheld in page  # 4 pairs: no verdict, and why
+    assert "bootstrap percentile interval" in page
 
 
 def test_a_correction_becomes_a_pair(trained: dict) -> None:
@@ -338,3 +386,19 @@ def test_the_recorded_checksum_covers_the_model_config(outside_folder: Path) -> 
     registry.load_version(version)
     with pytest.raises(WorkbenchError, match="does not exist"):
         registry.get_version(2**63)
+
+
+def test_a_run_with_few_validation_pairs_records_its_final_scores(wb_home: Path) -> None:
+    """The demo corpus has 3 validation pairs (too few to choose weights by): a run that ends
+    on averaged weights records their validation loss, BLEU and chrF, and the note says what
+    they were measured on. They were None (shown as "None" on the Models page)."""
+    from workbench import demo
+
+    info = demo.ensure_demo_corpus()
+    _, version_id = train_version(info.id, preset="tiny", max_steps=40, average_last=3)
+    metrics = registry.get_version(version_id).metrics
+    assert metrics["selected"] == "average_last_3"
+    assert all(isinstance(metrics[k], float) for k in ("valid_loss", "bleu", "chrf")), metrics
+    assert evaluation.training_scores_note(version_id) == "validation · 3 pairs · greedy"
+    table = registry.versions_table()
+    assert table.loc[0, "valid loss"] == metrics["valid_loss"]

@@ -65,8 +65,11 @@ def test_numbers_match_sacrebleus_cli_on_the_same_files(tmp_path: Path) -> None:
     assert len(expected) == 3
     for row, estimates in zip(expected, result.estimates, strict=True):
         bleu, chrf = estimates["bleu"], estimates["chrf"]
-        assert [bleu.score, bleu.mean, bleu.ci] == pytest.approx(row[0:3], abs=0.051)
-        assert [chrf.score, chrf.mean, chrf.ci] == pytest.approx(row[3:6], abs=0.051)
+        # sacreBLEU prints mean ± half the width of the percentile interval we report
+        for est, (score, mean, ci) in ((bleu, row[0:3]), (chrf, row[3:6])):
+            assert [est.score, est.mean] == pytest.approx([score, mean], abs=0.051)
+            assert (est.high - est.low) / 2 == pytest.approx(ci, abs=0.051)
+            assert 0 <= est.low <= est.score <= est.high <= 100
         if len(row) > 6:
             assert [bleu.p_value, chrf.p_value] == pytest.approx(row[6:8], abs=1e-4)
         else:
@@ -84,11 +87,42 @@ def test_resampling_is_seeded() -> None:
     assert first == again
 
 
+def test_intervals_are_possible_scores_on_a_skewed_test_set() -> None:
+    """Four sentences, most translated badly: sacreBLEU's mean ± CI reaches below 0 BLEU;
+    the percentile interval we report is made of resampled scores, within [0, 100]."""
+    refs = ["the cat sits on the mat", "a dog runs in the park", "it is raining today"]
+    refs += ["please close the door now"]
+    poor = ["the cat sits on the mat", "dog park", "rain", "door"]
+    other = ["the cat", "a dog runs in the park", "it rains", "close the door"]
+    result = significance.paired_bootstrap([poor, other], refs, "13a")
+    for estimates in result.estimates:
+        for est in estimates.values():
+            low, high = est.interval
+            assert 0 <= low <= high <= 100
+            assert low <= est.mean <= high
+    bleu = result.estimates[0]["bleu"]
+    assert bleu.mean - (bleu.high - bleu.low) / 2 < 0  # what mean ± CI would have printed
+    assert bleu.low == 0.0
+
+
+def test_too_few_pairs_give_no_p_value_and_say_why() -> None:
+    refs, weak, _, best = _systems(significance.MIN_VERDICT_PAIRS - 1)
+    result = significance.paired_bootstrap([weak, best], refs, "13a")
+    assert result.withheld == significance.too_few_pairs(len(refs))
+    assert f"only {len(refs)} test pairs" in result.withheld
+    assert "no p-value or verdict" in result.withheld
+    assert all(e.p_value is None for est in result.estimates for e in est.values())
+    assert result.estimates[1]["bleu"].score > result.estimates[0]["bleu"].score  # scores stay
+    refs, weak, _, best = _systems(significance.MIN_VERDICT_PAIRS)
+    enough = significance.paired_bootstrap([weak, best], refs, "13a")
+    assert enough.withheld is None and enough.estimates[1]["bleu"].p_value is not None
+
+
 def test_verdicts_in_words() -> None:
-    base = significance.Estimate(30.0, 30.0, 2.0, None)
-    better = significance.Estimate(32.1, 32.0, 2.0, 0.01)
-    worse = significance.Estimate(27.0, 27.0, 2.0, 0.002)
-    same = significance.Estimate(30.4, 30.3, 2.0, 0.41)
+    base = significance.Estimate(30.0, 30.0, 28.0, 32.0, None)
+    better = significance.Estimate(32.1, 32.0, 30.0, 34.0, 0.01)
+    worse = significance.Estimate(27.0, 27.0, 25.0, 29.0, 0.002)
+    same = significance.Estimate(30.4, 30.3, 28.3, 32.3, 0.41)
     assert significance.verdict("#3", "#1", better, base, "bleu") == (
         "#3 is better than #1: +2.1 BLEU, p = 0.01"
     )

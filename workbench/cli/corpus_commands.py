@@ -31,6 +31,7 @@ def _args_import(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    from workbench import splits
     from workbench.corpora import get_corpus
     from workbench.importing import import_file
 
@@ -60,6 +61,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
         f"imported {result.added} pairs into {name!r} "
         f"({result.duplicates} duplicates, {result.skipped} invalid rows skipped)"
     )
+    if result.regrouped:
+        print_text(splits.regrouped_text(result.regrouped))
     return EXIT_OK
 
 

@@ -25,11 +25,17 @@ from collections.abc import Sequence
 
 from db.engine import DatabaseConfigError
 from workbench import settings
-from workbench.cli import corpus_commands, model_commands, serving_commands, training_commands
+from workbench.cli import (
+    backup_commands,
+    corpus_commands,
+    model_commands,
+    serving_commands,
+    training_commands,
+)
 from workbench.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, Command, print_error
 from workbench.errors import WorkbenchError
 
-GROUPS = (corpus_commands, training_commands, model_commands, serving_commands)
+GROUPS = (corpus_commands, training_commands, model_commands, serving_commands, backup_commands)
 COMMANDS: list[Command] = [cmd for group in GROUPS for cmd in group.COMMANDS]
 
 
@@ -46,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for cmd in COMMANDS:
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        # argparse %-formats a command's help ("%(default)s"), so a literal "95%" in it must
+        # reach argparse as "%%"; a description is printed as written.
+        p = sub.add_parser(cmd.name, help=cmd.help.replace("%", "%%"), description=cmd.help)
         cmd.add_args(p)
         p.set_defaults(_run=cmd.run)
     return parser

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from workbench import significance
 from workbench.cli.common import (
     EXIT_OK,
     Command,
@@ -195,6 +196,13 @@ def _args_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ref", type=Path, required=True, help="reference translations")
     p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
     _glossary_args(p)
+    p.epilog = (
+        f"Prints the verdicts in words, then one JSON object. The 95 % intervals are the "
+        f"{significance.INTERVAL_KIND}s of sacreBLEU's paired bootstrap "
+        f"({significance.RESAMPLES:,} resamples), so they lie within 0 to 100. Below "
+        f"{significance.MIN_VERDICT_PAIRS} test pairs no p-value or verdict is given (the "
+        "JSON's verdict_withheld says why)."
+    )
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -209,7 +217,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         glossary=_glossary(args.glossary),
         enforce=args.enforce_glossary,
     )
-    for line in comparison.verdicts:
+    for line in [comparison.withheld] if comparison.withheld else comparison.verdicts:
         print_text(line)
     print_json(comparison.as_dict())
     return EXIT_OK

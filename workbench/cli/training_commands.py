@@ -45,15 +45,29 @@ def _args_train(p: argparse.ArgumentParser) -> None:
         "a wrong name lists them all",
     )
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument("--from-version", type=int, help="fine-tune this version (same tokenizer)")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument(
+        "--continue-from",
+        type=positive_int,
+        metavar="ID",
+        help="warm-start from this version's weights and tokenizer (default: the newest "
+        "version of the corpus whose tokenizer still covers it, see `--new`)",
+    )
+    start.add_argument(
+        "--new", action="store_true", help="start a new model (new tokenizer, fresh weights)"
+    )
     p.add_argument("--max-steps", type=positive_int, help="cap on optimizer steps")
     p.add_argument("--wait", action="store_true", help="block until the run ends")
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from workbench import runs, train_options
+    from workbench import continuation, runs, train_options
 
     extra = {"max_steps": args.max_steps} if args.max_steps else {}
+    start = args.continue_from
+    if start is None and not args.new:  # the Train page's default, by the same rule
+        start, why = continuation.default_start(args.corpus)
+        print(f"{'continuing' if start else 'new model'}: {why}", file=sys.stderr)
     run_id = runs.enqueue_training(
         args.corpus,
         preset=args.preset or train_options.DEFAULT_PRESET,
@@ -62,7 +76,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         tokens=args.tokens,
         precision=args.precision or train_options.DEFAULT_PRECISION,
         device=args.device,
-        init_version_id=args.from_version,
+        init_version_id=start,
         **extra,
     )
     return _follow(run_id, args.wait)
@@ -103,6 +117,7 @@ def _follow(run_id: int, wait: bool) -> int:
                 "run_id": run.id,
                 "status": run.status,
                 "version_id": run.version_id,
+                "continued_from": run.init_version_id,
                 "device": run.device,
                 "steps": run.progress_step,
                 "stop_reason": run.stop_reason,

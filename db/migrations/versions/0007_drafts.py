@@ -1,0 +1,51 @@
+"""Drafts: the unsaved edits of a grid, kept per browser and corpus outside the widget.
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2026-11-24
+
+- ``table_drafts``: per browser key (kept in the page's address), corpus and grid (pairs or
+  glossary), the pending edits as JSON, so that a corpus switch, another page or a reload
+  loses none of them (``workbench.drafts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0007"
+down_revision: str | None = "0006"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+DRAFT_TABLES = ("pairs", "glossary")  # db.models.DRAFT_TABLES as of this revision
+
+
+def upgrade() -> None:
+    op.create_table(
+        "table_drafts",
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("browser_key", sa.String(length=64), nullable=False),
+        sa.Column(
+            "corpus_id",
+            sa.Integer(),
+            sa.ForeignKey("corpora.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
+        sa.Column("table_kind", sa.String(length=16), nullable=False),
+        sa.Column("payload", sa.JSON(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.UniqueConstraint("browser_key", "corpus_id", "table_kind"),
+        sa.CheckConstraint(
+            f"table_kind IN ({', '.join(repr(t) for t in DRAFT_TABLES)})", name="table_kind"
+        ),
+        sqlite_autoincrement=True,
+    )
+    op.create_index("ix_table_drafts_corpus_id", "table_drafts", ["corpus_id"])
+
+
+def downgrade() -> None:
+    op.drop_table("table_drafts")

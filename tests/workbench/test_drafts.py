@@ -1,0 +1,144 @@
+"""Drafts (``workbench.drafts``) on a real SQLite file: kept per browser, corpus and grid,
+merged from a data editor's change set by row id, and saved or refused in one transaction."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import fingerprint_database
+from workbench import corpora, drafts, glossary, pairs
+from workbench.drafts import Draft
+from workbench.errors import WorkbenchError
+
+A, B = drafts.new_browser_key(), drafts.new_browser_key()
+
+
+@pytest.fixture
+def kitchen(wb_home: Path) -> int:
+    info = corpora.create_corpus("Kitchen", "zh", "en")
+    pairs.apply_edits(
+        info.id,
+        added=[{"source": "米饭", "target": "rice"}, {"source": "茶", "target": "tea"}],
+    )
+    return info.id
+
+
+def _ids(corpus_id: int) -> list[int]:
+    return [int(i) for i in pairs.search_pairs(corpus_id).rows["id"]]
+
+
+def test_a_draft_is_kept_per_browser_corpus_and_grid(kitchen: int) -> None:
+    other = corpora.create_corpus("Travel", "zh", "en").id
+    rice = _ids(kitchen)[0]
+    draft = Draft(edited={rice: {"target": "cooked rice"}})
+    drafts.save(A, kitchen, "pairs", draft)
+    assert drafts.load(A, kitchen, "pairs") == draft
+    assert not drafts.load(B, kitchen, "pairs"), "another browser has its own drafts"
+    assert not drafts.load(A, other, "pairs") and not drafts.load(A, kitchen, "glossary")
+    assert [(d.corpus_name, d.table, d.count) for d in drafts.list_drafts(A)] == [
+        ("Kitchen", "pairs", 1)
+    ]
+    drafts.discard(A, kitchen, "pairs")
+    assert not drafts.load(A, kitchen, "pairs") and drafts.list_drafts(A) == []
+    corpora.delete_corpus(kitchen)  # a deleted corpus takes its drafts with it
+    assert drafts.list_drafts(A) == []
+
+
+def test_a_change_set_is_merged_by_row_id_not_position() -> None:
+    """Positions of the shown grid map to row ids; the draft's own added rows follow."""
+    base = Draft(edited={7: {"target": "x"}}, added=({"source": "汤", "target": None},))
+    shown = base.shown([(7, {"source": "a", "target": "b"}), (9, {"source": "c", "target": "d"})])
+    assert shown == [
+        (7, {"source": "a", "target": "x"}),
+        (9, {"source": "c", "target": "d"}),
+        (None, {"source": "汤", "target": None}),
+    ]
+    merged = base.merged(
+        [7, 9],
+        {
+            "edited_rows": {"2": {"target": "soup"}, "0": {"note": "n", "id": 7}},
+            "added_rows": [{"source": "水", "target": float("nan")}],
+            "deleted_rows": [1],
+        },
+        drafts.COLUMNS["pairs"],
+    )
+    assert merged == Draft(
+        edited={7: {"target": "x", "note": "n"}},
+        added=({"source": "汤", "target": "soup"}, {"source": "水", "target": None}),
+        deleted=(9,),
+    )
+    assert merged.count == 4
+    assert Draft.from_payload(merged.payload()) == merged  # JSON and back
+
+
+def test_saving_a_draft_writes_the_pairs_and_forgets_it_in_one_transaction(kitchen: int) -> None:
+    rice, tea = _ids(kitchen)
+    drafts.save(
+        A,
+        kitchen,
+        "pairs",
+        Draft(
+            edited={rice: {"target": "cooked rice"}},
+            added=({"source": "汤", "target": "soup"}, {}),
+            deleted=(tea,),
+        ),
+    )
+    result = drafts.apply_pairs(A, kitchen)
+    assert (result.added, result.updated, result.deleted) == (1, 1, 1)
+    assert pairs.search_pairs(kitchen).rows["target"].tolist() == ["cooked rice", "soup"]
+    assert not drafts.load(A, kitchen, "pairs")
+
+
+@pytest.mark.parametrize(
+    ("table", "draft", "message"),
+    [
+        (
+            "pairs",
+            Draft(added=({"source": "汤", "target": "soup"}, {"source": "水"})),
+            "nothing was saved: new row 2 has no target (en)",
+        ),
+        (
+            "glossary",
+            Draft(added=({"source term": "茶", "target term": " "},)),
+            "nothing was saved: new row 1 has no target term (en)",
+        ),
+        ("pairs", Draft(added=({"source": "米饭", "target": "rice"},)), "duplicate"),
+    ],
+)
+def test_a_refused_draft_changes_nothing_and_stays(
+    kitchen: int, table: str, draft: Draft, message: str
+) -> None:
+    """One rule for half-filled rows in every grid; any refusal writes nothing."""
+    drafts.save(A, kitchen, table, draft)
+    before = fingerprint_database()
+    apply = drafts.apply_pairs if table == "pairs" else drafts.apply_glossary
+    with pytest.raises(WorkbenchError, match=re.escape(message)):
+        apply(A, kitchen)
+    assert fingerprint_database() == before
+    assert drafts.load(A, kitchen, table) == draft
+
+
+def test_a_glossary_draft_edits_terms_by_their_stored_source_term(kitchen: int) -> None:
+    glossary.set_terms(kitchen, [("茶", "tea"), ("米饭", "rice")])
+    drafts.save(
+        A,
+        kitchen,
+        "glossary",
+        Draft(
+            edited={"茶": {"target term": "black tea"}},
+            added=({"source term": "汤", "target term": "soup"},),
+            deleted=("米饭",),
+        ),
+    )
+    assert drafts.apply_glossary(A, kitchen) == 2
+    assert glossary.list_terms(kitchen) == [("汤", "soup"), ("茶", "black tea")]
+
+
+def test_a_browser_key_is_checked() -> None:
+    with pytest.raises(WorkbenchError, match="32 hexadecimal"):
+        drafts.load("../etc", 1, "pairs")
+    with pytest.raises(WorkbenchError, match="no drafts for a table"):
+        drafts.load(A, 1, "runs")

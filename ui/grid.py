@@ -1,0 +1,256 @@
+"""The one editable grid of the app (the pairs table, the glossary): a ``st.data_editor``
+whose unsaved edits are a draft kept in the database (``workbench.drafts``), per browser and
+per corpus, never only in the widget.
+
+Streamlit drops a widget's state whenever the widget is not drawn (another corpus picked,
+another page opened, a reload), so the edits are copied into the draft on every run, before
+any page draws (``keep_drafts``, called by the router), and again right after the grid is
+drawn. A grid drawn afresh starts from its draft: the stored rows with the draft's edits
+applied. The browser is named by a key kept in the page's address (``?drafts=…``), which
+survives a reload; Streamlit clears the address' parameters on a page switch, so every run
+puts it back.
+
+Every grid has the same footer: what it shows, its unsaved changes (a half-filled new row is
+counted as incomplete: ``Draft.incomplete``, the one rule), Review · Discard · Save.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from ui import feedback, formatting
+from workbench import drafts
+from workbench.corpora import CorpusInfo
+from workbench.drafts import Draft
+
+PARAM = "drafts"  # the address' parameter holding the browser key
+_BROWSER_KEY = "_drafts_browser_key"
+_LIVE = "_drafts_live_grids"  # grid name -> the grid drawn last (a plain dict, see _live)
+_GENERATION = "_drafts_generation"
+
+
+def browser_key() -> str:
+    """This browser's key: the one in the address (a reload keeps it), else a new one; and
+    put it (back) into the address."""
+    key = st.session_state.get(_BROWSER_KEY)
+    if key is None:
+        given = st.query_params.get(PARAM)
+        key = given if drafts.is_browser_key(given) else drafts.new_browser_key()
+        st.session_state[_BROWSER_KEY] = key
+    if st.query_params.get(PARAM) != key:
+        st.query_params[PARAM] = key
+    return key
+
+
+def keep_drafts() -> None:
+    """Copy the edits of every grid drawn on the last run into its draft, before anything on
+    this run can drop the widget's state (a switch of corpus or page, another view)."""
+    with feedback.error_boundary("keeping the unsaved edits"):
+        key = browser_key()
+        lives: dict[str, dict[str, Any]] = st.session_state.get(_LIVE, {})
+        for name, live in list(lives.items()):
+            if live["key"] in st.session_state:
+                _store(key, live)
+            else:  # not drawn on the last run: its edits are in the draft already
+                del lives[name]
+
+
+def _store(key: str, live: dict[str, Any]) -> Draft:
+    """The grid's draft now (its base plus the widget's changes), stored if it changed.
+    Only for a grid whose widget state exists (drawn on the last run or this one)."""
+    base = Draft.from_payload(live["base"])
+    draft = base.merged(live["ids"], st.session_state[live["key"]], drafts.COLUMNS[live["table"]])
+    payload = draft.payload()
+    if payload != live["saved"]:
+        drafts.save(key, live["corpus_id"], live["table"], draft)
+        live["saved"] = payload
+    return draft
+
+
+def pending(table: str, corpus: CorpusInfo) -> Draft:
+    """The grid's unsaved edits, as stored (``keep_drafts`` stored this run's first)."""
+    return drafts.load(browser_key(), corpus.id, table)
+
+
+def _name(table: str, corpus_id: int) -> str:
+    return f"{table}:{corpus_id}"
+
+
+def forget(table: str, corpus_id: int) -> None:
+    """The grid starts afresh from its (saved or discarded) draft on the next run."""
+    st.session_state.get(_LIVE, {}).pop(_name(table, corpus_id), None)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What differs between the grids: the table, its columns, its buttons' keys, and what
+    Save does (a ``workbench.drafts`` service; returns the message shown after it)."""
+
+    table: str
+    corpus: CorpusInfo
+    key_prefix: str
+    column_config: dict[str, Any]
+    save: Callable[[str], str]
+    save_key: str
+    discard_key: str
+    id_column: str | None = None  # a read-only column showing the row id
+    disabled: Sequence[str] = field(default_factory=tuple)
+
+
+def draw(
+    grid: Grid,
+    rows: Sequence[tuple[Any, dict[str, Any]]],
+    *,
+    view: Hashable,
+    summary: str,
+    height: int | str = "auto",
+    left: Callable[[], None] | None = None,
+) -> Draft:
+    """Draw the grid over ``rows`` (row id, cells) with its draft applied, then its footer
+    (``left`` draws into the footer's first column, e.g. a pager). ``view`` names what the
+    rows are (a search and page): another view is another widget. Returns the draft."""
+    key = browser_key()
+    name = _name(grid.table, grid.corpus.id)
+    lives: dict[str, dict[str, Any]] = st.session_state.setdefault(_LIVE, {})
+    row_ids = [_plain(rid) for rid, _ in rows]
+    live = lives.get(name)
+    if (
+        live is None
+        or live["view"] != repr(view)
+        or live["rows"] != row_ids
+        or live["key"] not in st.session_state
+    ):
+        stored = drafts.load(key, grid.corpus.id, grid.table)
+        generation = st.session_state.get(_GENERATION, 0) + 1
+        st.session_state[_GENERATION] = generation
+        digest = hashlib.blake2b(repr((name, generation)).encode(), digest_size=6).hexdigest()
+        live = {
+            "key": f"{grid.key_prefix}_{digest}",
+            "table": grid.table,
+            "corpus_id": grid.corpus.id,
+            "view": repr(view),
+            "rows": row_ids,  # the stored rows it was drawn over
+            # The ids of the rows it shows, by position (deleted ones are not shown; the
+            # draft's added rows follow them): what the widget's row positions refer to.
+            "ids": [rid for rid, _ in stored.shown(rows) if rid is not None],
+            "base": stored.payload(),
+            "saved": stored.payload(),
+        }
+        lives[name] = live
+    shown = Draft.from_payload(live["base"]).shown(rows)
+    columns = ([grid.id_column] if grid.id_column else []) + list(drafts.COLUMNS[grid.table])
+    frame = pd.DataFrame(
+        [({grid.id_column: rid} if grid.id_column else {}) | cells for rid, cells in shown],
+        columns=columns,
+    ).astype({c: "string" for c in drafts.COLUMNS[grid.table]})  # an all-empty column is text
+    st.data_editor(
+        frame,
+        key=live["key"],
+        num_rows="dynamic",
+        hide_index=True,
+        width="stretch",
+        height=height,
+        disabled=[grid.id_column, *grid.disabled] if grid.id_column else list(grid.disabled),
+        column_order=columns,
+        # No `required=True`: the browser would then keep a half-filled new row to itself
+        # (never sent, so silently dropped); sent, the draft's one rule names it instead.
+        column_config=grid.column_config,
+    )
+    draft = _store(key, live)
+    _footer(grid, draft, summary, left)
+    return draft
+
+
+def _plain(value: Any) -> Any:
+    """A row id as JSON keeps it (a numpy integer from a DataFrame is a Python int)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _footer(grid: Grid, draft: Draft, summary: str, left: Callable[[], None] | None) -> None:
+    n = draft.count
+    incomplete = draft.incomplete(grid.table, grid.corpus)
+    foot = st.columns([3, 2, 1, 1, 1], vertical_alignment="center")
+    if left is not None:
+        with foot[0]:
+            left()
+    foot[1].caption(
+        f"{summary} · "
+        + (
+            f"**{formatting.plural(n, 'unsaved change')}**"
+            + (f" ({len(incomplete)} incomplete)" if incomplete else "")
+            if n
+            else "add rows at the bottom"
+        )
+    )
+    with foot[2].popover("Review", disabled=not n, width="stretch"):
+        st.markdown(f"**{grid.corpus.name}: {formatting.plural(n, 'unsaved change')}**")
+        st.markdown("\n".join(f"- {line}" for line in describe(draft, grid)))
+    if foot[3].button("Discard", key=grid.discard_key, disabled=not n, width="stretch"):
+        with feedback.error_boundary("discarding the edits"):
+            drafts.discard(browser_key(), grid.corpus.id, grid.table)
+            forget(grid.table, grid.corpus.id)
+            st.rerun()
+    if foot[4].button(
+        "Save",
+        key=grid.save_key,
+        type="primary",
+        icon=":material/save:",
+        disabled=not n,
+        width="stretch",
+    ):
+        with feedback.error_boundary("saving the edits"):
+            message = grid.save(browser_key())
+            forget(grid.table, grid.corpus.id)
+            feedback.flash(message)
+            st.rerun()
+
+
+def describe(draft: Draft, grid: Grid) -> list[str]:
+    """The draft's changes in words, one per line (the Review list)."""
+    what = "pair" if grid.table == "pairs" else "term"
+    out = [
+        f"{what} {rid}: "
+        + ", ".join(f"{col} → “{'' if v is None else v}”" for col, v in cells.items())
+        for rid, cells in draft.edited.items()
+    ]
+    out += [
+        "new row: " + " · ".join(f"{col} “{v}”" for col, v in row.items() if v is not None)
+        for row in draft.added
+        if any(v is not None and str(v).strip() for v in row.values())
+    ]
+    out += [f"{what} {rid}: deleted" for rid in draft.deleted]
+    return out
+
+
+def drafts_elsewhere(
+    current: CorpusInfo, shown_table: str | None, open_grid: Callable[[int, str], None]
+) -> None:
+    """The browser's unsaved edits that are not on screen (another corpus, another tab), each
+    with an Open button (``open_grid(corpus_id, table)``, an on-click callback): nothing typed
+    is forgotten out of sight."""
+    with feedback.error_boundary("listing the unsaved edits"):
+        others = [
+            d
+            for d in drafts.list_drafts(browser_key())
+            if (d.corpus_id, d.table) != (current.id, shown_table)
+        ]
+        for d in others:
+            cols = st.columns([6, 1], vertical_alignment="center")
+            cols[0].warning(
+                f"**{d.corpus_name}**: {formatting.plural(d.count, 'unsaved change')} in the "
+                f"{'pairs' if d.table == 'pairs' else 'glossary'}, not saved yet.",
+                icon=":material/edit_note:",
+            )
+            cols[1].button(
+                "Open",
+                key=f"open_draft_{d.corpus_id}_{d.table}",
+                on_click=open_grid,
+                args=(d.corpus_id, d.table),
+                width="stretch",
+            )

@@ -1,0 +1,123 @@
+"""Where a new run of a corpus starts: "Continue from #N" or "Start a new model".
+
+The one rule every front end (Train page, ``train`` CLI) follows: a run continues the newest
+version trained on the corpus whose tokenizer still covers it — it knows at least
+``COVERAGE_MIN`` of the characters of each side of the corpus' training pairs (what a
+tokenizer is trained on; ``core_model.tokenizer.character_coverage``, over the version's
+SentencePiece vocabulary). Continuing warm-starts from that version's weights and
+tokenizer on the current pairs, new ones included (the recipe gives it a short re-warm-up),
+so successive runs add up.
+When the newest version's tokenizer no longer fits (new pairs bring characters it cannot
+write), a new model is the default, and the reason says so.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import lru_cache
+from typing import NamedTuple
+
+from sqlalchemy import func, select
+
+from core_model.artifact import TOKENIZER_DIR, ArtifactError
+from core_model.tokenizer import TokenizerError, TokenizerPair, character_coverage
+from db.models import Pair
+from workbench import registry, settings
+from workbench.corpora import CorpusRef, find
+from workbench.storage import session_scope
+
+COVERAGE_MIN = 0.99  # of each side's characters, for a version's tokenizer to be continued
+
+
+class DefaultStart(NamedTuple):
+    """The default of a new run: the version to continue (None: a new model) and why."""
+
+    version_id: int | None
+    reason: str
+
+
+def default_start(corpus: CorpusRef) -> DefaultStart:
+    """The start a new run of ``corpus`` gets unless the user picks another (see the module
+    docstring)."""
+    with session_scope() as s:
+        corpus_id = find(s, corpus).id
+    counts = _corpus_characters(corpus_id, _content_marker(corpus_id))
+    newest_misfit: tuple[int, float] | None = None
+    for version in registry.list_versions():  # newest first
+        if version.corpus_id != corpus_id:
+            continue
+        share = _coverage(version.id, version.sha256, counts)
+        if share is None:  # its files are gone or damaged: it cannot be continued
+            continue
+        if share >= COVERAGE_MIN:
+            return DefaultStart(
+                version.id,
+                f"Version #{version.id} was trained on this corpus and its tokenizer knows "
+                f"{_percent(share)} of the corpus' characters: the run builds on what it "
+                "learned.",
+            )
+        newest_misfit = newest_misfit or (version.id, share)
+    if newest_misfit is None:
+        return DefaultStart(None, "No version of this corpus yet: the run trains a new model.")
+    vid, share = newest_misfit
+    return DefaultStart(
+        None,
+        f"The tokenizer of version #{vid} knows only {_percent(share)} of the characters of "
+        f"this corpus now (continuing needs {_percent(COVERAGE_MIN)}): new pairs bring "
+        "characters it cannot read, so a new model with a new tokenizer is trained.",
+    )
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.1f} %" if share < 0.9995 else f"{100 * share:.2f} %"
+
+
+def _content_marker(corpus_id: int) -> tuple:
+    """Changes whenever the corpus' training pairs do (a cache key: counted once)."""
+    with session_scope() as s:
+        return tuple(
+            s.execute(
+                select(func.count(), func.max(Pair.id), func.max(Pair.updated_at)).where(
+                    Pair.corpus_id == corpus_id, Pair.split == "train"
+                )
+            ).one()
+        )
+
+
+@lru_cache(maxsize=8)
+def _corpus_characters(corpus_id: int, marker: tuple) -> tuple[Counter[str], Counter[str]]:
+    """(source, target) character counts of the corpus' training pairs."""
+    src: Counter[str] = Counter()
+    tgt: Counter[str] = Counter()
+    with session_scope() as s:
+        rows = s.execute(
+            select(Pair.source, Pair.target).where(
+                Pair.corpus_id == corpus_id, Pair.split == "train"
+            )
+        )
+        for source, target in rows:
+            src.update(source)
+            tgt.update(target)
+    return src, tgt
+
+
+def _coverage(
+    version_id: int, sha256: str, counts: tuple[Counter[str], Counter[str]]
+) -> float | None:
+    tokenizers = _tokenizers(version_id, sha256)
+    if tokenizers is None:
+        return None
+    return min(
+        character_coverage(tokenizers.src, counts[0]),
+        character_coverage(tokenizers.tgt, counts[1]),
+    )
+
+
+@lru_cache(maxsize=16)
+def _tokenizers(version_id: int, sha256: str) -> TokenizerPair | None:
+    """The version's tokenizers (cached per version and digest), None if unreadable."""
+    try:
+        folder = settings.resolve(registry.get_version(version_id).artifact_path)
+        return TokenizerPair.load(folder / TOKENIZER_DIR)
+    except (ArtifactError, TokenizerError, OSError):
+        return None

@@ -1,0 +1,310 @@
+"""Drafts: the unsaved edits of a grid (the pairs table, the glossary), kept in the database
+per browser and per corpus until they are saved or discarded.
+
+A grid's edits used to live only in its widget, and Streamlit drops a widget's state whenever
+the widget is not drawn: another corpus picked, another page opened, a reload. A draft is
+kept outside the widget instead (table ``table_drafts``), so every one of those paths keeps
+the edits, and the grid is drawn again with them. A draft names rows by their id (a pair's
+id, a glossary term's stored source term), never by their position on a page, so it stays
+true whatever page or search the grid shows.
+
+One rule for half-filled rows, for every grid (``Draft.incomplete``): a new row with
+something in it but an empty required column is named and refused, never dropped.
+Each public function is one transaction; ``apply_pairs`` and ``apply_glossary`` write the
+edits and forget the draft in the same one, so a refused save keeps the draft whole.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db.models import DRAFT_TABLES, Corpus, TableDraft, utcnow
+from workbench import glossary, pairs
+from workbench.corpora import CorpusRef, find
+from workbench.errors import WorkbenchError
+from workbench.storage import session_scope
+from workbench.text_rules import is_blank
+
+TABLES = DRAFT_TABLES
+# The editable columns of each grid, in the order it shows them.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "pairs": ("source", "target", "split", "note"),
+    "glossary": ("source term", "target term"),
+}
+# The columns a row must fill, and the side's language they are labelled with.
+_REQUIRED: dict[str, tuple[tuple[str, str], ...]] = {
+    "pairs": (("source", "src_lang"), ("target", "tgt_lang")),
+    "glossary": (("source term", "src_lang"), ("target term", "tgt_lang")),
+}
+_KEY = re.compile(r"[0-9a-f]{32}")
+
+
+def new_browser_key() -> str:
+    """A fresh key naming one browser's drafts (kept in the page's address)."""
+    return secrets.token_hex(16)
+
+
+def is_browser_key(value: object) -> bool:
+    return isinstance(value, str) and _KEY.fullmatch(value) is not None
+
+
+def _blank(value: Any) -> bool:
+    """An empty cell: None, NaN, pd.NA (an untouched cell) or text of only spaces."""
+    return is_blank(value) or (isinstance(value, str) and not value.strip())
+
+
+def _cell(value: Any) -> Any:
+    """A cell as JSON keeps it (None for NaN and pd.NA)."""
+    return None if is_blank(value) else value
+
+
+def _filled(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if not _blank(v)}
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A grid's pending edits: changed cells by row id, rows added (in the order they were
+    added, empty ones included so "new row 3" stays the third), and row ids deleted."""
+
+    edited: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    added: tuple[dict[str, Any], ...] = ()
+    deleted: tuple[Any, ...] = ()
+
+    @property
+    def count(self) -> int:
+        """Changes the user made: rows edited, deleted, and added with something in them."""
+        return len(self.edited) + len(self.deleted) + sum(1 for r in self.added if _filled(r))
+
+    def __bool__(self) -> bool:
+        return bool(self.edited or self.added or self.deleted)
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "edited": [[k, v] for k, v in self.edited.items()],
+            "added": list(self.added),
+            "deleted": list(self.deleted),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any] | None) -> Draft:
+        payload = payload or {}
+        return cls(
+            edited={k: dict(v) for k, v in payload.get("edited") or []},
+            added=tuple(dict(r) for r in payload.get("added") or []),
+            deleted=tuple(payload.get("deleted") or []),
+        )
+
+    def merged(self, ids: Sequence[Any], state: Mapping[str, Any], columns: Sequence[str]) -> Draft:
+        """This draft plus a data editor's change set (``edited_rows``, ``added_rows``,
+        ``deleted_rows``: row positions) made on a grid that showed ``self.shown(...)``:
+        positions below ``len(ids)`` are the rows ``ids``, the next ones this draft's added
+        rows. Only ``columns`` are kept (a read-only id column is not an edit)."""
+        edited = {k: dict(v) for k, v in self.edited.items()}
+        added = [dict(r) for r in self.added]
+        deleted = list(self.deleted)
+        n = len(ids)
+        for pos, change in (state.get("edited_rows") or {}).items():
+            pos = int(pos)
+            cells = {k: _cell(v) for k, v in change.items() if k in columns}
+            if not cells:
+                continue
+            if pos < n:
+                edited.setdefault(ids[pos], {}).update(cells)
+            elif pos - n < len(added):
+                added[pos - n].update(cells)
+        gone = set()
+        for pos in state.get("deleted_rows") or []:
+            pos = int(pos)
+            if pos < n:
+                if ids[pos] not in deleted:
+                    deleted.append(ids[pos])
+                edited.pop(ids[pos], None)
+            else:
+                gone.add(pos - n)
+        added = [r for j, r in enumerate(added) if j not in gone]
+        added += [
+            {k: _cell(v) for k, v in row.items() if k in columns}
+            for row in state.get("added_rows") or []
+        ]
+        return Draft(edited, tuple(added), tuple(deleted))
+
+    def shown(self, rows: Sequence[tuple[Any, dict[str, Any]]]) -> list[tuple[Any, dict]]:
+        """``rows`` (row id, cells) as the grid shows them with this draft: edited cells
+        replaced, deleted rows left out, added rows at the end (row id None)."""
+        gone = set(self.deleted)
+        out = [(rid, {**cells, **self.edited.get(rid, {})}) for rid, cells in rows]
+        out = [(rid, cells) for rid, cells in out if rid not in gone]
+        return out + [(None, dict(r)) for r in self.added]
+
+    def incomplete(self, table: str, corpus: Any) -> list[str]:
+        """The one rule for half-filled rows, in the grid's own words ("new row 2 has no
+        target (en)"): a row needs every required column, and one only begun is named, not
+        dropped. ``corpus`` is anything with ``src_lang`` and ``tgt_lang``."""
+        out = []
+        for n, row in enumerate(self.added, start=1):
+            filled = _filled(row)
+            missing = [
+                f"{col} ({getattr(corpus, lang)})"
+                for col, lang in _REQUIRED[table]
+                if col not in filled
+            ]
+            if filled and missing:
+                out.append(f"new row {n} has no {' and no '.join(missing)}")
+        return out
+
+
+def _check(browser_key: str, table: str) -> None:
+    if not is_browser_key(browser_key):
+        raise WorkbenchError("a draft's browser key is 32 hexadecimal characters")
+    if table not in TABLES:
+        raise WorkbenchError(f"no drafts for a table {table!r} (one of {', '.join(TABLES)})")
+
+
+def _row(s: Session, browser_key: str, corpus_id: int, table: str) -> TableDraft | None:
+    return s.scalar(
+        select(TableDraft).where(
+            TableDraft.browser_key == browser_key,
+            TableDraft.corpus_id == corpus_id,
+            TableDraft.table_kind == table,
+        )
+    )
+
+
+def load(browser_key: str, corpus_id: CorpusRef, table: str) -> Draft:
+    """The draft of a grid of a corpus in one browser (an empty one if there is none)."""
+    _check(browser_key, table)
+    with session_scope() as s:
+        row = _row(s, browser_key, find(s, corpus_id).id, table)
+        return Draft.from_payload(row.payload if row else None)
+
+
+def save(browser_key: str, corpus_id: CorpusRef, table: str, draft: Draft) -> None:
+    """Keep ``draft`` as the grid's pending edits (an empty draft forgets them)."""
+    _check(browser_key, table)
+    with session_scope() as s:
+        corpus = find(s, corpus_id)
+        row = _row(s, browser_key, corpus.id, table)
+        if not draft:
+            if row is not None:
+                s.delete(row)
+        elif row is None:
+            s.add(
+                TableDraft(
+                    browser_key=browser_key,
+                    corpus_id=corpus.id,
+                    table_kind=table,
+                    payload=draft.payload(),
+                )
+            )
+        else:
+            row.payload = draft.payload()
+            row.updated_at = utcnow()
+
+
+def discard(browser_key: str, corpus_id: CorpusRef, table: str) -> None:
+    """Forget a grid's pending edits."""
+    _check(browser_key, table)
+    with session_scope() as s:
+        _forget(s, browser_key, find(s, corpus_id), table)
+
+
+def _forget(s: Session, browser_key: str, corpus: Corpus, table: str) -> None:
+    s.execute(
+        delete(TableDraft).where(
+            TableDraft.browser_key == browser_key,
+            TableDraft.corpus_id == corpus.id,
+            TableDraft.table_kind == table,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class DraftInfo:
+    """One grid with pending edits, for the list of a browser's unsaved work."""
+
+    corpus_id: int
+    corpus_name: str
+    table: str
+    count: int
+
+
+def list_drafts(browser_key: str) -> list[DraftInfo]:
+    """Every grid with pending edits in one browser, by corpus name."""
+    _check(browser_key, TABLES[0])
+    with session_scope() as s:
+        rows = s.execute(
+            select(TableDraft, Corpus.name)
+            .join(Corpus, Corpus.id == TableDraft.corpus_id)
+            .where(TableDraft.browser_key == browser_key, Corpus.import_token.is_(None))
+            .order_by(Corpus.name, TableDraft.table_kind)
+        ).all()
+        infos = [
+            DraftInfo(d.corpus_id, name, d.table_kind, Draft.from_payload(d.payload).count)
+            for d, name in rows
+        ]
+    return [i for i in infos if i.count]
+
+
+def _refuse_incomplete(draft: Draft, table: str, corpus: Corpus) -> None:
+    incomplete = draft.incomplete(table, corpus)
+    if incomplete:
+        rows = "that row" if len(incomplete) == 1 else "those rows"
+        raise WorkbenchError(
+            f"nothing was saved: {'; '.join(incomplete)}. Fill in both sides or delete "
+            f"{rows}, then save again."
+        )
+
+
+def apply_pairs(browser_key: str, corpus_id: CorpusRef) -> pairs.EditResult:
+    """Write the pairs table's draft (``pairs.edit_pairs``: validated whole) and forget it,
+    in one transaction; on any refusal nothing is written and the draft stays."""
+    _check(browser_key, "pairs")
+    try:
+        with session_scope() as s:
+            corpus = find(s, corpus_id)
+            row = _row(s, browser_key, corpus.id, "pairs")
+            draft = Draft.from_payload(row.payload if row else None)
+            _refuse_incomplete(draft, "pairs", corpus)
+            result = pairs.edit_pairs(
+                s,
+                corpus,
+                added=[f for f in map(_filled, draft.added) if f],
+                edited={int(k): v for k, v in draft.edited.items()},
+                deleted=[int(i) for i in draft.deleted],
+            )
+            _forget(s, browser_key, corpus, "pairs")
+            return result
+    except IntegrityError as exc:  # a concurrent writer created the same pair meanwhile
+        raise WorkbenchError(f"the edit conflicts with a concurrent change: {exc.orig}") from None
+
+
+def glossary_rows(corpus_id: CorpusRef) -> list[tuple[str, dict[str, Any]]]:
+    """The glossary as the grid's rows: (row id = the stored source term, cells)."""
+    src, tgt = COLUMNS["glossary"]
+    return [(a, {src: a, tgt: b}) for a, b in glossary.list_terms(corpus_id)]
+
+
+def apply_glossary(browser_key: str, corpus_id: CorpusRef) -> int:
+    """Write the glossary's draft over its terms and forget it, in one transaction; returns
+    how many terms the glossary holds. On any refusal nothing changes and the draft stays."""
+    _check(browser_key, "glossary")
+    src, tgt = COLUMNS["glossary"]
+    with session_scope() as s:
+        corpus = find(s, corpus_id)
+        row = _row(s, browser_key, corpus.id, "glossary")
+        draft = Draft.from_payload(row.payload if row else None)
+        _refuse_incomplete(draft, "glossary", corpus)
+        stored = [(a, {src: a, tgt: b}) for a, b in glossary.terms_of(s, corpus)]
+        terms = [(cells.get(src), cells.get(tgt)) for _, cells in draft.shown(stored)]
+        n = glossary.replace_terms(s, corpus, terms)
+        _forget(s, browser_key, corpus, "glossary")
+        return n

@@ -1,0 +1,187 @@
+"""Honest splits: no source or target sentence of a corpus' valid/test pairs is in its train.
+
+The rule for one pair is ``text_rules.default_split`` (by its source's group key); pairs that
+share a target join one group as well (``text_rules.split_groups``), and a group may span
+two splits only until ``settle_splits`` runs, which every write of pairs calls (edits before
+they commit, an import right after). A group found in several splits moves, whole, to the
+split of the pair that pulls it (a split chosen explicitly in the data editor or with
+``pairs.set_split``), or else to the split of its oldest pair: the sentence stays where it
+was first seen, and a newly imported paraphrase joins it, whatever an import's split column
+said for it.
+
+What moved is logged and kept on the corpus (``Corpus.split_note``) for the Corpus page.
+Corpora from before the rule are regrouped once by ``group_old_corpora``, the data step that
+follows the 0008 migration.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+from sqlalchemy import Engine, Row, select, update
+from sqlalchemy.orm import Session
+
+from db.models import Corpus, Pair
+from workbench.text_rules import default_split, split_groups
+
+log = logging.getLogger("workbench.splits")
+# Writes of at most this many pairs read only their own groups (indexed by nothing: each
+# lookup scans the corpus' rows in SQL, which beats reading a big corpus into Python).
+LOCAL_MAX = 2_000
+_IN_CHUNK = 500
+_PAIR_COLUMNS = select(Pair.id, Pair.source, Pair.target, Pair.split)
+
+
+def settle_splits(
+    s: Session,
+    corpus_id: int,
+    pulled: Mapping[int, str] | None = None,
+    why: str = "a write",
+    written: Collection[int] | None = None,
+) -> Counter[tuple[str, str]]:
+    """Move every group of ``corpus_id`` that spans several splits into one (see the module
+    docstring), in the caller's transaction; ``pulled``: pair id -> the split chosen for it
+    explicitly in this write. ``written``: the ids of the pairs this write added or changed,
+    when they are few: then only their groups are read (every other group is in one split
+    already), else the whole corpus. Returns the moves, {(from split, to split): pairs}."""
+    if written is not None and len(written) <= LOCAL_MAX:
+        rows: Iterable[Row] = _groups_around(s, corpus_id, written)
+    else:  # streamed: only hashes of the texts are kept (a million pairs fit in memory)
+        rows = s.execute(
+            _PAIR_COLUMNS.where(Pair.corpus_id == corpus_id)
+            .order_by(Pair.id)
+            .execution_options(yield_per=10_000)
+        )
+    ids: list[int] = []
+    keys: list[tuple[int, int]] = []
+    in_split: list[str] = []
+    for r in rows:
+        ids.append(r.id)
+        # Two sentences whose hashes collide would only share a group: never a leak.
+        keys.append((hash(r.source), hash(r.target)))
+        in_split.append(r.split)
+    moves = _settle(s, ids, keys, in_split, pulled or {})
+    if moves:
+        note = describe_moves(moves, why)
+        s.execute(update(Corpus).where(Corpus.id == corpus_id).values(split_note=note))
+        log.info("corpus %s: %s", corpus_id, note)
+    return moves
+
+
+def _groups_around(s: Session, corpus_id: int, written: Collection[int]) -> list[Row]:
+    """The pairs of the groups of the ``written`` pairs, in id order: pairs sharing a source or
+    a target with them, then with those, until no new pair joins."""
+    found: dict[int, Row] = {}
+    seeds = sorted(set(written))
+    for start in range(0, len(seeds), _IN_CHUNK):
+        chunk = seeds[start : start + _IN_CHUNK]
+        for r in s.execute(_PAIR_COLUMNS.where(Pair.id.in_(chunk))):
+            found[r.id] = r
+    sources = {r.source for r in found.values()}
+    targets = {r.target for r in found.values()}
+    asked_sources: set[str] = set()
+    asked_targets: set[str] = set()
+    while sources or targets:
+        new_rows: list[Row] = []
+        for column, texts in ((Pair.source, sorted(sources)), (Pair.target, sorted(targets))):
+            for start in range(0, len(texts), _IN_CHUNK):
+                chunk = texts[start : start + _IN_CHUNK]
+                query = _PAIR_COLUMNS.where(Pair.corpus_id == corpus_id, column.in_(chunk))
+                new_rows += [r for r in s.execute(query) if r.id not in found]
+        asked_sources |= sources
+        asked_targets |= targets
+        for r in new_rows:
+            found[r.id] = r
+        sources = {r.source for r in new_rows} - asked_sources
+        targets = {r.target for r in new_rows} - asked_targets
+    return [found[i] for i in sorted(found)]
+
+
+def _settle(
+    s: Session,
+    ids: Sequence[int],
+    keys: Sequence[tuple[int, int]],
+    in_split: Sequence[str],
+    pulled: Mapping[int, str],
+) -> Counter[tuple[str, str]]:
+    """Move the pairs (in id order) of every group that spans several splits."""
+    groups = split_groups(keys)
+    splits_of: dict[int, set[str]] = {}
+    for g, split in zip(groups, in_split, strict=True):
+        splits_of.setdefault(g, set()).add(split)
+    goal: dict[int, str] = {}  # group -> its split, for the groups that span several
+    pulled_groups: set[int] = set()
+    for g, pid, split in zip(groups, ids, in_split, strict=True):  # the oldest pair first
+        if len(splits_of[g]) < 2:
+            continue
+        if pid in pulled and g not in pulled_groups:
+            goal[g] = pulled[pid]  # the first explicit choice of this write wins
+            pulled_groups.add(g)
+        elif g not in goal:
+            goal[g] = split
+    moves: Counter[tuple[str, str]] = Counter()
+    to_move: dict[str, list[int]] = {}
+    for g, pid, split in zip(groups, ids, in_split, strict=True):
+        target = goal.get(g)
+        if target is not None and split != target:
+            moves[(split, target)] += 1
+            to_move.setdefault(target, []).append(pid)
+    for split, ids in to_move.items():
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = ids[start : start + _IN_CHUNK]
+            s.execute(update(Pair).where(Pair.id.in_(chunk)).values(split=split))
+    return moves
+
+
+def fresh_splits(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """The split of each pair when ``pairs`` (normalised, no duplicates) are written, in this
+    order and without explicit splits, into an empty corpus: each group in the split of its
+    first pair's source (``text_rules.default_split``), which ``settle_splits`` would keep.
+    Benchmarks split their data with it, so their figures use the product's own rule."""
+    groups = split_groups(pairs)
+    return [default_split(pairs[g][0], len(pairs)) for g in groups]
+
+
+def describe_moves(moves: Mapping[tuple[str, str], int], why: str) -> str:
+    """'Grouped splits after an import: 3 pairs moved (2 test→train, 1 valid→train) so that
+    no valid or test sentence is also in train.'"""
+    total = sum(moves.values())
+    detail = ", ".join(f"{n:,} {a}→{b}" for (a, b), n in sorted(moves.items()))
+    noun = "pair" if total == 1 else "pairs"
+    return (
+        f"Grouped splits after {why}: {total:,} {noun} moved ({detail}) so that no valid or "
+        "test sentence is also in train."
+    )
+
+
+def regrouped_text(moved: int) -> str:
+    """What a front end says after a write that moved other pairs ('' when none moved)."""
+    if not moved:
+        return ""
+    noun = "pair" if moved == 1 else "pairs"
+    return (
+        f"{moved:,} {noun} moved to another split with their sentence group, so that no valid "
+        "or test sentence is also in train."
+    )
+
+
+def group_old_corpora(engine: Engine) -> dict[int, int]:
+    """The data step after migration 0008: regroup each corpus whose splits predate the rule,
+    one transaction per corpus (the flag is claimed first, so two processes starting at once
+    regroup it once). Returns {corpus id: pairs moved}."""
+    with Session(engine) as s:
+        todo = s.scalars(select(Corpus.id).where(Corpus.splits_grouped.is_(False))).all()
+    moved: dict[int, int] = {}
+    for corpus_id in todo:
+        with Session(engine) as s, s.begin():
+            claimed = s.execute(
+                update(Corpus)
+                .where(Corpus.id == corpus_id, Corpus.splits_grouped.is_(False))
+                .values(splits_grouped=True)
+            ).rowcount
+            if claimed:
+                moves = settle_splits(s, corpus_id, why="the upgrade to grouped splits")
+                moved[corpus_id] = sum(moves.values())
+    return moved

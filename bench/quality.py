@@ -1,12 +1,20 @@
-"""Translation quality after M minutes of training, through the product's own path.
+"""Translation quality after M minutes or N tokens of training, through the product's own path.
 
-    python -m bench.quality --data multi30k|tatoeba --minutes M [--reference] [--train-limit N]
+    python -m bench.quality --data multi30k|tatoeba (--minutes M | --tokens N)
+        [--precision auto|fp32|bf16] [--threads T] [--split valid|test] [--set KEY=VALUE ...]
+        [--reference] [--train-limit N]
 
 What a user gets, nothing private: the training (and validation) pairs are imported as a corpus
 in a fresh WORKBENCH_HOME, a run is queued with the product's defaults and a time budget
-(`enqueue_training(..., minutes=M)`), a real worker process (`python -m workbench worker
+(`enqueue_training(..., minutes=M)`) or a token budget (`tokens=N`: the same point of learning
+on any machine) in the asked precision, a real worker process (`python -m workbench worker
 --once`) trains and registers the version, and the registered version translates the test set
 with beam 4 (`workbench.evaluation.evaluation.evaluate`). sacreBLEU, detokenized, cased.
+
+`--split valid` scores the validation split instead of the test set: tuning looks only at
+that (`--set lr=2e-3 warmup_steps=30 ...` overrides a recipe choice for such a sweep; the
+product's defaults are what is measured without it). `--precision fp32` stands in for a CPU
+without bf16 (most laptops); `--threads 2` pins the CPU threads.
 
 - multi30k: de→en; test = test_2016_flickr (the set everybody reports).
 - tatoeba: zh→en; the deterministic split of bench/data.py (hash of the English side).
@@ -29,6 +37,7 @@ from pathlib import Path
 
 from bench import data
 from core_model.metrics import bleu_tokenizer_for, score
+from core_model.training.config import PRECISIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,17 +57,22 @@ def train_through_product(
     train: data.Pairs,
     valid: data.Pairs,
     minutes: float | None,
+    tokens: int | None = None,
+    precision: str = "auto",
+    **overrides: object,
 ) -> dict:
-    """Import, queue with the defaults and a time budget (None: the automatic budget), train
-    in a real worker process; returns the run and the registered version's metrics."""
+    """Import, queue with the defaults and a budget of `minutes` or `tokens` (neither: the
+    automatic budget) in `precision`, plus any `overrides` (TrainConfig fields), train in a
+    real worker process; returns the run and the registered version's metrics."""
     from workbench.corpus import corpora, importing
-    from workbench.models import registry
     from workbench.training import run_info, runs
 
     info = corpora.create_corpus(name, src_lang, tgt_lang)
     imported = importing.import_file(info.id, _tsv({"train": train, "valid": valid}), "tsv")
     clicked = time.monotonic()
-    run_id = runs.enqueue_training(info.id, minutes=minutes)
+    run_id = runs.enqueue_training(
+        info.id, minutes=minutes, tokens=tokens, precision=precision, **overrides
+    )
     worker = subprocess.run(
         [sys.executable, "-m", "workbench", "worker", "--once"],
         cwd=ROOT,
@@ -71,14 +85,46 @@ def train_through_product(
     if run.status != runs.RunStatus.SUCCEEDED or run.version_id is None:
         tail = worker.stdout[-2000:] + worker.stderr[-2000:]
         raise SystemExit(f"error: run {run_id} {run.status}: {run.error}\n{tail}")
-    version = registry.get_version(run.version_id)
     return {
         "run_id": run_id,
-        "version_id": version.id,
         "imported_pairs": imported.added,
         "click_to_ready_s": round(ready_s, 1),
+        **registered(run.version_id),
+    }
+
+
+def registered(version_id: int) -> dict:
+    """A registered version's metrics and what the recipe chose for it (the resolved config
+    saved with the model)."""
+    from workbench.models import registry
+
+    version = registry.get_version(version_id)
+    saved = json.loads((registry.artifact_dir(version_id) / "config.json").read_text())
+    training, model = saved["training"], saved["model"]
+    return {
+        "version_id": version.id,
+        "recipe": {
+            "model": {k: model[k] for k in ("d_model", "n_encoder_layers", "n_decoder_layers")},
+            "vocab_size": training["vocab_size"],
+            "joint_vocab": training["joint_vocab"],
+            "batch_tokens": training["max_tokens_per_batch"],
+            "lr": training["lr"],
+            "warmup_steps": training["warmup_steps"],
+            "dropout": training["dropout"],
+        },
         "metrics": version.metrics,
     }
+
+
+def _setting(text: str) -> tuple[str, object]:
+    """KEY=VALUE of `--set`, the value read as JSON when it is JSON (numbers, objects)."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
 
 
 def main() -> None:
@@ -87,7 +133,20 @@ def main() -> None:
     access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data", choices=tuple(data.DATASETS), default="multi30k")
-    p.add_argument("--minutes", type=float, default=10.0, help="training wall-clock budget")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--minutes", type=float, help="training wall-clock budget (default 10)")
+    budget.add_argument("--tokens", type=int, help="training budget in source + target tokens")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto")
+    p.add_argument("--threads", type=int, help="CPU threads (default: the product's choice)")
+    p.add_argument("--split", choices=("test", "valid"), default="test", help="what is scored")
+    p.add_argument(
+        "--set",
+        type=_setting,
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe choice (tuning on --split valid only)",
+    )
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--train-limit", type=int, help="use only the first N training pairs")
     p.add_argument("--reference", action="store_true", help="also train the paper's settings")
@@ -97,7 +156,21 @@ def main() -> None:
         help="size of the reference nn.Transformer: base (the paper's) or small (ours)",
     )
     p.add_argument("--home", type=Path, help="WORKBENCH_HOME to use (default: a temp dir)")
+    p.add_argument(
+        "--version",
+        type=int,
+        help="score this registered version of --home instead of training one (e.g. a tuning "
+        "run's, on the test set once the recipe is frozen)",
+    )
     args = p.parse_args()
+    if args.set and args.split == "test":
+        raise SystemExit("error: --set is for tuning, which looks at --split valid only")
+    if args.version is not None and args.home is None:
+        raise SystemExit("error: --version scores a version of --home; give --home too")
+    if args.reference and args.minutes is None:
+        raise SystemExit("error: --reference trains the paper's settings for --minutes")
+    if args.minutes is None and args.tokens is None:
+        args.minutes = 10.0
 
     pairs = data.splits(args.data)
     train = pairs["train"][: args.train_limit]
@@ -108,34 +181,62 @@ def main() -> None:
 
     from workbench.evaluation.evaluation import evaluate
 
-    ours = train_through_product(
-        f"{args.data} bench", src_lang, tgt_lang, train, pairs["valid"], args.minutes
-    )
+    overrides: dict[str, object] = dict(args.set)
+    if args.threads is not None:
+        overrides["num_threads"] = args.threads
+    if args.version is not None:
+        ours = registered(args.version)
+    else:
+        ours = train_through_product(
+            f"{args.data} bench",
+            src_lang,
+            tgt_lang,
+            train,
+            pairs["valid"],
+            args.minutes,
+            args.tokens,
+            args.precision,
+            **overrides,
+        )
     m = ours["metrics"]
-    test = evaluate(ours["version_id"], pairs["test"], beam=args.beam)
-    valid = evaluate(ours["version_id"], pairs["valid"], beam=1)  # same yardstick as the reference
+    scored = evaluate(ours["version_id"], pairs[args.split], beam=args.beam)
+    valid = (  # greedy on valid: the same yardstick as the reference and the tuning table
+        scored
+        if (args.split, args.beam) == ("valid", 1)
+        else evaluate(ours["version_id"], pairs["valid"], beam=1)
+    )
+    test_set = "test_2016_flickr" if args.data == "multi30k" else "tatoeba hash split (test)"
     result: dict = {
         "bench": "quality",
         "data": args.data,
         "direction": f"{src_lang}-{tgt_lang}",
-        "test_set": "test_2016_flickr" if args.data == "multi30k" else "tatoeba hash split (test)",
+        "split": args.split,
+        "scored_set": test_set if args.split == "test" else "valid",
         "minutes": args.minutes,
+        "token_budget": args.tokens,
+        "settings": dict(args.set),
         "beam": args.beam,
         "train_pairs": len(train),
-        "bleu": test["bleu"],
-        "chrf": test["chrf"],
-        "n_test": test["n"],
+        "bleu": scored["bleu"],
+        "chrf": scored["chrf"],
+        "n_scored": scored["n"],
         "valid_bleu_greedy": valid["bleu"],
+        "tokens": m.get("tokens_trained"),
         "tokens_per_s": m.get("tokens_per_s"),
+        "train_minutes": round(m["train_time_s"] / 60, 2) if m.get("train_time_s") else None,
         "steps": m.get("steps"),
         "epochs": m.get("epochs"),
         "train_time_s": m.get("train_time_s"),
-        "click_to_ready_s": ours["click_to_ready_s"],
+        "click_to_ready_s": ours.get("click_to_ready_s"),
+        "home": str(home),
+        "version_id": ours["version_id"],
         "stop_reason": m.get("stop_reason"),
         "selected": m.get("selected"),
         "parameters": m.get("parameters"),
         "precision": m.get("precision"),
         "threads": m.get("threads"),
+        "calibration": m.get("calibration"),
+        "recipe": ours["recipe"],
     }
     if args.reference:
         from bench.reference import train_paper_reference, translate_reference

@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import time
-from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -57,10 +56,9 @@ def recipe_model(token_budget: int, corpus: str, device: str) -> tuple[ModelConf
     data = splits(corpus)
     facts = recipe.CorpusFacts.of(data["train"], data["valid"])
     asked = TrainConfig(token_budget=token_budget, device=device)
-    cfg = recipe.resolve(asked, facts, gpu=device == "cuda")
-    vocab = SimpleNamespace(vocab_size=cfg.vocab_size)
-    tokenizers = SimpleNamespace(src=vocab, tgt=vocab, shared=bool(cfg.joint_vocab))
-    return setup.model_config(cfg, tokenizers), cfg  # type: ignore[arg-type]
+    cfg = recipe.resolve(asked, facts, gpu=device == "cuda").cfg
+    vocab = int(cfg.vocab_size or 0)
+    return setup.model_config(cfg, vocab, vocab, bool(cfg.joint_vocab)), cfg
 
 
 def step_flops(cfg: ModelConfig, src: torch.Tensor, tgt_in: torch.Tensor) -> int:

@@ -2,24 +2,37 @@
 the device. Every knob a user leaves on 'auto' (None) is decided here, once, at the start of a
 run; the resolved config is saved with the model, so the run can be reproduced exactly.
 
+The choices follow the **tokens the run will actually train** (source + target), not the
+minutes: a CPU without bf16 trains about half the tokens per minute of one with it, and what a
+model learns depends on the tokens and updates it gets. Given tokens (`token_budget`), that is
+the budget; given minutes (or the automatic budget's clock), the trainer times a few training
+steps of the candidate model on this machine (`calibration`, ~2 s) and the budget is projected
+as seconds x tokens/s; both are recorded in the run's metrics.
+
 The values are the product's tuned defaults (evidence in docs/TRAINING.md: every figure was
 tuned on validation data only, never on a test set). In short:
 
 - **Model**: the `small` preset (d_model 256, 3+3 layers, pre-norm) for real corpora; `tiny` for
   a few hundred pairs, which it memorises in seconds; the paper's `base` only on a GPU with a
-  large corpus. Pre-norm trains stably at the high rates that short CPU budgets need.
+  large corpus. Pre-norm trains stably at the high rates that short CPU budgets need. (Not
+  varied with the budget yet: a narrower model for short budgets is unmeasured.)
 - **Budget** ('automatic'): a small corpus without validation pairs trains until every pair is
   reproduced; anything else gets a wall-clock ceiling that grows with the corpus (CPU: a
   minute per thousand pairs, 5 to 60 minutes) and a pass ceiling, and stops earlier when
   validation stops improving.
-- **Schedule**: linear warm-up over 200 steps (50 when the run continues a trained model),
-  then linear decay to zero where the budget ends (the clock or the steps, whichever binds
-  first).
+- **Schedule**: linear warm-up over a tenth of the updates the budget buys (at least 50, at
+  most 200 steps; 50 when the run continues a trained model), then linear decay to zero where
+  the budget ends (the clock, the tokens or the steps, whichever binds first); peak rate 1e-3
+  (pre-norm), 7e-4 with the small batches of short budgets.
 - **Regularisation**: dropout only when the budget allows many passes over the corpus; short
   runs over large corpora cannot overfit and dropout would only slow them down.
-- **Batches**: small token batches on a CPU (more updates per minute), large ones on a GPU.
+- **Batches**: on a CPU the largest batch that still buys about a thousand updates (1,250
+  padded tokens from ~2.2M tokens up, 625 below: a short budget needs updates more than it
+  needs accurate gradients; with the warm-up below, Multi30k at 1.1M tokens in fp32 went from
+  7.9 to 15.4 valid BLEU); large ones on a GPU.
 - **Vocabulary**: SentencePiece; joint (tied embeddings) when both languages share an alphabet,
-  one per side otherwise; sized to the corpus.
+  one per side otherwise; sized to the corpus, and a joint one halved for short budgets (few
+  tokens cannot teach many rare pieces, and the output layer costs less).
 - **Selection**: the average of weight snapshots taken over the last part of the decay, the
   best epoch or the last weights — whichever validates best.
 """
@@ -27,9 +40,12 @@ tuned on validation data only, never on a test set). In short:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from core_model.tokenizer import shares_alphabet
+from core_model.training.calibration import Calibration
 from core_model.training.config import TrainConfig
 
 AUTO = "auto"
@@ -41,19 +57,31 @@ AUTO_MINUTES_PER_1K_PAIRS = 1.0
 AUTO_MINUTES_CPU = (5.0, 60.0)
 AUTO_MINUTES_GPU = (5.0, 240.0)
 
-WARMUP_STEPS = 200  # linear warm-up (35: diverged early; 100: -1 valid BLEU; 150-200: best)
+# Linear warm-up: a share of the updates the budget buys, within bounds. (At 2M tokens and 887
+# steps: 35 diverged early, 100 -1 valid BLEU, 150-200 best; at 1.1M tokens a 200-step warm-up
+# was over a third of the run: valid 7.9.)
+WARMUP_SHARE = 0.1
+WARMUP_STEPS = (50, 200)
 # A run that continues a trained model (same tokenizer, warm weights) only re-warms the
 # optimizer's fresh moment estimates: a short ramp, so a short budget is not spent climbing.
 CONTINUE_WARMUP_STEPS = 50
-CPU_BATCH_TOKENS = 1250  # padded tokens per batch: half of 2,500 gave +7 valid BLEU at equal data
+# CPU batches (padded tokens), largest first: the largest that buys MIN_UPDATES updates, else
+# the smallest. 1,250 instead of 2,500 gave +7 valid BLEU at 2M tokens; 625 +0.8 more there.
+CPU_BATCH_TOKENS = (1250, 625)
+MIN_UPDATES = 1_000
+SMALL_BATCH_LR = 7e-4  # peak rate with the smallest CPU batch (see _peak_lr)
+REAL_TOKENS_PER_PADDED = 1.75  # source + target tokens per padded batch token (Multi30k 1.8,
+# Tatoeba 1.7: a batch is counted as max(src, tgt) x sentences)
 GPU_BATCH_TOKENS = 8192  # (not tuned here: no GPU was available)
+SHORT_BUDGET_TOKENS = 4_000_000  # below: a joint vocabulary is halved (8k -> 4k)
+# A run's tokens/s (validation, batching and reporting included) against the calibration's
+# full-step speed: the share of the clock that trains.
+RUN_SHARE_OF_CALIBRATION = 0.9
 
-# Training speed (source + target tokens per second, a run's average with its validations) by
-# preset, used only to estimate how many passes over the corpus a budget allows. CPU: what
-# 2-core machines sustain in bf16 (small: 2,000-3,300 in 10-minute runs here, ~1.9-2.7k on the
-# slower AMX Xeon; tiny ~14k); a faster machine makes more passes than estimated, and
-# early stopping and model selection guard those. (5,000 for small made a 10-minute Tatoeba run
-# use dropout and score 2.5 instead of ~15 valid BLEU.)
+# Typical training speed (source + target tokens per second, a run's average with its
+# validations) by preset: the first guess of a minutes budget's tokens, which a CPU run then
+# replaces by a measurement (`calibration`); used as is on a GPU and across data-parallel
+# ranks. CPU: what 2-core machines sustain in bf16 (small: 2,000-3,300 in 10-minute runs).
 CPU_TOKENS_PER_S = {"tiny": 12_000.0, "small": 2_500.0, "base": 600.0}
 GPU_TOKENS_PER_S = {"tiny": 200_000.0, "small": 150_000.0, "base": 80_000.0}
 
@@ -74,6 +102,11 @@ class CorpusFacts:
         shared = shares_alphabet([s for s, _ in train], [t for _, t in train])
         return cls(len(train), len(valid or []), tokens, shared)
 
+    @property
+    def side_tokens(self) -> int:
+        """Typical subword tokens of one side of a pair (about 1.3 per word), for timing."""
+        return min(64, max(4, round(1.3 * self.tokens / max(1, 2 * self.train_pairs))))
+
 
 def _rough_tokens(text: str) -> int:
     words = len(text.split())
@@ -92,33 +125,147 @@ def memorises(cfg: TrainConfig, facts: CorpusFacts) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Plan:
+    """The resolved config and the token budget its choices were made for."""
+
+    cfg: TrainConfig
+    budget_tokens: float | None  # asked for, or projected from the clock; None: unknown
+    calibration: Calibration | None = None  # the measured speed a projection used
+
+    def metrics(self) -> dict[str, Any]:
+        """What a user sees of the plan in the run's metrics."""
+        projected = self.calibration is not None
+        return {
+            "budget_tokens": None if self.budget_tokens is None else int(self.budget_tokens),
+            "budget_tokens_projected": projected,
+            "calibration": self.calibration.to_dict() if projected else None,
+        }
+
+
+# How fast this machine trains a candidate config (`calibration.measure` in the trainer).
+Speed = Callable[[TrainConfig], Calibration]
+
+
 def resolve(
-    cfg: TrainConfig, facts: CorpusFacts, gpu: bool, fine_tune: bool = False
-) -> TrainConfig:
+    cfg: TrainConfig,
+    facts: CorpusFacts,
+    gpu: bool,
+    fine_tune: bool = False,
+    speed: Speed | None = None,
+) -> Plan:
     """`cfg` with every automatic choice made (see the module docstring). `fine_tune`: the run
-    continues a trained model, which a from-scratch peak rate would partly undo."""
+    continues a trained model, which a from-scratch peak rate would partly undo. `speed`: how
+    fast this machine trains a candidate (a CPU run with minutes measures it; without it the
+    minutes are converted at the preset's typical speed)."""
     memorise = memorises(cfg, facts)
     preset = cfg.preset if cfg.preset != AUTO else _preset(facts, gpu)
-    joint = cfg.joint_vocab if cfg.joint_vocab is not None else facts.shared_alphabet
     time_budget_s = cfg.time_budget_s
     if time_budget_s is None and cfg.epochs is None and cfg.token_budget is None and not memorise:
         time_budget_s = 60.0 * auto_minutes(facts.train_pairs, gpu)
-    passes = _passes(facts, preset, gpu, cfg.epochs, time_budget_s, cfg.token_budget)
+    base = replace(cfg, preset=preset, time_budget_s=time_budget_s)
+    calibration = None
+    tokens = _budget_tokens(base, facts, gpu, memorise, None)
+    if speed is not None and tokens is not None and cfg.token_budget is None and cfg.epochs is None:
+        # minutes: measure the candidate for the estimate, then the one for the measured budget
+        # if that differs (a short budget trains a cheaper configuration)
+        measured: TrainConfig | None = None
+        for _ in range(2):
+            candidate = _choose(base, facts, gpu, fine_tune, memorise, tokens)
+            if measured is not None and _same_cost(candidate, measured):
+                break
+            calibration, measured = speed(candidate), candidate
+            tokens = _budget_tokens(base, facts, gpu, memorise, calibration)
+    return Plan(_choose(base, facts, gpu, fine_tune, memorise, tokens), tokens, calibration)
+
+
+def _budget_tokens(
+    cfg: TrainConfig,
+    facts: CorpusFacts,
+    gpu: bool,
+    memorise: bool,
+    calibration: Calibration | None,
+) -> float | None:
+    """The source + target tokens the run will train: asked for, or the clock at the measured
+    speed (or at the preset's typical speed), or the epochs over the corpus; None: memorising."""
+    if cfg.token_budget is not None:
+        return float(cfg.token_budget)
+    if cfg.epochs is not None:
+        return float(cfg.epochs) * facts.tokens
+    if memorise or cfg.time_budget_s is None:
+        return None
+    if calibration is not None:
+        return cfg.time_budget_s * calibration.tokens_per_s * RUN_SHARE_OF_CALIBRATION
+    return cfg.time_budget_s * (GPU_TOKENS_PER_S if gpu else CPU_TOKENS_PER_S)[cfg.preset]
+
+
+def _choose(
+    cfg: TrainConfig,
+    facts: CorpusFacts,
+    gpu: bool,
+    fine_tune: bool,
+    memorise: bool,
+    tokens: float | None,
+) -> TrainConfig:
+    """Every remaining automatic choice for a budget of `tokens` (None: unbounded)."""
+    joint = cfg.joint_vocab if cfg.joint_vocab is not None else facts.shared_alphabet
+    batch = cfg.max_tokens_per_batch or (GPU_BATCH_TOKENS if gpu else _cpu_batch(tokens))
+    passes = math.inf if tokens is None else tokens / max(1, facts.tokens)
     return replace(
         cfg,
-        preset=preset,
-        time_budget_s=time_budget_s,
         dropout=cfg.dropout if cfg.dropout is not None else _dropout(passes, memorise),
         lr_schedule=cfg.lr_schedule if cfg.lr_schedule != AUTO else _schedule(memorise),
-        lr=cfg.lr if cfg.lr is not None else _peak_lr(preset, memorise) / (4 if fine_tune else 1),
-        warmup_steps=_warmup(cfg, memorise, fine_tune),
-        max_tokens_per_batch=cfg.max_tokens_per_batch
-        or (GPU_BATCH_TOKENS if gpu else CPU_BATCH_TOKENS),
+        lr=cfg.lr
+        if cfg.lr is not None
+        else _peak_lr(cfg.preset, memorise, batch) / (4 if fine_tune else 1),
+        warmup_steps=_warmup(cfg, memorise, fine_tune, tokens, batch),
+        max_tokens_per_batch=batch,
         joint_vocab=joint,
-        vocab_size=cfg.vocab_size or _vocab_size(facts, joint),
+        vocab_size=cfg.vocab_size or _vocab_size(facts, joint, tokens),
         # memorising has no budget end to average over, nor validation to check an average by
         average_last=cfg.average_last if cfg.average_last is not None else (0 if memorise else 5),
     )
+
+
+def _same_cost(a: TrainConfig, b: TrainConfig) -> bool:
+    """Whether two candidates train at the same speed (same model, vocabulary and batch)."""
+    return (a.preset, a.model_overrides, a.vocab_size, a.joint_vocab, a.max_tokens_per_batch) == (
+        b.preset,
+        b.model_overrides,
+        b.vocab_size,
+        b.joint_vocab,
+        b.max_tokens_per_batch,
+    )
+
+
+def updates(tokens: float, batch_tokens: int) -> float:
+    """About how many optimizer steps `tokens` buy at `batch_tokens` padded tokens a batch."""
+    return tokens / (batch_tokens * REAL_TOKENS_PER_PADDED)
+
+
+def _cpu_batch(tokens: float | None) -> int:
+    """The largest CPU batch that still buys MIN_UPDATES updates (else the smallest)."""
+    for batch in CPU_BATCH_TOKENS:
+        if tokens is None or updates(tokens, batch) >= MIN_UPDATES:
+            return batch
+    return CPU_BATCH_TOKENS[-1]
+
+
+def _warmup(
+    cfg: TrainConfig, memorise: bool, fine_tune: bool, tokens: float | None, batch_tokens: int
+) -> int | None:
+    """The user's; memorising runs keep the constant schedule's short default (None); a run
+    that continues a trained model only re-warms the optimizer's fresh moment estimates
+    (CONTINUE_WARMUP_STEPS); else a tenth of the updates the budget buys, within WARMUP_STEPS
+    (the most when unbounded)."""
+    if cfg.warmup_steps is not None or memorise:
+        return cfg.warmup_steps
+    if fine_tune:
+        return CONTINUE_WARMUP_STEPS
+    low, high = WARMUP_STEPS
+    if tokens is None:
+        return high
+    return int(min(high, max(low, round(WARMUP_SHARE * updates(tokens, batch_tokens), -1))))
 
 
 def auto_minutes(train_pairs: int, gpu: bool) -> float:
@@ -135,25 +282,6 @@ def _preset(facts: CorpusFacts, gpu: bool) -> str:
     return "small"
 
 
-def _passes(
-    facts: CorpusFacts,
-    preset: str,
-    gpu: bool,
-    epochs: int | None,
-    time_budget_s: float | None,
-    token_budget: int | None = None,
-) -> float:
-    """How many times the budget lets the model see the corpus (an estimate)."""
-    if epochs is not None:
-        return float(epochs)
-    if token_budget is not None:
-        return token_budget / max(1, facts.tokens)
-    if time_budget_s is None:
-        return math.inf  # memorisation: as many as it takes
-    speed = (GPU_TOKENS_PER_S if gpu else CPU_TOKENS_PER_S)[preset]
-    return time_budget_s * speed / max(1, facts.tokens)
-
-
 def _dropout(passes: float, memorise: bool) -> float:
     """No dropout when the budget sees the corpus only a few times: it cannot overfit then, and
     dropout slows learning; the paper's 0.1 beyond that, against memorising the corpus."""
@@ -167,28 +295,29 @@ def _schedule(memorise: bool) -> str:
     return "constant" if memorise else "linear"
 
 
-def _warmup(cfg: TrainConfig, memorise: bool, fine_tune: bool) -> int | None:
-    """The user's, else a short re-warm-up when continuing a model, else the tuned ramp;
-    memorising runs keep the constant schedule's short default (None)."""
-    if cfg.warmup_steps is not None or memorise:
-        return cfg.warmup_steps
-    return CONTINUE_WARMUP_STEPS if fine_tune else WARMUP_STEPS
-
-
-def _peak_lr(preset: str, memorise: bool) -> float:
-    """Pre-norm small/tiny models: 1e-3 (2e-3 learned less at equal data); memorising a few
-    pairs goes twice as fast at 4e-3 (16 pairs: 75 steps instead of 150). The post-norm base
-    needs the paper's gentler peak (d_model^-0.5 · 4000^-0.5 ≈ 7e-4)."""
+def _peak_lr(preset: str, memorise: bool, batch_tokens: int) -> float:
+    """Pre-norm small/tiny models: 1e-3 (2e-3 learned less at equal data), 7e-4 with the
+    smallest CPU batches, whose noisier gradients want a gentler step (Multi30k, 1.1M tokens,
+    fp32: 7e-4 18.2 valid BLEU, 1e-3 15.4, 2e-3 7.9); memorising a few pairs goes twice as
+    fast at 4e-3 (16 pairs: 75 steps instead of 150). The post-norm base needs the paper's
+    gentler peak (d_model^-0.5 · 4000^-0.5 ≈ 7e-4)."""
     if preset == "base":
         return 7e-4
-    return 4e-3 if memorise else 1e-3
+    if memorise:
+        return 4e-3
+    return SMALL_BATCH_LR if batch_tokens <= CPU_BATCH_TOKENS[-1] else 1e-3
 
 
-def _vocab_size(facts: CorpusFacts, joint: bool) -> int:
+def _vocab_size(facts: CorpusFacts, joint: bool, tokens: float | None) -> int:
     """Pieces per SentencePiece vocabulary: 8k joint (tied embeddings, de/en) or 4k per side
     (zh/en: 4k beat 8k by 7 valid BLEU on Tatoeba) for tens of thousands of pairs; half that
-    for small corpora (their rare pieces are seen too seldom to learn), twice for big ones."""
+    for small corpora (their rare pieces are seen too seldom to learn), twice for big ones.
+    A short budget halves a joint one (4k joint: 23.6 valid BLEU against 23.4 for 8k at 2M
+    tokens, with a cheaper output layer); a per-side one stays (Chinese needs its characters)."""
     per_side = 4_000 if facts.train_pairs < 200_000 else 8_000
     if facts.train_pairs < 5_000:
         per_side //= 2
-    return per_side * (2 if joint else 1)
+    if not joint:
+        return per_side
+    short = tokens is not None and tokens < SHORT_BUDGET_TOKENS
+    return per_side * (1 if short else 2)

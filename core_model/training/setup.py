@@ -65,10 +65,11 @@ def starting_point(
             raise TrainingError(f"Cannot fine-tune from {init_from}: {exc}") from exc
         return loaded.tokenizers, loaded.model.cfg, loaded.model
     tokenizers = _train_tokenizers(cfg, train_pairs, ranks, comm_device)
-    return tokenizers, model_config(cfg, tokenizers), None
+    sizes = (tokenizers.src.vocab_size, tokenizers.tgt.vocab_size, tokenizers.shared)
+    return tokenizers, model_config(cfg, *sizes), None
 
 
-def model_config(cfg: TrainConfig, tokenizers: TokenizerPair) -> ModelConfig:
+def model_config(cfg: TrainConfig, src_vocab: int, tgt_vocab: int, shared: bool) -> ModelConfig:
     """The preset's network sized to the vocabularies, with the run's overrides."""
     overrides = dict(cfg.model_overrides)
     if cfg.dropout is not None:
@@ -76,9 +77,9 @@ def model_config(cfg: TrainConfig, tokenizers: TokenizerPair) -> ModelConfig:
     try:
         return ModelConfig.from_preset(
             cfg.preset,
-            src_vocab_size=tokenizers.src.vocab_size,
-            tgt_vocab_size=tokenizers.tgt.vocab_size,
-            shared_vocab=tokenizers.shared,
+            src_vocab_size=src_vocab,
+            tgt_vocab_size=tgt_vocab,
+            shared_vocab=shared,
             **overrides,
         )
     except (TypeError, ValueError) as exc:

@@ -23,6 +23,7 @@ class TrainerState:
     memorised_epochs: int = 0  # consecutive epochs reproducing every training pair
     elapsed_s: float = 0.0  # training time so far (a time budget counts it across resumes)
     tokens_trained: int = 0  # source + target tokens of every step so far (all ranks)
+    calibration: dict[str, Any] | None = None  # the measured speed the recipe planned with
     best_weights: Weights | None = None
     recent_weights: list[Weights] = field(default_factory=list)  # for checkpoint averaging
 
@@ -39,6 +40,7 @@ class TrainerState:
             "memorised_epochs": self.memorised_epochs,
             "elapsed_s": self.elapsed_s,
             "tokens_trained": self.tokens_trained,
+            "calibration": self.calibration,
             "best_weights": self.best_weights,
             "recent_weights": list(self.recent_weights),
         }
@@ -53,6 +55,7 @@ class TrainerState:
         self.memorised_epochs = int(state.get("memorised_epochs", 0))
         self.elapsed_s = float(state.get("elapsed_s", 0.0))
         self.tokens_trained = int(state.get("tokens_trained", 0))
+        self.calibration = state.get("calibration")
         self.best_weights = state.get("best_weights")
         self.recent_weights = list(state.get("recent_weights") or [])
 

@@ -13,7 +13,6 @@ it imports.)
 
 from __future__ import annotations
 
-import math
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -29,11 +28,10 @@ from core_model.batching import collate, encode_pairs, make_batches, shard_batch
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
 from core_model.training import recipe, setup
+from core_model.training.calibration import CALIBRATION_S, Calibration, measure
 from core_model.training.config import TrainConfig, TrainingError
-from core_model.training.label_smoothing import label_smoothed_nll_loss
 from core_model.training.parallel import Ranks
 from core_model.training.precision import (
-    autocast,
     cpu_threads,
     is_out_of_memory,
     resolve_precision,
@@ -42,6 +40,7 @@ from core_model.training.progress import ProgressEvent, StopReason
 from core_model.training.schedule import BudgetClock, make_schedule, plan_budget
 from core_model.training.selection import Selector
 from core_model.training.state import TrainerState
+from core_model.training.step import clip_and_check, forward_backward
 from core_model.training.validation import (
     evaluate_loss,
     evaluate_translations,
@@ -145,12 +144,15 @@ class Trainer:
         self.requested = self.cfg
         facts = recipe.CorpusFacts.of(train_clean, valid_clean)
         gpu, fine_tune = self.device.type == "cuda", init_from is not None
-        self.cfg = cfg = recipe.resolve(self.requested, facts, gpu, fine_tune)
         self.out_path = Path(out_dir) if out_dir is not None else None
         self.ckpt_dir = self.out_path / "checkpoint" if self.out_path is not None else None
         resume_dir = ckpt.find_checkpoint(resume_from)
         if resume_from is not None and resume_dir is None:
             raise TrainingError(f"No checkpoint to resume from in {resume_from}.")
+        speed = self._speed(facts, resume_dir)
+        self.plan = recipe.resolve(self.requested, facts, gpu, fine_tune, speed)
+        self.cfg = cfg = self.plan.cfg
+        self.state.calibration = self.plan.metrics()["calibration"]
 
         tokenizers, mcfg, init_model = setup.starting_point(
             cfg, train_clean, resume_dir, resume_from, init_from, ranks, self.comm_device
@@ -205,6 +207,39 @@ class Trainer:
                 self.model,
                 device_ids=[self.device.index] if self.device.type == "cuda" else None,
             )
+
+    def _speed(self, facts: recipe.CorpusFacts, resume_dir: Path | None) -> recipe.Speed | None:
+        """How the recipe learns this machine's speed for a minutes budget: a calibration on
+        the CPU; a resumed run reuses its first measurement, so it plans exactly as before.
+        None (the preset's typical speed) on a GPU and across data-parallel ranks, which
+        must all choose alike."""
+        if self.device.type != "cpu" or self.ranks.on:
+            return None
+        if resume_dir is not None:
+            try:
+                stored = ckpt.read_state(resume_dir).get("calibration")
+            except ArtifactError:
+                stored = None  # the resume itself reports the damaged checkpoint
+            if stored:
+                return lambda _candidate: Calibration(**stored)
+        sentence = facts.side_tokens
+
+        def measure_candidate(candidate: TrainConfig) -> Calibration:
+            vocab = int(candidate.vocab_size or 8_000)
+            mcfg = setup.model_config(candidate, vocab, vocab, bool(candidate.joint_vocab))
+            # at most a hundredth of the clock (a few-second test budget times two steps)
+            budget_s = candidate.time_budget_s or CALIBRATION_S * 100
+            return measure(
+                mcfg,
+                int(candidate.max_tokens_per_batch or 1_250),
+                sentence,
+                self.device,
+                candidate.precision,
+                candidate.num_threads,
+                seconds=min(CALIBRATION_S, budget_s / 100),
+            )
+
+        return measure_candidate
 
     def _set_threads(self) -> None:
         """CPU threads for the next epoch (DDP ranks keep torchrun's OMP_NUM_THREADS so that
@@ -367,27 +402,11 @@ class Trainer:
         lr = self.schedule.lr_at(self.state.step, self.clock.progress(self.state.step))
         for g in self.optimizer.param_groups:
             g["lr"] = lr
-        with autocast(self.device, self.amp):
-            logits = self.net(batch.src, batch.tgt_in)  # [B, T, V]
-        loss_sum, _ = label_smoothed_nll_loss(
-            logits.reshape(-1, logits.size(-1)),
-            batch.tgt_out.reshape(-1),
-            cfg.label_smoothing,
-            self.mcfg.pad_id,
-        )
         self.optimizer.zero_grad(set_to_none=True)
-        (loss_sum / batch.n_tokens).backward()
-        gnorm = (
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
-            if cfg.clip_norm
-            else torch.zeros(())
+        value = forward_backward(
+            self.net, batch, self.device, self.amp, cfg.label_smoothing, self.mcfg.pad_id
         )
-        value = float(loss_sum.detach())
-        if not math.isfinite(value) or not math.isfinite(float(gnorm)):
-            raise TrainingError(
-                f"Training diverged: the loss became NaN/inf at step {self.state.step}; "
-                "try a lower learning rate or precision 'fp32'."
-            )
+        clip_and_check(self.model, cfg.clip_norm, value, self.state.step)
         self.optimizer.step()
         return value, batch.n_tokens, batch.n_tokens + batch.n_src_tokens
 
@@ -489,6 +508,8 @@ class Trainer:
             "peak_lr": self.schedule.peak(),
             "warmup_steps": self.schedule.warmup,
             "train_loss": state.last_record.get("train_loss"),
+            # the tokens the recipe chose for, and the measured speed that projected them
+            **self.plan.metrics(),
             **scores,
         }
         if ranks.main and self.out_path is not None and not self.cancelled:

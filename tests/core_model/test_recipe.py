@@ -4,10 +4,23 @@ rests on; a change of default has to change a line here."""
 
 from __future__ import annotations
 
-import pytest
+from dataclasses import replace
+from pathlib import Path
 
-from core_model.training.config import TrainConfig
-from core_model.training.recipe import CorpusFacts, auto_minutes, memorises, resolve
+import pytest
+import torch
+
+from core_model.training import TrainConfig, train
+from core_model.training import trainer as trainer_module
+from core_model.training.calibration import Calibration, measure
+from core_model.training.checkpoint import find_checkpoint, read_state
+from core_model.training.recipe import (
+    CorpusFacts,
+    auto_minutes,
+    memorises,
+    resolve,
+)
+from core_model.transformer import ModelConfig, Transformer
 
 # Rough sizes of the benchmark corpora (source + target tokens, as CorpusFacts estimates them).
 MULTI30K = CorpusFacts(train_pairs=29_000, valid_pairs=1_014, tokens=754_000, shared_alphabet=True)
@@ -18,23 +31,111 @@ SIXTEEN = CorpusFacts(train_pairs=16, valid_pairs=0, tokens=200, shared_alphabet
 
 def auto(facts: CorpusFacts, minutes: float | None = None, gpu: bool = False, **kw) -> TrainConfig:
     cfg = TrainConfig(time_budget_s=None if minutes is None else 60 * minutes, **kw)
-    return resolve(cfg, facts, gpu=gpu)
+    return resolve(cfg, facts, gpu=gpu).cfg
+
+
+def tokens(facts: CorpusFacts, n: float, **kw) -> TrainConfig:
+    return resolve(TrainConfig(token_budget=int(n), **kw), facts, gpu=False).cfg
+
+
+def speed_of(tokens_per_s: float, calls: list[TrainConfig] | None = None):
+    """A machine that trains every candidate at `tokens_per_s` (records what it was asked)."""
+
+    def speed(candidate: TrainConfig) -> Calibration:
+        if calls is not None:
+            calls.append(candidate)
+        return Calibration(tokens_per_s, 5, 2.0, 2, "fp32", 6_000_000)
+
+    return speed
 
 
 @pytest.mark.parametrize("facts", [MULTI30K, TATOEBA])
-def test_ten_minutes_on_a_cpu_is_the_tuned_short_budget_recipe(facts: CorpusFacts) -> None:
-    cfg = auto(facts, minutes=10)
-    assert (cfg.preset, cfg.lr, cfg.warmup_steps, cfg.lr_schedule) == ("small", 1e-3, 200, "linear")
-    assert cfg.max_tokens_per_batch == 1250 and cfg.average_last == 5
+def test_a_short_budget_buys_updates_small_batches_and_a_short_warmup(facts: CorpusFacts) -> None:
+    cfg = tokens(facts, 1.1e6)  # what 10 minutes give on a CPU without bf16
+    assert (cfg.preset, cfg.lr_schedule) == ("small", "linear")
+    assert cfg.max_tokens_per_batch == 625  # 1,250 would buy only ~500 updates
+    assert cfg.lr == 7e-4  # small batches want a gentler peak (1e-3: -2.8, 2e-3: -10 valid)
+    assert cfg.warmup_steps == 100  # a tenth of ~1,000 updates (200 was over a third of 550)
+    assert cfg.average_last == 5
     assert cfg.dropout == 0.0  # a few passes over tens of thousands of pairs cannot overfit
-    assert cfg.time_budget_s == 600
+
+
+def test_warmup_and_batch_grow_with_the_budget() -> None:
+    half, two, big = (tokens(MULTI30K, n) for n in (0.5e6, 2e6, 4.4e6))
+    assert (half.max_tokens_per_batch, half.warmup_steps) == (625, 50)  # the floor
+    assert (two.max_tokens_per_batch, two.warmup_steps) == (625, 180)
+    # ~2,000 updates at 1,250: the recipe tuned at 2M tokens (200-step warm-up, 8k joint)
+    assert (big.max_tokens_per_batch, big.warmup_steps, big.vocab_size) == (1250, 200, 8_000)
+    assert (half.lr, two.lr, big.lr) == (7e-4, 7e-4, 1e-3)
 
 
 def test_vocabulary_is_joint_for_a_shared_alphabet_and_per_side_otherwise() -> None:
-    de_en, zh_en = auto(MULTI30K, minutes=10), auto(TATOEBA, minutes=10)
+    de_en, zh_en = tokens(MULTI30K, 4.4e6), tokens(TATOEBA, 4.4e6)
     assert (de_en.joint_vocab, de_en.vocab_size) == (True, 8_000)
     assert (zh_en.joint_vocab, zh_en.vocab_size) == (False, 4_000)
-    assert auto(SLICE_2K, minutes=5).vocab_size == 4_000  # halved below 5k pairs
+    # a short budget halves a joint vocabulary; Chinese keeps 4k pieces for its characters
+    assert tokens(MULTI30K, 1.1e6).vocab_size == 4_000
+    assert tokens(TATOEBA, 1.1e6).vocab_size == 4_000
+    assert tokens(SLICE_2K, 4.4e6).vocab_size == 4_000  # halved below 5k pairs
+
+
+def test_minutes_are_planned_for_the_tokens_this_machine_trains() -> None:
+    """The same 10 minutes on a slow CPU (fp32, ~1,850 tokens/s) and a fast one plan for the
+    tokens each will see; a slow machine's plan is the one for its projected token budget."""
+    calls: list[TrainConfig] = []
+    slow = resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=speed_of(1_850, calls))
+    assert slow.budget_tokens == pytest.approx(600 * 1_850 * 0.9)
+    assert slow.calibration is not None and slow.metrics()["budget_tokens_projected"]
+    assert calls and calls[-1].max_tokens_per_batch == slow.cfg.max_tokens_per_batch
+    same = tokens(MULTI30K, slow.budget_tokens)
+    assert (slow.cfg.max_tokens_per_batch, slow.cfg.warmup_steps, slow.cfg.vocab_size) == (
+        same.max_tokens_per_batch,
+        same.warmup_steps,
+        same.vocab_size,
+    )
+    assert slow.cfg.time_budget_s == 600  # the clock still ends the run
+    fast = resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=speed_of(10_000))
+    assert (fast.cfg.max_tokens_per_batch, fast.cfg.warmup_steps) == (1250, 200)
+    assert (slow.cfg.warmup_steps, slow.cfg.vocab_size) == (90, 4_000)
+    assert fast.cfg.vocab_size == 8_000
+
+
+def test_a_candidate_is_measured_again_only_when_the_budget_changes_its_cost() -> None:
+    calls: list[TrainConfig] = []
+    # the first guess (2,500 tokens/s: 1.5M tokens -> 625) holds at 2,000 tokens/s: one timing
+    resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=speed_of(2_000, calls))
+    assert len(calls) == 1
+    calls.clear()  # a fast machine: the bigger batch and vocabulary are timed too
+    resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=speed_of(10_000, calls))
+    assert [c.max_tokens_per_batch for c in calls] == [625, 1250]
+
+
+def test_token_budgets_and_epochs_are_not_measured() -> None:
+    calls: list[TrainConfig] = []
+    plan = resolve(TrainConfig(token_budget=10**6), MULTI30K, False, speed=speed_of(1, calls))
+    assert plan.budget_tokens == 10**6 and plan.calibration is None and not calls
+    resolve(TrainConfig(epochs=2), MULTI30K, False, speed=speed_of(1, calls))
+    assert not calls
+
+
+def test_calibration_times_real_training_steps_at_the_runs_precision_and_threads() -> None:
+    mcfg = ModelConfig.from_preset("tiny", src_vocab_size=300, tgt_vocab_size=300)
+    cal = measure(mcfg, 400, 10, torch.device("cpu"), "fp32", 1, seconds=0.2)
+    assert cal.tokens_per_s > 0 and cal.steps >= 2 and cal.seconds > 0
+    assert (cal.precision, cal.threads) == ("fp32", 1)
+    assert cal.parameters == sum(p.numel() for p in Transformer(mcfg).parameters())
+
+
+def test_a_minutes_run_records_its_calibration_and_projected_budget() -> None:
+    pairs = [(f"ein haus nummer {i}", f"a house number {i}") for i in range(300)]
+    cfg = TrainConfig(time_budget_s=3, tokenizer="whitespace", precision="fp32", num_threads=1)
+    m = train(pairs, pairs[:30], cfg).metrics
+    cal = m["calibration"]
+    assert m["budget_tokens_projected"] and cal["precision"] == "fp32" and cal["threads"] == 1
+    assert m["budget_tokens"] == pytest.approx(3 * cal["tokens_per_s"] * 0.9, rel=0.01)
+    by_tokens = train(pairs[:40], None, TrainConfig(token_budget=500, tokenizer="whitespace"))
+    assert by_tokens.metrics["budget_tokens"] == 500
+    assert by_tokens.metrics["calibration"] is None
 
 
 def test_many_passes_over_a_small_corpus_get_the_papers_dropout() -> None:
@@ -67,6 +168,36 @@ def test_gpu_with_a_large_corpus_trains_the_papers_base_model() -> None:
 def test_what_the_user_chose_wins_and_continuing_lowers_the_rate_and_warm_up() -> None:
     cfg = auto(MULTI30K, minutes=10, preset="tiny", dropout=0.3, vocab_size=1_000)
     assert (cfg.preset, cfg.dropout, cfg.vocab_size) == ("tiny", 0.3, 1_000)
-    tuned = resolve(TrainConfig(time_budget_s=600), MULTI30K, gpu=False, fine_tune=True)
-    assert tuned.lr == pytest.approx(1e-3 / 4)
-    assert (tuned.warmup_steps, auto(MULTI30K, minutes=10).warmup_steps) == (50, 200)
+    mine = tokens(MULTI30K, 1.1e6, max_tokens_per_batch=2_000, warmup_steps=300)
+    assert (mine.max_tokens_per_batch, mine.warmup_steps) == (2_000, 300)
+    tuned = resolve(TrainConfig(time_budget_s=600), MULTI30K, gpu=False, fine_tune=True).cfg
+    assert tuned.lr == pytest.approx(7e-4 / 4)  # 10 min at the typical speed: small batches
+    assert (tuned.warmup_steps, auto(MULTI30K, minutes=10).warmup_steps) == (50, 140)
+
+
+def test_a_resumed_minutes_run_plans_with_its_first_calibration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume must choose exactly as the first attempt did (its batches, warm-up and
+    vocabulary are in the checkpoint), so it reuses the stored measurement, never a new one."""
+    pairs = [(f"ein haus nummer {i}", f"a house number {i}") for i in range(300)]
+    cfg = TrainConfig(time_budget_s=60, tokenizer="whitespace", min_epoch_steps=5, precision="fp32")
+    calls = {"n": 0}
+
+    def cancel_in_epoch_2() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 8
+
+    first = train(pairs, pairs[:30], cfg, out_dir=tmp_path, should_cancel=cancel_in_epoch_2)
+    assert first.cancelled
+    stored = read_state(find_checkpoint(tmp_path))["calibration"]
+    assert stored == first.metrics["calibration"] and stored["tokens_per_s"] > 0
+
+    def no_new_timing(*args, **kwargs) -> Calibration:
+        raise AssertionError("a resumed run must not measure again")
+
+    monkeypatch.setattr(trainer_module, "measure", no_new_timing)
+    calls["n"] = -(10**9)  # the resumed attempt is not cancelled... until its clock ends
+    resumed = train(pairs, pairs[:30], replace(cfg, time_budget_s=1), resume_from=tmp_path)
+    assert resumed.metrics["calibration"] == stored
+    assert resumed.train_config.max_tokens_per_batch == first.train_config.max_tokens_per_batch

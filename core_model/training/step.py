@@ -1,0 +1,46 @@
+"""The math of one training step (teacher forcing, §5.4 label-smoothed loss, clipping), shared
+by the training loop and the speed calibration, so that what is timed is what is trained."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from core_model.batching import Batch
+from core_model.training.config import TrainingError
+from core_model.training.label_smoothing import label_smoothed_nll_loss
+from core_model.training.precision import autocast
+
+
+def forward_backward(
+    net: nn.Module,
+    batch: Batch,
+    device: torch.device,
+    amp: torch.dtype | None,
+    label_smoothing: float,
+    pad_id: int,
+) -> float:
+    """Gradients of the batch's mean smoothed loss (per target token); returns the loss sum."""
+    with autocast(device, amp):
+        logits = net(batch.src, batch.tgt_in)  # [B, T, V]
+    loss_sum, _ = label_smoothed_nll_loss(
+        logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1), label_smoothing, pad_id
+    )
+    (loss_sum / batch.n_tokens).backward()
+    return float(loss_sum.detach())
+
+
+def clip_and_check(model: nn.Module, clip_norm: float | None, loss_sum: float, step: int) -> None:
+    """Clip the gradients' norm; a NaN/inf loss or norm is a user-facing TrainingError."""
+    gnorm = (
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        if clip_norm
+        else torch.zeros(())
+    )
+    if not math.isfinite(loss_sum) or not math.isfinite(float(gnorm)):
+        raise TrainingError(
+            f"Training diverged: the loss became NaN/inf at step {step}; "
+            "try a lower learning rate or precision 'fp32'."
+        )

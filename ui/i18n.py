@@ -5,8 +5,9 @@ text is the message id, named placeholders are filled in *after* translating
 (``_("Saved {n} pairs", n=3)``), so a translation may reorder them. A text defined before any
 page runs (a page title) is marked with ``N_`` and translated where it is shown. The catalogs
 live in ``locale/<lang>/LC_MESSAGES/messages.po``; ``make i18n`` extracts, updates and
-compiles them (the compiled ``.mo`` is committed; a missing one is compiled from the ``.po``
-in memory on first use).
+compiles them. The compiled ``.mo`` files are not committed (two branches that both add
+messages would conflict on a binary file): a ``.mo`` that is missing or older than its ``.po``
+is compiled from the ``.po`` in memory on first use, so a checkout works without ``make``.
 
 The language is per browser session: the one in the address (``?lang=``, put back on every
 run, as a reload or a bookmark keeps it) else the browser's (``st.context.locale``: zh* is
@@ -95,11 +96,11 @@ def _translations(lang: str) -> gettext.NullTranslations:
     if lang == SOURCE:
         return gettext.NullTranslations()
     folder = LOCALE_DIR / lang / "LC_MESSAGES"
-    compiled = folder / f"{DOMAIN}.mo"
-    if compiled.exists():
+    compiled, source = folder / f"{DOMAIN}.mo", folder / f"{DOMAIN}.po"
+    if compiled.exists() and compiled.stat().st_mtime >= source.stat().st_mtime:
         with compiled.open("rb") as f:
             return gettext.GNUTranslations(f)
-    with (folder / f"{DOMAIN}.po").open("rb") as f:
+    with source.open("rb") as f:
         catalog = pofile.read_po(f)
     buffer = io.BytesIO()
     mofile.write_mo(buffer, catalog)

@@ -25,7 +25,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback
-from ui.i18n import N_, _, n_
+from ui.i18n import N_, _, n_, p_
 from ui.signin import can
 from workbench import drafts
 from workbench.corpora import CorpusInfo
@@ -226,7 +226,7 @@ def _footer(grid: Grid, draft: Draft, summary: str, left: Callable[[], None] | N
             summary=summary,
         )
     foot[1].caption(state)
-    with foot[2].popover(_("Review"), disabled=not n, width="stretch"):
+    with foot[2].popover(p_("grid", "Review"), disabled=not n, width="stretch"):
         st.markdown(
             n_(
                 "**{corpus}: {n} unsaved change**",

@@ -39,6 +39,7 @@ __all__ = [
     "locale",
     "localized",
     "n_",
+    "p_",
     "selector",
     "translate",
 ]
@@ -149,6 +150,13 @@ def localized(text: str) -> str:
 def _(msgid: str, **params: Any) -> str:
     """A literal text of a page in this session's language: ``_("Saved {n} pairs", n=3)``."""
     return translate(msgid, params)
+
+
+def p_(context: str, msgid: str, **params: Any) -> str:
+    """A text whose English is shared by different meanings, told apart by ``context``
+    (gettext's msgctxt): ``p_("grid", "Review")`` (the unsaved changes), not the Review page."""
+    text = _translations(current()).pgettext(context, msgid)
+    return text.format(**params) if params else text
 
 
 def n_(singular: str, plural: str, n: int, **params: Any) -> str:

@@ -48,6 +48,7 @@ def test_switch_to_chinese_and_back(app: App, tmp_path: Path) -> None:
             for title in ("语料库", "训练", "翻译", "检视", "模型", "审校"):
                 expect(nav.get_by_text(title, exact=True).first).to_be_visible()
             expect(page).to_have_url(re.compile(r"[?&]lang=zh_Hans"))
+            expect(page.get_by_test_id("stToast")).to_have_count(0)  # the first run's toast
             _shot(page, shots, "zh_corpus")
 
             nav.get_by_text("训练", exact=True).first.click()

@@ -38,7 +38,7 @@ from workbench.messages import N_, Message
 
 APP = ROOT / "streamlit_app.py"
 PO = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / "messages.po"
-KEYWORDS = {**DEFAULT_KEYWORDS, "n_": (1, 2)}  # as `make i18n` extracts
+KEYWORDS = {**DEFAULT_KEYWORDS, "n_": (1, 2), "p_": ((1, "c"), 2)}  # as `make i18n` extracts
 PLACEHOLDER = re.compile(r"(?<!\{)\{(\w+)(?:[!:][^{}]*)?\}")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -52,12 +52,12 @@ def extracted() -> dict[str, tuple[str, ...]]:
     with open(ROOT / "babel.cfg", encoding="utf-8") as f:
         method_map, options_map = parse_mapping_cfg(f)
     found: dict[str, tuple[str, ...]] = {}
-    for filename, lineno, message, _comments, _context in extract_from_dir(
+    for filename, lineno, message, _comments, context in extract_from_dir(
         str(ROOT), method_map, options_map, keywords=KEYWORDS
     ):
         forms = message if isinstance(message, tuple) else (message,)
         assert all(forms), f"{filename}:{lineno}: a message that is not a literal"
-        found[forms[0]] = forms
+        found[f"{context}\x04{forms[0]}" if context else forms[0]] = forms
     return found
 
 
@@ -70,6 +70,7 @@ def catalog() -> dict[str, tuple[str, ...]]:
         if not m.id or m.fuzzy:
             continue
         key = m.id[0] if isinstance(m.id, tuple) else m.id
+        key = f"{m.context}\x04{key}" if m.context else key
         out[key] = m.string if isinstance(m.string, tuple) else (m.string,)
     return out
 
@@ -113,16 +114,17 @@ def test_messages_are_literals_and_their_placeholders_are_given() -> None:
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue
-            if node.func.id not in ("_", "n_", "N_"):
+            if node.func.id not in ("_", "n_", "p_", "N_"):
                 continue
-            literals = node.args[:2] if node.func.id == "n_" else node.args[:1]
+            literals = node.args[:2] if node.func.id in ("n_", "p_") else node.args[:1]
             if not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in literals):
                 problems.append(f"{path.name}:{node.lineno}: not a literal")
                 continue
             if node.func.id == "N_" or any(k.arg is None for k in node.keywords):
                 continue  # N_: filled in where shown; **params: not checked here
             given = {k.arg for k in node.keywords} | ({"n"} if node.func.id == "n_" else set())
-            wanted = set().union(*(placeholders(a.value) for a in literals))
+            texts_ = literals[1:] if node.func.id == "p_" else literals
+            wanted = set().union(*(placeholders(a.value) for a in texts_))
             if wanted - given:
                 problems.append(f"{path.name}:{node.lineno}: missing {wanted - given}")
     assert not problems, problems

@@ -54,8 +54,10 @@ _PINNED = "_ui_language_pinned"  # chosen (in the address or the selector), so k
 
 
 def for_browser_locale(browser_locale: str | None) -> str:
-    """The language for a browser's ``navigator.language`` ("zh-CN", "en-US", None)."""
-    return "zh_Hans" if (browser_locale or "").lower().startswith("zh") else SOURCE
+    """The language for a browser's ``navigator.language`` ("zh-CN", "zh-TW", "en-US", None):
+    the first of ``LANGUAGES`` of the same language (zh* is 简体中文), else English."""
+    wanted = (browser_locale or "").replace("_", "-").split("-")[0].lower()
+    return next((code for code in LANGUAGES if code.split("_")[0].lower() == wanted), SOURCE)
 
 
 def current() -> str:

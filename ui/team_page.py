@@ -11,12 +11,15 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback
+from ui.i18n import _
 from workbench import settings
 from workbench.team import access
 
 
 def render() -> None:
-    feedback.page_header("Team", "Who may sign in to this workbench, and what each of them may do.")
+    feedback.page_header(
+        _("Team"), _("Who may sign in to this workbench, and what each of them may do.")
+    )
     st.dataframe(
         pd.DataFrame(
             [
@@ -26,7 +29,10 @@ def render() -> None:
         ),
         hide_index=True,
         width="stretch",
-        column_config={"may also": st.column_config.TextColumn("besides reading and translating")},
+        column_config={
+            "role": st.column_config.TextColumn(_("role")),
+            "may also": st.column_config.TextColumn(_("besides reading and translating")),
+        },
     )
     members = access.list_members()
     st.dataframe(
@@ -36,7 +42,11 @@ def render() -> None:
                     "e-mail": m.email,
                     "role": str(m.role),
                     "added by": m.added_by
-                    or (f"configuration ({settings.ENV_ADMINS})" if m.configured else ""),
+                    or (
+                        _("configuration ({variable})", variable=settings.ENV_ADMINS)
+                        if m.configured
+                        else ""
+                    ),
                 }
                 for m in members
             ],
@@ -44,24 +54,29 @@ def render() -> None:
         ),
         hide_index=True,
         width="stretch",
+        column_config={
+            "e-mail": st.column_config.TextColumn(_("e-mail")),
+            "role": st.column_config.TextColumn(_("role")),
+            "added by": st.column_config.TextColumn(_("added by")),
+        },
         key="team_members",
     )
     with st.form("team_set_role", border=True):
-        st.markdown("**Add a member or change a role**")
+        st.markdown("**" + _("Add a member or change a role") + "**")
         cols = st.columns([3, 1], vertical_alignment="bottom")
-        email = cols[0].text_input("E-mail", key="team_email", placeholder="name@example.org")
-        role = cols[1].selectbox("Role", [str(r) for r in access.ROLES], key="team_role")
-        if st.form_submit_button("Save", type="primary", icon=":material/person_add:"):
+        email = cols[0].text_input(_("E-mail"), key="team_email", placeholder="name@example.org")
+        role = cols[1].selectbox(_("Role"), [str(r) for r in access.ROLES], key="team_role")
+        if st.form_submit_button(_("Save"), type="primary", icon=":material/person_add:"):
             with feedback.error_boundary("saving the role"):
                 member = access.set_role(email, role)
-                feedback.flash(f"{member.email} is now a {member.role}.")
+                feedback.flash(_("{email} is now a {role}.", email=member.email, role=member.role))
                 st.rerun()
     removable = [m.email for m in members if not m.configured]
     if removable:
         cols = st.columns([3, 1], vertical_alignment="bottom")
-        who = cols[0].selectbox("Remove a member", removable, key="team_remove_email")
-        if cols[1].button("Remove", icon=":material/person_remove:", key="team_remove"):
+        who = cols[0].selectbox(_("Remove a member"), removable, key="team_remove_email")
+        if cols[1].button(_("Remove"), icon=":material/person_remove:", key="team_remove"):
             with feedback.error_boundary("removing the member"):
                 access.remove_member(who)
-                feedback.flash(f"{who} was removed from the team.")
+                feedback.flash(_("{email} was removed from the team.", email=who))
                 st.rerun()

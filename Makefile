@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test lint
+.PHONY: run test lint i18n
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,3 +20,11 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+# The catalogs (ui.i18n): extract the messages of the code, merge them into each language's
+# .po (translate the new ones there), compile the .mo files the app reads.
+i18n: $(STAMP)
+	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k n_:1,2 -k N_ --no-location --sort-output \
+		--project=workbench --copyright-holder="the workbench authors" -o locale/messages.pot .
+	$(VENV)/bin/pybabel update -i locale/messages.pot -d locale -l zh_Hans --no-fuzzy-matching
+	$(VENV)/bin/pybabel compile -d locale --statistics

@@ -11,18 +11,21 @@ sign-in button is drawn for an anonymous visitor.
 
 import streamlit as st
 
-from ui import grid, navigation, signin, startup
+from ui import grid, i18n, navigation, signin, startup
 from ui.feedback import guarded
+from ui.i18n import _
 from workbench.team.access import Permission
 
 st.set_page_config(
-    page_title=startup.APP_TITLE,
+    page_title=i18n.translate(startup.APP_TITLE),
     page_icon=":material/translate:",
     layout="wide",
-    menu_items={"About": "Curate sentence pairs, train a Transformer, compare versions."},
+    menu_items={"About": _("Curate sentence pairs, train a Transformer, compare versions.")},
 )
 
 startup.apply_style()
+i18n.selector()  # even before sign-in: the sign-in page is translated too
+i18n.keep_in_address()
 signin.install()
 actor = signin.gate()  # with sign-in on, an anonymous visitor stops here
 startup.seed_demo()
@@ -30,14 +33,14 @@ startup.sweep_trash()
 grid.keep_drafts()  # before any page can drop a grid's unsaved edits
 
 pages = [
-    st.Page(guarded(ref.render), title=ref.title, icon=ref.icon, url_path=ref.url_path)
+    st.Page(guarded(ref.render), title=ref.label, icon=ref.icon, url_path=ref.url_path)
     for ref in navigation.pages(team=signin.sign_in_configured() and actor.can(Permission.USERS))
 ]
 # The root address is a hidden page that opens the first page at its own address (see
 # ui.navigation: Streamlit would serve the default page at "/" only, and /corpus not at all).
 root = st.Page(
     navigation.open_first_page,
-    title=navigation.PAGES[0].title,
+    title=navigation.PAGES[0].label,
     url_path=navigation.ROOT_PATH,
     default=True,
     visibility="hidden",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import streamlit as st
 
 from ui import navigation
+from ui.i18n import _, translate
 from workbench.errors import WorkbenchError
 
 log = logging.getLogger("workbench.ui")
@@ -24,20 +25,33 @@ _FLASH = "_flash_messages"
 def error_boundary(action: str | None = None) -> Iterator[None]:
     """Turn a failure into one `st.error` line instead of a traceback.
 
-    `WorkbenchError` messages are meant for users and shown as they are; anything else is
-    logged with its traceback on the server and summarised. Streamlit's own control flow
-    (`st.rerun`, `st.stop`) derives from BaseException and passes through untouched.
+    `WorkbenchError` messages are meant for users and shown as they are, in the session's
+    language when the error carries a message id; anything else is logged with its traceback
+    on the server (in English: ``action`` is a message id, ``N_("saving the edits")``) and
+    summarised. Streamlit's own control flow (`st.rerun`, `st.stop`) derives from
+    BaseException and passes through untouched.
     """
     try:
         yield
     except WorkbenchError as exc:
-        st.error(_sentence(str(exc)), icon=":material/error:")
+        message = translate(exc.msgid, exc.params) if exc.msgid else str(exc)
+        st.error(_sentence(message), icon=":material/error:")
     except Exception as exc:
         log.exception("unexpected error%s", f" while {action}" if action else "")
-        what = f"while {action}" if action else "on this page"
+        error = f"{type(exc).__name__}: {exc}"
         st.error(
-            f"Something went wrong {what}: {type(exc).__name__}: {exc}. "
-            "Nothing was changed; the details are in the server log.",
+            _(
+                "Something went wrong while {action}: {error}. Nothing was changed; the "
+                "details are in the server log.",
+                action=translate(action),
+                error=error,
+            )
+            if action
+            else _(
+                "Something went wrong on this page: {error}. Nothing was changed; the details "
+                "are in the server log.",
+                error=error,
+            ),
             icon=":material/error:",
         )
 
@@ -45,7 +59,7 @@ def error_boundary(action: str | None = None) -> Iterator[None]:
 def _sentence(message: str) -> str:
     message = message.strip()
     if not message:
-        return "The action failed."
+        return _("The action failed.")
     return message[0].upper() + message[1:]
 
 
@@ -80,4 +94,4 @@ def show_flashes() -> None:
 def no_versions_notice(message: str) -> None:
     """The empty state of the pages that need a trained version."""
     st.info(message, icon=":material/info:")
-    navigation.link(navigation.TRAIN, "Go to Train")
+    navigation.link(navigation.TRAIN, _("Go to Train"))

@@ -1,8 +1,15 @@
-"""How numbers, durations and counts read on every page."""
+"""How numbers, durations, dates and counts read on every page, in the session's language
+(Babel formats for ``ui.i18n.locale()``)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, Literal
+
+from babel.dates import format_datetime
+from babel.numbers import format_decimal
+
+from ui.i18n import _, locale, n_
 
 PairScope = Literal["all", "training", "snapshot"]
 
@@ -12,23 +19,41 @@ def fmt_duration(seconds: float | None) -> str:
         return "—"
     seconds = max(0, round(seconds))
     if seconds < 60:
-        return f"{seconds} s"
+        return _("{s} s", s=seconds)
     minutes, secs = divmod(seconds, 60)
     if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
+        return _("{m} min {s:02d} s", m=minutes, s=secs)
     hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+    return _("{h} h {m:02d} min", h=hours, m=minutes)
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:
-    """'1 pair', '2 pairs', '1,000 pairs'."""
+    """'1 pair', '2 pairs', '1,000 pairs': English only (a count in a sentence to translate is
+    ``ui.i18n.n_``); kept for the pages not yet translated."""
     return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
+def fmt_int(value: int) -> str:
+    """'1,000' (English), as the session's language writes a whole number."""
+    return format_decimal(value, locale=locale())
 
 
 def fmt_number(value: float | None, digits: int = 3) -> str:
     if value is None or value != value:
         return "—"
-    return f"{value:,.{digits}f}"
+    pattern = "#,##0." + "0" * digits if digits else "#,##0"
+    return format_decimal(value, format=pattern, locale=locale())
+
+
+def fmt_datetime(moment: datetime | None, seconds: bool = False) -> str:
+    """A moment as the session's language writes it, in UTC (the database's clock; a naive
+    datetime from SQLite is UTC)."""
+    if moment is None:
+        return "—"
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    pattern = "yyyy-MM-dd HH:mm:ss" if seconds else "yyyy-MM-dd HH:mm"
+    return format_datetime(moment, pattern, tzinfo=UTC, locale=locale())
 
 
 def pair_count_label(n: int, scope: PairScope) -> str:
@@ -36,19 +61,32 @@ def pair_count_label(n: int, scope: PairScope) -> str:
     'all' = every pair of a corpus, whatever its split; 'training' = the pairs a run learns
     from; 'snapshot' = what a version was trained on (the corpus may have changed since)."""
     if scope == "all":
-        return f"{plural(n, 'pair')} (all splits)"
+        return n_("{n} pair (all splits)", "{n} pairs (all splits)", n)
     if scope == "training":
-        return plural(n, "training pair")
-    return f"trained on {plural(n, 'pair')} (snapshot)"
+        return n_("{n} training pair", "{n} training pairs", n)
+    return n_("trained on {n} pair (snapshot)", "trained on {n} pairs (snapshot)", n)
 
 
 def lineage_line(version: Any) -> str:
     """'**Continued from** #3 · **in all** 2.2M tokens, 20 min 04 s' (or its own training when
     it started a new model): what a version's training adds up to."""
-    tokens = f"{version.cumulative_tokens / 1e6:,.2f}M tokens"
-    total = f"{tokens}, {fmt_duration(version.cumulative_seconds)}"
+    tokens = fmt_number(version.cumulative_tokens / 1e6, 2)
+    duration = fmt_duration(version.cumulative_seconds)
     if version.parent_version_id is not None:
-        return f"**Continued from** #{version.parent_version_id} · **in all** {total}"
+        return _(
+            "**Continued from** #{parent} · **in all** {tokens}M tokens, {duration}",
+            parent=version.parent_version_id,
+            tokens=tokens,
+            duration=duration,
+        )
     if version.cumulative_tokens > version.train_tokens:
-        return f"**Continued from** a deleted version · **in all** {total}"
-    return f"**New model** · **trained on** {total}"
+        return _(
+            "**Continued from** a deleted version · **in all** {tokens}M tokens, {duration}",
+            tokens=tokens,
+            duration=duration,
+        )
+    return _(
+        "**New model** · **trained on** {tokens}M tokens, {duration}",
+        tokens=tokens,
+        duration=duration,
+    )

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from ui.i18n import N_, translate
+
 
 @dataclass(frozen=True)
 class PageRef:
@@ -25,21 +27,26 @@ class PageRef:
 
     module: str
     url_path: str
-    title: str
+    title: str  # a message id: ``label`` is what the navigation shows
     icon: str
+
+    @property
+    def label(self) -> str:
+        """The page's title in the session's language."""
+        return translate(self.title)
 
     def render(self) -> None:
         """Draw the page: its module's ``render()``."""
         importlib.import_module(self.module).render()
 
 
-CORPUS = PageRef("ui.corpus_page", "corpus", "Corpus", ":material/dataset:")
-TRAIN = PageRef("ui.train_page", "train", "Train", ":material/model_training:")
-TRANSLATE = PageRef("ui.translate_page", "translate", "Translate", ":material/translate:")
-INSPECT = PageRef("ui.inspect_page", "inspect", "Inspect", ":material/visibility:")
-MODELS = PageRef("ui.models_page", "models", "Models", ":material/deployed_code:")
-REVIEW = PageRef("ui.review_page", "review", "Review", ":material/rate_review:")
-TEAM = PageRef("ui.team_page", "team", "Team", ":material/group:")
+CORPUS = PageRef("ui.corpus_page", "corpus", N_("Corpus"), ":material/dataset:")
+TRAIN = PageRef("ui.train_page", "train", N_("Train"), ":material/model_training:")
+TRANSLATE = PageRef("ui.translate_page", "translate", N_("Translate"), ":material/translate:")
+INSPECT = PageRef("ui.inspect_page", "inspect", N_("Inspect"), ":material/visibility:")
+MODELS = PageRef("ui.models_page", "models", N_("Models"), ":material/deployed_code:")
+REVIEW = PageRef("ui.review_page", "review", N_("Review"), ":material/rate_review:")
+TEAM = PageRef("ui.team_page", "team", N_("Team"), ":material/group:")
 PAGES = (
     CORPUS,
     TRAIN,
@@ -55,7 +62,7 @@ ROOT_PATH = "start"  # the hidden default page's own name (its address is the ro
 
 def _page(ref: PageRef) -> st.Page:
     """The page as Streamlit addresses it (by its URL path) in a link or a switch."""
-    return st.Page(ref.render, title=ref.title, icon=ref.icon, url_path=ref.url_path)
+    return st.Page(ref.render, title=ref.label, icon=ref.icon, url_path=ref.url_path)
 
 
 def pages(team: bool) -> tuple[PageRef, ...]:

@@ -9,10 +9,11 @@ from typing import Any
 import streamlit as st
 
 from ui.feedback import error_boundary
+from ui.i18n import N_, _
 from workbench import demo, settings
 from workbench.team import trash
 
-APP_TITLE = "Translation workbench"
+APP_TITLE = N_("Translation workbench")  # a message id
 
 _STYLE = """
 <style>
@@ -35,13 +36,15 @@ def _seed_demo(database: str) -> dict[str, Any]:
 
 def seed_demo() -> None:
     """Add the demo corpus on first start (see `workbench.demo`) and say so, once."""
-    with error_boundary("adding the demo corpus"):
+    with error_boundary(N_("adding the demo corpus")):
         seeded = _seed_demo(settings.database_url())
         if seeded["name"] and not seeded["announced"]:
             seeded["announced"] = True
             st.toast(
-                f"Added the demo corpus “{seeded['name']}”. Open **Train** and click Train "
-                "to try it.",
+                _(
+                    "Added the demo corpus “{name}”. Open **Train** and click Train to try it.",
+                    name=seeded["name"],
+                ),
                 icon=":material/waving_hand:",
             )
 
@@ -54,5 +57,5 @@ def _swept_trash(database: str) -> int:
 
 def sweep_trash() -> None:
     """Remove for good the corpora deleted more than ``trash.TRASH_DAYS`` days ago."""
-    with error_boundary("emptying the trash"):
+    with error_boundary(N_("emptying the trash")):
         _swept_trash(settings.database_url())

@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, pickers
-from ui.i18n import _
+from ui import charts, feedback, formatting, pickers
+from ui.i18n import N_, _
 from workbench import inspection, registry, translation
 
 RESULT = "inspect_result"
@@ -106,7 +106,7 @@ def render() -> None:
             )
         if st.button(_("Inspect"), type="primary", icon=":material/search:", key="inspect"):
             with (
-                feedback.error_boundary("inspecting"),
+                feedback.error_boundary(N_("inspecting")),
                 st.spinner(_("Translating and looking inside…"), show_time=True),
             ):
                 st.session_state[RESULT] = inspection.inspect(
@@ -283,7 +283,7 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
             st.caption(
                 _(
                     "No grid: {cells} cells are too many to draw; pick one map below.",
-                    cells=f"{cells:,}",
+                    cells=formatting.fmt_int(cells),
                 )
             )
         left, right = st.columns([1, 3], gap="medium")
@@ -491,7 +491,7 @@ def loss_panel(shown: Any) -> None:
             return
         st.altair_chart(charts.loss_with_step(shown.metrics, shown.step), width="stretch")
         where = (
-            _("step {step}", step=f"{shown.step:,}")
+            _("step {step}", step=formatting.fmt_int(shown.step))
             if shown.step is not None
             else _("an unknown step")
         )

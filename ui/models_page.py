@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
-from ui.i18n import _, n_
+from ui.i18n import N_, _, n_
 from ui.signin import can
 from workbench import (
     comparison_report,
@@ -178,7 +178,7 @@ def manage(versions: list[Any]) -> None:
         if st.form_submit_button(
             _("Save"), type="primary", icon=":material/save:", disabled=not editable
         ):
-            with feedback.error_boundary("saving the version"):
+            with feedback.error_boundary(N_("saving the version")):
                 if name != version.name:
                     registry.rename_version(version.id, name)
                 if notes != version.notes:
@@ -198,7 +198,7 @@ def manage(versions: list[Any]) -> None:
             + "  \n"
             + _(
                 "**Parameters** {parameters} · **steps** {steps} · **stopped by** {reason}",
-                parameters=f"{version.param_count:,}",
+                parameters=formatting.fmt_int(version.param_count),
                 steps=m.get("steps", "—"),
                 reason=run_info.version_stopped_because(version) or "—",
             )
@@ -335,11 +335,10 @@ def compare(versions: list[Any]) -> None:
     terms = glossary.glossary_of(test_corpus.id)
     enforce = bool(terms) and st.toggle(
         n_(
-            "Make the versions use the glossary of “{corpus}” ({count} term)",
-            "Make the versions use the glossary of “{corpus}” ({count} terms)",
+            "Make the versions use the glossary of “{corpus}” ({n} term)",
+            "Make the versions use the glossary of “{corpus}” ({n} terms)",
             len(terms.terms),
             corpus=test_corpus.name,
-            count=len(terms.terms),
         ),
         key="compare_glossary",
         help=_(
@@ -348,7 +347,7 @@ def compare(versions: list[Any]) -> None:
         ),
     )
     if row[2].button(_("Compare"), type="primary", icon=":material/compare_arrows:", key="compare"):
-        with feedback.error_boundary("comparing the versions"):
+        with feedback.error_boundary(N_("comparing the versions")):
             test_pairs = snapshots.split_pairs(test_corpus.id, "test", limit=MAX_COMPARE_PAIRS)
             if not test_pairs:
                 st.warning(
@@ -363,10 +362,9 @@ def compare(versions: list[Any]) -> None:
             else:
                 with st.spinner(
                     n_(
-                        "Translating {count} test pair with {versions} versions…",
-                        "Translating {count} test pairs with {versions} versions…",
+                        "Translating {n} test pair with {versions} versions…",
+                        "Translating {n} test pairs with {versions} versions…",
                         len(test_pairs),
-                        count=len(test_pairs),
                         versions=len(chosen),
                     ),
                     show_time=True,
@@ -422,14 +420,13 @@ def comparison_view(shown: dict[str, Any]) -> None:
     if result.withheld:  # too few test pairs: the scores, no p-values, no verdicts
         st.warning(
             n_(
-                "Only {count} test pair: on so few sentences a BLEU difference between versions "
+                "Only {n} test pair: on so few sentences a BLEU difference between versions "
                 "is mostly chance, so no p-value or verdict is given. Mark at least {minimum} "
                 "pairs as test on the Corpus page for a comparison you can rely on.",
-                "Only {count} test pairs: on so few sentences a BLEU difference between versions "
+                "Only {n} test pairs: on so few sentences a BLEU difference between versions "
                 "is mostly chance, so no p-value or verdict is given. Mark at least {minimum} "
                 "pairs as test on the Corpus page for a comparison you can rely on.",
                 basis.pairs,
-                count=f"{basis.pairs:,}",
                 minimum=significance.MIN_VERDICT_PAIRS,
             ),
             icon=":material/warning:",
@@ -438,7 +435,7 @@ def comparison_view(shown: dict[str, Any]) -> None:
         "95 % {kind}: the middle 95 % of the score over {resamples} resampled test sets (always "
         "within 0–100).",
         kind=significance.INTERVAL_KIND,
-        resamples=f"{significance.RESAMPLES:,}",
+        resamples=formatting.fmt_int(significance.RESAMPLES),
     )
     reference_p = _("“—” on the first row: it is the reference the others are tested against.")
     st.dataframe(
@@ -457,7 +454,7 @@ def comparison_view(shown: dict[str, Any]) -> None:
                     "Paired bootstrap against the first version (sacreBLEU, {resamples} "
                     "resamples, seed {seed}): roughly the chance of a difference this large "
                     "between two equally good versions.",
-                    resamples=f"{significance.RESAMPLES:,}",
+                    resamples=formatting.fmt_int(significance.RESAMPLES),
                     seed=result.seed,
                 )
                 + " "
@@ -493,11 +490,10 @@ def comparison_view(shown: dict[str, Any]) -> None:
     differs = int(sentences["differs"].sum())
     st.markdown(
         n_(
-            "**Side by side** · {count} of {total} sentence differs (highlighted)",
-            "**Side by side** · {count} of {total} sentences differ (highlighted)",
+            "**Side by side** · {differs} of {n} sentence differs (highlighted)",
+            "**Side by side** · {differs} of {n} sentences differ (highlighted)",
             len(sentences),
-            count=differs,
-            total=len(sentences),
+            differs=formatting.fmt_int(differs),
         )
     )
     row = st.columns([2, 2, 3], vertical_alignment="bottom")
@@ -558,7 +554,7 @@ def _scores_table(metrics: pd.DataFrame) -> pd.DataFrame:
         | (
             {
                 "glossary terms used": [
-                    _("{hits} of {terms}", hits=f"{h:,}", terms=f"{n:,}")
+                    _("{hits} of {terms}", hits=formatting.fmt_int(h), terms=formatting.fmt_int(n))
                     + (f" ({h / n:.0%})" if n else "")
                     for h, n in zip(metrics["term_hits"], metrics["terms"], strict=True)
                 ]

@@ -9,8 +9,8 @@ from typing import Any
 
 import streamlit as st
 
-from ui import feedback, pickers
-from ui.i18n import _, n_
+from ui import feedback, formatting, pickers
+from ui.i18n import N_, _, n_
 from ui.signin import can
 from workbench import corpora, pool, pool_jobs, registry, worker_process
 from workbench.corpora import CorpusInfo
@@ -36,11 +36,11 @@ def render() -> None:
     current = pickers.corpus_picker(all_corpora, key="review_corpus")
     stats = pool.pool_stats(current.id)
     cols = st.columns(4)
-    cols[0].metric(_("In the pool"), f"{stats.total:,}")
-    cols[1].metric(_("Waiting for review"), f"{stats.waiting:,}")
-    cols[2].metric(_("Translated and ranked"), f"{stats.translated:,}")
+    cols[0].metric(_("In the pool"), formatting.fmt_int(stats.total))
+    cols[1].metric(_("Waiting for review"), formatting.fmt_int(stats.waiting))
+    cols[2].metric(_("Translated and ranked"), formatting.fmt_int(stats.translated))
     reviewed = stats.total - stats.waiting
-    cols[3].metric(_("Reviewed"), f"{reviewed:,}")
+    cols[3].metric(_("Reviewed"), formatting.fmt_int(reviewed))
     if not can(Permission.REVIEW):
         st.info(
             _("Only an editor or admin can add to the pool and review it."),
@@ -69,22 +69,21 @@ def upload_panel(current: CorpusInfo, expanded: bool) -> None:
         )
         if st.button(_("Add to the pool"), key="pool_add", disabled=upload is None):
             with (
-                feedback.error_boundary("adding the sentences"),
+                feedback.error_boundary(N_("adding the sentences")),
                 st.spinner(_("Adding…"), show_time=True),
             ):
                 result = pool.add_to_pool(current.id, upload)
                 st.session_state["pool_upload_nonce"] = nonce + 1
                 feedback.flash(
                     n_(
-                        "Added {count} sentence to the pool of “{corpus}” ({duplicates} already "
+                        "Added {n} sentence to the pool of “{corpus}” ({duplicates} already "
                         "there or repeated, {skipped} empty or too long skipped).",
-                        "Added {count} sentences to the pool of “{corpus}” ({duplicates} already "
+                        "Added {n} sentences to the pool of “{corpus}” ({duplicates} already "
                         "there or repeated, {skipped} empty or too long skipped).",
                         result.added,
-                        count=f"{result.added:,}",
                         corpus=current.name,
-                        duplicates=f"{result.duplicates:,}",
-                        skipped=f"{result.skipped:,}",
+                        duplicates=formatting.fmt_int(result.duplicates),
+                        skipped=formatting.fmt_int(result.skipped),
                     )
                 )
                 st.rerun()
@@ -131,7 +130,7 @@ def rank_panel(current: CorpusInfo) -> None:
         key="pool_rank",
         width="stretch",
     ):
-        with feedback.error_boundary("queueing the translation"):
+        with feedback.error_boundary(N_("queueing the translation")):
             job_id = pool_jobs.enqueue_translation(current.id, first, second)
             worker_process.ensure_worker()
             feedback.flash(
@@ -164,21 +163,21 @@ def _live_job(corpus_id: int) -> None:
             text = _(
                 "Pool job {id} · waiting for the worker · {done} of {total} sentences",
                 id=job.id,
-                done=f"{job.done:,}",
-                total=f"{job.total:,}",
+                done=formatting.fmt_int(job.done),
+                total=formatting.fmt_int(job.total),
             )
         else:
             text = _(
                 "Pool job {id} · translating · {done} of {total} sentences",
                 id=job.id,
-                done=f"{job.done:,}",
-                total=f"{job.total:,}",
+                done=formatting.fmt_int(job.done),
+                total=formatting.fmt_int(job.total),
             )
         row[0].progress(job.fraction, text=text)
         if job.cancel_requested:
             row[1].button(_("Cancelling…"), disabled=True, key="pool_cancel", width="stretch")
         elif row[1].button(_("Cancel"), icon=":material/stop:", key="pool_cancel", width="stretch"):
-            with feedback.error_boundary("cancelling the job"):
+            with feedback.error_boundary(N_("cancelling the job")):
                 pool_jobs.cancel_job(job.id)
                 st.rerun()
         if job.worker_lost:
@@ -193,10 +192,9 @@ def review_queue(current: CorpusInfo, stats: pool.PoolStats) -> None:
     head = st.columns([4, 1], vertical_alignment="bottom")
     head[0].markdown(
         n_(
-            "**Most uncertain first** · {count} ranked sentence waiting",
-            "**Most uncertain first** · {count} ranked sentences waiting",
+            "**Most uncertain first** · {n} ranked sentence waiting",
+            "**Most uncertain first** · {n} ranked sentences waiting",
             stats.translated,
-            count=f"{stats.translated:,}",
         )
     )
     size = head[1].selectbox(_("Show"), QUEUE_SIZES, index=1, key="pool_queue_size")
@@ -240,7 +238,7 @@ def _review_card(current: CorpusInfo, item: Any) -> None:
         ):
             action = ("skip", None)
         if action is not None:
-            with feedback.error_boundary("saving the review"):
+            with feedback.error_boundary(N_("saving the review")):
                 pair_id = pool.review(item.id, *action)
                 feedback.flash(
                     _("Skipped.")

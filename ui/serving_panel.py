@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import dialogs, feedback
-from ui.i18n import _
+from ui.i18n import N_, _
 from ui.signin import can
 from workbench.serving import api_keys, served
 from workbench.team import access
@@ -40,7 +40,7 @@ def version_serving(version: VersionInfo) -> None:
         if can(Permission.SERVE) and st.button(
             _("Stop serving"), icon=":material/cloud_off:", key="stop_serving"
         ):
-            with feedback.error_boundary("stopping serving"):
+            with feedback.error_boundary(N_("stopping serving")):
                 served.stop_serving(version.id)
                 feedback.flash(
                     _(
@@ -64,7 +64,7 @@ def version_serving(version: VersionInfo) -> None:
         if can(Permission.SERVE) and st.button(
             _("Serve this version"), icon=":material/cloud_upload:", key="serve_version"
         ):
-            with feedback.error_boundary("serving the version"):
+            with feedback.error_boundary(N_("serving the version")):
                 served.serve_version(version.id)
                 feedback.flash(
                     _(
@@ -212,7 +212,7 @@ def _create_key_form() -> None:
         )
         created = st.form_submit_button(_("Create key"), icon=":material/key:")
     if created:
-        with feedback.error_boundary("creating the key"):
+        with feedback.error_boundary(N_("creating the key")):
             new = api_keys.create_key(
                 name,
                 int(rpm) if rpm is not None else None,

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback
-from ui.i18n import _
+from ui.i18n import N_, _
 from workbench import settings
 from workbench.team import access
 
@@ -67,7 +67,7 @@ def render() -> None:
         email = cols[0].text_input(_("E-mail"), key="team_email", placeholder="name@example.org")
         role = cols[1].selectbox(_("Role"), [str(r) for r in access.ROLES], key="team_role")
         if st.form_submit_button(_("Save"), type="primary", icon=":material/person_add:"):
-            with feedback.error_boundary("saving the role"):
+            with feedback.error_boundary(N_("saving the role")):
                 member = access.set_role(email, role)
                 feedback.flash(_("{email} is now a {role}.", email=member.email, role=member.role))
                 st.rerun()
@@ -76,7 +76,7 @@ def render() -> None:
         cols = st.columns([3, 1], vertical_alignment="bottom")
         who = cols[0].selectbox(_("Remove a member"), removable, key="team_remove_email")
         if cols[1].button(_("Remove"), icon=":material/person_remove:", key="team_remove"):
-            with feedback.error_boundary("removing the member"):
+            with feedback.error_boundary(N_("removing the member")):
                 access.remove_member(who)
                 feedback.flash(_("{email} was removed from the team.", email=who))
                 st.rerun()

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, pickers
-from ui.i18n import _, n_
+from ui import charts, feedback, formatting, pickers
+from ui.i18n import N_, _, n_
 from ui.signin import can
 from workbench import corpora, engines, glossary, pairs, registry, settings, translation
 from workbench.team.access import Permission
@@ -57,11 +57,10 @@ def render() -> None:
         terms = glossary.glossary_of(version.corpus_id) if version.corpus_id else None
         use_glossary = bool(terms) and st.toggle(
             n_(
-                "Use the glossary of “{corpus}” ({count} term)",
-                "Use the glossary of “{corpus}” ({count} terms)",
+                "Use the glossary of “{corpus}” ({n} term)",
+                "Use the glossary of “{corpus}” ({n} terms)",
                 len(terms.terms),
                 corpus=version.corpus_name,
-                count=len(terms.terms),
             )
             if terms
             else "",
@@ -82,13 +81,12 @@ def render() -> None:
                 )
             else:
                 with (
-                    feedback.error_boundary("translating"),
+                    feedback.error_boundary(N_("translating")),
                     st.spinner(
                         n_(
-                            "Translating {count} sentence…",
-                            "Translating {count} sentences…",
+                            "Translating {n} sentence…",
+                            "Translating {n} sentences…",
                             len(lines),
-                            count=len(lines),
                         ),
                         show_time=True,
                     ),
@@ -165,12 +163,11 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
     if flagged and len(items) > 1:  # each sentence's own reasons are shown when it is picked
         st.warning(
             n_(
-                "{count} of {total} translations may be confident nonsense (sentence "
+                "{n} of {total} translations may be confident nonsense (sentence "
                 "{numbers}): see the “{column}” column.",
-                "{count} of {total} translations may be confident nonsense (sentences "
+                "{n} of {total} translations may be confident nonsense (sentences "
                 "{numbers}): see the “{column}” column.",
                 len(flagged),
-                count=len(flagged),
                 total=len(items),
                 numbers=", ".join(map(str, flagged)),
                 column=_("warning"),
@@ -233,8 +230,8 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
                     "No map for this sentence: it has {source} source and {output} output "
                     "pieces, and a map of more than {max} is unreadable. Translate a shorter part "
                     "to see one.",
-                    source=f"{len(item['src_pieces']):,}",
-                    output=f"{len(item['out_pieces']):,}",
+                    source=formatting.fmt_int(len(item["src_pieces"])),
+                    output=formatting.fmt_int(len(item["out_pieces"])),
                     max=MAX_MAP_PIECES,
                 )
             )
@@ -281,7 +278,7 @@ def correction_form(item: dict[str, Any], shown: dict[str, Any], version: Any) -
             options, key="translate_corpus", label=_("Into corpus")
         )
         if st.form_submit_button(_("Save as pair"), icon=":material/playlist_add:"):
-            with feedback.error_boundary("saving the pair"):
+            with feedback.error_boundary(N_("saving the pair")):
                 pair_id = translation.save_correction(target_corpus.id, item["source"], target)
                 # Like every write: say so on the next run, which draws the pickers (drawn
                 # above, before the save) with the new pair counts.

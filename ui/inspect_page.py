@@ -31,13 +31,14 @@ SOURCES = ("Type one", "From the corpus")  # where the sentence comes from (valu
 BEAM_ROWS = ("finished", "all")  # which beam candidates the table lists (values)
 
 
-def _kind_label(kind: str) -> str:
-    """KINDS as shown."""
+def _kind_labels() -> dict[str, str]:
+    """KINDS as shown. Controls get their labels as a dict made on the run (not a function
+    that translates when called): AppTest formats options outside the run, in English."""
     return {
         "Encoder self-attention": _("Encoder self-attention"),
         "Decoder masked self-attention": _("Decoder masked self-attention"),
         "Cross-attention": _("Cross-attention"),
-    }[kind]
+    }
 
 
 def _kind_caption(kind: str) -> str:
@@ -132,7 +133,7 @@ def _sentence_input(version: Any) -> tuple[str, str | None]:
         _("Sentence"),
         SOURCES,
         default=SOURCES[0],
-        format_func=lambda s: {SOURCES[0]: _("Type one"), SOURCES[1]: _("From the corpus")}[s],
+        format_func={SOURCES[0]: _("Type one"), SOURCES[1]: _("From the corpus")}.__getitem__,
         key="inspect_source",
     )
     if source == SOURCES[1]:
@@ -245,7 +246,7 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
                 _("Attention"),
                 list(KINDS),
                 default=FIRST_KIND,
-                format_func=_kind_label,
+                format_func=_kind_labels().__getitem__,
                 key="inspect_kind",
             )
             or FIRST_KIND
@@ -402,7 +403,7 @@ def beam_panel(shown: Any) -> None:
             _("Candidates"),
             BEAM_ROWS,
             default=BEAM_ROWS[0],
-            format_func=lambda r: {BEAM_ROWS[0]: _("finished"), BEAM_ROWS[1]: _("all")}[r],
+            format_func={BEAM_ROWS[0]: _("finished"), BEAM_ROWS[1]: _("all")}.__getitem__,
             key="inspect_beam_rows",
         )
         table = data if shown_rows == BEAM_ROWS[1] else data[data["status"].eq("finished")]
@@ -450,14 +451,16 @@ def neighbours_panel(shown: Any) -> None:
         if not options:
             st.caption(_("No piece to look up."))
             return
+        labels = {
+            o: _("source: {piece} (id {id})", piece=o[2], id=o[1])
+            if o[0] == "src"
+            else _("output: {piece} (id {id})", piece=o[2], id=o[1])
+            for o in options
+        }
         side, token_id, piece = st.selectbox(
             _("Piece"),
             options,
-            format_func=lambda o: (
-                _("source: {piece} (id {id})", piece=o[2], id=o[1])
-                if o[0] == "src"
-                else _("output: {piece} (id {id})", piece=o[2], id=o[1])
-            ),
+            format_func=labels.__getitem__,
             key="inspect_piece",
         )
         near = inspection.neighbours(shown.version.id, token_id, side)

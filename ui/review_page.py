@@ -113,9 +113,7 @@ def rank_panel(current: CorpusInfo) -> None:
     second = row[1].selectbox(
         _("Disagreement with (optional)"),
         others,
-        format_func=lambda i: (
-            _("— (rank by the model's own uncertainty)") if i is None else labels[i]
-        ),
+        format_func={None: _("— (rank by the model's own uncertainty)"), **labels}.__getitem__,
         key="pool_second_version",
         help=_(
             "With a second version, sentences are ranked by how differently the two translate "

@@ -113,3 +113,20 @@ def test_team_page_in_chinese(wb_home: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert "**添加成员或更改角色**" in texts(at.markdown)
     assert at.text_input(key="team_email").label == "电子邮箱"
     assert at.button(key="team_remove").label == "移除"
+
+
+@pytest.mark.parametrize(
+    ("page", "notice"),
+    [
+        (navigation.TRANSLATE, "还没有模型版本：请先在“训练”页面训练一个（示例语料库"),
+        (navigation.INSPECT, "还没有模型版本：请先在“训练”页面训练一个，再回到这里看看它的内部。"),
+        (navigation.MODELS, "还没有模型版本：请在“训练”页面开始一次训练"),
+        (navigation.REVIEW, "还没有语料库：请先在“语料库”页面创建一个。"),
+    ],
+)
+def test_an_empty_workbench_says_what_to_do_in_chinese(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch, page: navigation.PageRef, notice: str
+) -> None:
+    monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
+    at = open_in_chinese(page)
+    assert notice in texts(at.info)

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import dialogs, feedback, formatting
+from ui.i18n import N_, _, n_, translate
 from workbench import cleaning, cleanups
 from workbench.corpora import CorpusInfo
 
@@ -17,33 +18,41 @@ def options_form(prefix: str, current: CorpusInfo) -> cleaning.CleaningOptions:
     """The clean-up options as widgets; what they say now."""
     left, right = st.columns(2)
     language_id = left.checkbox(
-        "Drop pairs in another language",
+        _("Drop pairs in another language"),
         key=f"{prefix}_langid",
-        help=f"Language identification (py3langid) of each side; a side is dropped only when "
-        f"it is confidently not {current.src_lang} (source) or {current.tgt_lang} (target). "
-        "Very short sentences are kept.",
+        help=_(
+            "Language identification (py3langid) of each side; a side is dropped only when it "
+            "is confidently not {src} (source) or {tgt} (target). Very short sentences are "
+            "kept.",
+            src=current.src_lang,
+            tgt=current.tgt_lang,
+        ),
     )
     drop_copies = left.checkbox(
-        "Drop copies (target = source)", key=f"{prefix}_copies", help="Untranslated pairs."
+        _("Drop copies (target = source)"),
+        key=f"{prefix}_copies",
+        help=_("Untranslated pairs."),
     )
-    use_ratio = right.checkbox("Drop pairs with a length ratio above", key=f"{prefix}_use_ratio")
+    use_ratio = right.checkbox(_("Drop pairs with a length ratio above"), key=f"{prefix}_use_ratio")
     ratio = right.number_input(
-        "Maximum length ratio",
+        _("Maximum length ratio"),
         min_value=1.0,
         value=3.0,
         step=0.5,
         key=f"{prefix}_ratio",
         disabled=not use_ratio,
         label_visibility="collapsed",
-        help="Tokens of the longer side over tokens of the shorter (a CJK character counts as "
-        "one token): a much longer side is usually a misalignment.",
+        help=_(
+            "Tokens of the longer side over tokens of the shorter (a CJK character counts as "
+            "one token): a much longer side is usually a misalignment."
+        ),
     )
     chinese = right.selectbox(
-        "Chinese script (OpenCC)",
+        _("Chinese script (OpenCC)"),
         list(cleaning.CHINESE_CONVERSIONS),
-        format_func=cleaning.CHINESE_CONVERSIONS.__getitem__,
+        format_func=lambda c: translate(cleaning.CHINESE_CONVERSIONS[c]),
         key=f"{prefix}_chinese",
-        help="Convert the Chinese side(s) to one script, so the model does not learn two.",
+        help=_("Convert the Chinese side(s) to one script, so the model does not learn two."),
     )
     return cleaning.CleaningOptions(
         language_id=language_id,
@@ -55,26 +64,28 @@ def options_form(prefix: str, current: CorpusInfo) -> cleaning.CleaningOptions:
 
 def cleanup_panel(current: CorpusInfo) -> None:
     """Preview a clean-up of the corpus, apply it after a confirmation, undo past ones."""
-    st.markdown("**Clean up**")
+    st.markdown(_("**Clean up**"))
     st.caption(
-        "See what the chosen rules would remove or change first; nothing is removed until "
-        "you confirm, and a clean-up can be undone below."
+        _(
+            "See what the chosen rules would remove or change first; nothing is removed until "
+            "you confirm, and a clean-up can be undone below."
+        )
     )
     options = options_form("cleanup", current)
     ident = (current.id, current.pair_count, options)
     if st.button(
-        "Preview clean-up",
+        _("Preview clean-up"),
         icon=":material/preview:",
         key="cleanup_preview",
         disabled=not options.active,
     ):
-        with feedback.error_boundary("previewing the clean-up"):
+        with feedback.error_boundary(N_("previewing the clean-up")):
             st.session_state[PREVIEW] = (ident, cleanups.preview_cleanup(current.id, options))
     cached = st.session_state.get(PREVIEW)
     if cached and cached[0] == ident:
         _preview(cached[1])
         if cached[1].counts and st.button(
-            "Apply clean-up…",
+            _("Apply clean-up…"),
             type="primary",
             icon=":material/cleaning_services:",
             key="cleanup_apply",
@@ -83,38 +94,53 @@ def cleanup_panel(current: CorpusInfo) -> None:
         preview = cached[1]
         dialogs.confirmation_dialog(
             "cleanup",
-            "Apply the clean-up",
-            f"Remove **{formatting.plural(preview.removed, 'pair')}** and change "
-            f"**{formatting.plural(preview.changed, 'pair')}** of **{current.name}**? "
-            "You can undo it afterwards.",
-            "Apply clean-up",
+            _("Apply the clean-up"),
+            _(
+                "Remove **{removed}** and change **{changed}** of **{name}**? You can undo it "
+                "afterwards.",
+                removed=_pairs(preview.removed),
+                changed=_pairs(preview.changed),
+                name=current.name,
+            ),
+            _("Apply clean-up"),
             lambda: _apply(current, options),
         )
     _history(current)
 
 
+def _pairs(n: int) -> str:
+    """'3 pairs': a count the sentences around it name as a whole."""
+    return n_("{n} pair", "{n} pairs", n)
+
+
 def _preview(preview: cleanups.CleanupPreview) -> None:
     if preview.unchecked_languages:
         st.warning(
-            "Language identification does not know "
-            + ", ".join(preview.unchecked_languages)
-            + ": that side is not checked.",
+            _(
+                "Language identification does not know {languages}: that side is not checked.",
+                languages=", ".join(preview.unchecked_languages),
+            ),
             icon=":material/warning:",
         )
     if not preview.counts:
         st.success(
-            f"Nothing to clean in {formatting.plural(preview.pairs, 'pair')}.",
+            n_("Nothing to clean in {n} pair.", "Nothing to clean in {n} pairs.", preview.pairs),
             icon=":material/check_circle:",
         )
         return
     st.markdown(
-        f"Of {formatting.plural(preview.pairs, 'pair')}: "
-        f"**{preview.removed:,} would be removed** and **{preview.changed:,} changed**."
+        n_(
+            "Of {n} pair: **{removed} would be removed** and **{changed} changed**.",
+            "Of {n} pairs: **{removed} would be removed** and **{changed} changed**.",
+            preview.pairs,
+            removed=formatting.fmt_int(preview.removed),
+            changed=formatting.fmt_int(preview.changed),
+        )
     )
     st.dataframe(
         pd.DataFrame(
-            [(cleaning.REASONS[k], n) for k, n in sorted(preview.counts.items())],
-            columns=["reason", "pairs"],
+            [(translate(cleaning.REASONS[k]), n) for k, n in sorted(preview.counts.items())],
+            columns=[_("reason"), _("pairs")],
         ),
         hide_index=True,
         key="cleanup_counts",
@@ -123,14 +149,14 @@ def _preview(preview: cleanups.CleanupPreview) -> None:
         pd.DataFrame(
             [
                 {
-                    "pair": v.pair_id,
-                    "reason": cleaning.REASONS[v.reason],
-                    "source": v.source,
-                    "target": v.target,
-                    "becomes": "(removed)"
+                    _("pair"): v.pair_id,
+                    _("reason"): translate(cleaning.REASONS[v.reason]),
+                    _("source"): v.source,
+                    _("target"): v.target,
+                    _("becomes"): _("(removed)")
                     if v.new_source is None
                     else f"{v.new_source} ‖ {v.new_target}",
-                    "why": v.detail,
+                    _("why"): v.detail,
                 }
                 for v in preview.sample
             ]
@@ -140,7 +166,7 @@ def _preview(preview: cleanups.CleanupPreview) -> None:
         key="cleanup_sample",
     )
     if len(preview.sample) < preview.removed + preview.changed:
-        st.caption(f"The first {len(preview.sample)} are shown.")
+        st.caption(_("The first {n} are shown.", n=len(preview.sample)))
 
 
 def _apply(current: CorpusInfo, options: cleaning.CleaningOptions) -> str:
@@ -148,9 +174,12 @@ def _apply(current: CorpusInfo, options: cleaning.CleaningOptions) -> str:
     st.session_state.pop(PREVIEW, None)
     removed = sum(n for k, n in info.summary.items() if k in cleaning.DROP_REASONS)
     changed = info.summary.get("converted", 0)
-    return (
-        f"Clean-up #{info.id}: removed {formatting.plural(removed, 'pair')} and changed "
-        f"{formatting.plural(changed, 'pair')}. Undo it under “Past clean-ups” if needed."
+    return _(
+        "Clean-up #{id}: removed {removed} and changed {changed}. Undo it under “Past "
+        "clean-ups” if needed.",
+        id=info.id,
+        removed=_pairs(removed),
+        changed=_pairs(changed),
     )
 
 
@@ -158,27 +187,42 @@ def _history(current: CorpusInfo) -> None:
     past = cleanups.list_cleanups(current.id)
     if not past:
         return
-    with st.expander(f"Past clean-ups ({len(past)})", icon=":material/history:"):
+    with st.expander(_("Past clean-ups ({n})", n=len(past)), icon=":material/history:"):
         for info in past:
-            counts = ", ".join(
-                f"{cleaning.REASONS[k]}: {n:,}" for k, n in sorted(info.summary.items())
+            counts = _(", ").join(
+                _("{reason}: {n}", reason=translate(cleaning.REASONS[k]), n=formatting.fmt_int(n))
+                for k, n in sorted(info.summary.items())
             )
             row = st.columns([4, 1], vertical_alignment="center")
-            when = info.created_at.strftime("%Y-%m-%d %H:%M")
-            state = " · undone" if info.undone_at else ""
-            row[0].markdown(f"**#{info.id}** · {when}{state}  \n{counts or 'nothing changed'}")
+            when = formatting.fmt_datetime(info.created_at)
+            head = (
+                _("**#{id}** · {when} · undone", id=info.id, when=when)
+                if info.undone_at
+                else _("**#{id}** · {when}", id=info.id, when=when)
+            )
+            row[0].markdown(f"{head}  \n{counts or _('nothing changed')}")
             if info.undone_at is None and row[1].button(
-                "Undo", icon=":material/undo:", key=f"cleanup_undo_{info.id}"
+                _("Undo"), icon=":material/undo:", key=f"cleanup_undo_{info.id}"
             ):
-                with feedback.error_boundary("undoing the clean-up"):
+                with feedback.error_boundary(N_("undoing the clean-up")):
                     undone = cleanups.undo_cleanup(info.id)
-                    skipped = (
-                        f"; {undone.skipped:,} left as they are (changed since)"
-                        if undone.skipped
-                        else ""
-                    )
+                    counts = {
+                        "id": info.id,
+                        "restored": formatting.fmt_int(undone.restored),
+                        "reverted": formatting.fmt_int(undone.reverted),
+                    }
                     feedback.flash(
-                        f"Undid clean-up #{info.id}: {undone.restored:,} pairs put back, "
-                        f"{undone.reverted:,} changed back{skipped}."
+                        _(
+                            "Undid clean-up #{id}: {restored} pairs put back, {reverted} "
+                            "changed back; {skipped} left as they are (changed since).",
+                            skipped=formatting.fmt_int(undone.skipped),
+                            **counts,
+                        )
+                        if undone.skipped
+                        else _(
+                            "Undid clean-up #{id}: {restored} pairs put back, {reverted} "
+                            "changed back.",
+                            **counts,
+                        )
                     )
                     st.rerun()

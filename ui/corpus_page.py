@@ -24,6 +24,7 @@ from ui import (
     pairs_table,
     pickers,
 )
+from ui.i18n import N_, _, n_, translate
 from ui.signin import READ_ONLY, can
 from workbench import corpora, exporting, pairs
 from workbench.corpora import CorpusInfo
@@ -31,30 +32,36 @@ from workbench.pairs import SPLITS
 from workbench.team import trash
 from workbench.team.access import Permission
 
-TABS = (
-    ":material/table: Pairs",
-    ":material/upload: Import",
-    ":material/download: Export & clean up",
-    ":material/bar_chart: Statistics",
-    ":material/menu_book: Glossary",
-    ":material/history: History",
+TABS = (  # icon, name (a message id)
+    (":material/table:", N_("Pairs")),
+    (":material/upload:", N_("Import")),
+    (":material/download:", N_("Export & clean up")),
+    (":material/bar_chart:", N_("Statistics")),
+    (":material/menu_book:", N_("Glossary")),
+    (":material/history:", N_("History")),
 )
-GRID_OF_TAB = {TABS[0]: "pairs", TABS[4]: "glossary"}  # the tabs that hold a grid
+GRID_OF_TAB = {0: "pairs", 4: "glossary"}  # the tabs (by position) that hold a grid
+
+
+def tab_labels() -> list[str]:
+    """The tabs' labels in the session's language (the value of the ``corpus_tab`` widget)."""
+    return [f"{icon} {translate(name)}" for icon, name in TABS]
 
 
 def render() -> None:
     feedback.page_header(
-        "Corpus", "The sentence pairs your models learn from: curate, import, export, inspect."
+        _("Corpus"),
+        _("The sentence pairs your models learn from: curate, import, export, inspect."),
     )
     all_corpora = corpora.list_corpora()
     if not all_corpora:
         st.info(
-            "No corpus yet. Create one below, then add pairs in the table or import a file.",
+            _("No corpus yet. Create one below, then add pairs in the table or import a file."),
             icon=":material/info:",
         )
         with st.container(border=True):
             create_form()
-        with st.expander("Trash: deleted corpora", icon=":material/delete:"):
+        with st.expander(_("Trash: deleted corpora"), icon=":material/delete:"):
             history_panel.trash_list()
         return
 
@@ -62,27 +69,40 @@ def render() -> None:
     with head[0]:
         current = pickers.corpus_picker(all_corpora, key="corpus_page_corpus")
     if can(Permission.EDIT):  # the services check the role; the page hides what it refuses
-        with head[1], st.popover("New", icon=":material/add:", width="stretch"):
+        with head[1], st.popover(_("New"), icon=":material/add:", width="stretch"):
             create_form()
-        with head[2], st.popover("Rename", icon=":material/edit:", width="stretch"):
+        with head[2], st.popover(_("Rename"), icon=":material/edit:", width="stretch"):
             rename_form(current)
     if can(Permission.DELETE):
         with head[3]:
-            if st.button("Delete", icon=":material/delete:", key="delete_corpus", width="stretch"):
+            if st.button(
+                _("Delete"), icon=":material/delete:", key="delete_corpus", width="stretch"
+            ):
                 dialogs.ask_confirmation("delete_corpus")
     dialogs.confirmation_dialog(
         "delete_corpus",
-        "Delete corpus",
-        f"Delete **{current.name}** and its **{formatting.plural(current.pair_count, 'pair')}**? "
-        f"It stays in the trash for {trash.TRASH_DAYS} days (History tab → Trash), where it "
-        "can be restored. Model versions trained on it are kept.",
-        "Delete corpus",
+        _("Delete corpus"),
+        n_(
+            "Delete **{name}** and its **{n} pair**? It stays in the trash for {days} days "
+            "(History tab → Trash), where it can be restored. Model versions trained on it are "
+            "kept.",
+            "Delete **{name}** and its **{n} pairs**? It stays in the trash for {days} days "
+            "(History tab → Trash), where it can be restored. Model versions trained on it are "
+            "kept.",
+            current.pair_count,
+            name=current.name,
+            days=trash.TRASH_DAYS,
+        ),
+        _("Delete corpus"),
         lambda: _delete(current),
     )
 
-    tab = st.session_state.get("corpus_tab", TABS[0])
-    grid.drafts_elsewhere(current, GRID_OF_TAB.get(tab), _open_grid)
-    tabs = st.tabs(list(TABS), key="corpus_tab", on_change="rerun")
+    labels = tab_labels()
+    if st.session_state.get("corpus_tab") not in (None, *labels):  # the language was switched
+        del st.session_state["corpus_tab"]
+    tab = st.session_state.get("corpus_tab", labels[0])
+    grid.drafts_elsewhere(current, GRID_OF_TAB.get(labels.index(tab)), _open_grid)
+    tabs = st.tabs(labels, key="corpus_tab", on_change="rerun")
     if tabs[0].open is not False:
         with tabs[0]:
             pairs_table.pairs_editor(current)
@@ -110,45 +130,55 @@ def _open_grid(corpus_id: int, table: str) -> None:
     """Show a corpus' grid (an on-click callback: it runs before the widgets are drawn)."""
     st.session_state["corpus_page_corpus"] = corpus_id
     st.session_state[pickers.CURRENT_CORPUS] = corpus_id
-    st.session_state["corpus_tab"] = next(t for t, g in GRID_OF_TAB.items() if g == table)
+    tab = next(i for i, g in GRID_OF_TAB.items() if g == table)
+    st.session_state["corpus_tab"] = tab_labels()[tab]
 
 
 # ------------------------------------------------------------------- corpus management
 
 
 def create_form() -> None:
-    st.markdown("**New corpus**")
+    st.markdown(_("**New corpus**"))
     # Not clear_on_submit: a refused name must stay for the user to fix. A created corpus
     # starts the next form afresh (new widget keys).
     nonce = st.session_state.get("create_nonce", 0)
     with st.form(f"create_corpus_{nonce}", border=False):
-        name = st.text_input("Name", placeholder="e.g. Support tickets zh→en")
+        name = st.text_input(_("Name"), placeholder=_("e.g. Support tickets zh→en"))
         left, right = st.columns(2)
-        src = left.text_input("Source language", value="zh", help="An ISO code: zh, en, pt-BR…")
-        tgt = right.text_input("Target language", value="en")
-        if st.form_submit_button("Create corpus", type="primary", icon=":material/add:"):
-            with feedback.error_boundary("creating the corpus"):
+        src = left.text_input(
+            _("Source language"), value="zh", help=_("An ISO code: zh, en, pt-BR…")
+        )
+        tgt = right.text_input(_("Target language"), value="en")
+        if st.form_submit_button(_("Create corpus"), type="primary", icon=":material/add:"):
+            with feedback.error_boundary(N_("creating the corpus")):
                 info = corpora.create_corpus(name, src, tgt)
                 st.session_state["create_nonce"] = nonce + 1
                 st.session_state[pickers.CURRENT_CORPUS] = info.id
                 pickers.select_later("corpus_page_corpus", info.id)
-                feedback.flash(f"Created corpus “{info.name}” ({info.src_lang}→{info.tgt_lang}).")
+                feedback.flash(
+                    _(
+                        "Created corpus “{name}” ({src}→{tgt}).",
+                        name=info.name,
+                        src=info.src_lang,
+                        tgt=info.tgt_lang,
+                    )
+                )
                 st.rerun()
 
 
 def rename_form(current: CorpusInfo) -> None:
-    new_name = st.text_input("New name", value=current.name, key=f"rename_{current.id}")
-    if st.button("Rename", type="primary", key="rename_corpus"):
-        with feedback.error_boundary("renaming the corpus"):
+    new_name = st.text_input(_("New name"), value=current.name, key=f"rename_{current.id}")
+    if st.button(_("Rename"), type="primary", key="rename_corpus"):
+        with feedback.error_boundary(N_("renaming the corpus")):
             info = corpora.rename_corpus(current.id, new_name)
-            feedback.flash(f"Renamed to “{info.name}”.")
+            feedback.flash(_("Renamed to “{name}”.", name=info.name))
             st.rerun()
 
 
 def _delete(current: CorpusInfo) -> str:
     corpora.delete_corpus(current.id)
     st.session_state.pop(pickers.CURRENT_CORPUS, None)
-    return f"Deleted corpus “{current.name}”."
+    return _("Deleted corpus “{name}”.", name=current.name)
 
 
 # ------------------------------------------------------------------- export & clean-up
@@ -157,14 +187,14 @@ def _delete(current: CorpusInfo) -> str:
 def export_panel(current: CorpusInfo) -> None:
     left, right = st.columns(2, gap="large")
     with left, st.container(border=True):
-        st.markdown("**Export**")
-        st.caption("Download every pair of the corpus (with split and note).")
+        st.markdown(_("**Export**"))
+        st.caption(_("Download every pair of the corpus (with split and note)."))
         fmt = st.segmented_control(
-            "Format", exporting.EXPORT_FORMATS, default="tsv", key="export_format"
+            _("Format"), exporting.EXPORT_FORMATS, default="tsv", key="export_format"
         )
         fmt = fmt or "tsv"
         st.download_button(
-            f"Download {fmt.upper()}",
+            _("Download {format}", format=fmt.upper()),
             data=lambda: exporting.export_bytes(current.id, fmt),
             file_name=f"{_slug(current.name)}.{fmt}",
             mime={"tsv": "text/tab-separated-values", "csv": "text/csv"}.get(
@@ -178,18 +208,23 @@ def export_panel(current: CorpusInfo) -> None:
         right.info(READ_ONLY, icon=":material/lock:")
         return
     with right, st.container(border=True):
-        st.markdown("**Remove near-duplicates**")
+        st.markdown(_("**Remove near-duplicates**"))
         st.caption(
-            "Pairs that differ only in letter case, full-width/half-width forms or spacing "
-            "are merged; the oldest one is kept."
+            _(
+                "Pairs that differ only in letter case, full-width/half-width forms or spacing "
+                "are merged; the oldest one is kept."
+            )
         )
-        if st.button("De-duplicate…", icon=":material/filter_alt:", key="dedupe"):
+        if st.button(_("De-duplicate…"), icon=":material/filter_alt:", key="dedupe"):
             dialogs.ask_confirmation("dedupe")
     dialogs.confirmation_dialog(
         "dedupe",
-        "Remove near-duplicates",
-        f"Remove near-duplicate pairs from **{current.name}**? (The History tab can undo it.)",
-        "Remove duplicates",
+        _("Remove near-duplicates"),
+        _(
+            "Remove near-duplicate pairs from **{name}**? (The History tab can undo it.)",
+            name=current.name,
+        ),
+        _("Remove duplicates"),
         lambda: _dedupe(current),
     )
     with st.container(border=True):
@@ -199,8 +234,8 @@ def export_panel(current: CorpusInfo) -> None:
 def _dedupe(current: CorpusInfo) -> str:
     removed = pairs.deduplicate(current.id)
     if not removed:
-        return "No near-duplicates found."
-    return f"Removed {removed:,} near-duplicate pairs."
+        return _("No near-duplicates found.")
+    return n_("Removed {n} near-duplicate pair.", "Removed {n} near-duplicate pairs.", removed)
 
 
 def _slug(name: str) -> str:
@@ -214,36 +249,47 @@ def _slug(name: str) -> str:
 def statistics_panel(current: CorpusInfo) -> None:
     stats = pairs.corpus_stats(current.id)
     cols = st.columns(4)
-    cols[0].metric("Pairs (all splits)", f"{stats.total:,}")
+    cols[0].metric(_("Pairs (all splits)"), formatting.fmt_int(stats.total))
     for col, name in zip(cols[1:], SPLITS, strict=True):
         n = stats.split_counts.get(name, 0)
-        share = f"{100 * n / stats.total:.0f} %" if stats.total else "—"
-        col.metric(name.capitalize(), f"{n:,}", share, delta_color="off", delta_arrow="off")
+        share = f"{formatting.fmt_number(100 * n / stats.total, 0)} %" if stats.total else "—"
+        col.metric(
+            formatting.split_label(name),
+            formatting.fmt_int(n),
+            share,
+            delta_color="off",
+            delta_arrow="off",
+        )
     if stats.total == 0:
-        st.info("No pairs yet: add some in the Pairs tab or import a file.")
+        st.info(_("No pairs yet: add some in the Pairs tab or import a file."))
         return
     if stats.split_note:
         st.caption(stats.split_note)
     if not stats.split_counts.get("test"):
-        st.caption("No test pairs: versions cannot be compared on this corpus until some exist.")
+        st.caption(_("No test pairs: versions cannot be compared on this corpus until some exist."))
     lengths = stats.lengths
     columns = st.columns(2, gap="large")
     sides = (
-        ("source", current.src_lang, "#3b5bdb"),
-        ("target", current.tgt_lang, "#f08c00"),
+        ("source", _("**Source sentence lengths** ({lang})", lang=current.src_lang), "#3b5bdb"),
+        ("target", _("**Target sentence lengths** ({lang})", lang=current.tgt_lang), "#f08c00"),
     )
-    for col, (side, lang, color) in zip(columns, sides, strict=True):
+    for col, (side, heading, color) in zip(columns, sides, strict=True):
         with col:
-            st.markdown(f"**{side.capitalize()} sentence lengths** ({lang})")
+            st.markdown(heading)
             st.altair_chart(
                 charts.length_histogram(lengths[f"{side}_tokens"], color), width="stretch"
             )
-    sample = (
-        f"a uniform sample of {stats.sample_size:,} pairs"
-        if stats.sample_size < stats.total
-        else "all pairs"
-    )
     st.caption(
-        f"Lengths from {sample}. Chinese/Japanese/Korean characters count as one token each; "
-        "other text is counted in words."
+        n_(
+            "Lengths from a uniform sample of {n} pair. Chinese/Japanese/Korean characters "
+            "count as one token each; other text is counted in words.",
+            "Lengths from a uniform sample of {n} pairs. Chinese/Japanese/Korean characters "
+            "count as one token each; other text is counted in words.",
+            stats.sample_size,
+        )
+        if stats.sample_size < stats.total
+        else _(
+            "Lengths from all pairs. Chinese/Japanese/Korean characters count as one token "
+            "each; other text is counted in words."
+        )
     )

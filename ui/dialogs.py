@@ -7,6 +7,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from ui.feedback import error_boundary, flash
+from ui.i18n import _
 
 
 def ask_confirmation(key: str) -> None:
@@ -45,7 +46,7 @@ def confirmation_dialog(
                 if done:
                     flash(done)
                 st.rerun()
-        if right.button("Cancel", key=f"{key}_cancel", width="stretch"):
+        if right.button(_("Cancel"), key=f"{key}_cancel", width="stretch"):
             close()
             st.rerun()
 

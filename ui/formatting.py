@@ -3,15 +3,21 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
-from babel.dates import format_datetime
+from babel.dates import format_date, format_datetime
 from babel.numbers import format_decimal
 
-from ui.i18n import _, locale, n_
+from ui.i18n import N_, _, locale, n_, translate
 
 PairScope = Literal["all", "training", "snapshot"]
+SPLIT_LABELS = {"train": N_("Train"), "valid": N_("Valid"), "test": N_("Test")}
+
+
+def split_label(split: str) -> str:
+    """A split's name (``workbench.pairs.SPLITS``) as the pages show it."""
+    return translate(SPLIT_LABELS.get(split, split))
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -54,6 +60,16 @@ def fmt_datetime(moment: datetime | None, seconds: bool = False) -> str:
         moment = moment.replace(tzinfo=UTC)
     pattern = "yyyy-MM-dd HH:mm:ss" if seconds else "yyyy-MM-dd HH:mm"
     return format_datetime(moment, pattern, tzinfo=UTC, locale=locale())
+
+
+def fmt_date(moment: datetime | date | None) -> str:
+    """A day as the session's language writes it (the date of a UTC moment)."""
+    if moment is None:
+        return "—"
+    if isinstance(moment, datetime):
+        moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+        moment = moment.date()
+    return format_date(moment, "yyyy-MM-dd", locale=locale())
 
 
 def pair_count_label(n: int, scope: PairScope) -> str:

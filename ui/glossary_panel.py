@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import feedback, formatting, grid
+from ui import feedback, grid
+from ui.i18n import N_, _, n_
 from workbench import drafts, glossary
 from workbench.corpora import CorpusInfo
 
 
 def glossary_panel(current: CorpusInfo) -> None:
     st.caption(
-        f"Where a source term occurs in a sentence ({current.src_lang}), translations must "
-        f"use its target term ({current.tgt_lang}): the model is made to (constrained beam "
-        "search; a switch on the Translate page turns it off), and Models → Compare reports "
-        "how often each version does."
+        _(
+            "Where a source term occurs in a sentence ({src}), translations must use its "
+            "target term ({tgt}): the model is made to (constrained beam search; a switch on "
+            "the Translate page turns it off), and Models → Compare reports how often each "
+            "version does.",
+            src=current.src_lang,
+            tgt=current.tgt_lang,
+        )
     )
     nonce = st.session_state.get("glossary_nonce", 0)
     rows = drafts.glossary_rows(current.id)
@@ -26,8 +31,12 @@ def glossary_panel(current: CorpusInfo) -> None:
             corpus=current,
             key_prefix=f"glossary_editor_{current.id}",
             column_config={
-                "source term": st.column_config.TextColumn(f"source term ({current.src_lang})"),
-                "target term": st.column_config.TextColumn(f"target term ({current.tgt_lang})"),
+                "source term": st.column_config.TextColumn(
+                    _("source term ({lang})", lang=current.src_lang)
+                ),
+                "target term": st.column_config.TextColumn(
+                    _("target term ({lang})", lang=current.tgt_lang)
+                ),
             },
             save=lambda key: _save(key, current),
             save_key="glossary_save",
@@ -35,25 +44,34 @@ def glossary_panel(current: CorpusInfo) -> None:
         ),
         rows,
         view=("glossary", current.id, nonce),
-        summary=formatting.plural(len(rows), "term"),
+        summary=n_("{n} term", "{n} terms", len(rows)),
     )
-    with st.expander("Import terms from a file", icon=":material/upload_file:"):
+    with st.expander(_("Import terms from a file"), icon=":material/upload_file:"):
         upload = st.file_uploader(
-            "TSV or CSV: source term, target term per line",
+            _("TSV or CSV: source term, target term per line"),
             type=["tsv", "csv", "txt"],
             key=f"glossary_upload_{nonce}",
         )
-        if st.button("Import terms", key="glossary_import", disabled=upload is None):
-            with feedback.error_boundary("importing the glossary"):
+        if st.button(_("Import terms"), key="glossary_import", disabled=upload is None):
+            with feedback.error_boundary(N_("importing the glossary")):
                 fmt = "csv" if upload.name.lower().endswith(".csv") else "tsv"
                 n = glossary.import_terms(current.id, upload, fmt)
                 st.session_state["glossary_nonce"] = nonce + 1  # the grid shows the new terms
                 feedback.flash(
-                    f"Imported the terms: the glossary holds {formatting.plural(n, 'term')}."
+                    n_(
+                        "Imported the terms: the glossary holds {n} term.",
+                        "Imported the terms: the glossary holds {n} terms.",
+                        n,
+                    )
                 )
                 st.rerun()
 
 
 def _save(browser_key: str, current: CorpusInfo) -> str:
     n = drafts.apply_glossary(browser_key, current.id)
-    return f"Saved the glossary of “{current.name}”: {formatting.plural(n, 'term')}."
+    return n_(
+        "Saved the glossary of “{name}”: {n} term.",
+        "Saved the glossary of “{name}”: {n} terms.",
+        n,
+        name=current.name,
+    )

@@ -24,7 +24,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import feedback, formatting
+from ui import feedback
+from ui.i18n import N_, _, n_
 from ui.signin import can
 from workbench import drafts
 from workbench.corpora import CorpusInfo
@@ -53,7 +54,7 @@ def browser_key() -> str:
 def keep_drafts() -> None:
     """Copy the edits of every grid drawn on the last run into its draft, before anything on
     this run can drop the widget's state (a switch of corpus or page, another view)."""
-    with feedback.error_boundary("keeping the unsaved edits"):
+    with feedback.error_boundary(N_("keeping the unsaved edits")):
         key = browser_key()
         lives: dict[str, dict[str, Any]] = st.session_state.get(_LIVE, {})
         for name, live in list(lives.items()):
@@ -123,7 +124,7 @@ def draw(
     key = browser_key()
     name = _name(grid.table, grid.corpus.id)
     lives: dict[str, dict[str, Any]] = st.session_state.setdefault(_LIVE, {})
-    row_ids = [_plain(rid) for rid, _ in rows]
+    row_ids = [_plain(rid) for rid, _cells in rows]
     live = lives.get(name)
     if (
         live is None
@@ -143,7 +144,7 @@ def draw(
             "rows": row_ids,  # the stored rows it was drawn over
             # The ids of the rows it shows, by position (deleted ones are not shown; the
             # draft's added rows follow them): what the widget's row positions refer to.
-            "ids": [rid for rid, _ in stored.shown(rows) if rid is not None],
+            "ids": [rid for rid, _cells in stored.shown(rows) if rid is not None],
             "base": stored.payload(),
             "saved": stored.payload(),
         }
@@ -191,7 +192,7 @@ def _read_only(
     if left is not None:
         with foot[0]:
             left()
-    foot[1].caption(f"{summary} · read only")
+    foot[1].caption(_("{summary} · read only", summary=summary))
     return Draft.from_payload(None)
 
 
@@ -207,32 +208,48 @@ def _footer(grid: Grid, draft: Draft, summary: str, left: Callable[[], None] | N
     if left is not None:
         with foot[0]:
             left()
-    foot[1].caption(
-        f"{summary} · "
-        + (
-            f"**{formatting.plural(n, 'unsaved change')}**"
-            + (f" ({len(incomplete)} incomplete)" if incomplete else "")
-            if n
-            else "add rows at the bottom"
+    if not n:
+        state = _("{summary} · add rows at the bottom", summary=summary)
+    elif incomplete:
+        state = n_(
+            "{summary} · **{n} unsaved change** ({incomplete} incomplete)",
+            "{summary} · **{n} unsaved changes** ({incomplete} incomplete)",
+            n,
+            summary=summary,
+            incomplete=len(incomplete),
         )
-    )
-    with foot[2].popover("Review", disabled=not n, width="stretch"):
-        st.markdown(f"**{grid.corpus.name}: {formatting.plural(n, 'unsaved change')}**")
+    else:
+        state = n_(
+            "{summary} · **{n} unsaved change**",
+            "{summary} · **{n} unsaved changes**",
+            n,
+            summary=summary,
+        )
+    foot[1].caption(state)
+    with foot[2].popover(_("Review"), disabled=not n, width="stretch"):
+        st.markdown(
+            n_(
+                "**{corpus}: {n} unsaved change**",
+                "**{corpus}: {n} unsaved changes**",
+                n,
+                corpus=grid.corpus.name,
+            )
+        )
         st.markdown("\n".join(f"- {line}" for line in describe(draft, grid)))
-    if foot[3].button("Discard", key=grid.discard_key, disabled=not n, width="stretch"):
-        with feedback.error_boundary("discarding the edits"):
+    if foot[3].button(_("Discard"), key=grid.discard_key, disabled=not n, width="stretch"):
+        with feedback.error_boundary(N_("discarding the edits")):
             drafts.discard(browser_key(), grid.corpus.id, grid.table)
             forget(grid.table, grid.corpus.id)
             st.rerun()
     if foot[4].button(
-        "Save",
+        _("Save"),
         key=grid.save_key,
         type="primary",
         icon=":material/save:",
         disabled=not n,
         width="stretch",
     ):
-        with feedback.error_boundary("saving the edits"):
+        with feedback.error_boundary(N_("saving the edits")):
             message = grid.save(browser_key())
             forget(grid.table, grid.corpus.id)
             feedback.flash(message)
@@ -241,18 +258,37 @@ def _footer(grid: Grid, draft: Draft, summary: str, left: Callable[[], None] | N
 
 def describe(draft: Draft, grid: Grid) -> list[str]:
     """The draft's changes in words, one per line (the Review list)."""
-    what = "pair" if grid.table == "pairs" else "term"
+    pairs = grid.table == "pairs"
     out = [
-        f"{what} {rid}: "
-        + ", ".join(f"{col} → “{'' if v is None else v}”" for col, v in cells.items())
+        (
+            _("pair {id}: {changes}", id=rid, changes=changes)
+            if pairs
+            else _("term {id}: {changes}", id=rid, changes=changes)
+        )
         for rid, cells in draft.edited.items()
+        for changes in [
+            _(", ").join(
+                _("{column} → “{value}”", column=col, value="" if v is None else v)
+                for col, v in cells.items()
+            )
+        ]
     ]
     out += [
-        "new row: " + " · ".join(f"{col} “{v}”" for col, v in row.items() if v is not None)
+        _(
+            "new row: {cells}",
+            cells=" · ".join(
+                _("{column} “{value}”", column=col, value=v)
+                for col, v in row.items()
+                if v is not None
+            ),
+        )
         for row in draft.added
         if any(v is not None and str(v).strip() for v in row.values())
     ]
-    out += [f"{what} {rid}: deleted" for rid in draft.deleted]
+    out += [
+        _("pair {id}: deleted", id=rid) if pairs else _("term {id}: deleted", id=rid)
+        for rid in draft.deleted
+    ]
     return out
 
 
@@ -262,7 +298,7 @@ def drafts_elsewhere(
     """The browser's unsaved edits that are not on screen (another corpus, another tab), each
     with an Open button (``open_grid(corpus_id, table)``, an on-click callback): nothing typed
     is forgotten out of sight."""
-    with feedback.error_boundary("listing the unsaved edits"):
+    with feedback.error_boundary(N_("listing the unsaved edits")):
         others = [
             d
             for d in drafts.list_drafts(browser_key())
@@ -271,12 +307,23 @@ def drafts_elsewhere(
         for d in others:
             cols = st.columns([6, 1], vertical_alignment="center")
             cols[0].warning(
-                f"**{d.corpus_name}**: {formatting.plural(d.count, 'unsaved change')} in the "
-                f"{'pairs' if d.table == 'pairs' else 'glossary'}, not saved yet.",
+                n_(
+                    "**{corpus}**: {n} unsaved change in the pairs, not saved yet.",
+                    "**{corpus}**: {n} unsaved changes in the pairs, not saved yet.",
+                    d.count,
+                    corpus=d.corpus_name,
+                )
+                if d.table == "pairs"
+                else n_(
+                    "**{corpus}**: {n} unsaved change in the glossary, not saved yet.",
+                    "**{corpus}**: {n} unsaved changes in the glossary, not saved yet.",
+                    d.count,
+                    corpus=d.corpus_name,
+                ),
                 icon=":material/edit_note:",
             )
             cols[1].button(
-                "Open",
+                _("Open"),
                 key=f"open_draft_{d.corpus_id}_{d.table}",
                 on_click=open_grid,
                 args=(d.corpus_id, d.table),

@@ -14,24 +14,32 @@ import pandas as pd
 import streamlit as st
 
 from ui import dialogs, feedback, formatting
+from ui.i18n import N_, _, n_, translate
 from ui.signin import can
 from workbench.corpora import CorpusInfo
 from workbench.team import history, trash
 from workbench.team.access import Permission
 from workbench.team.history import ChangeInfo
 
-EVERYONE = "Everyone"
+EVERYONE = N_("Everyone")  # the User filter's first option (a message id): no filter
 
 
 def history_panel(current: CorpusInfo) -> None:
     st.caption(
-        "Every change to this corpus, its pairs and its glossary, newest first (times in "
-        "UTC). An undo is a change too: it can be undone in turn."
+        _(
+            "Every change to this corpus, its pairs and its glossary, newest first (times in "
+            "UTC). An undo is a change too: it can be undone in turn."
+        )
     )
     left, middle, right = st.columns(3)
-    who = left.selectbox("User", [EVERYONE, *history.actors(current.id)], key="history_actor")
-    since = middle.date_input("From", value=None, key="history_from")
-    until = right.date_input("To (inclusive)", value=None, key="history_to")
+    who = left.selectbox(
+        _("User"),
+        [EVERYONE, *history.actors(current.id)],
+        format_func=lambda a: translate(a) if a == EVERYONE else a,
+        key="history_actor",
+    )
+    since = middle.date_input(_("From"), value=None, key="history_from")
+    until = right.date_input(_("To (inclusive)"), value=None, key="history_to")
     changes = history.list_changes(
         current.id,
         actor=None if who == EVERYONE else who,
@@ -39,16 +47,27 @@ def history_panel(current: CorpusInfo) -> None:
         until=_start_of(until + timedelta(days=1)) if until else None,
     )
     if not changes:
-        st.info("No changes match.", icon=":material/info:")
+        st.info(_("No changes match."), icon=":material/info:")
     else:
-        st.dataframe(_table(changes), hide_index=True, width="stretch", key="history_table")
+        st.dataframe(
+            _table(changes),
+            hide_index=True,
+            width="stretch",
+            key="history_table",
+            column_config=_columns(),
+        )
         if len(changes) == history.LIST_LIMIT:
-            st.caption(f"The newest {history.LIST_LIMIT} changes; narrow the dates for older ones.")
+            st.caption(
+                _(
+                    "The newest {n} changes; narrow the dates for older ones.",
+                    n=history.LIST_LIMIT,
+                )
+            )
         if can(Permission.EDIT):  # an undo is an edit (the service checks it too)
             _undo_one(current, changes)
     if can(Permission.EDIT):
         _undo_since(current)
-    with st.expander("Trash: deleted corpora", icon=":material/delete:"):
+    with st.expander(_("Trash: deleted corpora"), icon=":material/delete:"):
         trash_list()
 
 
@@ -58,10 +77,24 @@ def _start_of(day: date) -> datetime:
 
 def _state(c: ChangeInfo) -> str:
     if c.undone_by is not None:
-        return f"undone by #{c.undone_by}"
+        return _("undone by #{id}", id=c.undone_by)
     if not c.reversible:
-        return "cannot be undone"
+        return _("cannot be undone")
     return ""
+
+
+def _columns() -> dict[str, str]:
+    """The table's headers in the session's language (its columns keep their English keys)."""
+    return {
+        "change": _("change"),
+        "when (UTC)": _("when (UTC)"),
+        "who": _("who"),
+        "what": _("what"),
+        "action": _("action"),
+        "summary": _("summary"),
+        "rows": _("rows"),
+        "state": _("state"),
+    }
 
 
 def _table(changes: list[ChangeInfo]) -> pd.DataFrame:
@@ -69,7 +102,7 @@ def _table(changes: list[ChangeInfo]) -> pd.DataFrame:
         [
             {
                 "change": f"#{c.id}",
-                "when (UTC)": c.at.strftime("%Y-%m-%d %H:%M:%S"),
+                "when (UTC)": formatting.fmt_datetime(c.at, seconds=True),
                 "who": c.actor,
                 "what": c.entity if c.entity_id is None else f"{c.entity} {c.entity_id}",
                 "action": c.action,
@@ -83,7 +116,7 @@ def _table(changes: list[ChangeInfo]) -> pd.DataFrame:
 
 
 def _label(c: ChangeInfo) -> str:
-    return f"#{c.id} · {c.at:%Y-%m-%d %H:%M} · {c.actor} · {c.summary or c.action}"
+    return f"#{c.id} · {formatting.fmt_datetime(c.at)} · {c.actor} · {c.summary or c.action}"
 
 
 def _undo_one(current: CorpusInfo, changes: list[ChangeInfo]) -> None:
@@ -92,49 +125,62 @@ def _undo_one(current: CorpusInfo, changes: list[ChangeInfo]) -> None:
         return
     left, right = st.columns([4, 1], vertical_alignment="bottom")
     chosen = left.selectbox(
-        "Change to undo",
+        _("Change to undo"),
         list(undoable),
         format_func=lambda i: _label(undoable[i]),
         key="history_undo_choice",
     )
     change = undoable[chosen]
-    if right.button("Undo", icon=":material/undo:", key="history_undo", width="stretch"):
+    if right.button(_("Undo"), icon=":material/undo:", key="history_undo", width="stretch"):
         if change.rows > 1:
             dialogs.ask_confirmation("history_undo_one")
         else:
-            with feedback.error_boundary("undoing the change"):
+            with feedback.error_boundary(N_("undoing the change")):
                 feedback.flash(_undo(change))
                 st.rerun()
     dialogs.confirmation_dialog(
         "history_undo_one",
-        "Undo a change",
-        f"Undo change **#{change.id}** ({change.summary or change.action}), which touched "
-        f"**{formatting.plural(change.rows, 'row')}**?",
-        "Undo",
+        _("Undo a change"),
+        n_(
+            "Undo change **#{id}** ({summary}), which touched **{n} row**?",
+            "Undo change **#{id}** ({summary}), which touched **{n} rows**?",
+            change.rows,
+            id=change.id,
+            summary=change.summary or change.action,
+        ),
+        _("Undo"),
         lambda: _undo(change),
     )
 
 
 def _undo(change: ChangeInfo) -> str:
     new_id = history.undo_change(change.id)
-    return f"Undid change #{change.id} (recorded as change #{new_id})."
+    return _("Undid change #{id} (recorded as change #{new_id}).", id=change.id, new_id=new_id)
 
 
 def _undo_since(current: CorpusInfo) -> None:
-    with st.expander("Undo everything since…", icon=":material/history:"):
+    with st.expander(_("Undo everything since…"), icon=":material/history:"):
         left, middle, right = st.columns([2, 2, 1], vertical_alignment="bottom")
-        day = left.date_input("Day (UTC)", value=datetime.now(UTC).date(), key="history_since_day")
-        moment = middle.time_input("Time (UTC)", value=time(0, 0), key="history_since_time")
+        day = left.date_input(
+            _("Day (UTC)"), value=datetime.now(UTC).date(), key="history_since_day"
+        )
+        moment = middle.time_input(_("Time (UTC)"), value=time(0, 0), key="history_since_time")
         since = datetime.combine(day, moment, tzinfo=UTC)
-        if right.button("Undo since…", key="history_undo_since", width="stretch"):
+        if right.button(_("Undo since…"), key="history_undo_since", width="stretch"):
             dialogs.ask_confirmation("history_undo_since")
         dialogs.confirmation_dialog(
             "history_undo_since",
-            "Undo everything since",
-            f"Undo **{formatting.plural(history.changes_since(current.id, since), 'change')}** "
-            f"made to **{current.name}** since {since:%Y-%m-%d %H:%M} UTC, newest first? "
-            "The undos are recorded and can be undone in turn.",
-            "Undo them",
+            _("Undo everything since"),
+            n_(
+                "Undo **{n} change** made to **{name}** since {since} UTC, newest first? The "
+                "undos are recorded and can be undone in turn.",
+                "Undo **{n} changes** made to **{name}** since {since} UTC, newest first? The "
+                "undos are recorded and can be undone in turn.",
+                history.changes_since(current.id, since),
+                name=current.name,
+                since=formatting.fmt_datetime(since),
+            ),
+            _("Undo them"),
             lambda: _undo_all(current, since),
         )
 
@@ -142,31 +188,48 @@ def _undo_since(current: CorpusInfo) -> None:
 def _undo_all(current: CorpusInfo, since: datetime) -> str:
     done = history.undo_since(current.id, since)
     if not done:
-        return "Nothing to undo since then."
-    return f"Undid {formatting.plural(len(done), 'change')} made since {since:%Y-%m-%d %H:%M} UTC."
+        return _("Nothing to undo since then.")
+    return n_(
+        "Undid {n} change made since {since} UTC.",
+        "Undid {n} changes made since {since} UTC.",
+        len(done),
+        since=formatting.fmt_datetime(since),
+    )
 
 
 def trash_list() -> None:
     """The corpora in the trash, each with Restore."""
     trashed = trash.list_trash()
     st.caption(
-        f"A deleted corpus stays here for {trash.TRASH_DAYS} days with all its pairs, then it "
-        "is removed for good."
+        _(
+            "A deleted corpus stays here for {days} days with all its pairs, then it is "
+            "removed for good.",
+            days=trash.TRASH_DAYS,
+        )
     )
     if not trashed:
-        st.caption("The trash is empty.")
+        st.caption(_("The trash is empty."))
         return
     for t in trashed:
         left, right = st.columns([4, 1], vertical_alignment="center")
         left.markdown(
-            f"**{t.name}** ({t.src_lang}→{t.tgt_lang}, {formatting.plural(t.pair_count, 'pair')})"
-            f" · deleted {t.deleted_at:%Y-%m-%d %H:%M} UTC · removed after "
-            f"{t.removed_after:%Y-%m-%d}"
+            n_(
+                "**{name}** ({src}→{tgt}, {n} pair) · deleted {deleted} UTC · removed after "
+                "{removed}",
+                "**{name}** ({src}→{tgt}, {n} pairs) · deleted {deleted} UTC · removed after "
+                "{removed}",
+                t.pair_count,
+                name=t.name,
+                src=t.src_lang,
+                tgt=t.tgt_lang,
+                deleted=formatting.fmt_datetime(t.deleted_at),
+                removed=formatting.fmt_date(t.removed_after),
+            )
         )
         if can(Permission.EDIT) and right.button(
-            "Restore", icon=":material/restore_from_trash:", key=f"restore_{t.id}"
+            _("Restore"), icon=":material/restore_from_trash:", key=f"restore_{t.id}"
         ):
-            with feedback.error_boundary("restoring the corpus"):
+            with feedback.error_boundary(N_("restoring the corpus")):
                 name = trash.restore_corpus(t.id)
-                feedback.flash(f"Restored corpus “{name}”.")
+                feedback.flash(_("Restored corpus “{name}”.", name=name))
                 st.rerun()

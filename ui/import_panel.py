@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import cleaning_panel, feedback, formatting
+from ui.i18n import N_, _, n_, translate
 from workbench import formats, importing, splits
 from workbench.cleaning import CleaningOptions
 from workbench.corpora import CorpusInfo
@@ -25,66 +26,77 @@ def import_panel(current: CorpusInfo) -> None:
     left, right = st.columns([3, 2])
     with left:
         upload = st.file_uploader(
-            "Pairs file",
+            _("Pairs file"),
             type=formats.FILE_TYPES,
             key=f"upload_{nonce}",
-            help="UTF-8 text, optionally gzip-compressed (.gz); at most "
-            f"{st.get_option('server.maxUploadSize')} MB per file.",
+            help=_(
+                "UTF-8 text, optionally gzip-compressed (.gz); at most {mb} MB per file.",
+                mb=st.get_option("server.maxUploadSize"),
+            ),
         )
     guessed = _guess_format(upload)
     with right:
         fmt = st.selectbox(
-            "Format",
+            _("Format"),
             formats.FORMATS,
             index=formats.FORMATS.index(guessed),
             key=f"upload_format_{nonce}_{upload.file_id if upload else ''}",
-            help="\n".join(f"- **{k}**: {v}" for k, v in formats.FORMAT_DESCRIPTIONS.items()),
+            help="\n".join(
+                f"- **{k}**: {translate(v)}" for k, v in formats.FORMAT_DESCRIPTIONS.items()
+            ),
         )
-        st.caption(formats.FORMAT_DESCRIPTIONS[fmt])
-    with st.expander("Clean up while importing", icon=":material/cleaning_services:"):
+        st.caption(translate(formats.FORMAT_DESCRIPTIONS[fmt]))
+    with st.expander(_("Clean up while importing"), icon=":material/cleaning_services:"):
         options = cleaning_panel.options_form(f"import_clean_{nonce}", current)
     target = None
     if fmt == "aligned":
         target = st.file_uploader(
-            f"Target-language file ({current.tgt_lang})",
+            _("Target-language file ({lang})", lang=current.tgt_lang),
             type=formats.FILE_TYPES,
             key=f"upload_target_{nonce}",
-            help=f"The first file is the source side ({current.src_lang}).",
+            help=_("The first file is the source side ({lang}).", lang=current.src_lang),
         )
     if upload is None:
         st.info(
-            f"Choose a file to import into **{current.name}**. You will see a preview and the "
-            "validation report before anything is written.",
+            _(
+                "Choose a file to import into **{name}**. You will see a preview and the "
+                "validation report before anything is written.",
+                name=current.name,
+            ),
             icon=":material/upload_file:",
         )
         return
     if fmt == "aligned" and target is None:
-        st.info("Now choose the target-language file.", icon=":material/upload_file:")
+        st.info(_("Now choose the target-language file."), icon=":material/upload_file:")
         return
 
     parsed = _preview(current, upload, fmt, target, options)
     if parsed is None:
         return
     counts = st.columns(5 if options.active else 4)
-    counts[0].metric("Rows read", f"{parsed.rows:,}")
-    counts[1].metric("Will be added", f"{parsed.accepted:,}")
-    counts[2].metric("Duplicates skipped", f"{parsed.duplicates:,}")
-    counts[3].metric("Invalid rows skipped", f"{parsed.skipped:,}")
+    counts[0].metric(_("Rows read"), formatting.fmt_int(parsed.rows))
+    counts[1].metric(_("Will be added"), formatting.fmt_int(parsed.accepted))
+    counts[2].metric(_("Duplicates skipped"), formatting.fmt_int(parsed.duplicates))
+    counts[3].metric(_("Invalid rows skipped"), formatting.fmt_int(parsed.skipped))
     if options.active:
         converted = parsed.issue_counts.get("converted", 0)
         counts[4].metric(
-            "Filtered by clean-up",
-            f"{parsed.filtered:,}",
-            f"{converted:,} converted" if converted else None,
+            _("Filtered by clean-up"),
+            formatting.fmt_int(parsed.filtered),
+            n_("{n} converted", "{n} converted", converted) if converted else None,
             delta_color="off",
             delta_arrow="off",
         )
 
     shown = min(PREVIEW_ROWS, len(parsed.pairs))
     st.markdown(
-        f"**Preview** (the first {formatting.plural(shown, 'pair')} to be added)"
+        n_(
+            "**Preview** (the first {n} pair to be added)",
+            "**Preview** (the first {n} pairs to be added)",
+            shown,
+        )
         if shown < parsed.accepted
-        else f"**Preview** ({formatting.plural(shown, 'pair')} to be added)"
+        else n_("**Preview** ({n} pair to be added)", "**Preview** ({n} pairs to be added)", shown)
     )
     preview = pd.DataFrame(
         [
@@ -92,57 +104,94 @@ def import_panel(current: CorpusInfo) -> None:
                 "line": p.line,
                 "source": p.source,
                 "target": p.target,
-                "split": p.split or "auto",
+                "split": p.split or _("auto"),
                 "note": p.note,
             }
             for p in parsed.pairs[:PREVIEW_ROWS]
         ],
         columns=["line", "source", "target", "split", "note"],
     )
-    st.dataframe(preview, hide_index=True, width="stretch")
+    st.dataframe(preview, hide_index=True, width="stretch", column_config=_preview_columns())
     if parsed.report:
         warnings = len(parsed.warnings)
         total = sum(parsed.issue_counts.values())
-        listed = f" (the first {len(parsed.report):,} listed)" if total > len(parsed.report) else ""
+        title = n_("Validation report: {n} issue", "Validation report: {n} issues", total)
+        if total > len(parsed.report):
+            title = _(
+                "{report} (the first {listed} listed)", report=title, listed=len(parsed.report)
+            )
+        if warnings:
+            title = n_(
+                "{report}, {n} warning imported anyway",
+                "{report}, {n} warnings imported anyway",
+                warnings,
+                report=title,
+            )
         with st.expander(
-            f"Validation report: {total:,} issue(s){listed}"
-            + (f", {warnings:,} warning(s) imported anyway" if warnings else ""),
+            title,
             expanded=bool(parsed.errors),
             icon=":material/rule:",
         ):
             st.dataframe(parsed.report_frame(), hide_index=True, width="stretch")
     else:
-        st.success("Every row is valid.", icon=":material/check_circle:")
+        st.success(_("Every row is valid."), icon=":material/check_circle:")
 
     if st.button(
-        f"Import {formatting.plural(parsed.accepted, 'pair')}",
+        n_("Import {n} pair", "Import {n} pairs", parsed.accepted),
         type="primary",
         icon=":material/upload:",
         key="do_import",
         disabled=not parsed.accepted,
     ):
         with (
-            feedback.error_boundary("importing the file"),
-            st.spinner("Importing…", show_time=True),
+            feedback.error_boundary(N_("importing the file")),
+            st.spinner(_("Importing…"), show_time=True),
         ):
             # The upload is read again as a stream: the preview kept only a sample.
             result = importing.import_file(current.id, upload, fmt, target, cleaning=options)
             st.session_state["upload_nonce"] = nonce + 1
             st.session_state.pop("_import_preview", None)
             cleaned = result.issue_counts.get("control_chars", 0)
-            filtered = f", {result.filtered:,} filtered by clean-up" if result.filtered else ""
-            feedback.flash(
-                f"Imported {result.added:,} pairs into “{current.name}” "
-                f"({result.duplicates:,} duplicates and {result.skipped:,} invalid rows skipped"
-                + filtered
-                + (
-                    f"; control or invisible characters removed from {cleaned:,} rows)."
-                    if cleaned
-                    else ")."
-                )
-                + (f" {splits.regrouped_text(result.regrouped)}" if result.regrouped else "")
+            counts = {
+                "name": current.name,
+                "duplicates": formatting.fmt_int(result.duplicates),
+                "invalid": formatting.fmt_int(result.skipped),
+            }
+            done = n_(
+                "Imported {n} pair into “{name}” ({duplicates} duplicates and {invalid} "
+                "invalid rows skipped).",
+                "Imported {n} pairs into “{name}” ({duplicates} duplicates and {invalid} "
+                "invalid rows skipped).",
+                result.added,
+                **counts,
             )
+            if result.filtered or cleaned:
+                done = n_(
+                    "Imported {n} pair into “{name}” ({duplicates} duplicates and {invalid} "
+                    "invalid rows skipped, {filtered} filtered by clean-up, control or invisible "
+                    "characters removed from {cleaned} rows).",
+                    "Imported {n} pairs into “{name}” ({duplicates} duplicates and {invalid} "
+                    "invalid rows skipped, {filtered} filtered by clean-up, control or invisible "
+                    "characters removed from {cleaned} rows).",
+                    result.added,
+                    **counts,
+                    filtered=formatting.fmt_int(result.filtered),
+                    cleaned=formatting.fmt_int(cleaned),
+                )
+            if result.regrouped:
+                done = f"{done} {splits.regrouped_text(result.regrouped)}"
+            feedback.flash(done)
             st.rerun()
+
+
+def _preview_columns() -> dict[str, str]:
+    return {
+        "line": _("line"),
+        "source": _("source"),
+        "target": _("target"),
+        "split": _("split"),
+        "note": _("note"),
+    }
 
 
 def _guess_format(upload: Any) -> str:
@@ -175,7 +224,7 @@ def _preview(
     if cached and cached[0] == ident:
         return cached[1]
     parsed = None
-    with feedback.error_boundary("reading the file"), st.spinner("Checking the file…"):
+    with feedback.error_boundary(N_("reading the file")), st.spinner(_("Checking the file…")):
         parsed = importing.preview_import(
             current.id, upload, fmt, target, sample=PREVIEW_ROWS, cleaning=options
         )

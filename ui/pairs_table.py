@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import streamlit as st
 
 from ui import formatting, grid
+from ui.i18n import _, n_
 from workbench import drafts, pairs, splits
 from workbench.corpora import CorpusInfo
 from workbench.pairs import SPLITS
@@ -41,14 +42,20 @@ class _View(NamedTuple):
         """What switching from `shown` to this view would do, in words."""
         parts = []
         if self.query != shown.query:
-            parts.append(f"the search “{self.query}”" if self.query else "clearing the search")
+            parts.append(
+                _("the search “{query}”", query=self.query)
+                if self.query
+                else _("clearing the search")
+            )
         if self.split != shown.split:
-            parts.append("all splits" if self.split == "all" else f"the {self.split} split")
+            parts.append(
+                _("all splits") if self.split == "all" else _("the {split} split", split=self.split)
+            )
         if self.page_size != shown.page_size:
-            parts.append(f"{self.page_size} rows per page")
+            parts.append(_("{n} rows per page", n=self.page_size))
         if self.page != shown.page and not parts:
-            parts.append(f"page {self.page}")
-        return ", ".join(parts)
+            parts.append(_("page {page}", page=self.page))
+        return _(", ").join(parts)
 
 
 def _digest(*parts: Any) -> str:
@@ -67,15 +74,21 @@ def pairs_editor(current: CorpusInfo) -> None:
 
     bar = st.columns([4, 1.4, 1.1], vertical_alignment="bottom")
     query = bar[0].text_input(
-        "Search",
+        _("Search"),
         key="pairs_query",
-        placeholder="Search source or target text…",
+        placeholder=_("Search source or target text…"),
         on_change=_reset_page,
         icon=":material/search:",
     )
-    split = bar[1].selectbox("Split", ["all", *SPLITS], key="pairs_split", on_change=_reset_page)
+    split = bar[1].selectbox(
+        _("Split"),
+        ["all", *SPLITS],
+        format_func=lambda s: _("all") if s == "all" else s,  # a split is a value of the table
+        key="pairs_split",
+        on_change=_reset_page,
+    )
     page_size = bar[2].selectbox(
-        "Rows per page", PAGE_SIZES, index=1, key="pairs_page_size", on_change=_reset_page
+        _("Rows per page"), PAGE_SIZES, index=1, key="pairs_page_size", on_change=_reset_page
     )
     wanted = _View(
         current.id, query, split, int(page_size), int(st.session_state.get("pairs_page", 1))
@@ -87,9 +100,14 @@ def pairs_editor(current: CorpusInfo) -> None:
         shown = wanted
     elif shown != wanted:
         st.warning(
-            f"**Save or discard your {formatting.plural(unsaved, 'unsaved change')} first.** "
-            f"The table keeps the rows you edited; {wanted.changes_from(shown)} will apply "
-            "once they are saved or discarded.",
+            n_(
+                "**Save or discard your {n} unsaved change first.** The table keeps the rows "
+                "you edited; {changes} will apply once they are saved or discarded.",
+                "**Save or discard your {n} unsaved changes first.** The table keeps the rows "
+                "you edited; {changes} will apply once they are saved or discarded.",
+                unsaved,
+                changes=wanted.changes_from(shown),
+            ),
             icon=":material/edit_note:",
         )
     result = _search(shown)
@@ -120,13 +138,17 @@ def pairs_editor(current: CorpusInfo) -> None:
             )
         else:
             st.caption(
-                "No pairs match."
+                _("No pairs match.")
                 if filtered
-                else "No pairs yet: add rows in the table or import a file."
+                else _("No pairs yet: add rows in the table or import a file.")
             )
 
     counted = (
-        f"{result.total:,}{'' if result.total_is_exact else '+'} pairs match"
+        (
+            n_("{n} pair matches", "{n} pairs match", result.total)
+            if result.total_is_exact
+            else n_("{n}+ pair match", "{n}+ pairs match", result.total)
+        )
         if filtered
         else formatting.pair_count_label(result.total, "all")
     )
@@ -143,18 +165,18 @@ def pairs_editor(current: CorpusInfo) -> None:
             column_config={
                 "id": st.column_config.NumberColumn("id", width="small", format="%d"),
                 "source": st.column_config.TextColumn(
-                    f"source ({current.src_lang})", width="large"
+                    _("source ({lang})", lang=current.src_lang), width="large"
                 ),
                 "target": st.column_config.TextColumn(
-                    f"target ({current.tgt_lang})", width="large"
+                    _("target ({lang})", lang=current.tgt_lang), width="large"
                 ),
                 "split": st.column_config.SelectboxColumn(
-                    "split",
+                    _("split"),
                     options=list(SPLITS),
                     width="small",
-                    help="Leave empty on a new row to let the workbench choose (≈90/5/5).",
+                    help=_("Leave empty on a new row to let the workbench choose (≈90/5/5)."),
                 ),
-                "note": st.column_config.TextColumn("note", width="medium"),
+                "note": st.column_config.TextColumn(_("note"), width="medium"),
             },
             save=lambda key: _save(key, current),
             save_key="save_edits",
@@ -170,9 +192,13 @@ def pairs_editor(current: CorpusInfo) -> None:
 
 def _save(browser_key: str, current: CorpusInfo) -> str:
     res = drafts.apply_pairs(browser_key, current.id)
-    return f"Saved: {res.added} added, {res.updated} edited, {res.deleted} deleted." + (
-        f" {splits.regrouped_text(res.regrouped)}" if res.regrouped else ""
+    saved = _(
+        "Saved: {added} added, {edited} edited, {deleted} deleted.",
+        added=res.added,
+        edited=res.updated,
+        deleted=res.deleted,
     )
+    return f"{saved} {splits.regrouped_text(res.regrouped)}" if res.regrouped else saved
 
 
 def _search(view: _View) -> pairs.PairPage:

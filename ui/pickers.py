@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from ui.formatting import pair_count_label
+from ui.i18n import N_, _, translate
 from workbench import engines
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 CURRENT_CORPUS = "current_corpus_id"  # view state shared by the pages (not a widget key)
 CURRENT_VERSION = "current_version_id"
 _PENDING = "_pending_selection"
-DECODINGS = ("Greedy", "Beam search")
+DECODINGS = (N_("Greedy"), N_("Beam search"))  # message ids: the options' values
 
 
 def corpus_label(c: CorpusInfo) -> str:
@@ -81,13 +82,15 @@ def follow_newest(key: str, labels: dict[Any, str]) -> None:
 
 
 def corpus_picker(
-    corpora: Sequence[CorpusInfo], *, key: str, label: str = "Corpus", help: str | None = None
+    corpora: Sequence[CorpusInfo], *, key: str, label: str | None = None, help: str | None = None
 ) -> CorpusInfo:
     """A selectbox over the corpora; the choice is remembered across pages."""
     by_id = {c.id: c for c in corpora}
     labels = {i: corpus_label(c) for i, c in by_id.items()}
     _prepare_picker(key, labels, CURRENT_CORPUS)
-    chosen = st.selectbox(label, list(by_id), format_func=labels.__getitem__, key=key, help=help)
+    chosen = st.selectbox(
+        label or _("Corpus"), list(by_id), format_func=labels.__getitem__, key=key, help=help
+    )
     st.session_state[CURRENT_CORPUS] = chosen
     return by_id[chosen]
 
@@ -97,13 +100,15 @@ def version_label(v: VersionInfo) -> str:
 
 
 def version_picker(
-    versions: Sequence[VersionInfo], *, key: str, label: str = "Model version"
+    versions: Sequence[VersionInfo], *, key: str, label: str | None = None
 ) -> VersionInfo:
     """A selectbox over the versions (newest first); the choice is remembered across pages."""
     by_id = {v.id: v for v in versions}
     labels = {i: version_label(v) for i, v in by_id.items()}
     _prepare_picker(key, labels, CURRENT_VERSION)
-    chosen = st.selectbox(label, list(by_id), format_func=labels.__getitem__, key=key)
+    chosen = st.selectbox(
+        label or _("Model version"), list(by_id), format_func=labels.__getitem__, key=key
+    )
     st.session_state[CURRENT_VERSION] = chosen
     return by_id[chosen]
 
@@ -112,15 +117,18 @@ def decoding_picker(prefix: str) -> int:
     """Greedy or beam search (and its width); returns the beam size, 1 for greedy. Widget keys
     are `{prefix}_mode` and `{prefix}_beam`."""
     mode = st.segmented_control(
-        "Decoding",
+        _("Decoding"),
         DECODINGS,
         default=DECODINGS[0],
+        format_func=translate,
         key=f"{prefix}_mode",
-        help="Greedy takes the likeliest next piece; beam search keeps several candidate "
-        "translations and is usually a little better, and slower.",
+        help=_(
+            "Greedy takes the likeliest next piece; beam search (束搜索) keeps several "
+            "candidate translations and is usually a little better, and slower."
+        ),
     )
-    if mode == "Beam search":
-        return int(st.slider("Beam size", 2, 8, 4, key=f"{prefix}_beam"))
+    if mode == DECODINGS[1]:
+        return int(st.slider(_("Beam size"), 2, 8, 4, key=f"{prefix}_beam"))
     return 1
 
 
@@ -131,14 +139,17 @@ def engine_picker(prefix: str) -> str:
     if len(choices) == 1:
         return choices[0]
     engine = st.segmented_control(
-        "Engine",
+        _("Engine"),
         choices,
         default=choices[0],
         format_func=lambda e: engines.ENGINE_LABELS[e],
         key=f"{prefix}_engine",
-        help="The handwritten decoder is the reference. CTranslate2 runs the same model "
-        f"exported to that engine with {engines.ENGINE_QUANTIZATION} weights (exported the "
-        "first time, in seconds): faster on a CPU, nearly always the same output. The "
-        "attention map is always the handwritten model's.",
+        help=_(
+            "The handwritten decoder is the reference. CTranslate2 runs the same model "
+            "exported to that engine with {quantization} weights (exported the first time, in "
+            "seconds): faster on a CPU, nearly always the same output. The attention map is "
+            "always the handwritten model's.",
+            quantization=engines.ENGINE_QUANTIZATION,
+        ),
     )
     return engine or choices[0]

@@ -112,7 +112,7 @@ def http_api_tab() -> None:
             ),
             hide_index=True,
             column_config={
-                "pair": st.column_config.TextColumn(_("pair")),
+                "pair": st.column_config.TextColumn(_("language pair")),
                 "version": st.column_config.NumberColumn(_("version"), format="#%d"),
                 "name": st.column_config.TextColumn(_("name")),
                 "since": st.column_config.DatetimeColumn(_("since"), format="YYYY-MM-DD HH:mm"),

@@ -12,10 +12,19 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.feedback import error_boundary
+from ui.i18n import N_, _, translate
 from workbench.team import access
 from workbench.team.access import Actor, Permission
 
-READ_ONLY = "You may read and translate here; only an editor or admin can change it."
+READ_ONLY = N_("You may read and translate here; only an editor or admin can change it.")
+
+
+ROLE_LABELS = {"viewer": N_("viewer"), "editor": N_("editor"), "admin": N_("admin")}
+
+
+def role_label(role: str) -> str:
+    """A role's name (``workbench.team.access.ROLES``) in the session's language."""
+    return translate(ROLE_LABELS.get(role, role))
 
 
 def sign_in_configured() -> bool:
@@ -44,21 +53,28 @@ def gate() -> Actor:
     if not sign_in_configured():
         return access.local_admin()
     if not st.user.is_logged_in:
-        st.title("Translation workbench")
-        st.write("Sign in to use this workbench.")
-        st.button("Sign in", type="primary", icon=":material/login:", on_click=st.login)
+        st.title(_("Translation workbench"))
+        st.write(_("Sign in to use this workbench."))
+        st.button(_("Sign in"), type="primary", icon=":material/login:", on_click=st.login)
         st.stop()
     actor = None
-    with error_boundary("reading your role"):
+    with error_boundary(N_("reading your role")):
         actor = session_actor()
     with st.sidebar:
-        st.caption(f"Signed in as **{st.user.email}**" + (f" ({actor.role})" if actor else ""))
-        st.button("Sign out", icon=":material/logout:", on_click=st.logout, key="sign_out")
+        st.caption(
+            _("Signed in as **{email}** ({role})", email=st.user.email, role=role_label(actor.role))
+            if actor
+            else _("Signed in as **{email}**", email=st.user.email)
+        )
+        st.button(_("Sign out"), icon=":material/logout:", on_click=st.logout, key="sign_out")
     if actor is None:
-        st.title("Translation workbench")
+        st.title(_("Translation workbench"))
         st.warning(
-            f"You are signed in as {st.user.email}, who is not a member of this team yet: "
-            "ask an admin to add you on the Team page.",
+            _(
+                "You are signed in as {email}, who is not a member of this team yet: ask an "
+                "admin to add you on the Team page.",
+                email=st.user.email,
+            ),
             icon=":material/lock:",
         )
         st.stop()

@@ -28,23 +28,24 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.text_rules import normalize_text, rough_token_count
 
 LANGID_CONFIDENCE = 0.9
 # The Chinese script conversions (OpenCC configurations) every front end offers.
 CHINESE_CONVERSIONS = {
-    "none": "leave as it is",
-    "t2s": "Traditional → Simplified",
-    "s2t": "Simplified → Traditional",
+    "none": N_("leave as it is"),
+    "t2s": N_("Traditional → Simplified"),
+    "s2t": N_("Simplified → Traditional"),
 }
-# Why a pair is dropped or changed, in the words every report uses.
+# Why a pair is dropped or changed, in the words every report uses (message ids: ui.i18n).
 REASONS = {
-    "lang_source": "source in another language",
-    "lang_target": "target in another language",
-    "ratio": "length ratio too large",
-    "copy": "target is a copy of the source",
-    "converted": "Chinese script converted",
-    "duplicate": "duplicate after conversion",
+    "lang_source": N_("source in another language"),
+    "lang_target": N_("target in another language"),
+    "ratio": N_("length ratio too large"),
+    "copy": N_("target is a copy of the source"),
+    "converted": N_("Chinese script converted"),
+    "duplicate": N_("duplicate after conversion"),
 }
 DROP_REASONS = ("lang_source", "lang_target", "ratio", "copy", "duplicate")
 # Language families py3langid tells apart but a corpus' language code does not.

@@ -46,14 +46,15 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 
 FORMATS = ("tsv", "csv", "jsonl", "aligned", "tatoeba")
-FORMAT_DESCRIPTIONS = {  # one line each, for the import page and help texts
-    "tsv": "source ⇥ target [⇥ split [⇥ note]] per line; a header line is optional",
-    "csv": "source, target [, split [, note]] with standard quoting; a header is optional",
-    "jsonl": 'one JSON object per line: {"source": …, "target": …, "split"?: …, "note"?: …}',
-    "aligned": "two plain-text files: line N of one translates line N of the other",
-    "tatoeba": "the Tatoeba export: English ⇥ other language ⇥ attribution",
+FORMAT_DESCRIPTIONS = {  # one line each (message ids), for the import page and help texts
+    "tsv": N_("source ⇥ target [⇥ split [⇥ note]] per line; a header line is optional"),
+    "csv": N_("source, target [, split [, note]] with standard quoting; a header is optional"),
+    "jsonl": N_('one JSON object per line: {"source": …, "target": …, "split"?: …, "note"?: …}'),
+    "aligned": N_("two plain-text files: line N of one translates line N of the other"),
+    "tatoeba": N_("the Tatoeba export: English ⇥ other language ⇥ attribution"),
 }
 # The file name endings ``infer_format`` knows (a ``.gz`` after them is looked through).
 EXTENSIONS = {"jsonl": ("jsonl", "ndjson", "json"), "csv": ("csv",), "tsv": ("tsv", "tab", "txt")}

@@ -464,7 +464,7 @@ def test_export_statistics_and_dedupe(small_corpus: int) -> None:
     at.button(key="dedupe").click().run()
     at.button(key="dedupe_confirm").click().run()
     assert_clean(at)
-    assert "Removed 1 near-duplicate pairs." in texts(at.success)
+    assert "Removed 1 near-duplicate pair." in texts(at.success)  # singular (n_)
     assert corpora.get_corpus(small_corpus).pair_count == 3
 
     at.session_state["corpus_tab"] = ":material/bar_chart: Statistics"

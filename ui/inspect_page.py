@@ -15,30 +15,20 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, formatting, pickers
-from ui.i18n import N_, _
+from ui.i18n import N_, _, translate
 from workbench import inspection, registry, translation
 
 RESULT = "inspect_result"
-# attention kind (the control's value, the same in every language) -> (field, query side, key side)
+# attention kind (a message id: the control's value) -> (field, query side, key side)
 KINDS = {
-    "Encoder self-attention": ("encoder_self", "source", "source"),
-    "Decoder masked self-attention": ("decoder_self", "decoder input", "decoder input"),
-    "Cross-attention": ("cross", "decoder input", "source"),
+    N_("Encoder self-attention"): ("encoder_self", "source", "source"),
+    N_("Decoder masked self-attention"): ("decoder_self", "decoder input", "decoder input"),
+    N_("Cross-attention"): ("cross", "decoder input", "source"),
 }
 FIRST_KIND = next(iter(KINDS))
 MAX_GRID_CELLS = 60_000  # above this the layer × head grid is too heavy for the browser
-SOURCES = ("Type one", "From the corpus")  # where the sentence comes from (values)
-BEAM_ROWS = ("finished", "all")  # which beam candidates the table lists (values)
-
-
-def _kind_labels() -> dict[str, str]:
-    """KINDS as shown. Controls get their labels as a dict made on the run (not a function
-    that translates when called): AppTest formats options outside the run, in English."""
-    return {
-        "Encoder self-attention": _("Encoder self-attention"),
-        "Decoder masked self-attention": _("Decoder masked self-attention"),
-        "Cross-attention": _("Cross-attention"),
-    }
+SOURCES = (N_("Type one"), N_("From the corpus"))  # where the sentence comes from
+BEAM_ROWS = (N_("finished"), N_("all"))  # which beam candidates the table lists
 
 
 def _kind_caption(kind: str) -> str:
@@ -133,7 +123,7 @@ def _sentence_input(version: Any) -> tuple[str, str | None]:
         _("Sentence"),
         SOURCES,
         default=SOURCES[0],
-        format_func={SOURCES[0]: _("Type one"), SOURCES[1]: _("From the corpus")}.__getitem__,
+        format_func=translate,
         key="inspect_source",
     )
     if source == SOURCES[1]:
@@ -246,7 +236,7 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
                 _("Attention"),
                 list(KINDS),
                 default=FIRST_KIND,
-                format_func=_kind_labels().__getitem__,
+                format_func=translate,
                 key="inspect_kind",
             )
             or FIRST_KIND
@@ -403,7 +393,7 @@ def beam_panel(shown: Any) -> None:
             _("Candidates"),
             BEAM_ROWS,
             default=BEAM_ROWS[0],
-            format_func={BEAM_ROWS[0]: _("finished"), BEAM_ROWS[1]: _("all")}.__getitem__,
+            format_func=translate,
             key="inspect_beam_rows",
         )
         table = data if shown_rows == BEAM_ROWS[1] else data[data["status"].eq("finished")]

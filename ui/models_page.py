@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
-from ui.i18n import N_, _, n_
+from ui.i18n import N_, _, n_, translate
 from ui.signin import can
 from workbench import (
     comparison_report,
@@ -397,16 +397,7 @@ def curves(picked: list[Any]) -> None:
 
 
 # How the per-sentence table is ordered: by the chosen version's chrF minus the baseline's.
-SORTS = ("test order", "largest chrF loss first", "largest chrF gain first")
-
-
-def _sort_labels() -> dict[str, str]:
-    """SORTS as shown (the values stay the same in every language)."""
-    return {
-        SORTS[0]: _("test order"),
-        SORTS[1]: _("largest chrF loss first"),
-        SORTS[2]: _("largest chrF gain first"),
-    }
+SORTS = (N_("test order"), N_("largest chrF loss first"), N_("largest chrF gain first"))
 
 
 def comparison_view(shown: dict[str, Any]) -> None:
@@ -499,9 +490,7 @@ def comparison_view(shown: dict[str, Any]) -> None:
     row = st.columns([2, 2, 3], vertical_alignment="bottom")
     only_diff = row[0].toggle(_("Show only sentences that differ"), key="compare_only_diff")
     deltas = [c for c in sentences.columns if c.startswith("Δ chrF")]
-    order = row[1].selectbox(
-        _("Order"), SORTS, format_func=_sort_labels().__getitem__, key="compare_sort"
-    )
+    order = row[1].selectbox(_("Order"), SORTS, format_func=translate, key="compare_sort")
     by = (
         row[2].selectbox(_("chrF difference of"), deltas, key="compare_sort_by")
         if order != SORTS[0] and len(deltas) > 1

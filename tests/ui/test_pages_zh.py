@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
@@ -17,6 +18,19 @@ from workbench import corpora, demo
 from workbench.team import access
 
 __all__ = ["populated", "trained"]  # the module's real tiny versions (tests.ui.test_pages)
+
+
+@pytest.fixture(autouse=True)
+def harness_in_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AppTest formats a control's options with its ``format_func`` outside the script run
+    (to find the index of a value it sets), where ``ui.i18n`` says English: there it is
+    Chinese too, as the page that drew the options was. Inside a run nothing changes."""
+    in_run = i18n.current
+
+    def current() -> str:
+        return in_run() if get_script_run_ctx() is not None else "zh_Hans"
+
+    monkeypatch.setattr(i18n, "current", current)
 
 
 def open_in_chinese(page: navigation.PageRef, *, auth: bool = False) -> AppTest:

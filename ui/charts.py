@@ -11,6 +11,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from ui.i18n import _
+
 
 def _long_losses(metrics: pd.DataFrame, by: str | None) -> pd.DataFrame:
     """Training and validation losses in long form (step, loss, curve[, by]).
@@ -25,9 +27,9 @@ def _long_losses(metrics: pd.DataFrame, by: str | None) -> pd.DataFrame:
     if train.empty:  # a run too short for a periodic row
         train = metrics.dropna(subset=["train_loss"])
     valid = metrics[metrics["kind"].eq("epoch") & metrics["valid_loss"].notna()]
-    frames = [train.assign(curve="training", loss=train["train_loss"])]
+    frames = [train.assign(curve=_("training"), loss=train["train_loss"])]
     if not valid.empty:
-        frames.append(valid.assign(curve="validation", loss=valid["valid_loss"]))
+        frames.append(valid.assign(curve=_("validation"), loss=valid["valid_loss"]))
     out = pd.concat(frames, ignore_index=True)
     return out[["step", "loss", "curve", *keys]]
 
@@ -42,8 +44,8 @@ def loss_chart(metrics: pd.DataFrame, by: str | None = None, height: int = 260) 
         legend=alt.Legend(orient="top", labelLimit=360),
     )
     base = alt.Chart(data).encode(
-        x=alt.X("step:Q", title="step"),
-        y=alt.Y("loss:Q", title="loss", scale=alt.Scale(zero=False)),
+        x=alt.X("step:Q", title=_("step")),
+        y=alt.Y("loss:Q", title=_("loss"), scale=alt.Scale(zero=False)),
         color=color,
         tooltip=[
             alt.Tooltip("step:Q"),
@@ -54,7 +56,7 @@ def loss_chart(metrics: pd.DataFrame, by: str | None = None, height: int = 260) 
     )
     dash = alt.StrokeDash("curve:N", title=None, legend=alt.Legend(orient="top"))
     lines = base.mark_line().encode(strokeDash=dash)
-    points = base.transform_filter(alt.datum.curve == "validation").mark_point(filled=True)
+    points = base.transform_filter(alt.datum.curve == _("validation")).mark_point(filled=True)
     return (lines + points).properties(height=height)
 
 
@@ -64,8 +66,8 @@ def lr_chart(metrics: pd.DataFrame, height: int = 260) -> alt.Chart:
         alt.Chart(data)
         .mark_line(color="#7c5cff")
         .encode(
-            x=alt.X("step:Q", title="step"),
-            y=alt.Y("lr:Q", title="learning rate", axis=alt.Axis(format=".1e")),
+            x=alt.X("step:Q", title=_("step")),
+            y=alt.Y("lr:Q", title=_("learning rate"), axis=alt.Axis(format=".1e")),
             tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("lr:Q", format=".2e")],
         )
         .properties(height=height)
@@ -89,13 +91,13 @@ def length_histogram(tokens: pd.Series, color: str) -> alt.Chart:
             x=alt.X(
                 "tokens:Q",
                 bin=alt.Bin(maxbins=40, minstep=1),
-                title="length (tokens)",
+                title=_("length (tokens)"),
                 axis=alt.Axis(format="d"),
             ),
-            y=alt.Y("count():Q", title="pairs"),
+            y=alt.Y("count():Q", title=_("pairs")),
             tooltip=[
-                alt.Tooltip("tokens:Q", bin=alt.Bin(maxbins=40, minstep=1), title="length"),
-                alt.Tooltip("count():Q", title="pairs"),
+                alt.Tooltip("tokens:Q", bin=alt.Bin(maxbins=40, minstep=1), title=_("length")),
+                alt.Tooltip("count():Q", title=_("pairs")),
             ],
         )
         .properties(height=240)
@@ -107,8 +109,8 @@ MASKED_COLOR = "#e8e8e8"  # a cell the attention mask hides (weight 0 by constru
 
 def attention_chart(
     item: dict[str, Any],
-    x_title: str = "source pieces",
-    y_title: str = "output pieces",
+    x_title: str | None = None,
+    y_title: str | None = None,
     masked: list[list[bool]] | None = None,
 ) -> alt.Chart:
     """Heat-map of [len(out), len(src)] weights; positions keep repeated pieces apart.
@@ -133,7 +135,7 @@ def attention_chart(
         .encode(
             x=alt.X(
                 "src:O",
-                title=x_title,
+                title=x_title or _("source pieces"),
                 axis=alt.Axis(
                     labelExpr=f"{src_labels}[datum.value]",
                     labelAngle=0 if max(map(len, src), default=0) <= 4 else -40,
@@ -142,18 +144,20 @@ def attention_chart(
             ),
             y=alt.Y(
                 "out:O",
-                title=y_title,
+                title=y_title or _("output pieces"),
                 axis=alt.Axis(labelExpr=f"{out_labels}[datum.value]"),
             ),
             color=alt.condition(
                 alt.datum.masked,
                 alt.value(MASKED_COLOR),
-                alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domainMin=0), title="weight"),
+                alt.Color(
+                    "weight:Q", scale=alt.Scale(scheme="blues", domainMin=0), title=_("weight")
+                ),
             ),
             tooltip=[
                 alt.Tooltip("weight:Q", format=".2f"),
-                alt.Tooltip("src:O", title="key position" if masked else "source position"),
-                alt.Tooltip("out:O", title="query position" if masked else "output position"),
+                alt.Tooltip("src:O", title=_("key position") if masked else "source position"),
+                alt.Tooltip("out:O", title=_("query position") if masked else "output position"),
                 *([alt.Tooltip("masked:N")] if masked is not None else []),
             ],
         )
@@ -178,21 +182,21 @@ def attention_grid(data: pd.DataFrame) -> alt.Chart:
                 alt.Color(
                     "weight:Q",
                     scale=alt.Scale(scheme="blues", domain=[0, 1]),
-                    title="weight",
+                    title=_("weight"),
                 ),
             ),
             tooltip=[
                 alt.Tooltip("layer:O"),
                 alt.Tooltip("head:O"),
-                alt.Tooltip("query:O", title="query position"),
-                alt.Tooltip("key:O", title="key position"),
+                alt.Tooltip("query:O", title=_("query position")),
+                alt.Tooltip("key:O", title=_("key position")),
                 alt.Tooltip("weight:Q", format=".2f"),
             ],
         )
         .properties(width=cell * keys, height=cell * queries)
         .facet(
-            row=alt.Row("layer:O", title="layer", header=alt.Header(labelAngle=0)),
-            column=alt.Column("head:O", title="head"),
+            row=alt.Row("layer:O", title=_("layer"), header=alt.Header(labelAngle=0)),
+            column=alt.Column("head:O", title=_("head")),
             spacing=6,
         )
     )
@@ -205,10 +209,10 @@ def positional_chart(data: pd.DataFrame, marked: int) -> alt.Chart:
         alt.Chart(data)
         .mark_rect()
         .encode(
-            x=alt.X("dimension:O", title="dimension i", axis=alt.Axis(labelOverlap=True)),
-            y=alt.Y("position:O", title="position"),
+            x=alt.X("dimension:O", title=_("dimension i"), axis=alt.Axis(labelOverlap=True)),
+            y=alt.Y("position:O", title=_("position")),
             color=alt.Color(
-                "value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]), title="PE"
+                "value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]), title=_("PE")
             ),
             opacity=alt.condition(alt.datum.position < marked, alt.value(1.0), alt.value(0.25)),
             tooltip=["position:O", "dimension:O", alt.Tooltip("value:Q", format=".3f")],
@@ -223,9 +227,9 @@ def norms_chart(data: pd.DataFrame) -> alt.Chart:
         alt.Chart(data)
         .mark_bar()
         .encode(
-            x=alt.X("position:O", title="source position"),
+            x=alt.X("position:O", title=_("source position")),
             xOffset="signal:N",
-            y=alt.Y("norm:Q", title="L2 norm"),
+            y=alt.Y("norm:Q", title=_("L2 norm")),
             color=alt.Color("signal:N", title=None, legend=alt.Legend(orient="top")),
             tooltip=["position:O", "piece:N", "signal:N", alt.Tooltip("norm:Q", format=".2f")],
         )
@@ -240,7 +244,7 @@ def top_k_chart(data: pd.DataFrame) -> alt.Chart:
         .mark_bar()
         .encode(
             y=alt.Y("label:N", sort=alt.EncodingSortField("rank"), title=None),
-            x=alt.X("prob:Q", title="probability", scale=alt.Scale(domain=[0, 1])),
+            x=alt.X("prob:Q", title=_("probability"), scale=alt.Scale(domain=[0, 1])),
             color=alt.condition(alt.datum.chosen, alt.value("#2f6fdf"), alt.value("#b8c7e6")),
             tooltip=["piece:N", "id:Q", alt.Tooltip("prob:Q", format=".3f")],
         )
@@ -257,14 +261,14 @@ def beam_chart(data: pd.DataFrame) -> alt.Chart:
     translation is the ringed point."""
     statuses = [s for s in BEAM_COLORS if s in set(data["status"])]
     base = alt.Chart(data).encode(
-        x=alt.X("step:O", title="step"),
-        y=alt.Y("log_prob:Q", title="log P(prefix)"),
+        x=alt.X("step:O", title=_("step")),
+        y=alt.Y("log_prob:Q", title=_("log P(prefix)")),
         tooltip=[
             "step:O",
             "hypothesis:N",
             "status:N",
             alt.Tooltip("log_prob:Q", format=".3f"),
-            alt.Tooltip("score:Q", format=".3f", title="log P / lp"),
+            alt.Tooltip("score:Q", format=".3f", title=_("log P / lp")),
         ],
     )
     points = base.mark_circle(size=70, opacity=0.85).encode(

@@ -29,9 +29,19 @@ from babel.messages import mofile, pofile
 from babel.numbers import format_decimal
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from workbench.messages import N_
+from workbench.messages import N_, Message
 
-__all__ = ["LANGUAGES", "N_", "_", "current", "locale", "n_", "selector", "translate"]
+__all__ = [
+    "LANGUAGES",
+    "N_",
+    "_",
+    "current",
+    "locale",
+    "localized",
+    "n_",
+    "selector",
+    "translate",
+]
 
 SOURCE = "en"  # the catalog's source language: its message ids are the English texts
 LANGUAGES = {"en": "English", "zh_Hans": "简体中文"}  # code (a locale/ folder) -> its own name
@@ -122,6 +132,14 @@ def translate(msgid: str, params: dict[str, Any] | None = None) -> str:
     """``msgid`` in this session's language, its named placeholders filled in."""
     text = _translations(current()).gettext(msgid)
     return text.format(**params) if params else text
+
+
+def localized(text: str) -> str:
+    """A service's text in this session's language: a ``workbench.messages.Message`` or a
+    message id translated, any other text as it is."""
+    if isinstance(text, Message):
+        return translate(text.msgid, text.params)
+    return translate(text) if text else text
 
 
 def _(msgid: str, **params: Any) -> str:

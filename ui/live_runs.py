@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, formatting, navigation
+from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import run_folders, run_info, runs, worker_process
 from workbench.run_info import RunInfo
@@ -29,11 +30,23 @@ STATUS_ICONS = {
     RunStatus.FAILED: ":material/error:",
     RunStatus.CANCELLED: ":material/stop_circle:",
 }
+STATUS_LABELS = {
+    RunStatus.QUEUED: N_("queued"),
+    RunStatus.RUNNING: N_("running"),
+    RunStatus.SUCCEEDED: N_("succeeded"),
+    RunStatus.FAILED: N_("failed"),
+    RunStatus.CANCELLED: N_("cancelled"),
+}
 LIVE_REFRESH_S = 2  # while the runs move
 IDLE_REFRESH_S = 10  # once nothing has changed for IDLE_AFTER_S
 IDLE_AFTER_S = 10
 WORKER_GRACE_S = 20  # a worker just started needs a few seconds (torch import) to show up
 _LIVE = "train_live_state"
+
+
+def status_label(status: RunStatus) -> str:
+    """A run's status in the session's language."""
+    return translate(STATUS_LABELS.get(status, str(status)))
 
 
 def live_state() -> dict[str, Any]:
@@ -59,7 +72,7 @@ def live_panel() -> None:
     Reading changes nothing: a run whose worker was lost is taken back explicitly, so it
     waits for a worker (and says so) instead of looking as if it still ran.
     """
-    with feedback.error_boundary("reading the run's progress"):
+    with feedback.error_boundary(N_("reading the run's progress")):
         state = live_state()
         recent = run_info.list_runs(limit=20)
         if any(r.worker_lost for r in recent) and runs.reap_stale_runs():
@@ -81,10 +94,10 @@ def live_panel() -> None:
         if waiting and _age_s(waiting[-1]) > WORKER_GRACE_S and not worker_process.worker_alive():
             left, right = st.columns([4, 1], vertical_alignment="center")
             left.warning(
-                "No worker is running on this machine, so the queued run is waiting.",
+                _("No worker is running on this machine, so the queued run is waiting."),
                 icon=":material/warning:",
             )
-            if right.button("Start worker", key="start_worker"):
+            if right.button(_("Start worker"), key="start_worker"):
                 worker_process.ensure_worker()
                 st.rerun()
         for run in active:
@@ -120,50 +133,75 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
     with st.container(border=True):
         title = st.columns([4, 1], vertical_alignment="center")
         preset = run.config.get("preset", "?")
-        resumed = f" · attempt {run.attempts}" if run.attempts > 1 else ""
-        title[0].markdown(
-            f"**{STATUS_ICONS.get(run.status, '')} Run #{run.id}** · {run.corpus_name} · "
-            f"{preset} · {run.device} · budget: {run.budget} · _{run.status}_{resumed}"
+        head = _(
+            "**{icon} Run #{id}** · {corpus} · {preset} · {device} · budget: {budget} · _{status}_",
+            icon=STATUS_ICONS.get(run.status, ""),
+            id=run.id,
+            corpus=run.corpus_name,
+            preset=preset,
+            device=run.device,
+            budget=localized(run.budget),
+            status=status_label(run.status),
         )
+        if run.attempts > 1:
+            head = _("{head} · attempt {n}", head=head, n=run.attempts)
+        title[0].markdown(head)
         if run.cancel_requested:
-            title[1].button("Cancelling…", disabled=True, key=f"cancel_{run.id}", width="stretch")
+            title[1].button(
+                _("Cancelling…"), disabled=True, key=f"cancel_{run.id}", width="stretch"
+            )
         elif can(Permission.TRAIN) and title[1].button(
-            "Cancel", icon=":material/stop:", key=f"cancel_{run.id}", width="stretch"
+            _("Cancel"), icon=":material/stop:", key=f"cancel_{run.id}", width="stretch"
         ):
-            with feedback.error_boundary("cancelling the run"):
+            with feedback.error_boundary(N_("cancelling the run")):
                 runs.cancel_run(run.id)
                 st.rerun()
-        pairs = formatting.plural(run.snapshot_size, "pair")
-        by = f" · started by {run.started_by}" if run.started_by else ""
-        st.caption(f"{pairs} in the snapshot (training + validation){by}")
+        st.caption(
+            n_(
+                "{n} pair in the snapshot (training + validation) · started by {who}",
+                "{n} pairs in the snapshot (training + validation) · started by {who}",
+                run.snapshot_size,
+                who=run.started_by,
+            )
+            if run.started_by
+            else n_(
+                "{n} pair in the snapshot (training + validation)",
+                "{n} pairs in the snapshot (training + validation)",
+                run.snapshot_size,
+            )
+        )
         if run.note:  # e.g. a re-queued run: its worker died, the next one resumes it
-            st.caption(run.note)
+            st.caption(localized(run.note))
         if run.status == RunStatus.QUEUED:
-            st.caption("Waiting for the worker…")
+            st.caption(_("Waiting for the worker…"))
             return
         total = run.progress_total
         st.progress(run.fraction_done, text=_progress_text(run) if total else None)
         if not total:
-            st.caption("Preparing: tokenizers and model…")
+            st.caption(_("Preparing: tokenizers and model…"))
         rule = run.early_stop_rule
         if rule:
-            st.caption(rule)
+            st.caption(localized(rule))
         cells = st.columns(4)
         eta = formatting.fmt_duration(run.eta_s) if total else "—"
         cells[0].metric(
-            "ETA",
+            _("ETA"),
             f"≤ {eta}" if rule and total else eta,
-            help="At most this long: the run may stop sooner (see above)." if rule else None,
+            help=_("At most this long: the run may stop sooner (see above).") if rule else None,
         )
         steps = metrics[metrics["kind"].eq("step")]
         last = steps.iloc[-1] if not steps.empty else None
-        cells[1].metric("Tokens / s", f"{last['tokens_per_s']:,.0f}" if last is not None else "—")
+        cells[1].metric(
+            _("Tokens / s"),
+            formatting.fmt_number(last["tokens_per_s"], 0) if last is not None else "—",
+        )
         cells[2].metric(
-            "Training loss", formatting.fmt_number(last["train_loss"]) if last is not None else "—"
+            _("Training loss"),
+            formatting.fmt_number(last["train_loss"]) if last is not None else "—",
         )
         valid = metrics.loc[metrics["kind"].eq("epoch"), "valid_loss"].dropna()
         cells[3].metric(
-            "Validation loss", formatting.fmt_number(valid.iloc[-1]) if len(valid) else "—"
+            _("Validation loss"), formatting.fmt_number(valid.iloc[-1]) if len(valid) else "—"
         )
         if not metrics.empty:
             charts.curves(metrics)
@@ -173,57 +211,82 @@ def _progress_text(run: RunInfo) -> str:
     """Progress against what will end the run: the clock under a time budget, the tokens
     under a token budget, else the step budget ('at most' when an early-stopping rule may
     end it sooner)."""
-    percent = f"{100 * run.fraction_done:.0f} %"
-    about = f"step {run.progress_step:,} of about {run.progress_total:,} · {percent}"
+    steps = {
+        "step": formatting.fmt_int(run.progress_step),
+        "total": formatting.fmt_int(run.progress_total),
+        "percent": f"{formatting.fmt_number(100 * run.fraction_done, 0)} %",
+    }
+    about = _("step {step} of about {total} · {percent}", **steps)
     budget, tokens = run.time_budget_s, run.tokens_done
     if run.limit == "time" and budget:
-        return (
-            f"{formatting.fmt_duration(run.fraction_done * budget)} of "
-            f"{formatting.fmt_duration(budget)} · {about}"
+        return _(
+            "{done} of {budget} · {about}",
+            done=formatting.fmt_duration(run.fraction_done * budget),
+            budget=formatting.fmt_duration(budget),
+            about=about,
         )
     if run.limit == "tokens" and tokens is not None and run.token_budget:
-        return (
-            f"{run_info.format_tokens(tokens)} of {run_info.format_tokens(run.token_budget)} "
-            f"tokens · {about}"
+        return _(
+            "{done} of {budget} tokens · {about}",
+            done=run_info.format_tokens(tokens),
+            budget=run_info.format_tokens(run.token_budget),
+            about=about,
         )
-    bound = "at most " if run.early_stop_rule else ""
-    return f"step {run.progress_step:,} of {bound}{run.progress_total:,} · {percent}"
+    if run.early_stop_rule:
+        return _("step {step} of at most {total} · {percent}", **steps)
+    return _("step {step} of {total} · {percent}", **steps)
 
 
 def _outcome(run: RunInfo) -> str:
     """How a finished run ended, in one sentence."""
+    step = formatting.fmt_int(run.progress_step)
     if run.status == RunStatus.SUCCEEDED:
-        ready = f"version #{run.version_id} is ready" if run.version_id else "no version"
-        why = f": {run.stopped_because}" if run.stopped_because else ""
-        return f"Run #{run.id} finished: {ready}. It stopped at step {run.progress_step:,}{why}."
+        ready = (
+            _("Run #{id} finished: version #{version} is ready.", id=run.id, version=run.version_id)
+            if run.version_id
+            else _("Run #{id} finished: no version.", id=run.id)
+        )
+        stopped = (
+            _(
+                "It stopped at step {step}: {reason}.",
+                step=step,
+                reason=localized(run.stopped_because),
+            )
+            if run.stopped_because
+            else _("It stopped at step {step}.", step=step)
+        )
+        return f"{ready} {stopped}"
     if run.status == RunStatus.FAILED:
-        return f"Run #{run.id} failed: {run.error}"
+        return _("Run #{id} failed: {error}", id=run.id, error=run.error)
     if run.status == RunStatus.CANCELLED:
-        at = f" at step {run.progress_step:,}" if run.progress_step else ""
-        return f"Run #{run.id} was cancelled{at}."
-    return f"Run #{run.id} is {run.status}."
+        if run.progress_step:
+            return _("Run #{id} was cancelled at step {step}.", id=run.id, step=step)
+        return _("Run #{id} was cancelled.", id=run.id)
+    return _("Run #{id} is {status}.", id=run.id, status=status_label(run.status))
 
 
 def _last_outcome(recent: list[RunInfo]) -> None:
     if not recent:
-        st.info("No run yet. Pick a corpus above and click **Train**.", icon=":material/info:")
+        st.info(_("No run yet. Pick a corpus above and click **Train**."), icon=":material/info:")
         return
     last = recent[0]
     left, right = st.columns([4, 1], vertical_alignment="center")
     if last.status == RunStatus.SUCCEEDED and last.version_id is not None:
         left.success(_outcome(last), icon=":material/check_circle:")
         with right:
-            navigation.link(navigation.TRANSLATE, "Translate")
+            navigation.link(navigation.TRANSLATE, navigation.TRANSLATE.label)
     elif last.status == RunStatus.FAILED:
         left.error(_outcome(last), icon=":material/error:")
         with right:
             resume_button(last, key="resume_last")
     elif last.status == RunStatus.CANCELLED:
-        left.info(_outcome(last) + " No run in progress.", icon=":material/info:")
+        left.info(
+            _("{outcome} No run in progress.", outcome=_outcome(last)), icon=":material/info:"
+        )
         with right:
             resume_button(last, key="resume_last")
     else:
-        left.info("No run in progress.", icon=":material/info:")
+        left.info(_("No run in progress."), icon=":material/info:")
 
 
 def resume_button(run: RunInfo, key: str) -> None:
@@ -234,14 +297,20 @@ def resume_button(run: RunInfo, key: str) -> None:
     if step is None:
         return
     if st.button(
-        f"Resume from step {step:,}",
+        _("Resume from step {step}", step=formatting.fmt_int(step)),
         icon=":material/play_arrow:",
         key=key,
         width="stretch",
-        help="Train on from the run's last checkpoint (saved at the end of each epoch).",
+        help=_("Train on from the run's last checkpoint (saved at the end of each epoch)."),
     ):
-        with feedback.error_boundary("resuming the run"):
+        with feedback.error_boundary(N_("resuming the run")):
             runs.resume_run(run.id)
             worker_process.ensure_worker()
-            feedback.flash(f"Run #{run.id} resumes from step {step:,}: a worker is picking it up.")
+            feedback.flash(
+                _(
+                    "Run #{id} resumes from step {step}: a worker is picking it up.",
+                    id=run.id,
+                    step=formatting.fmt_int(step),
+                )
+            )
             st.rerun()

@@ -12,7 +12,8 @@ from typing import Any
 
 import streamlit as st
 
-from ui import charts, dialogs, feedback, live_runs, navigation, pickers
+from ui import charts, dialogs, feedback, formatting, live_runs, navigation, pickers
+from ui.i18n import N_, _, localized
 from ui.signin import can
 from workbench import (
     continuation,
@@ -28,14 +29,16 @@ from workbench.team.access import Permission
 
 def render() -> None:
     feedback.page_header(
-        "Train",
-        "Train a Transformer on a corpus. Training runs in a background worker: you can leave "
-        "this page, reload it or restart the app.",
+        _("Train"),
+        _(
+            "Train a Transformer on a corpus. Training runs in a background worker: you can "
+            "leave this page, reload it or restart the app."
+        ),
     )
     all_corpora = corpora.list_corpora()
     if not all_corpora:
-        st.info("No corpus yet: create one and add pairs on the Corpus page first.")
-        navigation.link(navigation.CORPUS, "Go to Corpus")
+        st.info(_("No corpus yet: create one and add pairs on the Corpus page first."))
+        navigation.link(navigation.CORPUS, _("Go to Corpus"))
         return
 
     if can(Permission.TRAIN):
@@ -53,42 +56,45 @@ NEW_MODEL = "new"  # the start choice that is no version
 
 
 def new_run_form(all_corpora: list[Any]) -> None:
-    st.subheader("New training run", anchor=False)
+    st.subheader(_("New training run"), anchor=False)
     top = st.columns([3, 2], gap="medium")
     with top[0]:
         current = pickers.corpus_picker(all_corpora, key="train_corpus")
     with top[1]:
         presets = train_options.presets()
         preset = st.segmented_control(
-            "Model size",
+            _("Model size"),
             list(presets),
             default=train_options.DEFAULT_PRESET,
+            format_func=lambda p: _("automatic") if p == "auto" else p,
             key="train_preset",
-            help="\n".join(f"- **{k}**: {v}" for k, v in presets.items()),
+            help="\n".join(f"- **{k}**: {localized(v)}" for k, v in presets.items()),
         )
         preset = preset or train_options.DEFAULT_PRESET
-        st.caption(presets.get(preset, ""))
+        st.caption(localized(presets.get(preset, "")))
 
     cols = st.columns([2, 1, 1], gap="medium", vertical_alignment="bottom")
     train_for = cols[0].segmented_control(
-        "Train for",
+        _("Train for"),
         [b for b in train_options.BUDGETS if b not in train_options.ADVANCED_BUDGETS],
         default="auto",
-        format_func=train_options.BUDGETS.get,
+        format_func=lambda b: localized(train_options.BUDGETS[b]),
         key="train_for",
-        help="**automatic**: small corpora are repeated until learned, large ones get a few "
-        "passes, and training stops early once validation stops improving. **N epochs**: "
-        "that many passes over the corpus. **N minutes**: as much as fits in that time; "
-        "progress and ETA follow the clock.",
+        help=_(
+            "**automatic**: small corpora are repeated until learned, large ones get a few "
+            "passes, and training stops early once validation stops improving. **N epochs**: "
+            "that many passes over the corpus. **N minutes**: as much as fits in that time; "
+            "progress and ETA follow the clock."
+        ),
     )
     epochs = minutes = None
     if train_for == "epochs":
         epochs = cols[1].number_input(
-            "Epochs", min_value=1, max_value=1000, value=10, step=1, key="train_epochs"
+            _("Epochs"), min_value=1, max_value=1000, value=10, step=1, key="train_epochs"
         )
     elif train_for == "minutes":
         minutes = cols[1].number_input(
-            "Minutes",
+            _("Minutes"),
             min_value=0.5,
             max_value=float(train_options.MAX_TRAIN_MINUTES),
             value=10.0,
@@ -97,48 +103,50 @@ def new_run_form(all_corpora: list[Any]) -> None:
         )
     devices = train_options.available_devices()
     device = cols[2].selectbox(
-        "Device",
+        _("Device"),
         devices,
         key="train_device",
         format_func=lambda d: {"cuda": "GPU (cuda)", "cpu": "CPU"}.get(d, d),
-        help="Only the devices this machine has are listed.",
+        help=_("Only the devices this machine has are listed."),
     )
     init_version = start_choice(current)
-    with st.expander("Advanced", icon=":material/tune:"):
+    with st.expander(_("Advanced"), icon=":material/tune:"):
         max_steps = st.number_input(
-            "Stop after at most N steps",
+            _("Stop after at most N steps"),
             min_value=1,
             value=None,
             step=50,
-            placeholder="no limit",
+            placeholder=_("no limit"),
             key="train_max_steps",
         )
         budget_cols = st.columns(2)
         million_tokens = budget_cols[0].number_input(
-            f"Train for: {train_options.BUDGETS['tokens']}",
+            _("Train for: {budget}", budget=localized(train_options.BUDGETS["tokens"])),
             min_value=0.001,
             max_value=train_options.MAX_TRAIN_TOKENS / 1e6,
             value=None,
             step=0.5,
             format="%.3g",
-            placeholder="as chosen above",
+            placeholder=_("as chosen above"),
             key="train_million_tokens",
-            help="Source + target training tokens: the run ends there on any machine, so "
-            "results compare across machines (a CPU without bf16 trains about half as many "
-            "tokens per minute). Leave 'Train for' above on automatic.",
+            help=_(
+                "Source + target training tokens (词元): the run ends there on any machine, so "
+                "results compare across machines (a CPU without bf16 trains about half as "
+                "many tokens per minute). Leave 'Train for' above on automatic."
+            ),
         )
         precisions = train_options.precisions()
         precision = budget_cols[1].selectbox(
-            "Precision",
+            _("Precision"),
             list(precisions),
             key="train_precision",
-            help="\n".join(f"- **{k}**: {v}" for k, v in precisions.items()),
+            help="\n".join(f"- **{k}**: {localized(v)}" for k, v in precisions.items()),
         )
 
-    label = f"Continue from #{init_version}" if init_version else "Train"
+    label = _("Continue from #{id}", id=init_version) if init_version else _("Train")
     if st.button(label, type="primary", icon=":material/play_arrow:", key="train_button"):
         overrides: dict[str, Any] = {"max_steps": int(max_steps)} if max_steps else {}
-        with feedback.error_boundary("starting the run"):
+        with feedback.error_boundary(N_("starting the run")):
             run_id = runs.enqueue_training(
                 current.id,
                 preset=preset,
@@ -151,7 +159,13 @@ def new_run_form(all_corpora: list[Any]) -> None:
                 **overrides,
             )
             worker_process.ensure_worker()
-            feedback.flash(f"Run #{run_id} queued on {current.name}: a worker is picking it up.")
+            feedback.flash(
+                _(
+                    "Run #{id} queued on {corpus}: a worker is picking it up.",
+                    id=run_id,
+                    corpus=current.name,
+                )
+            )
             st.rerun()
 
 
@@ -171,23 +185,27 @@ def start_choice(current: Any) -> int | None:
 
     def label(i: int | str) -> str:
         if i == NEW_MODEL:
-            return "Start a new model"
-        return f"Continue from #{i}" + (f" · {by_id[i].name}" if i in by_id else "")
+            return _("Start a new model")
+        if i in by_id:
+            return _("Continue from #{id} · {name}", id=i, name=by_id[i].name)
+        return _("Continue from #{id}", id=i)
 
     choice = st.radio(
-        "Start",
+        _("Start"),
         options,
         index=0,
         format_func=label,
         horizontal=True,
         key=f"train_start_{current.id}",  # per corpus: its own default
-        help="**Continue**: warm-start from the version's weights and tokenizer on the "
-        "corpus' current pairs, new ones included, so what it learned is kept and the new "
-        "budget adds to it. **Start a new model**: a new tokenizer and fresh weights.",
+        help=_(
+            "**Continue**: warm-start from the version's weights and tokenizer on the corpus' "
+            "current pairs, new ones included, so what it learned is kept and the new budget "
+            "adds to it. **Start a new model**: a new tokenizer and fresh weights."
+        ),
     )
-    st.caption(reason)
+    st.caption(localized(reason))
     if choice != NEW_MODEL:
-        st.caption("Continuing keeps the version's model size and tokenizer (not the preset).")
+        st.caption(_("Continuing keeps the version's model size and tokenizer (not the preset)."))
     return None if choice == NEW_MODEL else int(choice)
 
 
@@ -195,61 +213,87 @@ def start_choice(current: Any) -> int | None:
 
 
 def history() -> None:
-    st.subheader("History", anchor=False)
+    st.subheader(_("History"), anchor=False)
     done = {r.id: r for r in run_info.list_runs() if not r.active}  # active: in the panel above
     if not done:
-        st.caption("Finished runs will be listed here.")
+        st.caption(_("Finished runs will be listed here."))
         return
     st.dataframe(
         run_info.runs_table(runs=list(done.values())),
         hide_index=True,
         width="stretch",
         column_config={
-            "run": st.column_config.NumberColumn("run", format="#%d", width="small"),
+            "run": st.column_config.NumberColumn(_("run"), format="#%d", width="small"),
+            "corpus": _("corpus"),
+            "status": _("status"),
+            "preset": _("preset"),
+            "trained for": _("trained for"),
+            "device": _("device"),
             "pairs": st.column_config.NumberColumn(
-                "pairs", format="localized", help="Training + validation pairs in the snapshot"
+                _("pairs"),
+                format="localized",
+                help=_("Training + validation pairs in the snapshot"),
             ),
-            "steps": st.column_config.NumberColumn("steps", format="localized"),
-            "version": st.column_config.TextColumn("version", width="small"),
-            "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
-            "error": st.column_config.TextColumn("error", width="large"),
+            "steps": st.column_config.NumberColumn(_("steps"), format="localized"),
+            "stopped because": _("stopped because"),
+            "version": st.column_config.TextColumn(_("version"), width="small"),
+            "created": st.column_config.DatetimeColumn(_("created"), format="YYYY-MM-DD HH:mm"),
+            "error": st.column_config.TextColumn(_("error"), width="large"),
         },
     )
     with st.container(border=True):
         cols = st.columns([3, 1, 1], vertical_alignment="bottom")
-        labels = {i: f"#{i} · {r.status} · {r.corpus_name or '—'}" for i, r in done.items()}
+        labels = {
+            i: f"#{i} · {live_runs.status_label(r.status)} · {r.corpus_name or '—'}"
+            for i, r in done.items()
+        }
         pickers.follow_newest("history_run", labels)
         run_id = cols[0].selectbox(
-            "Run", list(labels), format_func=labels.__getitem__, key="history_run"
+            _("Run"), list(labels), format_func=labels.__getitem__, key="history_run"
         )
         run = done[run_id]
         if can(Permission.TRAIN):
             with cols[1]:
                 live_runs.resume_button(run, key="resume_run")
             if cols[2].button(
-                "Delete…", icon=":material/delete:", key="delete_run", width="stretch"
+                _("Delete…"), icon=":material/delete:", key="delete_run", width="stretch"
             ):
                 dialogs.ask_confirmation("delete_run")
-        kept = f" Version #{run.version_id} it trained is kept." if run.version_id else ""
         dialogs.confirmation_dialog(
             "delete_run",
-            "Delete run",
-            f"Delete run **#{run.id}**, its progress rows and its checkpoint? This cannot be "
-            f"undone.{kept}",
-            "Delete run",
+            _("Delete run"),
+            _(
+                "Delete run **#{id}**, its progress rows and its checkpoint? This cannot be "
+                "undone. Version #{version} it trained is kept.",
+                id=run.id,
+                version=run.version_id,
+            )
+            if run.version_id
+            else _(
+                "Delete run **#{id}**, its progress rows and its checkpoint? This cannot be "
+                "undone.",
+                id=run.id,
+            ),
+            _("Delete run"),
             lambda: _delete(run.id),
         )
         if run.stopped_because:
-            st.caption(f"Stopped at step {run.progress_step:,}: {run.stopped_because}.")
+            st.caption(
+                _(
+                    "Stopped at step {step}: {reason}.",
+                    step=formatting.fmt_int(run.progress_step),
+                    reason=localized(run.stopped_because),
+                )
+            )
         elif run.error:
-            st.caption(f"Failed: {run.error}")
+            st.caption(_("Failed: {error}", error=run.error))
         metrics = run_info.run_metrics(run.id)
         if metrics.empty:
-            st.caption("This run recorded no progress.")
+            st.caption(_("This run recorded no progress."))
         else:
             charts.curves(metrics)
 
 
 def _delete(run_id: int) -> str:
     runs.delete_run(run_id)
-    return f"Deleted run #{run_id}."
+    return _("Deleted run #{id}.", id=run_id)

@@ -24,6 +24,7 @@ from core_model.tokenizer import TokenizerError, TokenizerPair, character_covera
 from db.models import Pair
 from workbench import registry, settings
 from workbench.corpora import CorpusRef, find
+from workbench.messages import N_, Message
 from workbench.storage import session_scope
 
 COVERAGE_MIN = 0.99  # of each side's characters, for a version's tokenizer to be continued
@@ -52,19 +53,33 @@ def default_start(corpus: CorpusRef) -> DefaultStart:
         if share >= COVERAGE_MIN:
             return DefaultStart(
                 version.id,
-                f"Version #{version.id} was trained on this corpus and its tokenizer knows "
-                f"{_percent(share)} of the corpus' characters: the run builds on what it "
-                "learned.",
+                Message(
+                    N_(
+                        "Version #{id} was trained on this corpus and its tokenizer knows "
+                        "{share} of the corpus' characters: the run builds on what it learned."
+                    ),
+                    id=version.id,
+                    share=_percent(share),
+                ),
             )
         newest_misfit = newest_misfit or (version.id, share)
     if newest_misfit is None:
-        return DefaultStart(None, "No version of this corpus yet: the run trains a new model.")
+        return DefaultStart(
+            None, Message(N_("No version of this corpus yet: the run trains a new model."))
+        )
     vid, share = newest_misfit
     return DefaultStart(
         None,
-        f"The tokenizer of version #{vid} knows only {_percent(share)} of the characters of "
-        f"this corpus now (continuing needs {_percent(COVERAGE_MIN)}): new pairs bring "
-        "characters it cannot read, so a new model with a new tokenizer is trained.",
+        Message(
+            N_(
+                "The tokenizer of version #{id} knows only {share} of the characters of this "
+                "corpus now (continuing needs {needed}): new pairs bring characters it cannot "
+                "read, so a new model with a new tokenizer is trained."
+            ),
+            id=vid,
+            share=_percent(share),
+            needed=_percent(COVERAGE_MIN),
+        ),
     )
 
 

@@ -16,6 +16,20 @@ class MessageId(str):
     __slots__ = ()
 
 
+class Message(str):
+    """An English sentence (a ``str``: the CLI and the logs read it as it is) that keeps its
+    message id and parameters, so that a page can show it translated (``ui.i18n.localized``).
+    """
+
+    msgid: MessageId
+    params: dict[str, object]
+
+    def __new__(cls, msgid: MessageId, **params: object) -> Message:
+        text = super().__new__(cls, msgid.format(**params) if params else msgid)
+        text.msgid, text.params = msgid, params
+        return text
+
+
 def N_(message: str) -> MessageId:  # gettext's conventional name
     """Mark ``message`` as a message id for the catalog; it is returned untranslated."""
     return MessageId(message)

@@ -3,8 +3,10 @@ for (epochs, minutes, tokens or core_model's automatic budget), the number preci
 devices.
 
 core_model is the one source of the presets and precisions: one added there appears on the
-Train page and in the CLI. A new option of a run is added here once (a keyword of
-``training_config``) and then offered by the page and the CLI.
+Train page and in the CLI. Their one-line descriptions for people choosing are here, as
+message ids (``workbench.messages``: the Train page shows them translated). A new option of a
+run is added here once (a keyword of ``training_config``) and then offered by the page and the
+CLI.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from core_model.training import TrainConfig, TrainingError
 from core_model.training import config as core_config
 from workbench import settings
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 
 DEFAULT_PRESET: str = TrainConfig.preset  # what a run trains when no preset is given
 MAX_TRAIN_MINUTES = 7 * 24 * 60  # a week: longer is a typo, not a plan
@@ -25,10 +28,10 @@ MAX_TRAIN_TOKENS = 10**12
 # What a run trains for: core_model's automatic budget, a number of epochs, of minutes, or of
 # training tokens (source + target: the same point of learning on any machine).
 BUDGETS = {
-    "auto": "automatic",
-    "epochs": "N epochs",
-    "minutes": "N minutes",
-    "tokens": "N million tokens",
+    "auto": N_("automatic"),
+    "epochs": N_("N epochs"),
+    "minutes": N_("N minutes"),
+    "tokens": N_("N million tokens"),
 }
 # Budgets for comparing runs across machines rather than for everyday use: a page offers
 # them among its advanced options.
@@ -36,17 +39,27 @@ ADVANCED_BUDGETS = ("tokens",)
 DEFAULT_PRECISION: str = TrainConfig.precision
 # One line per precision choice, for people choosing one (the page and `--help` show them).
 PRECISION_DESCRIPTIONS = {
-    "auto": "bf16 where the hardware multiplies bf16 natively and the model is big enough, "
-    "else fp32",
-    "fp32": "full precision: what a CPU without bf16 (AVX2 only) trains in",
-    "bf16": "bf16 autocast (emulated, so slower, where the hardware lacks it)",
+    "auto": N_(
+        "bf16 where the hardware multiplies bf16 natively and the model is big enough, else fp32"
+    ),
+    "fp32": N_("full precision: what a CPU without bf16 (AVX2 only) trains in"),
+    "bf16": N_("bf16 autocast (emulated, so slower, where the hardware lacks it)"),
+}
+# One line per preset choice (core_model's PRESET_CHOICES), for people choosing one.
+PRESET_DESCRIPTIONS = {
+    "auto": N_(
+        "picks the size for the corpus and the device: tiny for a few hundred pairs, small for "
+        "more, base only on a GPU with a large corpus"
+    ),
+    "tiny": N_("2+2 layers, d=64: learns a few dozen pairs on a laptop CPU in seconds"),
+    "small": N_("3+3 layers, d=256: a small domain on a CPU, or anything on a GPU"),
+    "base": N_("6+6 layers, d=512: the paper's base model; wants a GPU and many pairs"),
 }
 
 
 def presets() -> dict[str, str]:
     """The model sizes a run can use, each with its one-line description."""
-    descriptions = core_config.PRESET_DESCRIPTIONS
-    return {name: descriptions.get(name, "") for name in core_config.PRESET_CHOICES}
+    return {name: PRESET_DESCRIPTIONS.get(name, "") for name in core_config.PRESET_CHOICES}
 
 
 def precisions() -> dict[str, str]:

@@ -19,14 +19,6 @@ LR_SCHEDULES = ("auto", "noam", "constant", "linear")
 TOKENIZERS = ("sentencepiece", "whitespace")
 EARLY_STOP_METRICS = ("auto", "bleu", "loss")
 PRESET_CHOICES = ("auto", *PRESETS)  # 'auto': the recipe picks the model for the corpus
-# One line per preset choice, for people choosing one (the Train page shows them).
-PRESET_DESCRIPTIONS: dict[str, str] = {
-    "auto": "picks the size for the corpus and the device: tiny for a few hundred pairs, "
-    "small for more, base only on a GPU with a large corpus",
-    "tiny": "2+2 layers, d=64: learns a few dozen pairs on a laptop CPU in seconds",
-    "small": "3+3 layers, d=256: a small domain on a CPU, or anything on a GPU",
-    "base": "6+6 layers, d=512: the paper's base model; wants a GPU and many pairs",
-}
 
 
 @dataclass

@@ -14,7 +14,7 @@ import streamlit as st
 
 from ui import dialogs, feedback
 from ui.i18n import N_, _
-from ui.signin import can
+from ui.signin import can, role_label
 from workbench.serving import api_keys, served
 from workbench.team import access
 from workbench.team.access import Permission
@@ -138,7 +138,7 @@ def http_api_tab() -> None:
                     "id": k.id,
                     "name": k.name,
                     "key": k.shown,
-                    "role": str(k.role),
+                    "role": role_label(k.role),
                     "requests/min": k.requests_per_minute,
                     "characters/request": k.chars_per_request,
                     "created": k.created_at,
@@ -207,6 +207,7 @@ def _create_key_form() -> None:
         role = cols[3].selectbox(
             _("Role"),
             [str(r) for r in access.ROLES],
+            format_func=role_label,
             key="api_key_role",
             help=_("What requests with the key may do: a viewer's key translates only."),
         )

@@ -11,9 +11,23 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback
-from ui.i18n import N_, _
+from ui.i18n import N_, _, translate
+from ui.signin import role_label
 from workbench import settings
 from workbench.team import access
+from workbench.team.access import Permission
+
+# What each permission lets a member do, as the page names it (the values are the English
+# names that refusals use in the command line and the logs).
+PERMISSION_LABELS = {
+    Permission.EDIT: N_("edit corpora"),
+    Permission.TRAIN: N_("train"),
+    Permission.REVIEW: N_("review the pool"),
+    Permission.DELETE: N_("delete corpora and versions"),
+    Permission.SERVE: N_("serve versions"),
+    Permission.API_KEYS: N_("manage API keys"),
+    Permission.USERS: N_("manage users"),
+}
 
 
 def render() -> None:
@@ -23,7 +37,13 @@ def render() -> None:
     st.dataframe(
         pd.DataFrame(
             [
-                {"role": str(role), "may also": ", ".join(access.permissions_of(role)) or "—"}
+                {
+                    "role": role_label(role),
+                    "may also": _(", ").join(
+                        translate(PERMISSION_LABELS[p]) for p in access.permissions_of(role)
+                    )
+                    or "—",
+                }
                 for role in access.ROLES
             ]
         ),
@@ -40,7 +60,7 @@ def render() -> None:
             [
                 {
                     "e-mail": m.email,
-                    "role": str(m.role),
+                    "role": role_label(m.role),
                     "added by": m.added_by
                     or (
                         _("configuration ({variable})", variable=settings.ENV_ADMINS)
@@ -65,11 +85,15 @@ def render() -> None:
         st.markdown("**" + _("Add a member or change a role") + "**")
         cols = st.columns([3, 1], vertical_alignment="bottom")
         email = cols[0].text_input(_("E-mail"), key="team_email", placeholder="name@example.org")
-        role = cols[1].selectbox(_("Role"), [str(r) for r in access.ROLES], key="team_role")
+        role = cols[1].selectbox(
+            _("Role"), [str(r) for r in access.ROLES], format_func=role_label, key="team_role"
+        )
         if st.form_submit_button(_("Save"), type="primary", icon=":material/person_add:"):
             with feedback.error_boundary(N_("saving the role")):
                 member = access.set_role(email, role)
-                feedback.flash(_("{email} is now a {role}.", email=member.email, role=member.role))
+                feedback.flash(
+                    _("{email} is now a {role}.", email=member.email, role=role_label(member.role))
+                )
                 st.rerun()
     removable = [m.email for m in members if not m.configured]
     if removable:

@@ -26,5 +26,5 @@ lint: $(STAMP)
 i18n: $(STAMP)
 	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k n_:1,2 -k N_ --no-location --sort-output \
 		--project=workbench --copyright-holder="the workbench authors" -o locale/messages.pot .
-	$(VENV)/bin/pybabel update -i locale/messages.pot -d locale -l zh_Hans --no-fuzzy-matching
+	$(VENV)/bin/pybabel update -i locale/messages.pot -d locale --no-fuzzy-matching --ignore-obsolete
 	$(VENV)/bin/pybabel compile -d locale --statistics

@@ -50,7 +50,7 @@ def options_form(prefix: str, current: CorpusInfo) -> cleaning.CleaningOptions:
     chinese = right.selectbox(
         _("Chinese script (OpenCC)"),
         list(cleaning.CHINESE_CONVERSIONS),
-        format_func=lambda c: translate(cleaning.CHINESE_CONVERSIONS[c]),
+        format_func={c: translate(t) for c, t in cleaning.CHINESE_CONVERSIONS.items()}.__getitem__,
         key=f"{prefix}_chinese",
         help=_("Convert the Chinese side(s) to one script, so the model does not learn two."),
     )

@@ -32,10 +32,11 @@ def history_panel(current: CorpusInfo) -> None:
         )
     )
     left, middle, right = st.columns(3)
+    actors = {EVERYONE: translate(EVERYONE)} | {a: a for a in history.actors(current.id)}
     who = left.selectbox(
         _("User"),
-        [EVERYONE, *history.actors(current.id)],
-        format_func=lambda a: translate(a) if a == EVERYONE else a,
+        list(actors),
+        format_func=actors.__getitem__,
         key="history_actor",
     )
     since = middle.date_input(_("From"), value=None, key="history_from")
@@ -127,7 +128,7 @@ def _undo_one(current: CorpusInfo, changes: list[ChangeInfo]) -> None:
     chosen = left.selectbox(
         _("Change to undo"),
         list(undoable),
-        format_func=lambda i: _label(undoable[i]),
+        format_func={i: _label(c) for i, c in undoable.items()}.__getitem__,
         key="history_undo_choice",
     )
     change = undoable[chosen]

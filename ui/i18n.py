@@ -128,6 +128,10 @@ def locale() -> Locale:
     return _locale(current())
 
 
+# A widget's ``format_func`` must not translate: AppTest calls it outside the script run, where
+# the session's language is unknown. Give it the ``__getitem__`` of labels made in the run.
+
+
 def translate(msgid: str, params: dict[str, Any] | None = None) -> str:
     """``msgid`` in this session's language, its named placeholders filled in."""
     text = _translations(current()).gettext(msgid)

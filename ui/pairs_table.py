@@ -83,7 +83,9 @@ def pairs_editor(current: CorpusInfo) -> None:
     split = bar[1].selectbox(
         _("Split"),
         ["all", *SPLITS],
-        format_func=lambda s: _("all") if s == "all" else s,  # a split is a value of the table
+        # A split is a value of the table: shown as it is. (Labels made here, in the run:
+        # AppTest calls a format_func outside it, where the language is not known.)
+        format_func={"all": _("all"), **{s: s for s in SPLITS}}.__getitem__,
         key="pairs_split",
         on_change=_reset_page,
     )

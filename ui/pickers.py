@@ -120,7 +120,7 @@ def decoding_picker(prefix: str) -> int:
         _("Decoding"),
         DECODINGS,
         default=DECODINGS[0],
-        format_func=translate,
+        format_func={d: translate(d) for d in DECODINGS}.__getitem__,
         key=f"{prefix}_mode",
         help=_(
             "Greedy takes the likeliest next piece; beam search (束搜索) keeps several "

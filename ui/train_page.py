@@ -66,7 +66,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
             _("Model size"),
             list(presets),
             default=train_options.DEFAULT_PRESET,
-            format_func=lambda p: _("automatic") if p == "auto" else p,
+            format_func={p: _("automatic") if p == "auto" else p for p in presets}.__getitem__,
             key="train_preset",
             help="\n".join(f"- **{k}**: {localized(v)}" for k, v in presets.items()),
         )
@@ -78,7 +78,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
         _("Train for"),
         [b for b in train_options.BUDGETS if b not in train_options.ADVANCED_BUDGETS],
         default="auto",
-        format_func=lambda b: localized(train_options.BUDGETS[b]),
+        format_func={b: localized(t) for b, t in train_options.BUDGETS.items()}.__getitem__,
         key="train_for",
         help=_(
             "**automatic**: small corpora are repeated until learned, large ones get a few "
@@ -194,7 +194,7 @@ def start_choice(current: Any) -> int | None:
         _("Start"),
         options,
         index=0,
-        format_func=label,
+        format_func={i: label(i) for i in options}.__getitem__,
         horizontal=True,
         key=f"train_start_{current.id}",  # per corpus: its own default
         help=_(

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from db.engine import MAX_ID
 from db.models import Corpus, Pair
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team import history, trash
 from workbench.team.access import Permission, require
@@ -65,7 +66,7 @@ def create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
         with session_scope() as s:
             return _create(s, clean, src, tgt)
     except IntegrityError:  # lost a race with a concurrent create
-        raise _NameTaken(f"a corpus named {clean!r} already exists") from None
+        raise _NameTaken(N_("a corpus named {name!r} already exists"), name=clean) from None
 
 
 def get_or_create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
@@ -83,7 +84,12 @@ def get_or_create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
         info = get_corpus(name)
     if (info.src_lang, info.tgt_lang) != (src_lang, tgt_lang):
         raise WorkbenchError(
-            f"corpus {info.name!r} is {info.src_lang}→{info.tgt_lang}, not {src_lang}→{tgt_lang}"
+            N_("corpus {name!r} is {src}→{tgt}, not {want_src}→{want_tgt}"),
+            name=info.name,
+            src=info.src_lang,
+            tgt=info.tgt_lang,
+            want_src=src_lang,
+            want_tgt=tgt_lang,
         )
     return info
 
@@ -96,7 +102,7 @@ def rename_corpus(corpus_id: CorpusRef, new_name: str) -> CorpusInfo:
             corpus = find(s, corpus_id)
             other = s.scalar(select(Corpus.id).where(Corpus.name == clean))
             if other is not None and other != corpus.id:
-                raise WorkbenchError(f"a corpus named {clean!r} already exists")
+                raise WorkbenchError(N_("a corpus named {name!r} already exists"), name=clean)
             before = history.capture(s, Corpus, [corpus.id])
             corpus.name = clean
             s.flush()
@@ -109,7 +115,7 @@ def rename_corpus(corpus_id: CorpusRef, new_name: str) -> CorpusInfo:
             )
             return describe(s, corpus)
     except IntegrityError:
-        raise WorkbenchError(f"a corpus named {clean!r} already exists") from None
+        raise WorkbenchError(N_("a corpus named {name!r} already exists"), name=clean) from None
 
 
 def delete_corpus(corpus_id: CorpusRef) -> None:
@@ -170,7 +176,8 @@ def visible(corpus: Corpus | None) -> Corpus | None:
     if corpus.name == STAGING_NAME.format(token=corpus.import_token):
         return None
     raise WorkbenchError(
-        f"corpus {corpus.name!r} is receiving a large import; try again when it is done"
+        N_("corpus {name!r} is receiving a large import; try again when it is done"),
+        name=corpus.name,
     )
 
 
@@ -207,13 +214,13 @@ def find(session: Session, ref: CorpusRef) -> Corpus:
     elif isinstance(ref, numbers.Integral) and not isinstance(ref, bool):  # numpy ints too
         corpus = find_by_id(session, int(ref))
     if corpus is None:
-        raise WorkbenchError(f"no corpus {ref!r}")
+        raise WorkbenchError(N_("no corpus {ref!r}"), ref=ref)
     return corpus
 
 
 def _create(session: Session, name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
     if session.scalar(select(Corpus.id).where(Corpus.name == name)) is not None:
-        raise _NameTaken(f"a corpus named {name!r} already exists")
+        raise _NameTaken(N_("a corpus named {name!r} already exists"), name=name)
     corpus = Corpus(name=name, src_lang=src_lang, tgt_lang=tgt_lang)
     session.add(corpus)
     session.flush()

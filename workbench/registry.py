@@ -39,6 +39,7 @@ from db.models import Corpus, ModelVersion, TrainingRun
 from workbench import settings
 from workbench.corpora import get_corpus, validate_lang
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
@@ -300,7 +301,7 @@ def versions_table() -> pd.DataFrame:
 
 def get_version(version_id: int) -> VersionInfo:
     if not 0 < int(version_id) <= MAX_ID:  # beyond the INTEGER column: no such row
-        raise WorkbenchError(f"Model version {version_id} does not exist.")
+        raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
     with session_scope() as s:
         row = s.execute(
             select(ModelVersion, Corpus.name)
@@ -308,7 +309,7 @@ def get_version(version_id: int) -> VersionInfo:
             .where(ModelVersion.id == version_id)
         ).first()
         if row is None:
-            raise WorkbenchError(f"Model version {version_id} does not exist.")
+            raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
         return _to_info(*row)
 
 
@@ -323,7 +324,7 @@ def rename_version(version_id: int, name: str) -> None:
     with session_scope() as s:
         version = s.get(ModelVersion, version_id)
         if version is None:
-            raise WorkbenchError(f"Model version {version_id} does not exist.")
+            raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
         before = history.capture(s, ModelVersion, [version.id])
         version.name = name
         _record(s, version, "rename", before, f"renamed version #{version.id} to {name!r}")
@@ -334,7 +335,7 @@ def set_notes(version_id: int, notes: str) -> None:
     with session_scope() as s:
         version = s.get(ModelVersion, version_id)
         if version is None:
-            raise WorkbenchError(f"Model version {version_id} does not exist.")
+            raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
         before = history.capture(s, ModelVersion, [version.id])
         version.notes = strip_invisible(notes)[0]
         _record(s, version, "notes", before, f"notes of version #{version.id} changed")
@@ -346,7 +347,7 @@ def delete_version(version_id: int) -> None:
     with session_scope() as s:
         version = s.get(ModelVersion, version_id)
         if version is None:
-            raise WorkbenchError(f"Model version {version_id} does not exist.")
+            raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
         folder = settings.resolve(version.artifact_path)
         before = history.capture(s, ModelVersion, [version.id])
         # lineage has no foreign key (migration 0008): the children lose their parent here,
@@ -411,7 +412,7 @@ def version_zip(version_id: int) -> bytes:
     nothing else that may lie in its folder, and never what a link points to."""
     folder = artifact_dir(version_id)
     if not folder.is_dir():
-        raise WorkbenchError(f"The files of model version {version_id} are missing.")
+        raise WorkbenchError(N_("The files of model version {id} are missing."), id=version_id)
     try:
         files = model_files(folder)
     except ArtifactError as exc:

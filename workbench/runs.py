@@ -37,6 +37,7 @@ from db.models import ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
 from workbench import job_rows, run_folders, settings, train_options
 from workbench.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.snapshots import take_snapshot
 from workbench.storage import session_scope
 from workbench.team.access import Permission, require
@@ -98,12 +99,13 @@ def enqueue_training(
         frozen = take_snapshot(s, corpus)
         if not frozen.train_ids:
             raise WorkbenchError(
-                f"Corpus {corpus.name!r} has no training pairs yet: add or import some first."
+                N_("Corpus {name!r} has no training pairs yet: add or import some first."),
+                name=corpus.name,
             )
         if init_version_id is not None:
             version = s.get(ModelVersion, init_version_id)
             if version is None:
-                raise WorkbenchError(f"Model version {init_version_id} does not exist.")
+                raise WorkbenchError(N_("Model version {id} does not exist."), id=init_version_id)
             if (version.src_lang, version.tgt_lang) != (corpus.src_lang, corpus.tgt_lang):
                 raise WorkbenchError(
                     f"Version {init_version_id} translates {version.src_lang}→{version.tgt_lang}"
@@ -135,7 +137,7 @@ def cancel_run(run_id: int) -> RunStatus:
     with session_scope() as s:
         status = job_rows.request_cancel(s, TrainingRun, run_id, error=None)
     if status is None:
-        raise WorkbenchError(f"Training run {run_id} does not exist.")
+        raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
     return status
 
 
@@ -146,18 +148,23 @@ def resume_run(run_id: int) -> int:
     with session_scope() as s:
         run = s.get(TrainingRun, run_id)
         if run is None:
-            raise WorkbenchError(f"Training run {run_id} does not exist.")
+            raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
         if run.status not in RESUMABLE_STATUSES:
             raise WorkbenchError(
                 f"Run {run_id} is {run.status}: only a failed or cancelled run can be resumed."
             )
         if run.corpus_id is None:
-            raise WorkbenchError(f"The corpus of run {run_id} was deleted: it cannot be resumed.")
+            raise WorkbenchError(
+                N_("The corpus of run {id} was deleted: it cannot be resumed."), id=run_id
+            )
         step = run_folders.checkpoint_step(run_id)
         if step is None:
             raise WorkbenchError(
-                f"Run {run_id} has no checkpoint to resume from (it stopped before its first "
-                "epoch ended): start a new run instead."
+                N_(
+                    "Run {id} has no checkpoint to resume from (it stopped before its first "
+                    "epoch ended): start a new run instead."
+                ),
+                id=run_id,
             )
         detail = {k: v for k, v in (run.progress_detail or {}).items() if k in ATTEMPT_KEYS}
         resumed = s.execute(
@@ -176,7 +183,7 @@ def resume_run(run_id: int) -> int:
             )
         ).rowcount
     if not resumed:  # another click or process got there first
-        raise WorkbenchError(f"Run {run_id} was resumed or deleted meanwhile.")
+        raise WorkbenchError(N_("Run {id} was resumed or deleted meanwhile."), id=run_id)
     return step
 
 
@@ -199,7 +206,7 @@ def delete_run(run_id: int) -> None:
     if status is not None:
         raise WorkbenchError(f"Run {run_id} is {status}: cancel it before deleting it.")
     if not deleted:
-        raise WorkbenchError(f"Training run {run_id} does not exist.")
+        raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
     shutil.rmtree(settings.run_dir(run_id), ignore_errors=True)  # its checkpoint
 
 

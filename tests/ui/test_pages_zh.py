@@ -95,7 +95,7 @@ def test_models_page_in_chinese(populated) -> None:
     assert [t.label for t in at.tabs] == [
         ":material/edit: 管理版本",
         ":material/compare_arrows: 比较版本",
-        ":material/api: HTTP API",
+        ":material/api: HTTP 接口",
     ]
     assert "**训练者**" in texts(at.markdown) and "**通过 HTTP 提供服务**" in texts(at.markdown)
     assert at.download_button(key=f"download_{populated.version_ids[0]}").label == "下载 .zip"

@@ -14,53 +14,66 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, pickers
+from ui import charts, feedback, formatting, pickers
+from ui.i18n import N_, _, translate
 from workbench.evaluation import inspection
 from workbench.models import registry, translation
 
 RESULT = "inspect_result"
-KINDS = {  # attention kind -> (field, query label, key label, caption)
-    "Encoder self-attention": (
-        "encoder_self",
-        "source",
-        "source",
-        "§3.2.1 and §3.2.2: every source position attends to every source position. Each head "
-        "computes softmax(QKᵀ/√d_k)V with its own projections Q = XW^Q_i, K = XW^K_i, V = XW^V_i; "
-        "a row is one query position and sums to 1 over the keys. The padding mask (§3.2.3) "
-        "hides PAD keys: their cells are grey, their weight exactly 0.",
-    ),
-    "Decoder masked self-attention": (
-        "decoder_self",
-        "decoder input",
-        "decoder input",
-        "§3.2.3: the decoder's self-attention is masked so position t sees only positions ≤ t "
-        "(scores of later keys are set to −∞ before the softmax): the empty upper triangle. "
-        "Without it the model could read the word it is asked to predict.",
-    ),
-    "Cross-attention": (
-        "cross",
-        "decoder input",
-        "source",
-        "§3.2.3 encoder-decoder attention: queries come from the decoder, keys and values from "
-        "the encoder output (the memory), so each output step looks at the source. "
-        "softmax(QKᵀ/√d_k) per head; PAD source keys are masked.",
-    ),
+# attention kind (a message id: the control's value) -> (field, query side, key side)
+KINDS = {
+    N_("Encoder self-attention"): ("encoder_self", "source", "source"),
+    N_("Decoder masked self-attention"): ("decoder_self", "decoder input", "decoder input"),
+    N_("Cross-attention"): ("cross", "decoder input", "source"),
 }
 FIRST_KIND = next(iter(KINDS))
 MAX_GRID_CELLS = 60_000  # above this the layer × head grid is too heavy for the browser
+SOURCES = (N_("Type one"), N_("From the corpus"))  # where the sentence comes from
+BEAM_ROWS = (N_("finished"), N_("all"))  # which beam candidates the table lists
+
+
+def _kind_caption(kind: str) -> str:
+    """What the paper says about each kind of attention, under its maps."""
+    return {
+        "Encoder self-attention": _(
+            "§3.2.1 and §3.2.2: every source position attends to every source position. Each "
+            "head computes softmax(QKᵀ/√d_k)V with its own projections Q = XW^Q_i, K = XW^K_i, "
+            "V = XW^V_i; a row is one query position and sums to 1 over the keys. The padding "
+            "mask (§3.2.3) hides PAD keys: their cells are grey, their weight exactly 0."
+        ),
+        "Decoder masked self-attention": _(
+            "§3.2.3: the decoder's self-attention is masked so position t sees only positions "
+            "≤ t (scores of later keys are set to −∞ before the softmax): the empty upper "
+            "triangle. Without it the model could read the word it is asked to predict."
+        ),
+        "Cross-attention": _(
+            "§3.2.3 encoder-decoder attention: queries come from the decoder, keys and values "
+            "from the encoder output (the memory), so each output step looks at the source. "
+            "softmax(QKᵀ/√d_k) per head; PAD source keys are masked."
+        ),
+    }[kind]
+
+
+def _side_label(side: str) -> str:
+    """The two sides an attention map reads, as shown."""
+    return {"source": _("source"), "decoder input": _("decoder input")}[side]
 
 
 def render() -> None:
     feedback.page_header(
-        "Inspect",
-        "Watch a version translate one sentence: its pieces and positions, every layer's and "
-        "head's attention, each decoding step, and the beam search tree.",
+        _("Inspect"),
+        _(
+            "Watch a version translate one sentence: its pieces and positions, every layer's "
+            "and head's attention, each decoding step, and the beam search tree."
+        ),
     )
     versions = registry.list_versions()
     if not versions:
         feedback.no_versions_notice(
-            "No model version yet: train one on the Train page, then come back here to look "
-            "inside it."
+            _(
+                "No model version yet: train one on the Train page, then come back here to look "
+                "inside it."
+            )
         )
         return
     with st.container(border=True):
@@ -72,19 +85,21 @@ def render() -> None:
             beam = pickers.decoding_picker("inspect")
             padding = int(
                 st.number_input(
-                    "Padding positions",
+                    _("Padding positions"),
                     0,
                     inspection.MAX_PADDING,
                     0,
                     key="inspect_padding",
-                    help="Inspect the sentence as part of a batch with a longer one: PAD "
-                    "positions are appended, and the masks give them zero attention.",
+                    help=_(
+                        "Inspect the sentence as part of a batch with a longer one: PAD "
+                        "positions are appended, and the masks give them zero attention."
+                    ),
                 )
             )
-        if st.button("Inspect", type="primary", icon=":material/search:", key="inspect"):
+        if st.button(_("Inspect"), type="primary", icon=":material/search:", key="inspect"):
             with (
-                feedback.error_boundary("inspecting"),
-                st.spinner("Translating and looking inside…", show_time=True),
+                feedback.error_boundary(N_("inspecting")),
+                st.spinner(_("Translating and looking inside…"), show_time=True),
             ):
                 st.session_state[RESULT] = inspection.inspect(
                     version.id, text, beam=beam, padding=padding, reference=reference
@@ -92,7 +107,7 @@ def render() -> None:
     shown = st.session_state.get(RESULT)
     if shown is None:
         return
-    show_shapes = st.toggle("Show tensor shapes", key="inspect_shapes")
+    show_shapes = st.toggle(_("Show tensor shapes"), key="inspect_shapes")
     for notice in shown.notices:
         st.warning(notice, icon=":material/warning:")
     tokens_panel(shown, show_shapes)
@@ -106,25 +121,29 @@ def render() -> None:
 def _sentence_input(version: Any) -> tuple[str, str | None]:
     """A typed sentence, or a pair of the version's corpus (with its reference)."""
     source = st.segmented_control(
-        "Sentence", ("Type one", "From the corpus"), default="Type one", key="inspect_source"
+        _("Sentence"),
+        SOURCES,
+        default=SOURCES[0],
+        format_func=translate,
+        key="inspect_source",
     )
-    if source == "From the corpus":
+    if source == SOURCES[1]:
         examples = inspection.example_pairs(version.id)
         if not examples:
-            st.caption("The version's corpus is gone or empty: type a sentence instead.")
+            st.caption(_("The version's corpus is gone or empty: type a sentence instead."))
             return "", None
         choice = st.selectbox(
-            "Pair (held-out pairs first)",
+            _("Pair (held-out pairs first)"),
             range(len(examples)),
             format_func=lambda i: f"{examples[i][0]}  →  {examples[i][1]}",
             key="inspect_pair",
         )
         return examples[choice]
     text = st.text_input(
-        f"Source sentence ({version.src_lang})",
+        _("Source sentence ({lang})", lang=version.src_lang),
         key="inspect_text",
         max_chars=2000,
-        placeholder="One sentence",
+        placeholder=_("One sentence"),
     )
     return text, None
 
@@ -142,11 +161,11 @@ def _shapes(shown: Any, *names: str) -> None:
 def tokens_panel(shown: Any, show_shapes: bool) -> None:
     seen = shown.inspection
     with st.container(border=True):
-        st.subheader("Tokens and positions", anchor=False)
+        st.subheader(_("Tokens and positions"), anchor=False)
         st.markdown(
             f"**{pickers.version_label(shown.version)}** · "
             f"{translation.decoding_label(1)}: **{seen.text or '∅'}**"
-            + (f"  \nreference: {shown.reference}" if shown.reference else "")
+            + ("  \n" + _("reference: {text}", text=shown.reference) if shown.reference else "")
         )
         left, right = st.columns(2)
         for column, pieces, ids in (
@@ -154,13 +173,15 @@ def tokens_panel(shown: Any, show_shapes: bool) -> None:
             (right, seen.out_pieces, seen.out_ids),
         ):
             column.dataframe(
-                pd.DataFrame([pieces, [str(i) for i in ids]], index=["piece", "id"]),
+                pd.DataFrame([pieces, [str(i) for i in ids]], index=[_("piece"), _("id")]),
                 width="stretch",
             )
         st.caption(
-            "Source (left) and output (right) pieces with their vocabulary ids, as the subword "
-            "tokenizer cuts them; `</s>` ends each. §3.4: each id selects a row of the learned "
-            "embedding matrix, multiplied by √d_model."
+            _(
+                "Source (left) and output (right) pieces with their vocabulary ids, as the "
+                "subword tokenizer cuts them; `</s>` ends each. §3.4: each id selects a row of "
+                "the learned embedding matrix, multiplied by √d_model."
+            )
         )
         table = _positional_frame(seen.positional)
         st.altair_chart(charts.positional_chart(table, len(seen.src_ids)), width="stretch")
@@ -169,19 +190,21 @@ def tokens_panel(shown: Any, show_shapes: bool) -> None:
                 {"position": i, "piece": p, "signal": signal, "norm": norm}
                 for i, p in enumerate(seen.src_pieces)
                 for signal, norm in (
-                    ("embedding ×√d_model", seen.embedding_norms[i]),
-                    ("positional encoding", seen.positional_norms[i]),
+                    (_("embedding ×√d_model"), seen.embedding_norms[i]),
+                    (_("positional encoding"), seen.positional_norms[i]),
                 )
             ]
         )
         st.altair_chart(charts.norms_chart(norms), width="stretch")
         st.caption(
-            "§3.5 Positional encoding: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and "
-            "PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)) — each pair of dimensions is a "
-            "sinusoid whose wavelength grows from 2π to 10000·2π, so PE(pos+k) is a linear "
-            "function of PE(pos). The solid rows are this sentence's source positions. It is "
-            "added to the embeddings: the bars compare the two signals' norms per position "
-            "(‖PE‖ = √(d_model/2) everywhere)."
+            _(
+                "§3.5 Positional encoding: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and "
+                "PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)) — each pair of dimensions is a "
+                "sinusoid whose wavelength grows from 2π to 10000·2π, so PE(pos+k) is a linear "
+                "function of PE(pos). The solid rows are this sentence's source positions. It "
+                "is added to the embeddings: the bars compare the two signals' norms per "
+                "position (‖PE‖ = √(d_model/2) everywhere)."
+            )
         )
         if show_shapes:
             _shapes(shown, *(name for name, _ in seen.shapes))
@@ -208,12 +231,18 @@ def _positional_frame(table: list[list[float]], columns: int = 64) -> pd.DataFra
 def attention_panel(shown: Any, show_shapes: bool) -> None:
     seen = shown.inspection
     with st.container(border=True):
-        st.subheader("Attention, every layer and head", anchor=False)
+        st.subheader(_("Attention, every layer and head"), anchor=False)
         kind_label = (
-            st.segmented_control("Attention", list(KINDS), default=FIRST_KIND, key="inspect_kind")
+            st.segmented_control(
+                _("Attention"),
+                list(KINDS),
+                default=FIRST_KIND,
+                format_func=translate,
+                key="inspect_kind",
+            )
             or FIRST_KIND
         )
-        field, q_side, k_side, caption = KINDS[kind_label]
+        field, q_side, k_side = KINDS[kind_label]
         maps = getattr(seen, field)  # [layer][head][query][key]
         pad = ["<pad>"] * seen.padding
         labels = {
@@ -243,22 +272,32 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
             )
             st.altair_chart(charts.attention_grid(grid), width="content")
         else:
-            st.caption(f"No grid: {cells:,} cells are too many to draw; pick one map below.")
+            st.caption(
+                _(
+                    "No grid: {cells} cells are too many to draw; pick one map below.",
+                    cells=formatting.fmt_int(cells),
+                )
+            )
         left, right = st.columns([1, 3], gap="medium")
         layer = left.selectbox(
-            "Enlarge layer", range(1, n_layers + 1), key=f"inspect_layer_{field}"
+            _("Enlarge layer"), range(1, n_layers + 1), key=f"inspect_layer_{field}"
         )
-        head = left.selectbox("head", range(1, n_heads + 1), key=f"inspect_head_{field}")
+        head = left.selectbox(_("head"), range(1, n_heads + 1), key=f"inspect_head_{field}")
         item = {
             "src_pieces": k_labels,
             "out_pieces": q_labels,
             "attention": maps[layer - 1][head - 1],
         }
         right.altair_chart(
-            charts.attention_chart(item, f"keys ({k_side})", f"queries ({q_side})", masked),
+            charts.attention_chart(
+                item,
+                _("keys ({side})", side=_side_label(k_side)),
+                _("queries ({side})", side=_side_label(q_side)),
+                masked,
+            ),
             width="stretch",
         )
-        st.caption(caption)
+        st.caption(_kind_caption(kind_label))
         if show_shapes:
             h = n_heads
             st.code(
@@ -273,14 +312,18 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
 def steps_panel(shown: Any, show_shapes: bool) -> None:
     seen = shown.inspection
     with st.container(border=True):
-        st.subheader("Decoding, step by step (greedy)", anchor=False)
+        st.subheader(_("Decoding, step by step (greedy)"), anchor=False)
         steps = seen.greedy
-        at = st.slider("Step", 0, len(steps) - 1, 0, key="inspect_step") if len(steps) > 1 else 0
+        at = st.slider(_("Step"), 0, len(steps) - 1, 0, key="inspect_step") if len(steps) > 1 else 0
         step = steps[at]
         prefix = " ".join(seen.tgt_in_pieces[: at + 1])
         st.markdown(
-            f"Read so far: `{prefix}` → chose **`{step.chosen.piece}`** "
-            f"(p = {step.chosen.value:.3f})"
+            _(
+                "Read so far: `{prefix}` → chose **`{piece}`** (p = {p})",
+                prefix=prefix,
+                piece=step.chosen.piece,
+                p=f"{step.chosen.value:.3f}",
+            )
         )
         data = pd.DataFrame(
             [
@@ -297,11 +340,14 @@ def steps_panel(shown: Any, show_shapes: bool) -> None:
         )
         st.altair_chart(charts.top_k_chart(data), width="stretch")
         st.caption(
-            "§3.4 and §6.1: at step t the decoder's last layer gives h_t; the pre-softmax linear "
-            "layer and a softmax turn it into P(y_t | y_<t, x) = softmax(W h_t + b). Greedy "
-            "decoding takes the most probable piece and feeds it back in; the sentence's "
-            f"log-probability is the sum of the chosen steps' (here "
-            f"{seen.greedy_log_prob:.3f}). PAD and BOS are never outputs."
+            _(
+                "§3.4 and §6.1: at step t the decoder's last layer gives h_t; the pre-softmax "
+                "linear layer and a softmax turn it into P(y_t | y_<t, x) = softmax(W h_t + b). "
+                "Greedy decoding takes the most probable piece and feeds it back in; the "
+                "sentence's log-probability is the sum of the chosen steps' (here {log_prob}). "
+                "PAD and BOS are never outputs.",
+                log_prob=f"{seen.greedy_log_prob:.3f}",
+            )
         )
         if show_shapes:
             _shapes(
@@ -315,11 +361,18 @@ def steps_panel(shown: Any, show_shapes: bool) -> None:
 def beam_panel(shown: Any) -> None:
     beam = shown.inspection.beam
     with st.container(border=True):
-        st.subheader("Beam search", anchor=False)
+        st.subheader(_("Beam search"), anchor=False)
         if beam is None:
-            st.caption("Choose beam search above (and Inspect again) to see its tree.")
+            st.caption(_("Choose beam search above (and Inspect again) to see its tree."))
             return
-        st.markdown(f"beam {beam.beam_size} → **{beam.best_text or '∅'}** (score {beam.score:.3f})")
+        st.markdown(
+            _(
+                "beam {size} → **{text}** (score {score})",
+                size=beam.beam_size,
+                text=beam.best_text or "∅",
+                score=f"{beam.score:.3f}",
+            )
+        )
         data = pd.DataFrame(
             [
                 {
@@ -338,14 +391,24 @@ def beam_panel(shown: Any) -> None:
         )
         st.altair_chart(charts.beam_chart(data), width="stretch")
         shown_rows = st.segmented_control(
-            "Candidates", ("finished", "all"), default="finished", key="inspect_beam_rows"
+            _("Candidates"),
+            BEAM_ROWS,
+            default=BEAM_ROWS[0],
+            format_func=translate,
+            key="inspect_beam_rows",
         )
-        table = data if shown_rows == "all" else data[data["status"].eq("finished")]
+        table = data if shown_rows == BEAM_ROWS[1] else data[data["status"].eq("finished")]
         st.dataframe(
             table,
             hide_index=True,
             width="stretch",
             column_config={
+                "step": st.column_config.NumberColumn(_("step")),
+                "hypothesis": st.column_config.TextColumn(_("hypothesis")),
+                "status": st.column_config.TextColumn(_("status")),
+                "length": st.column_config.NumberColumn(_("length")),
+                "finalist": st.column_config.CheckboxColumn(_("finalist")),
+                "best": st.column_config.CheckboxColumn(_("best")),
                 "log_prob": st.column_config.NumberColumn("log P", format="%.3f"),
                 "lp": st.column_config.NumberColumn("lp(|Y|)", format="%.3f"),
                 "score": st.column_config.NumberColumn("log P / lp", format="%.3f"),
@@ -353,30 +416,42 @@ def beam_panel(shown: Any) -> None:
         )
         formula = "lp(Y) = ((5 + |Y|) / 6)^α" if beam.penalty_kind == "gnmt" else "lp(Y) = |Y|^α"
         st.caption(
-            f"§6.1: beam search keeps the {beam.beam_size} most probable prefixes. Each step "
-            f"ranks the {2 * beam.beam_size} best continuations by log P; those among the first "
-            f"{beam.beam_size} that end (EOS) are set aside as finished, the best others are "
-            "kept, the rest pruned. When the best continuation has ended and enough have "
-            f"finished, the most probable finished hypotheses (finalists) are ranked by "
-            f"log P / lp(Y) with the length penalty {formula}, α = {beam.alpha} (without it "
-            "short outputs win). The ringed point is the translation returned."
+            _(
+                "§6.1: beam search keeps the {size} most probable prefixes. Each step ranks the "
+                "{candidates} best continuations by log P; those among the first {size} that "
+                "end (EOS) are set aside as finished, the best others are kept, the rest pruned. "
+                "When the best continuation has ended and enough have finished, the most "
+                "probable finished hypotheses (finalists) are ranked by log P / lp(Y) with the "
+                "length penalty {formula}, α = {alpha} (without it short outputs win). The "
+                "ringed point is the translation returned.",
+                size=beam.beam_size,
+                candidates=2 * beam.beam_size,
+                formula=formula,
+                alpha=beam.alpha,
+            )
         )
 
 
 def neighbours_panel(shown: Any) -> None:
     seen = shown.inspection
     with st.container(border=True):
-        st.subheader("What the model has learned: nearest neighbours", anchor=False)
+        st.subheader(_("What the model has learned: nearest neighbours"), anchor=False)
         options = [("src", i, p) for i, p in zip(seen.src_ids, seen.src_pieces, strict=True)]
         options += [("tgt", i, p) for i, p in zip(seen.out_ids, seen.out_pieces, strict=True)]
         options = [o for o in dict.fromkeys(options) if o[2] not in ("</s>", "<unk>")]
         if not options:
-            st.caption("No piece to look up.")
+            st.caption(_("No piece to look up."))
             return
+        labels = {
+            o: _("source: {piece} (id {id})", piece=o[2], id=o[1])
+            if o[0] == "src"
+            else _("output: {piece} (id {id})", piece=o[2], id=o[1])
+            for o in options
+        }
         side, token_id, piece = st.selectbox(
-            "Piece",
+            _("Piece"),
             options,
-            format_func=lambda o: f"{'source' if o[0] == 'src' else 'output'}: {o[2]} (id {o[1]})",
+            format_func=labels.__getitem__,
             key="inspect_piece",
         )
         near = inspection.neighbours(shown.version.id, token_id, side)
@@ -384,37 +459,55 @@ def neighbours_panel(shown: Any) -> None:
             pd.DataFrame([{"piece": c.piece, "id": c.id, "cosine": c.value} for c in near]),
             hide_index=True,
             column_config={
+                "piece": st.column_config.TextColumn(_("piece")),
+                "id": st.column_config.NumberColumn(_("id")),
                 "cosine": st.column_config.ProgressColumn(
-                    "cosine", format="%.2f", min_value=-1, max_value=1
-                )
+                    _("cosine"), format="%.2f", min_value=-1, max_value=1
+                ),
             },
         )
         st.caption(
-            f"§3.4: the pieces whose embedding vectors point the same way as “{piece}”'s, by "
-            "cosine similarity cos(a, b) = a·b / (‖a‖‖b‖). With a shared vocabulary one matrix "
-            "serves both embeddings and the pre-softmax layer, so neighbours are also pieces "
-            "the model predicts in similar contexts."
+            _(
+                "§3.4: the pieces whose embedding vectors point the same way as “{piece}”'s, by "
+                "cosine similarity cos(a, b) = a·b / (‖a‖‖b‖). With a shared vocabulary one "
+                "matrix serves both embeddings and the pre-softmax layer, so neighbours are also "
+                "pieces the model predicts in similar contexts.",
+                piece=piece,
+            )
         )
 
 
 def loss_panel(shown: Any) -> None:
     with st.container(border=True):
-        st.subheader("The run that trained it", anchor=False)
+        st.subheader(_("The run that trained it"), anchor=False)
         if shown.metrics.empty:
-            st.caption("This version has no training run here (it was imported).")
+            st.caption(_("This version has no training run here (it was imported)."))
             return
         st.altair_chart(charts.loss_with_step(shown.metrics, shown.step), width="stretch")
-        where = f"step {shown.step:,}" if shown.step is not None else "an unknown step"
+        where = (
+            _("step {step}", step=formatting.fmt_int(shown.step))
+            if shown.step is not None
+            else _("an unknown step")
+        )
         st.caption(
-            f"§5: the training and validation loss (label-smoothed cross-entropy, §5.4) of the "
-            f"run. The dashed line marks {where}: {shown.step_note}. Loss is in nats per "
-            f"piece: e^loss is the perplexity ({_perplexity(shown.metrics)})."
+            _(
+                "§5: the training and validation loss (label-smoothed cross-entropy, §5.4) of "
+                "the run. The dashed line marks {where}: {note}. Loss is in nats per piece: "
+                "e^loss is the perplexity ({perplexity}).",
+                where=where,
+                note=shown.step_note,
+                perplexity=_perplexity(shown.metrics),
+            )
         )
 
 
 def _perplexity(metrics: pd.DataFrame) -> str:
     losses = metrics["train_loss"].dropna()
     if losses.empty:
-        return "no loss recorded"
+        return _("no loss recorded")
     last = float(losses.iloc[-1])
-    return f"the last training loss {last:.2f} is a perplexity of {math.exp(last):.1f}"
+    return _(
+        "the last training loss {loss} is a perplexity of {perplexity}",
+        loss=f"{last:.2f}",
+        perplexity=f"{math.exp(last):.1f}",
+    )

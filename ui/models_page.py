@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
+from ui.i18n import N_, _, n_, translate
 from ui.signin import can
 from workbench.corpus import corpora, glossary, snapshots
 from workbench.evaluation import comparison_report, evaluation, significance
@@ -25,22 +26,24 @@ MAX_COMPARE_PAIRS = 500
 
 def render() -> None:
     feedback.page_header(
-        "Models", "Every trained version, its scores, and side-by-side comparisons."
+        _("Models"), _("Every trained version, its scores, and side-by-side comparisons.")
     )
     versions = registry.list_versions()
     if not versions:
         feedback.no_versions_notice(
-            "No model version yet: start a run on the Train page; when it succeeds its version "
-            "appears here."
+            _(
+                "No model version yet: start a run on the Train page; when it succeeds its "
+                "version appears here."
+            )
         )
         return
 
     versions_table()
     manage_tab, compare_tab, http_tab = st.tabs(
         [
-            ":material/edit: Manage a version",
-            ":material/compare_arrows: Compare versions",
-            ":material/api: HTTP API",
+            ":material/edit: " + _("Manage a version"),
+            ":material/compare_arrows: " + _("Compare versions"),
+            ":material/api: " + _("HTTP API"),
         ],
         key="models_tab",
     )
@@ -54,6 +57,11 @@ def render() -> None:
 
 def versions_table() -> None:
     table = registry.versions_table()
+    recorded_help = _(
+        "Measured at the end of training on the version's validation pairs (see “{column}”), "
+        "not on the test split that Compare uses. “—”: not measured; “{column}” says why.",
+        column=_("scored on"),
+    )
     # A score that was not measured reads "—" (not "None"); "scored on" says where each row's
     # scores come from (not the Compare tab's test pairs), or why there are none.
     for column, digits in SCORE_DIGITS.items():
@@ -71,70 +79,75 @@ def versions_table() -> None:
         hide_index=True,
         width="stretch",
         column_config={
-            "id": st.column_config.NumberColumn("id", format="#%d", width="small"),
-            "name": st.column_config.TextColumn("name", width="medium"),
+            "id": st.column_config.NumberColumn(_("id"), format="#%d", width="small"),
+            "name": st.column_config.TextColumn(_("name"), width="medium"),
+            "corpus": st.column_config.TextColumn(_("corpus")),
+            "device": st.column_config.TextColumn(_("device")),
             "served": st.column_config.TextColumn(
-                "served", width="small", help="The language pair it answers over HTTP"
+                _("served"), width="small", help=_("The language pair it answers over HTTP")
             ),
-            "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
+            "created": st.column_config.DatetimeColumn(_("created"), format="YYYY-MM-DD HH:mm"),
             "pairs": st.column_config.NumberColumn(
-                "trained on (snapshot)",
-                format="%d pairs",
-                help="Training pairs of the corpus snapshot the version was trained on; the "
-                "corpus may hold more pairs now, and its validation and test pairs are not "
-                "counted.",
+                _("trained on (snapshot)"),
+                format=_("%d pairs"),
+                help=_(
+                    "Training pairs of the corpus snapshot the version was trained on; the "
+                    "corpus may hold more pairs now, and its validation and test pairs are not "
+                    "counted."
+                ),
             ),
-            "parameters": st.column_config.NumberColumn("parameters", format="compact"),
-            "train time (s)": st.column_config.NumberColumn("training time", format="%.0f s"),
+            "parameters": st.column_config.NumberColumn(_("parameters"), format="compact"),
+            "train time (s)": st.column_config.NumberColumn(_("training time"), format="%.0f s"),
             "parent": st.column_config.NumberColumn(
-                "continued from",
+                _("continued from"),
                 format="#%d",
                 width="small",
-                help="The version this one was warm-started from (its weights and tokenizer).",
+                help=_("The version this one was warm-started from (its weights and tokenizer)."),
             ),
             "train tokens": st.column_config.NumberColumn(
-                "tokens", format="compact", help="Source + target tokens of its own training."
+                _("tokens"),
+                format="compact",
+                help=_("Source + target tokens of its own training."),
             ),
             "cumulative tokens": st.column_config.NumberColumn(
-                "tokens in all",
+                _("tokens in all"),
                 format="compact",
-                help="Its own training tokens plus those of every version it continues.",
+                help=_("Its own training tokens plus those of every version it continues."),
             ),
             "cumulative minutes": st.column_config.NumberColumn(
-                "minutes in all",
+                _("minutes in all"),
                 format="%.1f",
-                help="Its own training time plus that of every version it continues.",
+                help=_("Its own training time plus that of every version it continues."),
             ),
             "valid loss": st.column_config.TextColumn(
-                "valid loss", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
+                _("valid loss"), help=recorded_help, width="small", alignment="right"
             ),
             "BLEU": st.column_config.TextColumn(
-                "valid BLEU", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
+                _("valid BLEU"), help=recorded_help, width="small", alignment="right"
             ),
             "chrF": st.column_config.TextColumn(
-                "valid chrF", help=_RECORDED_SCORES_HELP, width="small", alignment="right"
+                _("valid chrF"), help=recorded_help, width="small", alignment="right"
             ),
             "scored on": st.column_config.TextColumn(
-                "scored on",
-                help="The data and decoding behind this row's scores, or why it has none.",
+                _("scored on"),
+                help=_("The data and decoding behind this row's scores, or why it has none."),
             ),
             "trained by": st.column_config.TextColumn(
-                "trained by", help="Who started its training run (or registered its folder)"
+                _("trained by"), help=_("Who started its training run (or registered its folder)")
             ),
-            "notes": st.column_config.TextColumn("notes", width="medium"),
+            "notes": st.column_config.TextColumn(_("notes"), width="medium"),
         },
     )
     st.caption(
-        "BLEU and chrF in this table were measured at the end of training, on each version's "
-        "own validation pairs (see “scored on”); they compare across versions only on the same "
-        "data. The Compare tab scores versions on the same test pairs."
+        _(
+            "BLEU and chrF in this table were measured at the end of training, on each "
+            "version's own validation pairs (see “{column}”); they compare across versions only "
+            "on the same data. The Compare tab scores versions on the same test pairs.",
+            column=_("scored on"),
+        )
     )
 
 
-_RECORDED_SCORES_HELP = (
-    "Measured at the end of training on the version's validation pairs (see “scored on”), "
-    "not on the test split that Compare uses. “—”: not measured; “scored on” says why."
-)
 SCORE_DIGITS = {"valid loss": 3, "BLEU": 1, "chrF": 1}  # the recorded scores, as shown
 
 
@@ -146,39 +159,48 @@ def manage(versions: list[Any]) -> None:
     left, right = st.columns([3, 2], gap="large")
     with left, st.form(f"edit_version_{version.id}", border=False):
         editable = can(Permission.TRAIN)
-        name = st.text_input("Name", value=version.name, disabled=not editable)
+        name = st.text_input(_("Name"), value=version.name, disabled=not editable)
         notes = st.text_area(
-            "Notes",
+            _("Notes"),
             value=version.notes,
             height=100,
-            placeholder="What is special about it?",
+            placeholder=_("What is special about it?"),
             disabled=not editable,
         )
         if st.form_submit_button(
-            "Save", type="primary", icon=":material/save:", disabled=not editable
+            _("Save"), type="primary", icon=":material/save:", disabled=not editable
         ):
-            with feedback.error_boundary("saving the version"):
+            with feedback.error_boundary(N_("saving the version")):
                 if name != version.name:
                     registry.rename_version(version.id, name)
                 if notes != version.notes:
                     registry.set_notes(version.id, notes)
-                feedback.flash(f"Saved version #{version.id}.")
+                feedback.flash(_("Saved version #{id}.", id=version.id))
                 st.rerun()
     with right:
         m = version.metrics
         st.markdown(
-            f"**Corpus** {version.corpus_name or '(deleted corpus)'} · "
-            f"{formatting.pair_count_label(version.train_pair_count, 'snapshot')} · "
-            f"{version.device} · {formatting.fmt_duration(version.train_seconds)}  \n"
-            f"**Parameters** {version.param_count:,} · **steps** {m.get('steps', '—')} · "
-            f"**stopped by** {run_info.version_stopped_because(version) or '—'}  \n"
-            f"{formatting.lineage_line(version)}  \n"
-            f"**Trained by** {version.trained_by or '—'}"
+            _(
+                "**Corpus** {corpus} · {pairs} · {device} · {duration}",
+                corpus=version.corpus_name or _("(deleted corpus)"),
+                pairs=formatting.pair_count_label(version.train_pair_count, "snapshot"),
+                device=version.device,
+                duration=formatting.fmt_duration(version.train_seconds),
+            )
+            + "  \n"
+            + _(
+                "**Parameters** {parameters} · **steps** {steps} · **stopped by** {reason}",
+                parameters=formatting.fmt_int(version.param_count),
+                steps=m.get("steps", "—"),
+                reason=run_info.version_stopped_because(version) or "—",
+            )
+            + f"  \n{formatting.lineage_line(version)}  \n"
+            + _("**Trained by** {who}", who=version.trained_by or "—")
         )
         buttons = st.columns(2)
         with buttons[0]:
             st.download_button(
-                "Download .zip",
+                _("Download .zip"),
                 data=lambda: registry.version_zip(version.id),
                 file_name=f"version-{version.id}.zip",
                 mime="application/zip",
@@ -190,7 +212,7 @@ def manage(versions: list[Any]) -> None:
         if can(Permission.DELETE):
             with buttons[1]:
                 if st.button(
-                    "Delete…", icon=":material/delete:", key="delete_version", width="stretch"
+                    _("Delete…"), icon=":material/delete:", key="delete_version", width="stretch"
                 ):
                     dialogs.ask_confirmation("delete_version")
         if engines.ctranslate2_installed():
@@ -198,9 +220,13 @@ def manage(versions: list[Any]) -> None:
         serving_panel.version_serving(version)
     dialogs.confirmation_dialog(
         "delete_version",
-        "Delete version",
-        f"Delete version **#{version.id} {version.name}** and its files? This cannot be undone.",
-        "Delete version",
+        _("Delete version"),
+        _(
+            "Delete version **#{id} {name}** and its files? This cannot be undone.",
+            id=version.id,
+            name=version.name,
+        ),
+        _("Delete version"),
         lambda: _delete(version),
     )
 
@@ -211,15 +237,17 @@ def ctranslate2_download(version: Any) -> None:
     weights, button = st.columns(2, vertical_alignment="bottom")
     with weights:
         quantization = st.selectbox(
-            "CTranslate2 weights",
+            _("CTranslate2 weights"),
             engines.QUANTIZATIONS,
             key=f"ct2_weights_{version.id}",
-            help="float32 decodes exactly as the handwritten decoder; int8 is about 4x "
-            "smaller and 2-3x faster on a CPU, nearly the same translations.",
+            help=_(
+                "float32 decodes exactly as the handwritten decoder; int8 is about 4x smaller "
+                "and 2-3x faster on a CPU, nearly the same translations."
+            ),
         )
     with button:
         st.download_button(
-            "Download for CTranslate2",
+            _("Download for CTranslate2"),
             data=lambda: ctranslate2_export.export_version_zip(version.id, quantization),
             file_name=ctranslate2_export.zip_name(version.id, quantization),
             mime="application/zip",
@@ -234,7 +262,7 @@ def _delete(version: Any) -> str:
     registry.delete_version(version.id)
     st.session_state.pop(pickers.CURRENT_VERSION, None)
     st.session_state.pop(COMPARISON, None)
-    return f"Deleted version #{version.id}."
+    return _("Deleted version #{id}.", id=version.id)
 
 
 # -------------------------------------------------------------------------------- compare
@@ -243,8 +271,10 @@ def _delete(version: Any) -> str:
 def compare(versions: list[Any]) -> None:
     if len(versions) < 2:
         st.info(
-            "Comparing needs at least two versions: train another one (another preset, more "
-            "pairs, or fine-tune this one) on the Train page.",
+            _(
+                "Comparing needs at least two versions: train another one (another preset, more "
+                "pairs, or fine-tune this one) on the Train page."
+            ),
             icon=":material/info:",
         )
         return
@@ -261,13 +291,13 @@ def compare(versions: list[Any]) -> None:
         COMPARE_VERSIONS, [labels[i] for i in st.session_state[COMPARE_VERSIONS]]
     )
     chosen = st.multiselect(
-        "Versions to compare",
+        _("Versions to compare"),
         list(labels),
         format_func=labels.__getitem__,
         key=COMPARE_VERSIONS,
     )
     if len(chosen) < 2:
-        st.caption("Pick two or more versions.")
+        st.caption(_("Pick two or more versions."))
         return
     by_id = {v.id: v for v in versions}
     picked = [by_id[i] for i in chosen]
@@ -276,7 +306,7 @@ def compare(versions: list[Any]) -> None:
 
     all_corpora = corpora.list_corpora()
     if not all_corpora:
-        st.info("Comparing needs a corpus with test pairs; none exists.")
+        st.info(_("Comparing needs a corpus with test pairs; none exists."))
         return
     first = picked[0]
     if first.corpus_id in {c.id for c in all_corpora}:
@@ -286,39 +316,56 @@ def compare(versions: list[Any]) -> None:
         test_corpus = pickers.corpus_picker(
             all_corpora,
             key="compare_corpus",
-            label="Test pairs from",
-            help="The versions translate this corpus' test split; BLEU and chrF are computed "
-            "against its references.",
+            label=_("Test pairs from"),
+            help=_(
+                "The versions translate this corpus' test split; BLEU and chrF are computed "
+                "against its references."
+            ),
         )
     with row[1]:
         beam = pickers.decoding_picker("compare")
     terms = glossary.glossary_of(test_corpus.id)
     enforce = bool(terms) and st.toggle(
-        f"Make the versions use the glossary of “{test_corpus.name}” ({len(terms.terms)} terms)",
+        n_(
+            "Make the versions use the glossary of “{corpus}” ({n} term)",
+            "Make the versions use the glossary of “{corpus}” ({n} terms)",
+            len(terms.terms),
+            corpus=test_corpus.name,
+        ),
         key="compare_glossary",
-        help="Off: the term-hit rate says how often each version uses the required terms on "
-        "its own. On: sentences with a term are decoded to use it (constrained search).",
+        help=_(
+            "Off: the term-hit rate says how often each version uses the required terms on its "
+            "own. On: sentences with a term are decoded to use it (constrained search)."
+        ),
     )
-    if row[2].button("Compare", type="primary", icon=":material/compare_arrows:", key="compare"):
-        with feedback.error_boundary("comparing the versions"):
+    if row[2].button(_("Compare"), type="primary", icon=":material/compare_arrows:", key="compare"):
+        with feedback.error_boundary(N_("comparing the versions")):
             test_pairs = snapshots.split_pairs(test_corpus.id, "test", limit=MAX_COMPARE_PAIRS)
             if not test_pairs:
                 st.warning(
-                    f"“{test_corpus.name}” has no test pairs. Mark some pairs as test on the "
-                    "Corpus page (split column), then compare again.",
+                    _(
+                        "“{corpus}” has no test pairs. Mark some pairs as test on the Corpus page "
+                        "(split column), then compare again.",
+                        corpus=test_corpus.name,
+                    ),
                     icon=":material/warning:",
                 )
                 st.session_state.pop(COMPARISON, None)
             else:
                 with st.spinner(
-                    f"Translating {len(test_pairs)} test pairs with {len(chosen)} versions…",
+                    n_(
+                        "Translating {n} test pair with {versions} versions…",
+                        "Translating {n} test pairs with {versions} versions…",
+                        len(test_pairs),
+                        versions=len(chosen),
+                    ),
                     show_time=True,
                 ):
                     result = evaluation.compare(
                         chosen, test_pairs, beam=beam, glossary=terms, enforce=enforce
                     )
                 st.session_state[COMPARISON] = {
-                    "glossary": "glossary enforced" if enforce else "",
+                    "glossary": enforce,
                     "versions": list(chosen),
                     "corpus": test_corpus.name,
                     "basis": evaluation.ScoreBasis("test", len(test_pairs), beam),
@@ -337,53 +384,76 @@ def curves(picked: list[Any]) -> None:
     if metrics.empty:
         return
     metrics = metrics.assign(version=metrics["run_id"].map(run_of))
-    st.markdown("**Loss curves**")
+    st.markdown("**" + _("Loss curves") + "**")
     st.altair_chart(charts.loss_chart(metrics, by="version", height=280), width="stretch")
 
 
 # How the per-sentence table is ordered: by the chosen version's chrF minus the baseline's.
-SORTS = ("test order", "largest chrF loss first", "largest chrF gain first")
+SORTS = (N_("test order"), N_("largest chrF loss first"), N_("largest chrF gain first"))
 
 
 def comparison_view(shown: dict[str, Any]) -> None:
     result: evaluation.Comparison = shown["result"]
     sentences = result.sentences
     basis: evaluation.ScoreBasis = shown["basis"]
-    enforced = f" · {shown['glossary']}" if shown.get("glossary") else ""
-    st.markdown(f"**Scores on “{shown['corpus']}”** · {basis}{enforced}")
+    heading = _("**Scores on “{corpus}”** · {basis}", corpus=shown["corpus"], basis=basis)
+    if shown.get("glossary"):
+        heading += " · " + _("glossary enforced")
+    st.markdown(heading)
     if result.withheld:  # too few test pairs: the scores, no p-values, no verdicts
         st.warning(
-            f"Only {formatting.plural(basis.pairs, 'test pair')}: on so few sentences a BLEU "
-            "difference between versions is mostly chance, so no p-value or verdict is given. "
-            f"Mark at least {significance.MIN_VERDICT_PAIRS} pairs as test on the Corpus page "
-            "for a comparison you can rely on.",
+            n_(
+                "Only {n} test pair: on so few sentences a BLEU difference between versions "
+                "is mostly chance, so no p-value or verdict is given. Mark at least {minimum} "
+                "pairs as test on the Corpus page for a comparison you can rely on.",
+                "Only {n} test pairs: on so few sentences a BLEU difference between versions "
+                "is mostly chance, so no p-value or verdict is given. Mark at least {minimum} "
+                "pairs as test on the Corpus page for a comparison you can rely on.",
+                basis.pairs,
+                minimum=significance.MIN_VERDICT_PAIRS,
+            ),
             icon=":material/warning:",
         )
-    interval_help = (
-        f"95 % {significance.INTERVAL_KIND}: the middle 95 % of the score over "
-        f"{significance.RESAMPLES:,} resampled test sets (always within 0–100)."
+    interval_help = _(
+        "95 % {kind}: the middle 95 % of the score over {resamples} resampled test sets (always "
+        "within 0–100).",
+        kind=significance.INTERVAL_KIND,
+        resamples=formatting.fmt_int(significance.RESAMPLES),
     )
+    reference_p = _("“—” on the first row: it is the reference the others are tested against.")
     st.dataframe(
         _scores_table(result.metrics),
         hide_index=True,
         width="stretch",
         column_config={
-            "version": st.column_config.NumberColumn("version", format="#%d", width="small"),
+            "version": st.column_config.NumberColumn(_("version"), format="#%d", width="small"),
+            "name": st.column_config.TextColumn(_("name")),
             "BLEU": st.column_config.NumberColumn("BLEU", format="%.1f"),
             "chrF": st.column_config.NumberColumn("chrF", format="%.1f"),
             "p (BLEU)": st.column_config.TextColumn(
                 "p (BLEU)",
                 alignment="right",
-                help="Paired bootstrap against the first version (sacreBLEU, "
-                f"{significance.RESAMPLES:,} resamples, seed {result.seed}): roughly the chance "
-                f"of a difference this large between two equally good versions. {_REFERENCE_P}",
+                help=_(
+                    "Paired bootstrap against the first version (sacreBLEU, {resamples} "
+                    "resamples, seed {seed}): roughly the chance of a difference this large "
+                    "between two equally good versions.",
+                    resamples=formatting.fmt_int(significance.RESAMPLES),
+                    seed=result.seed,
+                )
+                + " "
+                + reference_p,
             ),
             "p (chrF)": st.column_config.TextColumn(
-                "p (chrF)", help=_REFERENCE_P, alignment="right"
+                "p (chrF)", help=reference_p, alignment="right"
             ),
-            "pairs": st.column_config.NumberColumn("pairs", width="small"),
-            "BLEU 95 % interval": st.column_config.TextColumn(help=interval_help),
-            "chrF 95 % interval": st.column_config.TextColumn(help=interval_help),
+            "pairs": st.column_config.NumberColumn(_("pairs"), width="small"),
+            "BLEU 95 % interval": st.column_config.TextColumn(
+                _("BLEU 95 % interval"), help=interval_help
+            ),
+            "chrF 95 % interval": st.column_config.TextColumn(
+                _("chrF 95 % interval"), help=interval_help
+            ),
+            "glossary terms used": st.column_config.TextColumn(_("glossary terms used")),
         }
         | ({"p (BLEU)": None, "p (chrF)": None} if result.withheld else {}),
     )
@@ -391,19 +461,30 @@ def comparison_view(shown: dict[str, Any]) -> None:
         st.markdown(f"- {line}")
     if not result.withheld:
         st.caption(
-            f"Against the first version chosen (#{result.metrics['version'].iloc[0]}); a "
-            f"difference is called significant below p = {significance.SIGNIFICANCE_LEVEL}."
+            _(
+                "Against the first version chosen (#{id}); a difference is called significant "
+                "below p = {level}.",
+                id=result.metrics["version"].iloc[0],
+                level=significance.SIGNIFICANCE_LEVEL,
+            )
         )
     _downloads(result, shown)
 
     differs = int(sentences["differs"].sum())
-    st.markdown(f"**Side by side** · {differs} of {len(sentences)} sentences differ (highlighted)")
+    st.markdown(
+        n_(
+            "**Side by side** · {differs} of {n} sentence differs (highlighted)",
+            "**Side by side** · {differs} of {n} sentences differ (highlighted)",
+            len(sentences),
+            differs=formatting.fmt_int(differs),
+        )
+    )
     row = st.columns([2, 2, 3], vertical_alignment="bottom")
-    only_diff = row[0].toggle("Show only sentences that differ", key="compare_only_diff")
+    only_diff = row[0].toggle(_("Show only sentences that differ"), key="compare_only_diff")
     deltas = [c for c in sentences.columns if c.startswith("Δ chrF")]
-    order = row[1].selectbox("Order", SORTS, key="compare_sort")
+    order = row[1].selectbox(_("Order"), SORTS, format_func=translate, key="compare_sort")
     by = (
-        row[2].selectbox("chrF difference of", deltas, key="compare_sort_by")
+        row[2].selectbox(_("chrF difference of"), deltas, key="compare_sort_by")
         if order != SORTS[0] and len(deltas) > 1
         else deltas[0]
     )
@@ -419,12 +500,13 @@ def comparison_view(shown: dict[str, Any]) -> None:
         view.style.apply(highlight, axis=1).format(precision=1),
         hide_index=True,
         width="stretch",
-        column_config={"differs": None},
+        column_config={
+            "differs": None,
+            "source": st.column_config.TextColumn(_("source")),
+            "reference": st.column_config.TextColumn(_("reference")),
+        },
         key="compare_sentences",
     )
-
-
-_REFERENCE_P = "“—” on the first row: it is the reference the others are tested against."
 
 
 def _p_values(values: pd.Series) -> list[str]:
@@ -455,7 +537,8 @@ def _scores_table(metrics: pd.DataFrame) -> pd.DataFrame:
         | (
             {
                 "glossary terms used": [
-                    f"{h:,} of {n:,}" + (f" ({h / n:.0%})" if n else "")
+                    _("{hits} of {terms}", hits=formatting.fmt_int(h), terms=formatting.fmt_int(n))
+                    + (f" ({h / n:.0%})" if n else "")
                     for h, n in zip(metrics["term_hits"], metrics["terms"], strict=True)
                 ]
             }
@@ -467,10 +550,14 @@ def _scores_table(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def _downloads(result: evaluation.Comparison, shown: dict[str, Any]) -> None:
     versions = "-".join(str(v) for v in shown["versions"])
-    title = f"Versions {', '.join(f'#{v}' for v in shown['versions'])} on “{shown['corpus']}”"
+    title = _(
+        "Versions {versions} on “{corpus}”",
+        versions=", ".join(f"#{v}" for v in shown["versions"]),
+        corpus=shown["corpus"],
+    )
     cols = st.columns(2)
     cols[0].download_button(
-        "Download CSV",
+        _("Download CSV"),
         data=lambda: comparison_report.comparison_csv(result),
         file_name=f"comparison-{versions}.csv",
         mime="text/csv",
@@ -480,7 +567,7 @@ def _downloads(result: evaluation.Comparison, shown: dict[str, Any]) -> None:
         width="stretch",
     )
     cols[1].download_button(
-        "Download HTML report",
+        _("Download HTML report"),
         data=lambda: comparison_report.comparison_html(result, title, str(shown["basis"])),
         file_name=f"comparison-{versions}.html",
         mime="text/html",

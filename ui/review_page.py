@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 from ui import feedback, formatting, pickers
+from ui.i18n import N_, _, n_
 from ui.signin import can
 from workbench.corpus import corpora
 from workbench.corpus.corpora import CorpusInfo
@@ -25,25 +26,28 @@ JOB_REFRESH_S = 2.0
 
 def render() -> None:
     feedback.page_header(
-        "Review",
-        "What to correct next: the sentences your model is least sure of, to check and add "
-        "to the corpus.",
+        _("Review"),
+        _(
+            "What to correct next: the sentences your model is least sure of, to check and add "
+            "to the corpus."
+        ),
     )
     all_corpora = corpora.list_corpora()
     if not all_corpora:
-        st.info("No corpus yet: create one on the Corpus page first.", icon=":material/info:")
+        st.info(_("No corpus yet: create one on the Corpus page first."), icon=":material/info:")
         return
     current = pickers.corpus_picker(all_corpora, key="review_corpus")
     stats = pool.pool_stats(current.id)
     cols = st.columns(4)
-    cols[0].metric("In the pool", f"{stats.total:,}")
-    cols[1].metric("Waiting for review", f"{stats.waiting:,}")
-    cols[2].metric("Translated and ranked", f"{stats.translated:,}")
+    cols[0].metric(_("In the pool"), formatting.fmt_int(stats.total))
+    cols[1].metric(_("Waiting for review"), formatting.fmt_int(stats.waiting))
+    cols[2].metric(_("Translated and ranked"), formatting.fmt_int(stats.translated))
     reviewed = stats.total - stats.waiting
-    cols[3].metric("Reviewed", f"{reviewed:,}")
+    cols[3].metric(_("Reviewed"), formatting.fmt_int(reviewed))
     if not can(Permission.REVIEW):
         st.info(
-            "Only an editor or admin can add to the pool and review it.", icon=":material/lock:"
+            _("Only an editor or admin can add to the pool and review it."),
+            icon=":material/lock:",
         )
         return
     upload_panel(current, expanded=stats.total == 0)
@@ -55,26 +59,35 @@ def render() -> None:
 
 
 def upload_panel(current: CorpusInfo, expanded: bool) -> None:
-    with st.expander("Add source sentences", expanded=expanded, icon=":material/upload_file:"):
+    with st.expander(_("Add source sentences"), expanded=expanded, icon=":material/upload_file:"):
         nonce = st.session_state.get("pool_upload_nonce", 0)
         upload = st.file_uploader(
-            f"Sentences in {current.src_lang}, one per line",
+            _("Sentences in {lang}, one per line", lang=current.src_lang),
             type=["txt", "gz"],
             key=f"pool_upload_{nonce}",
-            help="UTF-8 text, optionally gzip-compressed; blank lines and sentences already in "
-            "the pool are skipped.",
+            help=_(
+                "UTF-8 text, optionally gzip-compressed; blank lines and sentences already in "
+                "the pool are skipped."
+            ),
         )
-        if st.button("Add to the pool", key="pool_add", disabled=upload is None):
+        if st.button(_("Add to the pool"), key="pool_add", disabled=upload is None):
             with (
-                feedback.error_boundary("adding the sentences"),
-                st.spinner("Adding…", show_time=True),
+                feedback.error_boundary(N_("adding the sentences")),
+                st.spinner(_("Adding…"), show_time=True),
             ):
                 result = pool.add_to_pool(current.id, upload)
                 st.session_state["pool_upload_nonce"] = nonce + 1
                 feedback.flash(
-                    f"Added {formatting.plural(result.added, 'sentence')} to the pool of "
-                    f"“{current.name}” ({result.duplicates:,} already there or repeated, "
-                    f"{result.skipped:,} empty or too long skipped)."
+                    n_(
+                        "Added {n} sentence to the pool of “{corpus}” ({duplicates} already "
+                        "there or repeated, {skipped} empty or too long skipped).",
+                        "Added {n} sentences to the pool of “{corpus}” ({duplicates} already "
+                        "there or repeated, {skipped} empty or too long skipped).",
+                        result.added,
+                        corpus=current.name,
+                        duplicates=formatting.fmt_int(result.duplicates),
+                        skipped=formatting.fmt_int(result.skipped),
+                    )
                 )
                 st.rerun()
 
@@ -87,33 +100,43 @@ def rank_panel(current: CorpusInfo) -> None:
     ]
     if not versions:
         st.info(
-            f"No version translates {current.src_lang}→{current.tgt_lang} yet: train one on "
-            "the Train page to rank the pool.",
+            _(
+                "No version translates {pair} yet: train one on the Train page to rank the pool.",
+                pair=f"{current.src_lang}→{current.tgt_lang}",
+            ),
             icon=":material/info:",
         )
         return
     labels = {v.id: pickers.version_label(v) for v in versions}
     row = st.columns([3, 3, 2], vertical_alignment="bottom")
     first = row[0].selectbox(
-        "Rank with", list(labels), format_func=labels.__getitem__, key="pool_version"
+        _("Rank with"), list(labels), format_func=labels.__getitem__, key="pool_version"
     )
     others = [None, *(i for i in labels if i != first)]
     second = row[1].selectbox(
-        "Disagreement with (optional)",
+        _("Disagreement with (optional)"),
         others,
-        format_func=lambda i: "— (rank by the model's own uncertainty)" if i is None else labels[i],
+        format_func={None: _("— (rank by the model's own uncertainty)"), **labels}.__getitem__,
         key="pool_second_version",
-        help="With a second version, sentences are ranked by how differently the two "
-        "translate them; without, by how unsure the first is of its translation "
-        "(length-normalised log-probability).",
+        help=_(
+            "With a second version, sentences are ranked by how differently the two translate "
+            "them; without, by how unsure the first is of its translation (length-normalised "
+            "log-probability)."
+        ),
     )
     if row[2].button(
-        "Translate & rank", type="primary", icon=":material/sort:", key="pool_rank", width="stretch"
+        _("Translate & rank"),
+        type="primary",
+        icon=":material/sort:",
+        key="pool_rank",
+        width="stretch",
     ):
-        with feedback.error_boundary("queueing the translation"):
+        with feedback.error_boundary(N_("queueing the translation")):
             job_id = pool_jobs.enqueue_translation(current.id, first, second)
             worker_process.ensure_worker()
-            feedback.flash(f"Pool job {job_id} queued: the worker translates in the background.")
+            feedback.flash(
+                _("Pool job {id} queued: the worker translates in the background.", id=job_id)
+            )
             st.rerun()
 
 
@@ -124,7 +147,9 @@ def job_panel(corpus_id: int) -> None:
     if job.active:
         _live_job(corpus_id)
     elif job.status == RunStatus.FAILED:
-        st.error(f"Pool job {job.id} failed: {job.error}", icon=":material/error:")
+        st.error(
+            _("Pool job {id} failed: {error}", id=job.id, error=job.error), icon=":material/error:"
+        )
 
 
 @st.fragment(run_every=JOB_REFRESH_S)
@@ -135,32 +160,45 @@ def _live_job(corpus_id: int) -> None:
         return
     with st.container(border=True):
         row = st.columns([4, 1], vertical_alignment="center")
-        state = "waiting for the worker" if job.status == RunStatus.QUEUED else "translating"
-        row[0].progress(
-            job.fraction,
-            text=f"Pool job {job.id} · {state} · {job.done:,} of {job.total:,} sentences",
-        )
+        if job.status == RunStatus.QUEUED:
+            text = _(
+                "Pool job {id} · waiting for the worker · {done} of {total} sentences",
+                id=job.id,
+                done=formatting.fmt_int(job.done),
+                total=formatting.fmt_int(job.total),
+            )
+        else:
+            text = _(
+                "Pool job {id} · translating · {done} of {total} sentences",
+                id=job.id,
+                done=formatting.fmt_int(job.done),
+                total=formatting.fmt_int(job.total),
+            )
+        row[0].progress(job.fraction, text=text)
         if job.cancel_requested:
-            row[1].button("Cancelling…", disabled=True, key="pool_cancel", width="stretch")
-        elif row[1].button("Cancel", icon=":material/stop:", key="pool_cancel", width="stretch"):
-            with feedback.error_boundary("cancelling the job"):
+            row[1].button(_("Cancelling…"), disabled=True, key="pool_cancel", width="stretch")
+        elif row[1].button(_("Cancel"), icon=":material/stop:", key="pool_cancel", width="stretch"):
+            with feedback.error_boundary(N_("cancelling the job")):
                 pool_jobs.cancel_job(job.id)
                 st.rerun()
         if job.worker_lost:
-            st.warning("Its worker stopped; the next worker goes on where it left off.")
+            st.warning(_("Its worker stopped; the next worker goes on where it left off."))
 
 
 def review_queue(current: CorpusInfo, stats: pool.PoolStats) -> None:
     if not stats.translated:
         if stats.waiting:
-            st.caption("Translate and rank the pool to see what to correct first.")
+            st.caption(_("Translate and rank the pool to see what to correct first."))
         return
     head = st.columns([4, 1], vertical_alignment="bottom")
     head[0].markdown(
-        f"**Most uncertain first** · {formatting.plural(stats.translated, 'ranked sentence')} "
-        "waiting"
+        n_(
+            "**Most uncertain first** · {n} ranked sentence waiting",
+            "**Most uncertain first** · {n} ranked sentences waiting",
+            stats.translated,
+        )
     )
-    size = head[1].selectbox("Show", QUEUE_SIZES, index=1, key="pool_queue_size")
+    size = head[1].selectbox(_("Show"), QUEUE_SIZES, index=1, key="pool_queue_size")
     for item in pool.review_queue(current.id, limit=size):
         _review_card(current, item)
 
@@ -168,12 +206,19 @@ def review_queue(current: CorpusInfo, stats: pool.PoolStats) -> None:
 def _review_card(current: CorpusInfo, item: Any) -> None:
     with st.container(border=True):
         st.markdown(f"**{item.source}**")
-        caption = f"uncertainty {item.uncertainty:.3f}"
-        if item.second_output is not None:
-            caption += f" · the other version: “{item.second_output}”"
-        st.caption(caption)
+        uncertainty = f"{item.uncertainty:.3f}"
+        if item.second_output is None:
+            st.caption(_("uncertainty {value}", value=uncertainty))
+        else:
+            st.caption(
+                _(
+                    "uncertainty {value} · the other version: “{output}”",
+                    value=uncertainty,
+                    output=item.second_output,
+                )
+            )
         text = st.text_input(
-            f"Translation ({current.tgt_lang})",
+            _("Translation ({lang})", lang=current.tgt_lang),
             value=item.output or "",
             key=f"pool_text_{item.id}",
             label_visibility="collapsed",
@@ -182,7 +227,7 @@ def _review_card(current: CorpusInfo, item: Any) -> None:
         changed = text.strip() != (item.output or "").strip()
         action = None
         if buttons[0].button(
-            "Save correction" if changed else "Accept",
+            _("Save correction") if changed else _("Accept"),
             type="primary",
             icon=":material/edit:" if changed else ":material/check:",
             key=f"pool_accept_{item.id}",
@@ -190,13 +235,15 @@ def _review_card(current: CorpusInfo, item: Any) -> None:
         ):
             action = ("edit", text) if changed else ("accept", None)
         if buttons[1].button(
-            "Skip", icon=":material/skip_next:", key=f"pool_skip_{item.id}", width="stretch"
+            _("Skip"), icon=":material/skip_next:", key=f"pool_skip_{item.id}", width="stretch"
         ):
             action = ("skip", None)
         if action is not None:
-            with feedback.error_boundary("saving the review"):
+            with feedback.error_boundary(N_("saving the review")):
                 pair_id = pool.review(item.id, *action)
                 feedback.flash(
-                    "Skipped." if pair_id is None else f"Added pair {pair_id} to “{current.name}”."
+                    _("Skipped.")
+                    if pair_id is None
+                    else _("Added pair {id} to “{corpus}”.", id=pair_id, corpus=current.name)
                 )
                 st.rerun()

@@ -13,18 +13,14 @@ import pandas as pd
 import streamlit as st
 
 from ui import dialogs, feedback
-from ui.signin import can
+from ui.i18n import N_, _
+from ui.signin import can, role_label
 from workbench.serving import api_keys, served
 from workbench.team import access
 from workbench.team.access import Permission
 
 if TYPE_CHECKING:
     from workbench.models.registry import VersionInfo
-
-SERVE_HELP = (
-    "Start the server with `python -m workbench serve` (it listens on 127.0.0.1:5000 by "
-    'default). With `--require-keys`, add `"api_key": "…"` to the request body.'
-)
 
 
 def version_serving(version: VersionInfo) -> None:
@@ -36,30 +32,59 @@ def version_serving(version: VersionInfo) -> None:
         None,
     )
     pair = f"{version.src_lang}→{version.tgt_lang}"
-    st.markdown("**Serving over HTTP**")
+    st.markdown("**" + _("Serving over HTTP") + "**")
     if mine is not None:
-        st.markdown(f":green-badge[:material/cloud_done: served] answers {pair} requests")
+        st.markdown(
+            _(":green-badge[:material/cloud_done: served] answers {pair} requests", pair=pair)
+        )
         if can(Permission.SERVE) and st.button(
-            "Stop serving", icon=":material/cloud_off:", key="stop_serving"
+            _("Stop serving"), icon=":material/cloud_off:", key="stop_serving"
         ):
-            with feedback.error_boundary("stopping serving"):
+            with feedback.error_boundary(N_("stopping serving")):
                 served.stop_serving(version.id)
-                feedback.flash(f"Version #{version.id} no longer answers {pair} requests.")
+                feedback.flash(
+                    _(
+                        "Version #{id} no longer answers {pair} requests.",
+                        id=version.id,
+                        pair=pair,
+                    )
+                )
                 st.rerun()
     else:
-        now = f"version #{other.version_id} answers them now" if other else "no version does"
-        st.markdown(f":gray-badge[not served] for {pair}, {now}")
+        if other:
+            st.markdown(
+                _(
+                    ":gray-badge[not served] for {pair}, version #{id} answers them now",
+                    pair=pair,
+                    id=other.version_id,
+                )
+            )
+        else:
+            st.markdown(_(":gray-badge[not served] for {pair}, no version does", pair=pair))
         if can(Permission.SERVE) and st.button(
-            "Serve this version", icon=":material/cloud_upload:", key="serve_version"
+            _("Serve this version"), icon=":material/cloud_upload:", key="serve_version"
         ):
-            with feedback.error_boundary("serving the version"):
+            with feedback.error_boundary(N_("serving the version")):
                 served.serve_version(version.id)
-                feedback.flash(f"Version #{version.id} now answers {pair} requests over HTTP.")
+                feedback.flash(
+                    _(
+                        "Version #{id} now answers {pair} requests over HTTP.",
+                        id=version.id,
+                        pair=pair,
+                    )
+                )
                 st.rerun()
     st.code(
         served.curl_example(version.src_lang, version.tgt_lang), language="bash", wrap_lines=True
     )
-    st.caption(SERVE_HELP)
+    st.caption(
+        _(
+            "Start the server with `{command}` (it listens on 127.0.0.1:5000 by default). "
+            "With `--require-keys`, add `{field}` to the request body.",
+            command="python -m workbench serve",
+            field='"api_key": "…"',
+        )
+    )
 
 
 def served_column(version_ids: list[int]) -> list[str]:
@@ -71,7 +96,7 @@ def served_column(version_ids: list[int]) -> list[str]:
 def http_api_tab() -> None:
     """The served pairs and the API keys."""
     pairs = served.list_served()
-    st.markdown("**Served language pairs**")
+    st.markdown("**" + _("Served language pairs") + "**")
     if pairs:
         st.dataframe(
             pd.DataFrame(
@@ -87,20 +112,24 @@ def http_api_tab() -> None:
             ),
             hide_index=True,
             column_config={
-                "version": st.column_config.NumberColumn("version", format="#%d"),
-                "since": st.column_config.DatetimeColumn("since", format="YYYY-MM-DD HH:mm"),
+                "pair": st.column_config.TextColumn(_("language pair")),
+                "version": st.column_config.NumberColumn(_("version"), format="#%d"),
+                "name": st.column_config.TextColumn(_("name")),
+                "since": st.column_config.DatetimeColumn(_("since"), format="YYYY-MM-DD HH:mm"),
             },
         )
     else:
-        st.caption("None yet: pick a version under “Manage a version” and click Serve.")
-    st.markdown("**API keys**")
+        st.caption(
+            _("None yet: pick a version under “Manage a version” and click “Serve this version”.")
+        )
+    st.markdown("**" + _("API keys") + "**")
     if not can(Permission.API_KEYS):
-        st.caption("Only an admin can see and manage API keys.")
+        st.caption(_("Only an admin can see and manage API keys."))
         return
     _create_key_form()
     keys = api_keys.list_keys()
     if not keys:
-        st.caption("No API keys: without keys, serve on 127.0.0.1 only (the default).")
+        st.caption(_("No API keys: without keys, serve on 127.0.0.1 only (the default)."))
         return
     st.dataframe(
         pd.DataFrame(
@@ -109,7 +138,7 @@ def http_api_tab() -> None:
                     "id": k.id,
                     "name": k.name,
                     "key": k.shown,
-                    "role": str(k.role),
+                    "role": role_label(k.role),
                     "requests/min": k.requests_per_minute,
                     "characters/request": k.chars_per_request,
                     "created": k.created_at,
@@ -120,10 +149,18 @@ def http_api_tab() -> None:
         ),
         hide_index=True,
         column_config={
-            "requests/min": st.column_config.NumberColumn(help="Empty: the server's default"),
-            "characters/request": st.column_config.NumberColumn(help="Empty: the server's default"),
-            "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
-            "revoked": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
+            "id": st.column_config.NumberColumn(_("id")),
+            "name": st.column_config.TextColumn(_("name")),
+            "key": st.column_config.TextColumn(_("key")),
+            "role": st.column_config.TextColumn(_("role")),
+            "requests/min": st.column_config.NumberColumn(
+                _("requests/min"), help=_("Empty: the server's default")
+            ),
+            "characters/request": st.column_config.NumberColumn(
+                _("characters/request"), help=_("Empty: the server's default")
+            ),
+            "created": st.column_config.DatetimeColumn(_("created"), format="YYYY-MM-DD HH:mm"),
+            "revoked": st.column_config.DatetimeColumn(_("revoked"), format="YYYY-MM-DD HH:mm"),
         },
     )
     active = {k.id: k for k in keys if k.active}
@@ -131,44 +168,52 @@ def http_api_tab() -> None:
         return
     row = st.columns([3, 1], vertical_alignment="bottom")
     chosen = row[0].selectbox(
-        "Key to revoke",
+        _("Key to revoke"),
         list(active),
         format_func=lambda i: f"#{i} {active[i].name} · {active[i].shown}",
         key="revoke_key_choice",
     )
-    if row[1].button("Revoke…", icon=":material/key_off:", key="revoke_key", width="stretch"):
+    if row[1].button(_("Revoke…"), icon=":material/key_off:", key="revoke_key", width="stretch"):
         dialogs.ask_confirmation("revoke_key")
     key = active[chosen]
     dialogs.confirmation_dialog(
         "revoke_key",
-        "Revoke API key",
-        f"Revoke key **#{key.id} {key.name}** ({key.shown})? Programs using it are refused "
-        "from now on. This cannot be undone.",
-        "Revoke key",
+        _("Revoke API key"),
+        _(
+            "Revoke key **#{id} {name}** ({shown})? Programs using it are refused from now on. "
+            "This cannot be undone.",
+            id=key.id,
+            name=key.name,
+            shown=key.shown,
+        ),
+        _("Revoke key"),
         lambda: _revoke(key.id),
     )
 
 
 def _revoke(key_id: int) -> str:
     api_keys.revoke_key(key_id)
-    return f"Revoked API key #{key_id}."
+    return _("Revoked API key #{id}.", id=key_id)
 
 
 def _create_key_form() -> None:
     with st.form("create_api_key", border=True):
         cols = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
-        name = cols[0].text_input("New key for", placeholder="e.g. the CAT-tool plugin")
-        rpm = cols[1].number_input("Requests per minute", min_value=1, value=None, step=10)
-        chars = cols[2].number_input("Characters per request", min_value=1, value=None, step=1000)
-        role = cols[3].selectbox(
-            "Role",
-            [str(r) for r in access.ROLES],
-            key="api_key_role",
-            help="What requests with the key may do: a viewer's key translates only.",
+        name = cols[0].text_input(_("New key for"), placeholder=_("e.g. the CAT-tool plugin"))
+        rpm = cols[1].number_input(_("Requests per minute"), min_value=1, value=None, step=10)
+        chars = cols[2].number_input(
+            _("Characters per request"), min_value=1, value=None, step=1000
         )
-        created = st.form_submit_button("Create key", icon=":material/key:")
+        role = cols[3].selectbox(
+            _("Role"),
+            [str(r) for r in access.ROLES],
+            format_func=role_label,
+            key="api_key_role",
+            help=_("What requests with the key may do: a viewer's key translates only."),
+        )
+        created = st.form_submit_button(_("Create key"), icon=":material/key:")
     if created:
-        with feedback.error_boundary("creating the key"):
+        with feedback.error_boundary(N_("creating the key")):
             new = api_keys.create_key(
                 name,
                 int(rpm) if rpm is not None else None,
@@ -176,8 +221,12 @@ def _create_key_form() -> None:
                 role,
             )
             st.success(
-                f"Key #{new.info.id} for “{new.info.name}”: copy it now, it is shown only "
-                "this once (only a digest of it is stored).",
+                _(
+                    "Key #{id} for “{name}”: copy it now, it is shown only this once (only a "
+                    "digest of it is stored).",
+                    id=new.info.id,
+                    name=new.info.name,
+                ),
                 icon=":material/key:",
             )
             st.code(new.key, language=None)

@@ -11,22 +11,48 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback
+from ui.i18n import N_, _, translate
+from ui.signin import role_label
 from workbench import settings
 from workbench.team import access
+from workbench.team.access import Permission
+
+# What each permission lets a member do, as the page names it (the values are the English
+# names that refusals use in the command line and the logs).
+PERMISSION_LABELS = {
+    Permission.EDIT: N_("edit corpora"),
+    Permission.TRAIN: N_("train"),
+    Permission.REVIEW: N_("review the pool"),
+    Permission.DELETE: N_("delete corpora and versions"),
+    Permission.SERVE: N_("serve versions"),
+    Permission.API_KEYS: N_("manage API keys"),
+    Permission.USERS: N_("manage users"),
+}
 
 
 def render() -> None:
-    feedback.page_header("Team", "Who may sign in to this workbench, and what each of them may do.")
+    feedback.page_header(
+        _("Team"), _("Who may sign in to this workbench, and what each of them may do.")
+    )
     st.dataframe(
         pd.DataFrame(
             [
-                {"role": str(role), "may also": ", ".join(access.permissions_of(role)) or "—"}
+                {
+                    "role": role_label(role),
+                    "may also": _(", ").join(
+                        translate(PERMISSION_LABELS[p]) for p in access.permissions_of(role)
+                    )
+                    or "—",
+                }
                 for role in access.ROLES
             ]
         ),
         hide_index=True,
         width="stretch",
-        column_config={"may also": st.column_config.TextColumn("besides reading and translating")},
+        column_config={
+            "role": st.column_config.TextColumn(_("role")),
+            "may also": st.column_config.TextColumn(_("besides reading and translating")),
+        },
     )
     members = access.list_members()
     st.dataframe(
@@ -34,9 +60,13 @@ def render() -> None:
             [
                 {
                     "e-mail": m.email,
-                    "role": str(m.role),
+                    "role": role_label(m.role),
                     "added by": m.added_by
-                    or (f"configuration ({settings.ENV_ADMINS})" if m.configured else ""),
+                    or (
+                        _("configuration ({variable})", variable=settings.ENV_ADMINS)
+                        if m.configured
+                        else ""
+                    ),
                 }
                 for m in members
             ],
@@ -44,24 +74,33 @@ def render() -> None:
         ),
         hide_index=True,
         width="stretch",
+        column_config={
+            "e-mail": st.column_config.TextColumn(_("e-mail")),
+            "role": st.column_config.TextColumn(_("role")),
+            "added by": st.column_config.TextColumn(_("added by")),
+        },
         key="team_members",
     )
     with st.form("team_set_role", border=True):
-        st.markdown("**Add a member or change a role**")
+        st.markdown("**" + _("Add a member or change a role") + "**")
         cols = st.columns([3, 1], vertical_alignment="bottom")
-        email = cols[0].text_input("E-mail", key="team_email", placeholder="name@example.org")
-        role = cols[1].selectbox("Role", [str(r) for r in access.ROLES], key="team_role")
-        if st.form_submit_button("Save", type="primary", icon=":material/person_add:"):
-            with feedback.error_boundary("saving the role"):
+        email = cols[0].text_input(_("E-mail"), key="team_email", placeholder="name@example.org")
+        role = cols[1].selectbox(
+            _("Role"), [str(r) for r in access.ROLES], format_func=role_label, key="team_role"
+        )
+        if st.form_submit_button(_("Save"), type="primary", icon=":material/person_add:"):
+            with feedback.error_boundary(N_("saving the role")):
                 member = access.set_role(email, role)
-                feedback.flash(f"{member.email} is now a {member.role}.")
+                feedback.flash(
+                    _("{email} is now a {role}.", email=member.email, role=role_label(member.role))
+                )
                 st.rerun()
     removable = [m.email for m in members if not m.configured]
     if removable:
         cols = st.columns([3, 1], vertical_alignment="bottom")
-        who = cols[0].selectbox("Remove a member", removable, key="team_remove_email")
-        if cols[1].button("Remove", icon=":material/person_remove:", key="team_remove"):
-            with feedback.error_boundary("removing the member"):
+        who = cols[0].selectbox(_("Remove a member"), removable, key="team_remove_email")
+        if cols[1].button(_("Remove"), icon=":material/person_remove:", key="team_remove"):
+            with feedback.error_boundary(N_("removing the member")):
                 access.remove_member(who)
-                feedback.flash(f"{who} was removed from the team.")
+                feedback.flash(_("{email} was removed from the team.", email=who))
                 st.rerun()

@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, pickers
+from ui import charts, feedback, formatting, pickers
+from ui.i18n import N_, _, n_
 from ui.signin import can
 from workbench import settings
 from workbench.corpus import corpora, glossary, pairs
@@ -29,13 +30,16 @@ MAX_MAP_PIECES = 80
 
 def render() -> None:
     feedback.page_header(
-        "Translate", "Translate with any stored model version; inspect and correct its output."
+        _("Translate"),
+        _("Translate with any stored model version; inspect and correct its output."),
     )
     versions = registry.list_versions()
     if not versions:
         feedback.no_versions_notice(
-            "No model version yet: train one on the Train page (the demo corpus trains in "
-            "about a minute), then come back here."
+            _(
+                "No model version yet: train one on the Train page (the demo corpus trains in "
+                "about a minute), then come back here."
+            )
         )
         return
 
@@ -47,31 +51,47 @@ def render() -> None:
             beam = pickers.decoding_picker("translate")
             engine = pickers.engine_picker("translate")
         text = st.text_area(
-            f"Source sentences ({version.src_lang}), one per line",
+            _("Source sentences ({lang}), one per line", lang=version.src_lang),
             key="translate_input",
             height=140,
             placeholder=_examples(version),
         )
         terms = glossary.glossary_of(version.corpus_id) if version.corpus_id else None
         use_glossary = bool(terms) and st.toggle(
-            f"Use the glossary of “{version.corpus_name}” ({len(terms.terms)} terms)"
+            n_(
+                "Use the glossary of “{corpus}” ({n} term)",
+                "Use the glossary of “{corpus}” ({n} terms)",
+                len(terms.terms),
+                corpus=version.corpus_name,
+            )
             if terms
             else "",
             value=True,
             key="translate_glossary",
-            help="Sentences that contain a source term of the glossary must use its target "
-            "term (constrained beam search); other sentences are translated as without it.",
+            help=_(
+                "Sentences that contain a source term of the glossary must use its target term "
+                "(constrained beam search); other sentences are translated as without it."
+            ),
         )
-        if st.button("Translate", type="primary", icon=":material/translate:", key="translate"):
+        if st.button(_("Translate"), type="primary", icon=":material/translate:", key="translate"):
             lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if not lines:
-                st.warning("Type or paste at least one sentence.", icon=":material/edit_note:")
+                st.warning(_("Type or paste at least one sentence."), icon=":material/edit_note:")
             elif len(lines) > MAX_LINES:
-                st.warning(f"At most {MAX_LINES} lines at once, got {len(lines)}.")
+                st.warning(
+                    _("At most {max} lines at once, got {count}.", max=MAX_LINES, count=len(lines))
+                )
             else:
                 with (
-                    feedback.error_boundary("translating"),
-                    st.spinner(f"Translating {len(lines)} sentence(s)…", show_time=True),
+                    feedback.error_boundary(N_("translating")),
+                    st.spinner(
+                        n_(
+                            "Translating {n} sentence…",
+                            "Translating {n} sentences…",
+                            len(lines),
+                        ),
+                        show_time=True,
+                    ),
                 ):
                     results = translation.translate(
                         version.id,
@@ -103,8 +123,9 @@ def render() -> None:
 def _examples(version: Any) -> str:
     """A few training sentences of the version's corpus as a hint of what it knows."""
     if version.corpus_id is None:
-        return "One sentence per line"
-    return _training_examples(settings.database_url(), version.corpus_id) or "One sentence per line"
+        return _("One sentence per line")
+    examples = _training_examples(settings.database_url(), version.corpus_id)
+    return examples or _("One sentence per line")
 
 
 @st.cache_data(ttl=300, show_spinner=False)
@@ -134,19 +155,25 @@ def _plain(source: str, result: Any, check: translation.InputCheck) -> dict[str,
 
 def results_view(shown: dict[str, Any], version: Any) -> None:
     items = shown["items"]
-    st.subheader("Translations", anchor=False)
+    st.subheader(_("Translations"), anchor=False)
     engine = engines.ENGINE_LABELS[shown.get("engine", engines.ENGINES[0])]
-    glossary_note = " · glossary applied" if shown.get("glossary") else ""
-    st.caption(
-        f"{shown['version']} · {translation.decoding_label(shown['beam'])} · {engine}"
-        f"{glossary_note}"
-    )
+    parts = [shown["version"], translation.decoding_label(shown["beam"]), engine]
+    if shown.get("glossary"):
+        parts.append(_("glossary applied"))
+    st.caption(" · ".join(parts))
     flagged = [n for n, i in enumerate(items, start=1) if i["warnings"]]
     if flagged and len(items) > 1:  # each sentence's own reasons are shown when it is picked
         st.warning(
-            f"{len(flagged)} of {len(items)} translations may be confident nonsense "
-            f"({'sentence' if len(flagged) == 1 else 'sentences'} "
-            f"{', '.join(map(str, flagged))}): see the “warning” column.",
+            n_(
+                "{n} of {total} translations may be confident nonsense (sentence "
+                "{numbers}): see the “{column}” column.",
+                "{n} of {total} translations may be confident nonsense (sentences "
+                "{numbers}): see the “{column}” column.",
+                len(flagged),
+                total=len(items),
+                numbers=", ".join(map(str, flagged)),
+                column=_("warning"),
+            ),
             icon=":material/warning:",
         )
     table = pd.DataFrame(
@@ -164,22 +191,24 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
         width="stretch",
         column_config={
             "#": st.column_config.NumberColumn("#", width="small"),
-            "source": st.column_config.TextColumn("source", width="large"),
-            "translation": st.column_config.TextColumn("translation", width="large"),
+            "source": st.column_config.TextColumn(_("source"), width="large"),
+            "translation": st.column_config.TextColumn(_("translation"), width="large"),
             "unknown": st.column_config.NumberColumn(
-                "unknown",
+                _("unknown"),
                 format="%.0f %%",
                 width="small",
-                help="Share of the source's pieces that this version never saw in training: it "
-                "cannot read them. Above "
-                f"{translation.UNKNOWN_SHARE_WARNING:.0%} the translation is mostly guesswork.",
+                help=_(
+                    "Share of the source's pieces that this version never saw in training: it "
+                    "cannot read them. Above {share} the translation is mostly guesswork.",
+                    share=f"{translation.UNKNOWN_SHARE_WARNING:.0%}",
+                ),
             ),
-            "warning": st.column_config.TextColumn("warning", width="large"),
+            "warning": st.column_config.TextColumn(_("warning"), width="large"),
         },
     )
 
     choice = st.selectbox(
-        "Sentence",
+        _("Sentence"),
         range(len(items)),
         format_func=lambda i: f"{i + 1}. {items[i]['source']}",
         key=f"translate_pick_{len(items)}_{shown['version_id']}",
@@ -187,32 +216,44 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
     item = items[choice]
     if item["warnings"]:
         st.warning(
-            f"This translation may be confident nonsense: {'; '.join(item['warnings'])}.",
+            _(
+                "This translation may be confident nonsense: {reasons}.",
+                reasons="; ".join(item["warnings"]),
+            ),
             icon=":material/warning:",
         )
     left, right = st.columns([3, 2], gap="large")
     with left:
-        st.markdown("**Cross-attention**")
+        st.markdown("**" + _("Cross-attention") + "**")
         size = max(len(item["src_pieces"]), len(item["out_pieces"]))
         if item["attention"] and size > MAX_MAP_PIECES:
             st.caption(
-                f"No map for this sentence: it has {len(item['src_pieces']):,} source and "
-                f"{len(item['out_pieces']):,} output pieces, and a map of more than "
-                f"{MAX_MAP_PIECES} is unreadable. Translate a shorter part to see one."
+                _(
+                    "No map for this sentence: it has {source} source and {output} output "
+                    "pieces, and a map of more than {max} is unreadable. Translate a shorter part "
+                    "to see one.",
+                    source=formatting.fmt_int(len(item["src_pieces"])),
+                    output=formatting.fmt_int(len(item["out_pieces"])),
+                    max=MAX_MAP_PIECES,
+                )
             )
         elif item["attention"]:
             st.altair_chart(charts.attention_chart(item), width="stretch")
             st.caption(
-                "Each row is an output piece; darker cells are the source pieces the last "
-                "decoder layer attended to while producing it (averaged over heads)."
+                _(
+                    "Each row is an output piece; darker cells are the source pieces the last "
+                    "decoder layer attended to while producing it (averaged over heads)."
+                )
             )
         elif item["text"]:
             st.caption(
-                "No map for this sentence: it was decoded again to use the glossary's terms "
-                "(constrained search), which keeps no attention."
+                _(
+                    "No map for this sentence: it was decoded again to use the glossary's terms "
+                    "(constrained search), which keeps no attention."
+                )
             )
         else:
-            st.caption("No attention for an empty sentence.")
+            st.caption(_("No attention for an empty sentence."))
     with right:
         correction_form(item, shown, version)
 
@@ -220,10 +261,10 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
 def correction_form(item: dict[str, Any], shown: dict[str, Any], version: Any) -> None:
     if not can(Permission.EDIT):
         return
-    st.markdown("**Correct and save as a pair**")
+    st.markdown("**" + _("Correct and save as a pair") + "**")
     all_corpora = corpora.list_corpora()
     if not all_corpora:
-        st.caption("Create a corpus on the Corpus page to save corrections.")
+        st.caption(_("Create a corpus on the Corpus page to save corrections."))
         return
     langs = [
         c for c in all_corpora if (c.src_lang, c.tgt_lang) == (version.src_lang, version.tgt_lang)
@@ -233,13 +274,17 @@ def correction_form(item: dict[str, Any], shown: dict[str, Any], version: Any) -
         st.session_state.setdefault(pickers.CURRENT_CORPUS, version.corpus_id)
     key = f"{shown['version_id']}_{abs(hash(item['source']))}"
     with st.form(f"correction_{key}", border=False):
-        st.text_input("Source", value=item["source"], disabled=True)
-        target = st.text_area("Corrected translation", value=item["text"], height=90)
-        target_corpus = pickers.corpus_picker(options, key="translate_corpus", label="Into corpus")
-        if st.form_submit_button("Save as pair", icon=":material/playlist_add:"):
-            with feedback.error_boundary("saving the pair"):
+        st.text_input(_("Source"), value=item["source"], disabled=True)
+        target = st.text_area(_("Corrected translation"), value=item["text"], height=90)
+        target_corpus = pickers.corpus_picker(
+            options, key="translate_corpus", label=_("Into corpus")
+        )
+        if st.form_submit_button(_("Save as pair"), icon=":material/playlist_add:"):
+            with feedback.error_boundary(N_("saving the pair")):
                 pair_id = translation.save_correction(target_corpus.id, item["source"], target)
                 # Like every write: say so on the next run, which draws the pickers (drawn
                 # above, before the save) with the new pair counts.
-                feedback.flash(f"Saved as pair #{pair_id} in “{target_corpus.name}”.")
+                feedback.flash(
+                    _("Saved as pair #{id} in “{corpus}”.", id=pair_id, corpus=target_corpus.name)
+                )
                 st.rerun()

@@ -1,0 +1,156 @@
+"""The Translate, Inspect, Models, Review and Team pages in 简体中文 (AppTest, ``?lang=zh_Hans``
+as a bookmarked address gives it): each draws without an exception and shows its headings,
+controls and explanations from the Chinese catalog, not the English message ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
+
+from tests.ui.test_pages import APP, TIMEOUT, assert_clean, populated, texts, trained
+from tests.ui.test_signin import AUTH, signed_in
+from ui import i18n, navigation
+from workbench import corpora, demo
+from workbench.team import access
+
+__all__ = ["populated", "trained"]  # the module's real tiny versions (tests.ui.test_pages)
+
+
+@pytest.fixture(autouse=True)
+def harness_in_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AppTest formats a control's options with its ``format_func`` outside the script run
+    (to find the index of a value it sets), where ``ui.i18n`` says English: there it is
+    Chinese too, as the page that drew the options was. Inside a run nothing changes."""
+    in_run = i18n.current
+
+    def current() -> str:
+        return in_run() if get_script_run_ctx() is not None else "zh_Hans"
+
+    monkeypatch.setattr(i18n, "current", current)
+
+
+def open_in_chinese(page: navigation.PageRef, *, auth: bool = False) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params[i18n.PARAM] = "zh_Hans"
+    if auth:
+        at.secrets["auth"] = AUTH
+        at.user = signed_in("ada@example.org")
+    at.run()
+    at._page_hash = calc_hash(page.url_path)
+    at.run()
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    return at
+
+
+def test_translate_page_in_chinese(populated) -> None:
+    at = open_in_chinese(navigation.TRANSLATE)
+    assert at.title[0].value == "翻译"
+    assert at.text_area(key="translate_input").label == "源句（zh），每行一句"
+    at.text_area(key="translate_input").input("我想喝一杯茶。")
+    at.button(key="translate").click().run()
+    assert_clean(at)
+    assert [h.value for h in at.subheader] == ["译文"]
+    assert "每一行是一个输出词元" in texts(at.caption)
+    assert "**修改并保存为句对**" in texts(at.markdown)
+
+
+def test_inspect_page_in_chinese_names_the_papers_terms(populated) -> None:
+    at = open_in_chinese(navigation.INSPECT)
+    at.button_group(key="inspect_mode").set_value("Beam search").run()
+    at.text_input(key="inspect_text").input("我想喝一杯茶。")
+    at.button(key="inspect").click().run()
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    assert [h.value for h in at.subheader] == [
+        "词元与位置",
+        "注意力：每一层、每一个头",
+        "逐步解码（贪心）",
+        "束搜索",
+        "模型学到了什么：最近邻",
+        "训练它的那次运行",
+    ]
+    captions = texts(at.caption)
+    for term in (
+        "位置编码 (positional encoding)",
+        "多头注意力 (multi-head attention)",
+        "填充掩码 (padding mask",
+        "束搜索 (beam search)",
+        "长度惩罚 (length penalty)",
+        "lp(Y) = ((5 + |Y|) / 6)^α",  # the formulas stay as the paper writes them
+    ):
+        assert term in captions, term
+    # A control keeps its value in every language; only its label is translated.
+    at.button_group(key="inspect_kind").set_value("Decoder masked self-attention").run()
+    assert_clean(at)
+    assert "掩码 (mask)" in texts(at.caption) and "上三角" in texts(at.caption)
+
+
+def test_models_page_in_chinese(populated) -> None:
+    at = open_in_chinese(navigation.MODELS)
+    assert [t.label for t in at.tabs] == [
+        ":material/edit: 管理版本",
+        ":material/compare_arrows: 比较版本",
+        ":material/api: HTTP 接口",
+    ]
+    assert "**训练者**" in texts(at.markdown) and "**通过 HTTP 提供服务**" in texts(at.markdown)
+    assert at.download_button(key=f"download_{populated.version_ids[0]}").label == "下载 .zip"
+    at.button(key="compare").click().run()
+    assert_clean(at)
+    assert f"**在“{demo.DEMO_NAME}”上的分数**" in texts(at.markdown)
+    assert "只有 4 个测试句对" in texts(at.warning)
+    assert "**逐句对照** · 4 个句子中有" in texts(at.markdown)
+
+
+def test_review_page_in_chinese(populated) -> None:
+    target = corpora.create_corpus("审校池", "zh", "en")
+    try:
+        at = open_in_chinese(navigation.REVIEW)
+        at.selectbox(key="review_corpus").select(target.id).run()
+        assert_clean(at)
+        assert [m.label for m in at.metric] == ["池中句子", "等待审校", "已翻译并排序", "已审校"]
+        assert at.button(key="pool_add").label == "加入待审池"
+    finally:
+        corpora.delete_corpus(target.id)
+
+
+def test_team_page_in_chinese(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
+    monkeypatch.setenv("WORKBENCH_ADMINS", "ada@example.org")
+    access.set_role("ed@example.org", "editor")
+    at = open_in_chinese(navigation.TEAM, auth=True)
+    assert at.title[0].value == "团队"
+    assert "**添加成员或更改角色**" in texts(at.markdown)
+    assert at.text_input(key="team_email").label == "电子邮箱"
+    assert at.button(key="team_remove").label == "移除"
+    roles = at.dataframe[0].value.set_index("role")["may also"]
+    assert roles["编辑者"] == "编辑语料库，训练，审校待审池"
+    assert list(at.dataframe[1].value["role"]) == ["管理员", "编辑者"]
+    assert at.selectbox(key="team_role").options == ["查看者", "编辑者", "管理员"]
+    at.text_input(key="team_email").set_value("vera@example.org")
+    at.selectbox(key="team_role").set_value("viewer")  # the value stays the role's name
+    at.button(key="FormSubmitter:team_set_role-保存").click().run()
+    assert_clean(at)
+    assert access.role_of("vera@example.org") == access.Role.VIEWER
+    assert "vera@example.org 现在的角色是 查看者。" in texts(at.success)
+
+
+@pytest.mark.parametrize(
+    ("page", "notice"),
+    [
+        (navigation.TRANSLATE, "还没有模型版本：请先在“训练”页面训练一个（示例语料库"),
+        (navigation.INSPECT, "还没有模型版本：请先在“训练”页面训练一个，再回到这里看看它的内部。"),
+        (navigation.MODELS, "还没有模型版本：请在“训练”页面开始一次训练"),
+        (navigation.REVIEW, "还没有语料库：请先在“语料库”页面创建一个。"),
+    ],
+)
+def test_an_empty_workbench_says_what_to_do_in_chinese(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch, page: navigation.PageRef, notice: str
+) -> None:
+    monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
+    at = open_in_chinese(page)
+    assert notice in texts(at.info)

@@ -11,13 +11,11 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
-from tests.ui.test_pages import APP, TIMEOUT, assert_clean, populated, texts, trained
+from tests.ui.pages import APP, TIMEOUT, assert_clean, texts
 from tests.ui.test_signin import AUTH, signed_in
 from ui import i18n, navigation
-from workbench import corpora, demo
+from workbench.corpus import corpora, demo
 from workbench.team import access
-
-__all__ = ["populated", "trained"]  # the module's real tiny versions (tests.ui.test_pages)
 
 
 @pytest.fixture(autouse=True)

@@ -26,10 +26,11 @@ tuned on validation data only, never on a test set). In short:
   (pre-norm), 7e-4 with the small batches of short budgets.
 - **Regularisation**: dropout only when the budget allows many passes over the corpus; short
   runs over large corpora cannot overfit and dropout would only slow them down.
-- **Batches**: on a CPU the largest batch that still buys about a thousand updates (1,250
-  padded tokens from ~2.2M tokens up, 625 below: a short budget needs updates more than it
-  needs accurate gradients; with the warm-up below, Multi30k at 1.1M tokens in fp32 went from
-  7.9 to 15.4 valid BLEU); large ones on a GPU.
+- **Batches**: on a CPU the largest batch that still buys about 1,500 updates (1,250 padded
+  tokens from ~3.3M tokens up, 625 from ~1.6M, 400 below: a short budget needs updates more
+  than it needs accurate gradients; with the warm-up below, Multi30k at 1.1M tokens in fp32
+  went from 7.9 valid BLEU (1,250, 200 warm-up steps) to 18.2 (625) and 20.4 (400)); large
+  ones on a GPU.
 - **Vocabulary**: SentencePiece; joint (tied embeddings) when both languages share an alphabet,
   one per side otherwise; sized to the corpus, and a joint one halved for short budgets (few
   tokens cannot teach many rare pieces, and the output layer costs less).
@@ -66,10 +67,12 @@ WARMUP_STEPS = (50, 200)
 # optimizer's fresh moment estimates: a short ramp, so a short budget is not spent climbing.
 CONTINUE_WARMUP_STEPS = 50
 # CPU batches (padded tokens), largest first: the largest that buys MIN_UPDATES updates, else
-# the smallest. 1,250 instead of 2,500 gave +7 valid BLEU at 2M tokens; 625 +0.8 more there.
-CPU_BATCH_TOKENS = (1250, 625)
-MIN_UPDATES = 1_000
-SMALL_BATCH_LR = 7e-4  # peak rate with the smallest CPU batch (see _peak_lr)
+# the smallest. 1,250 instead of 2,500 gave +7 valid BLEU at 2M tokens; 625 +0.8 more there;
+# at 1.1M tokens 400 (1,531 updates) gave 20.4 valid BLEU against 18.2 with 625 (981 updates).
+CPU_BATCH_TOKENS = (1250, 625, 400)
+MIN_UPDATES = 1_500
+SMALL_BATCH_TOKENS = 625  # batches this small or smaller take the gentler peak rate below
+SMALL_BATCH_LR = 7e-4  # peak rate with the small CPU batches of short budgets (see _peak_lr)
 REAL_TOKENS_PER_PADDED = 1.75  # source + target tokens per padded batch token (Multi30k 1.8,
 # Tatoeba 1.7: a batch is counted as max(src, tgt) x sentences)
 GPU_BATCH_TOKENS = 8192  # (not tuned here: no GPU was available)
@@ -305,7 +308,7 @@ def _peak_lr(preset: str, memorise: bool, batch_tokens: int) -> float:
         return 7e-4
     if memorise:
         return 4e-3
-    return SMALL_BATCH_LR if batch_tokens <= CPU_BATCH_TOKENS[-1] else 1e-3
+    return SMALL_BATCH_LR if batch_tokens <= SMALL_BATCH_TOKENS else 1e-3
 
 
 def _vocab_size(facts: CorpusFacts, joint: bool, tokens: float | None) -> int:

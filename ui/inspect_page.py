@@ -4,6 +4,9 @@ step, beam search's tree, the embedding space, and the run that trained the vers
 
 All numbers come from `evaluation.inspection`; the last inspection is kept in session_state
 (what the user is looking at, as the Translate page keeps its results).
+
+(Over 450 lines on purpose: each panel explains one part of the paper in words beside what it
+shows; the explanations, not the code, are most of the lines.)
 """
 
 from __future__ import annotations

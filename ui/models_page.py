@@ -1,6 +1,10 @@
 """Models page: every stored version with its scores; rename, annotate, download, delete or
 serve one over HTTP; compare several on a corpus' held-out test pairs (loss curves, BLEU/chrF,
 side-by-side output); the served pairs and the API keys (``serving_panel``).
+
+(Over 450 lines on purpose: one page of four tabs over the same version list, whose texts —
+help, captions, the significance verdicts — are most of its lines; the serving tab already
+lives apart in ``serving_panel``.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Fixtures of the page tests: no demo corpus, no worker process, and a populated database
-with two real tiny versions (trained once for the whole tests/ui package)."""
+with two real tiny versions (trained once per test module, so no page's tests see another's
+changes)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: None)
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
     """The demo corpus and two real tiny versions (a short and a shorter training)."""
     with module_home(tmp_path_factory.mktemp("ui_trained")) as home:

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from db.models import Change, utcnow
+from tests.helpers import ROOT
 from tests.workbench.models.test_registry import outside_folder  # noqa: F401 (a fixture)
 from workbench.corpus import cleanups, corpora, glossary, importing, pairs
 from workbench.corpus.cleaning import CleaningOptions
@@ -19,8 +20,6 @@ from workbench.errors import WorkbenchError
 from workbench.models import registry
 from workbench.storage import engine, session_scope
 from workbench.team import access, history, trash
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _raw(table: str, where: str = "") -> list[tuple[Any, ...]]:

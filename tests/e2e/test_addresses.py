@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from tests.e2e import test_browser
-from tests.e2e.test_browser import CHROMIUM, EXPECT_TIMEOUT_MS, VIEWPORT, App, assert_clean_log
+from tests.e2e.test_browser import EXPECT_TIMEOUT_MS, VIEWPORT, App, assert_clean_log, launch
 from ui import navigation
 
 pytestmark = test_browser.pytestmark
@@ -20,9 +20,7 @@ def test_every_page_opens_at_its_own_address(app: App) -> None:
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     url = app.url
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
-        )
+        browser = launch(p)
         try:
             page = browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(60_000)

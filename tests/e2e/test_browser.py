@@ -26,7 +26,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -51,6 +51,22 @@ pytestmark = [
         reason="the worker command (python -m workbench worker) is not available yet",
     ),
 ]
+
+
+# Debian's Chromium as the guide asks: headless, no sandbox, no GPU, nothing fetched in the
+# background (`playwright install` would download browsers and fails here: never call it).
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
+
+
+def launch(p: Any) -> Any:
+    """A browser for one test (``p``: Playwright's sync API object)."""
+    return p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
 
 
 def _free_port() -> int:
@@ -216,11 +232,7 @@ def _tail(path: Path, n: int = 3000) -> str:
 
 def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu",
-                  "--disable-background-networking", "--disable-component-update"],
-        )  # fmt: skip
+        browser = launch(p)
         try:
             page = browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(60_000)
@@ -410,9 +422,7 @@ def test_table_edits_are_never_lost_silently_in_a_browser(app: App) -> None:
 
     url = app.url
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
-        )
+        browser = launch(p)
         try:
             page = browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(30_000)
@@ -480,9 +490,7 @@ def test_an_unsaved_edit_survives_a_corpus_switch_a_page_visit_and_a_reload(
 
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
-        )
+        browser = launch(p)
         try:
             page = browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(30_000)

@@ -13,13 +13,13 @@ from pathlib import Path
 
 from tests.e2e import test_browser
 from tests.e2e.test_browser import (
-    CHROMIUM,
     EXPECT_TIMEOUT_MS,
     README_SCREENSHOTS,
     VIEWPORT,
     App,
     _shot,
     assert_clean_log,
+    launch,
 )
 
 pytestmark = test_browser.pytestmark
@@ -32,9 +32,7 @@ def test_switch_to_chinese_and_back(app: App, tmp_path: Path) -> None:
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     shots = README_SCREENSHOTS if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path / "shots"
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
-        )
+        browser = launch(p)
         try:
             page = browser.new_page(viewport=VIEWPORT, locale="en-US")
             page.set_default_timeout(60_000)

@@ -26,6 +26,7 @@ from tests.e2e.test_browser import (
     _no_traceback,
     _stop,
     _wait_http,
+    launch,
 )
 from workbench.corpus import corpora
 
@@ -107,11 +108,7 @@ def test_sign_in_roles_and_sign_out_in_a_browser(team_app: str, tmp_path: Path) 
 
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu",
-                  "--disable-background-networking", "--disable-component-update"],
-        )  # fmt: skip
+        browser = launch(p)
         try:
             page = browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(60_000)

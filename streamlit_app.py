@@ -31,6 +31,7 @@ actor = signin.gate()  # with sign-in on, an anonymous visitor stops here
 startup.seed_demo()
 startup.sweep_trash()
 grid.keep_drafts()  # before any page can drop a grid's unsaved edits
+startup.keep_typed_text()  # and what was typed in a page's text boxes
 
 pages = [
     st.Page(guarded(ref.render), title=ref.label, icon=ref.icon, url_path=ref.url_path)

@@ -60,3 +60,16 @@ def sweep_trash() -> None:
     """Remove for good the corpora deleted more than ``trash.TRASH_DAYS`` days ago."""
     with error_boundary(N_("emptying the trash")):
         _swept_trash(settings.database_url())
+
+
+# Text boxes whose contents must outlive a visit to another page: Streamlit forgets the state
+# of a widget that a run does not draw (the grids keep theirs as drafts: ``ui.grid``).
+TYPED_TEXT_KEYS = ("translate_input", "inspect_text")
+
+
+def keep_typed_text() -> None:
+    """Store each typed text again as plain session state (Streamlit's way to keep a widget's
+    value across pages), so a page that does not draw its box still keeps what was typed."""
+    for key in TYPED_TEXT_KEYS:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]

@@ -4,8 +4,9 @@ glossaries."""
 from __future__ import annotations
 
 import pytest
+from streamlit.util import calc_hash
 
-from tests.ui.pages import Trained, assert_clean, open_page, texts
+from tests.ui.pages import PAGES, Trained, assert_clean, open_page, texts
 from workbench.corpus import corpora, demo, glossary, pairs
 from workbench.models import engines
 
@@ -128,3 +129,29 @@ def test_a_glossary_edited_on_the_corpus_page_is_obeyed_on_translate(
         assert without[1]["text"] == with_terms[1]["text"]  # no term: the same translation
     finally:
         glossary.set_terms(populated.corpus_id, [])
+
+
+@pytest.mark.parametrize(
+    ("page", "key", "typed"),
+    [
+        ("translate", "translate_input", "我想喝一杯茶。\n谢谢你的帮助。"),
+        ("inspect", "inspect_text", "谢谢。"),
+    ],
+)
+def test_typed_text_survives_a_visit_to_another_page(
+    populated: Trained, page: str, key: str, typed: str
+) -> None:
+    """Streamlit forgets a widget that a run does not draw: without the router's
+    ``keep_typed_text`` the sentences typed on Translate (or Inspect) were gone after a look at
+    the Train page."""
+    at = open_page(page)
+    box = at.text_area(key=key) if page == "translate" else at.text_input(key=key)
+    box.input(typed).run()
+    at._page_hash = calc_hash(PAGES["train"].url_path)
+    at.run()
+    assert_clean(at)
+    at._page_hash = calc_hash(PAGES[page].url_path)
+    at.run()
+    assert_clean(at)
+    box = at.text_area(key=key) if page == "translate" else at.text_input(key=key)
+    assert box.value == typed

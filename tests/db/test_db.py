@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, func, inspect, select, text
+from sqlalchemy import Connection, Engine, func, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 
 from db import init
@@ -227,23 +227,28 @@ def test_upgrade_to_0003_backfills_metric_kinds_and_moves_the_resume_note(tmp_pa
     engine.dispose()
 
 
+def _add_an_old_corpus_with_one_pair(conn: Connection) -> None:
+    """Corpus 1 'old' (zh→en) with one train pair, written as a revision before ours would."""
+    conn.execute(
+        text(
+            "INSERT INTO corpora (name, src_lang, tgt_lang, created_at) "
+            "VALUES ('old', 'zh', 'en', '2026-01-01 00:00:00')"
+        )
+    )
+    conn.execute(
+        text(
+            "INSERT INTO pairs (corpus_id, source, target, split, note, content_hash, "
+            "created_at, updated_at) VALUES (1, '你好', 'hello', 'train', '', 'h', "
+            "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+        )
+    )
+
+
 def test_upgrade_to_0004_keeps_corpora_visible(tmp_path: Path) -> None:
     """Corpora and pairs written before 0004 stay real corpora (no import_token)."""
     engine = _database_at(tmp_path, "0003")
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO corpora (name, src_lang, tgt_lang, created_at) "
-                "VALUES ('old', 'zh', 'en', '2026-01-01 00:00:00')"
-            )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO pairs (corpus_id, source, target, split, note, content_hash, "
-                "created_at, updated_at) VALUES (1, '你好', 'hello', 'train', '', 'h', "
-                "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"
-            )
-        )
+        _add_an_old_corpus_with_one_pair(conn)
     upgrade(engine)
     with engine.connect() as conn:
         assert current_revision(conn) == head_revision()
@@ -291,19 +296,7 @@ def test_upgrade_from_0005_adds_glossaries_pools_and_cleanups(tmp_path: Path) ->
     clean-up tables whose rows follow their corpus (cascade), and refuses unknown statuses."""
     engine = _database_at(tmp_path, "0005")
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO corpora (name, src_lang, tgt_lang, created_at) "
-                "VALUES ('old', 'zh', 'en', '2026-01-01 00:00:00')"
-            )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO pairs (corpus_id, source, target, split, note, content_hash, "
-                "created_at, updated_at) VALUES (1, '你好', 'hello', 'train', '', 'h', "
-                "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"
-            )
-        )
+        _add_an_old_corpus_with_one_pair(conn)
     upgrade(engine)
     with engine.begin() as conn:
         assert current_revision(conn) == head_revision()
@@ -360,19 +353,7 @@ def test_upgrade_to_0008_backfills_lineage_and_downgrades_without_losing_rows(
     the new columns (no table copy that would cascade into the rows referring to them)."""
     engine = _database_at(tmp_path, "0006")
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO corpora (name, src_lang, tgt_lang, created_at) "
-                "VALUES ('old', 'zh', 'en', '2026-01-01 00:00:00')"
-            )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO pairs (corpus_id, source, target, split, note, content_hash, "
-                "created_at, updated_at) VALUES (1, '你好', 'hello', 'train', '', 'h', "
-                "'2026-01-01 00:00:00', '2026-01-01 00:00:00')"
-            )
-        )
+        _add_an_old_corpus_with_one_pair(conn)
         for vid, init, tokens, seconds in (
             (1, None, 1000, 60.0),
             (2, 1, 500, 30.0),

@@ -17,7 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench.quality import train_through_product
+from bench.quality import import_corpus, train_through_product
 
 DEMO = Path(__file__).resolve().parents[1] / "workbench" / "corpus" / "demo_zh_en.tsv"
 N_PAIRS = 16
@@ -30,7 +30,8 @@ def main() -> None:
     pairs = [(r[0], r[1]) for r in rows if len(r) >= 2][:N_PAIRS]
     from workbench.models.translation import translate
 
-    ours = train_through_product("first click", "zh", "en", pairs, [], None)
+    corpus_id, _ = import_corpus("first click", "zh", "en", pairs, [])
+    ours = train_through_product(corpus_id, None)
     outputs = translate(ours["version_id"], [s for s, _ in pairs])
     exact = sum(o.text == t for o, (_, t) in zip(outputs, pairs, strict=True))
     m = ours["metrics"]

@@ -2,7 +2,7 @@
 
     python -m bench.quality --data multi30k|tatoeba (--minutes M | --tokens N)
         [--precision auto|fp32|bf16] [--threads T] [--split valid|test] [--set KEY=VALUE ...]
-        [--reference] [--train-limit N]
+        [--chain K] [--reference] [--train-limit N]
 
 What a user gets, nothing private: the training (and validation) pairs are imported as a corpus
 in a fresh WORKBENCH_HOME, a run is queued with the product's defaults and a time budget
@@ -10,6 +10,11 @@ in a fresh WORKBENCH_HOME, a run is queued with the product's defaults and a tim
 on any machine) in the asked precision, a real worker process (`python -m workbench worker
 --once`) trains and registers the version, and the registered version translates the test set
 with beam 4 (`workbench.evaluation.evaluation.evaluate`). sacreBLEU, detokenized, cased.
+
+`--chain K` trains K runs of the budget one after another on the same corpus, each starting
+where the Train button's default starts (the second on: "Continue from #N", the previous
+version); the last version is scored and each link's greedy validation BLEU is listed. Compare
+it with one run of K times the budget (`--chain 3 --tokens N` against `--tokens 3N`).
 
 `--split valid` scores the validation split instead of the test set: tuning looks only at
 that (`--set lr=2e-3 warmup_steps=30 ...` overrides a recipe choice for such a sweep; the
@@ -50,28 +55,41 @@ def _tsv(pairs_by_split: dict[str, data.Pairs]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def train_through_product(
-    name: str,
-    src_lang: str,
-    tgt_lang: str,
-    train: data.Pairs,
-    valid: data.Pairs,
-    minutes: float | None,
-    tokens: int | None = None,
-    precision: str = "auto",
-    **overrides: object,
-) -> dict:
-    """Import, queue with the defaults and a budget of `minutes` or `tokens` (neither: the
-    automatic budget) in `precision`, plus any `overrides` (TrainConfig fields), train in a
-    real worker process; returns the run and the registered version's metrics."""
+def import_corpus(
+    name: str, src_lang: str, tgt_lang: str, train: data.Pairs, valid: data.Pairs
+) -> tuple[int, int]:
+    """The pairs imported as a new corpus, as a user's import does: (corpus id, pairs added)."""
     from workbench.corpus import corpora, importing
-    from workbench.training import run_info, runs
 
     info = corpora.create_corpus(name, src_lang, tgt_lang)
     imported = importing.import_file(info.id, _tsv({"train": train, "valid": valid}), "tsv")
+    return info.id, imported.added
+
+
+def train_through_product(
+    corpus_id: int,
+    minutes: float | None,
+    tokens: int | None = None,
+    precision: str = "auto",
+    continue_default: bool = False,
+    **overrides: object,
+) -> dict:
+    """Queue a run of the corpus with the defaults and a budget of `minutes` or `tokens`
+    (neither: the automatic budget) in `precision`, plus any `overrides` (TrainConfig fields),
+    and train it in a real worker process; returns the run and the registered version's
+    metrics. `continue_default`: start where the Train button's default starts ("Continue
+    from #N" when a version's tokenizer covers the corpus, else a new model)."""
+    from workbench.training import continuation, run_info, runs
+
+    start = continuation.default_start(corpus_id).version_id if continue_default else None
     clicked = time.monotonic()
     run_id = runs.enqueue_training(
-        info.id, minutes=minutes, tokens=tokens, precision=precision, **overrides
+        corpus_id,
+        init_version_id=start,
+        minutes=minutes,
+        tokens=tokens,
+        precision=precision,
+        **overrides,
     )
     worker = subprocess.run(
         [sys.executable, "-m", "workbench", "worker", "--once"],
@@ -87,7 +105,7 @@ def train_through_product(
         raise SystemExit(f"error: run {run_id} {run.status}: {run.error}\n{tail}")
     return {
         "run_id": run_id,
-        "imported_pairs": imported.added,
+        "continued_from": start,
         "click_to_ready_s": round(ready_s, 1),
         **registered(run.version_id),
     }
@@ -113,6 +131,21 @@ def registered(version_id: int) -> dict:
             "dropout": training["dropout"],
         },
         "metrics": version.metrics,
+    }
+
+
+def _link(ours: dict, valid: dict) -> dict:
+    """One run of a chain: where it started, what it trained, how it validates (greedy)."""
+    m = ours["metrics"]
+    return {
+        "version_id": ours["version_id"],
+        "continued_from": ours["continued_from"],
+        "tokens": m.get("tokens_trained"),
+        "tokens_per_s": m.get("tokens_per_s"),
+        "steps": m.get("steps"),
+        "warmup_steps": ours["recipe"]["warmup_steps"],
+        "lr": ours["recipe"]["lr"],
+        "valid_bleu_greedy": valid["bleu"],
     }
 
 
@@ -147,6 +180,14 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="override a recipe choice (tuning on --split valid only)",
     )
+    p.add_argument(
+        "--chain",
+        type=int,
+        default=1,
+        metavar="K",
+        help="train K runs of the budget one after another, each starting where the Train "
+        "button's default starts (Continue from the last version); the last one is scored",
+    )
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--train-limit", type=int, help="use only the first N training pairs")
     p.add_argument("--reference", action="store_true", help="also train the paper's settings")
@@ -171,6 +212,8 @@ def main() -> None:
         raise SystemExit("error: --reference trains the paper's settings for --minutes")
     if args.minutes is None and args.tokens is None:
         args.minutes = 10.0
+    if args.chain < 1 or (args.chain > 1 and (args.version is not None or args.reference)):
+        raise SystemExit("error: --chain K (K >= 1) trains K runs; not with --version/--reference")
 
     pairs = data.splits(args.data)
     train = pairs["train"][: args.train_limit]
@@ -184,20 +227,24 @@ def main() -> None:
     overrides: dict[str, object] = dict(args.set)
     if args.threads is not None:
         overrides["num_threads"] = args.threads
+    links: list[dict] = []
     if args.version is not None:
         ours = registered(args.version)
     else:
-        ours = train_through_product(
-            f"{args.data} bench",
-            src_lang,
-            tgt_lang,
-            train,
-            pairs["valid"],
-            args.minutes,
-            args.tokens,
-            args.precision,
-            **overrides,
+        corpus_id, _ = import_corpus(
+            f"{args.data} bench", src_lang, tgt_lang, train, pairs["valid"]
         )
+        for link in range(args.chain):
+            ours = train_through_product(
+                corpus_id,
+                args.minutes,
+                args.tokens,
+                args.precision,
+                continue_default=link > 0,
+                **overrides,
+            )
+            links.append(_link(ours, evaluate(ours["version_id"], pairs["valid"], beam=1)))
+            print(json.dumps({"link": link + 1, **links[-1]}), file=sys.stderr, flush=True)
     m = ours["metrics"]
     scored = evaluate(ours["version_id"], pairs[args.split], beam=args.beam)
     valid = (  # greedy on valid: the same yardstick as the reference and the tuning table
@@ -238,6 +285,9 @@ def main() -> None:
         "calibration": m.get("calibration"),
         "recipe": ours["recipe"],
     }
+    if args.chain > 1:
+        result["chain"] = links
+        result["chain_tokens"] = sum(link["tokens"] or 0 for link in links)
     if args.reference:
         from bench.reference import train_paper_reference, translate_reference
 

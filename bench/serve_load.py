@@ -190,13 +190,13 @@ def main() -> None:
     if args.version is None:
         os.environ["WORKBENCH_HOME"] = tempfile.mkdtemp(prefix="serve_load_")
         os.environ.pop("WORKBENCH_DB_URL", None)
-        from bench.quality import train_through_product
+        from bench.quality import import_corpus, train_through_product
 
         print(f"training a model for {args.minutes:g} min…", file=sys.stderr, flush=True)
-        trained = train_through_product(
-            "multi30k", "de", "en", data.multi30k("train"), data.multi30k("val")[:200],
-            args.minutes,
-        )  # fmt: skip
+        corpus_id, _ = import_corpus(
+            "multi30k", "de", "en", data.multi30k("train"), data.multi30k("val")[:200]
+        )
+        trained = train_through_product(corpus_id, args.minutes)
         version_id = trained["version_id"]
     else:
         version_id = args.version

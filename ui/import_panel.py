@@ -209,10 +209,18 @@ def _preview_columns() -> dict[str, str]:
 
 def _report(parsed: Any) -> pd.DataFrame:
     """The validation report in the session's language (its kinds stay codes)."""
-    frame = parsed.report_frame()
-    frame["severity"] = [translate(SEVERITIES.get(v, v)) for v in frame["severity"]]
-    frame["message"] = [localized(m) for m in frame["message"]]
-    return frame
+    return pd.DataFrame(
+        [
+            (
+                i.line,
+                translate(SEVERITIES.get(i.severity, i.severity)),
+                i.kind,
+                localized(i.message),
+            )
+            for i in parsed.report
+        ],
+        columns=["line", "severity", "kind", "message"],
+    )
 
 
 def _report_columns() -> dict[str, str]:

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import dialogs, feedback, formatting
-from ui.i18n import N_, _, n_, translate
+from ui.i18n import N_, _, localized, n_, translate
 from workbench.corpus import cleaning, cleanups
 from workbench.corpus.corpora import CorpusInfo
 
@@ -156,7 +156,7 @@ def _preview(preview: cleanups.CleanupPreview) -> None:
                     _("becomes"): _("(removed)")
                     if v.new_source is None
                     else f"{v.new_source} ‖ {v.new_target}",
-                    _("why"): v.detail,
+                    _("why"): localized(v.detail),
                 }
                 for v in preview.sample
             ]

@@ -13,12 +13,19 @@ import pandas as pd
 import streamlit as st
 
 from ui import cleaning_panel, feedback, formatting
-from ui.i18n import N_, _, n_, translate
+from ui.i18n import N_, _, localized, n_, translate
 from workbench.corpus import formats, importing, splits
 from workbench.corpus.cleaning import CleaningOptions
 from workbench.corpus.corpora import CorpusInfo
 
 PREVIEW_ROWS = 20
+# The severities of the validation report (``import_checks.Severity``), as the page names them.
+SEVERITIES = {
+    "error": N_("error"),
+    "warning": N_("warning"),
+    "duplicate": N_("duplicate"),
+    "filtered": N_("filtered"),
+}
 
 
 def import_panel(current: CorpusInfo) -> None:
@@ -132,7 +139,9 @@ def import_panel(current: CorpusInfo) -> None:
             expanded=bool(parsed.errors),
             icon=":material/rule:",
         ):
-            st.dataframe(parsed.report_frame(), hide_index=True, width="stretch")
+            st.dataframe(
+                _report(parsed), hide_index=True, width="stretch", column_config=_report_columns()
+            )
     else:
         st.success(_("Every row is valid."), icon=":material/check_circle:")
 
@@ -179,7 +188,11 @@ def import_panel(current: CorpusInfo) -> None:
                     cleaned=formatting.fmt_int(cleaned),
                 )
             if result.regrouped:
-                done = f"{done} {splits.regrouped_text(result.regrouped)}"
+                done = _(
+                    "{done} {regrouped}",
+                    done=done,
+                    regrouped=localized(splits.regrouped_text(result.regrouped)),
+                )
             feedback.flash(done)
             st.rerun()
 
@@ -191,6 +204,31 @@ def _preview_columns() -> dict[str, str]:
         "target": _("target"),
         "split": _("split"),
         "note": _("note"),
+    }
+
+
+def _report(parsed: Any) -> pd.DataFrame:
+    """The validation report in the session's language (its kinds stay codes)."""
+    return pd.DataFrame(
+        [
+            (
+                i.line,
+                translate(SEVERITIES.get(i.severity, i.severity)),
+                i.kind,
+                localized(i.message),
+            )
+            for i in parsed.report
+        ],
+        columns=["line", "severity", "kind", "message"],
+    )
+
+
+def _report_columns() -> dict[str, str]:
+    return {
+        "line": _("line"),
+        "severity": _("severity"),
+        "kind": _("kind"),
+        "message": _("message"),
     }
 
 

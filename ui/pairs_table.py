@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import streamlit as st
 
 from ui import formatting, grid
-from ui.i18n import _, n_
+from ui.i18n import _, localized, n_
 from workbench.corpus import drafts, pairs, splits
 from workbench.corpus.corpora import CorpusInfo
 from workbench.corpus.pairs import SPLITS
@@ -200,7 +200,11 @@ def _save(browser_key: str, current: CorpusInfo) -> str:
         edited=res.updated,
         deleted=res.deleted,
     )
-    return f"{saved} {splits.regrouped_text(res.regrouped)}" if res.regrouped else saved
+    if not res.regrouped:
+        return saved
+    return _(
+        "{done} {regrouped}", done=saved, regrouped=localized(splits.regrouped_text(res.regrouped))
+    )
 
 
 def _search(view: _View) -> pairs.PairPage:

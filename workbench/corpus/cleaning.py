@@ -29,7 +29,7 @@ from typing import Any
 
 from workbench.corpus.text_rules import normalize_text, rough_token_count
 from workbench.errors import WorkbenchError
-from workbench.messages import N_
+from workbench.messages import N_, Message
 
 LANGID_CONFIDENCE = 0.9
 # The Chinese script conversions (OpenCC configurations) every front end offers.
@@ -63,10 +63,15 @@ class CleaningOptions:
 
     def __post_init__(self) -> None:
         if self.chinese not in CHINESE_CONVERSIONS:
-            choices = ", ".join(CHINESE_CONVERSIONS)
-            raise WorkbenchError(f"Unknown Chinese conversion {self.chinese!r}: use {choices}.")
+            raise WorkbenchError(
+                N_("Unknown Chinese conversion {name!r}: use {choices}."),
+                name=self.chinese,
+                choices=", ".join(CHINESE_CONVERSIONS),
+            )
         if self.max_ratio is not None and not self.max_ratio >= 1:
-            raise WorkbenchError(f"The length ratio must be at least 1, got {self.max_ratio}.")
+            raise WorkbenchError(
+                N_("The length ratio must be at least 1, got {ratio}."), ratio=self.max_ratio
+            )
 
     @property
     def active(self) -> bool:
@@ -88,7 +93,7 @@ class Verdict:
     reason: str | None  # a DROP_REASONS key, or "converted", or None: unchanged
     source: str
     target: str
-    detail: str = ""  # e.g. "looks like en (0.99)"
+    detail: str = ""  # a Message, e.g. "looks like en (0.99)" (a page translates it)
 
     @property
     def dropped(self) -> bool:
@@ -145,13 +150,18 @@ class Cleaner:
                 if found not in _LANG_ALIASES.get(expected, {expected}) and (
                     confidence >= LANGID_CONFIDENCE
                 ):
-                    return Verdict(reason, source, target, f"looks like {found} ({confidence:.2f})")
+                    detail = Message(
+                        N_("looks like {lang} ({confidence})"),
+                        lang=found,
+                        confidence=f"{confidence:.2f}",
+                    )
+                    return Verdict(reason, source, target, detail)
         if self.options.drop_copies and _squash(source) == _squash(target):
             return Verdict("copy", source, target)
         if self.options.max_ratio is not None:
             a, b = rough_token_count(source), rough_token_count(target)
             if max(a, b) > self.options.max_ratio * max(1, min(a, b)):
-                return Verdict("ratio", source, target, f"{a} vs {b} tokens")
+                return Verdict("ratio", source, target, Message(N_("{a} vs {b} tokens"), a=a, b=b))
         if any(self.convert):
             new_source = self._convert(source) if self.convert[0] else source
             new_target = self._convert(target) if self.convert[1] else target

@@ -24,6 +24,7 @@ from workbench.corpus.cleaning import Cleaner, CleaningOptions, Verdict
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import pair_hash
 from workbench.errors import WorkbenchError
+from workbench.messages import N_, Message
 from workbench.storage import session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
@@ -94,7 +95,8 @@ def _decisions(s: Session, corpus_id: int, cleaner: Cleaner) -> Iterator[tuple[P
         if verdict.reason == "converted":
             new_hash = pair_hash(verdict.source, verdict.target)
             if new_hash in taken:
-                verdict = Verdict("duplicate", pair.source, pair.target, "after conversion")
+                detail = Message(N_("after conversion"))
+                verdict = Verdict("duplicate", pair.source, pair.target, detail)
             else:
                 taken.add(new_hash)
         yield pair, verdict
@@ -135,7 +137,7 @@ def apply_cleanup(corpus_id: CorpusRef, options: CleaningOptions) -> CleanupInfo
     pair as it was so that ``undo_cleanup`` can put it back."""
     require(Permission.EDIT)
     if not options.active:
-        raise WorkbenchError("Choose at least one clean-up option first.")
+        raise WorkbenchError(N_("Choose at least one clean-up option first."))
     with session_scope() as s:
         corpus = find(s, corpus_id)
         cleaner = Cleaner(options, corpus.src_lang, corpus.tgt_lang)
@@ -196,9 +198,9 @@ def undo_cleanup(cleanup_id: int) -> UndoResult:
     with session_scope() as s:
         cleanup = s.get(Cleanup, cleanup_id)
         if cleanup is None:
-            raise WorkbenchError(f"Clean-up {cleanup_id} does not exist.")
+            raise WorkbenchError(N_("Clean-up {id} does not exist."), id=cleanup_id)
         if cleanup.undone_at is not None:
-            raise WorkbenchError(f"Clean-up {cleanup_id} was already undone.")
+            raise WorkbenchError(N_("Clean-up {id} was already undone."), id=cleanup_id)
         changes = s.scalars(
             select(CleanupChange).where(CleanupChange.cleanup_id == cleanup.id)
         ).all()

@@ -151,10 +151,17 @@ def get_corpus(id_or_name: CorpusRef) -> CorpusInfo:
 
 
 def validate_lang(lang: str, what: str) -> str:
-    """A language code as stored (e.g. zh, en, pt-BR); ``WorkbenchError`` otherwise."""
+    """A language code as stored (e.g. zh, en, pt-BR); ``WorkbenchError`` otherwise. ``what``:
+    "source" or "target"."""
     value = (lang or "").strip()
     if not _LANG_RE.match(value):
-        raise WorkbenchError(f"invalid {what} language code {lang!r} (expected e.g. zh, en, pt-BR)")
+        if what == "source":
+            raise WorkbenchError(
+                N_("invalid source language code {lang!r} (expected e.g. zh, en, pt-BR)"), lang=lang
+            )
+        raise WorkbenchError(
+            N_("invalid target language code {lang!r} (expected e.g. zh, en, pt-BR)"), lang=lang
+        )
     return value
 
 
@@ -206,9 +213,13 @@ def find(session: Session, ref: CorpusRef) -> Corpus:
                 by_id = find_by_id(session, int(ref))
                 if corpus is not None and by_id is not None and by_id.id != corpus.id:
                     raise WorkbenchError(
-                        f"{ref.strip()!r} is both the name of corpus #{corpus.id} and the id of "
-                        f"corpus {by_id.name!r}: write '#{ref.strip()}' for the id, or rename "
-                        "the corpus"
+                        N_(
+                            "{ref!r} is both the name of corpus #{id} and the id of corpus "
+                            "{name!r}: write '#{ref}' for the id, or rename the corpus"
+                        ),
+                        ref=ref.strip(),
+                        id=corpus.id,
+                        name=by_id.name,
                     )
                 corpus = corpus or by_id
     elif isinstance(ref, numbers.Integral) and not isinstance(ref, bool):  # numpy ints too

@@ -31,6 +31,7 @@ from workbench.corpus import glossary, pairs
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import is_blank
 from workbench.errors import WorkbenchError
+from workbench.messages import N_, Message
 from workbench.storage import session_scope
 from workbench.team.access import Permission, require
 
@@ -40,10 +41,21 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "pairs": ("source", "target", "split", "note"),
     "glossary": ("source term", "target term"),
 }
-# The columns a row must fill, and the side's language they are labelled with.
-_REQUIRED: dict[str, tuple[tuple[str, str], ...]] = {
-    "pairs": (("source", "src_lang"), ("target", "tgt_lang")),
-    "glossary": (("source term", "src_lang"), ("target term", "tgt_lang")),
+# The columns a row must fill (the source's, then the target's).
+_REQUIRED: dict[str, tuple[str, str]] = {
+    "pairs": ("source", "target"),
+    "glossary": ("source term", "target term"),
+}
+# What a half-filled row lacks, by table and by (source missing, target missing).
+_INCOMPLETE = {
+    ("pairs", True, False): N_("new row {n} has no source ({src})"),
+    ("pairs", False, True): N_("new row {n} has no target ({tgt})"),
+    ("pairs", True, True): N_("new row {n} has no source ({src}) and no target ({tgt})"),
+    ("glossary", True, False): N_("new row {n} has no source term ({src})"),
+    ("glossary", False, True): N_("new row {n} has no target term ({tgt})"),
+    ("glossary", True, True): N_(
+        "new row {n} has no source term ({src}) and no target term ({tgt})"
+    ),
 }
 _KEY = re.compile(r"[0-9a-f]{32}")
 
@@ -146,28 +158,30 @@ class Draft:
         out = [(rid, cells) for rid, cells in out if rid not in gone]
         return out + [(None, dict(r)) for r in self.added]
 
-    def incomplete(self, table: str, corpus: Any) -> list[str]:
+    def incomplete(self, table: str, corpus: Any) -> list[Message]:
         """The one rule for half-filled rows, in the grid's own words ("new row 2 has no
         target (en)"): a row needs every required column, and one only begun is named, not
         dropped. ``corpus`` is anything with ``src_lang`` and ``tgt_lang``."""
         out = []
+        source, target = _REQUIRED[table]
         for n, row in enumerate(self.added, start=1):
             filled = _filled(row)
-            missing = [
-                f"{col} ({getattr(corpus, lang)})"
-                for col, lang in _REQUIRED[table]
-                if col not in filled
-            ]
-            if filled and missing:
-                out.append(f"new row {n} has no {' and no '.join(missing)}")
+            missing = (source not in filled, target not in filled)
+            if filled and any(missing):
+                msgid = _INCOMPLETE[(table, *missing)]
+                out.append(Message(msgid, n=n, src=corpus.src_lang, tgt=corpus.tgt_lang))
         return out
 
 
 def _check(browser_key: str, table: str) -> None:
     if not is_browser_key(browser_key):
-        raise WorkbenchError("a draft's browser key is 32 hexadecimal characters")
+        raise WorkbenchError(N_("a draft's browser key is 32 hexadecimal characters"))
     if table not in TABLES:
-        raise WorkbenchError(f"no drafts for a table {table!r} (one of {', '.join(TABLES)})")
+        raise WorkbenchError(
+            N_("no drafts for a table {table!r} (one of {tables})"),
+            table=table,
+            tables=", ".join(TABLES),
+        )
 
 
 def _row(s: Session, browser_key: str, corpus_id: int, table: str) -> TableDraft | None:
@@ -257,12 +271,30 @@ def list_drafts(browser_key: str) -> list[DraftInfo]:
 
 def _refuse_incomplete(draft: Draft, table: str, corpus: Corpus) -> None:
     incomplete = draft.incomplete(table, corpus)
-    if incomplete:
-        rows = "that row" if len(incomplete) == 1 else "those rows"
+    if len(incomplete) == 1:
         raise WorkbenchError(
-            f"nothing was saved: {'; '.join(incomplete)}. Fill in both sides or delete "
-            f"{rows}, then save again."
+            N_(
+                "nothing was saved: {problem}. Fill in both sides or delete that row, then "
+                "save again."
+            ),
+            problem=incomplete[0],
         )
+    if incomplete:
+        raise WorkbenchError(
+            N_(
+                "nothing was saved: {problems}. Fill in both sides or delete those rows, then "
+                "save again."
+            ),
+            problems=_joined(incomplete),
+        )
+
+
+def _joined(items: Sequence[Message]) -> Message:
+    """``items`` as one message, "a; b; c" (halved at each level: no deep nesting)."""
+    if len(items) == 1:
+        return items[0]
+    half = len(items) // 2
+    return Message(N_("{first}; {rest}"), first=_joined(items[:half]), rest=_joined(items[half:]))
 
 
 def apply_pairs(browser_key: str, corpus_id: CorpusRef) -> pairs.EditResult:
@@ -286,7 +318,9 @@ def apply_pairs(browser_key: str, corpus_id: CorpusRef) -> pairs.EditResult:
             _forget(s, browser_key, corpus, "pairs")
             return result
     except IntegrityError as exc:  # a concurrent writer created the same pair meanwhile
-        raise WorkbenchError(f"the edit conflicts with a concurrent change: {exc.orig}") from None
+        raise WorkbenchError(
+            N_("the edit conflicts with a concurrent change: {error}"), error=str(exc.orig)
+        ) from None
 
 
 def glossary_rows(corpus_id: CorpusRef) -> list[tuple[str, dict[str, Any]]]:

@@ -22,6 +22,7 @@ from db.models import Pair
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import normalize_text
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 
 EXPORT_FORMATS = ("tsv", "jsonl", "csv")
@@ -36,9 +37,9 @@ def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None)
     with session_scope() as s:
         corpus = find(s, corpus_id)
         if path.is_dir():
-            raise WorkbenchError(f"{path} is a directory")
+            raise WorkbenchError(N_("{path} is a directory"), path=str(path))
         if not path.parent.exists():
-            raise WorkbenchError(f"folder does not exist: {path.parent}")
+            raise WorkbenchError(N_("folder does not exist: {path}"), path=str(path.parent))
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         count = 0
         try:
@@ -91,7 +92,11 @@ def export_format(path: str | Path | None, fmt: str | None) -> str:
         fmt = "csv" if name.endswith(".csv") else fmt
     fmt = fmt.lower()
     if fmt not in EXPORT_FORMATS:
-        raise WorkbenchError(f"cannot export as {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
+        raise WorkbenchError(
+            N_("cannot export as {format!r}: use one of {formats}"),
+            format=fmt,
+            formats=", ".join(EXPORT_FORMATS),
+        )
     return fmt
 
 

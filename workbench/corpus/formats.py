@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from workbench.errors import WorkbenchError
-from workbench.messages import N_
+from workbench.messages import N_, Message
 
 FORMATS = ("tsv", "csv", "jsonl", "aligned", "tatoeba")
 FORMAT_DESCRIPTIONS = {  # one line each (message ids), for the import page and help texts
@@ -62,6 +62,13 @@ FILE_TYPES = [ext for exts in EXTENSIONS.values() for ext in exts] + ["gz"]
 MAX_INPUT_BYTES = 1 << 30  # decompressed size of one file (a million pairs is ~150 MB)
 MAX_LINE_BYTES = 1 << 20  # one line; a pair's sides are at most MAX_CHARS characters each
 ENGLISH = {"en", "eng"}
+# What the messages call a file they read, by the ``what`` of ``sentence_lines`` (message ids).
+FILE_ROLES = {
+    "file": N_("file"),
+    "source file": N_("source file"),
+    "target file": N_("target file"),
+    "glossary file": N_("glossary file"),
+}
 _BLOCK = 1 << 20  # bytes read at a time
 
 Data = bytes | str | Path | IO[bytes]  # content, a path, or an open binary file (an upload)
@@ -86,7 +93,9 @@ def infer_format(path: str | Path, head: bytes = b"") -> str:
             return "tatoeba"
         return "tsv"
     raise WorkbenchError(
-        f"cannot tell the format of {Path(path).name!r}: pass --format ({'|'.join(FORMATS)})"
+        N_("cannot tell the format of {name!r}: pass --format ({formats})"),
+        name=Path(path).name,
+        formats="|".join(FORMATS),
     )
 
 
@@ -96,7 +105,7 @@ def _head_text(head: bytes) -> str:
         try:
             head = zlib.decompressobj(wbits=31).decompress(head, 65536)
         except zlib.error as exc:
-            raise WorkbenchError(f"not a valid gzip file ({exc})") from None
+            raise WorkbenchError(N_("not a valid gzip file ({error})"), error=str(exc)) from None
     return head.decode("utf-8", "replace")
 
 
@@ -111,28 +120,44 @@ def _opened(data: Data, what: str) -> Iterator[tuple[IO[bytes], str | None]]:
         name = getattr(data, "name", None)
         yield data, name if isinstance(name, str) else None
         return
-    path = Path(data)
+    path, role = Path(data), _role(what)
     try:
         fh = path.open("rb")
     except FileNotFoundError:
-        raise WorkbenchError(f"{what} not found: {path}") from None
+        raise WorkbenchError(N_("{what} not found: {path}"), what=role, path=str(path)) from None
     except IsADirectoryError:
-        raise WorkbenchError(f"{what} is a directory: {path}") from None
+        raise WorkbenchError(
+            N_("{what} is a directory: {path}"), what=role, path=str(path)
+        ) from None
     except OSError as exc:
-        raise WorkbenchError(f"cannot read {path}: {exc.strerror}") from None
+        raise WorkbenchError(
+            N_("cannot read {path}: {error}"), path=str(path), error=exc.strerror
+        ) from None
     with fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise WorkbenchError(f"{what} is not a regular file: {path}")
+            raise WorkbenchError(
+                N_("{what} is not a regular file: {path}"), what=role, path=str(path)
+            )
         yield fh, path.name
+
+
+def _role(what: str) -> str:
+    """A file's role as a message (``FILE_ROLES``), so that a page translates it."""
+    return Message(FILE_ROLES[what]) if what in FILE_ROLES else what
 
 
 def _blocks(stream: IO[bytes], name: str | None, what: str) -> Iterator[bytes]:
     """The decompressed bytes of ``stream`` in blocks, at most ``MAX_INPUT_BYTES`` in all."""
+    role = _role(what)
     magic = stream.read(2)
     stream.seek(0)
     compressed = magic == b"\x1f\x8b"
     if not compressed and name and name.lower().endswith(".gz"):
-        raise WorkbenchError(f"{what} {name!r} is not a gzip file, although its name ends in .gz")
+        raise WorkbenchError(
+            N_("{what} {name!r} is not a gzip file, although its name ends in .gz"),
+            what=role,
+            name=name,
+        )
     source: IO[bytes] = gzip.GzipFile(fileobj=stream, mode="rb") if compressed else stream
     total = 0
     size = min(_BLOCK, MAX_LINE_BYTES)  # so a line inside a block is never over the limit
@@ -140,22 +165,31 @@ def _blocks(stream: IO[bytes], name: str | None, what: str) -> Iterator[bytes]:
         try:
             block = source.read(size)
         except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-            raise WorkbenchError(f"{what} is not a valid gzip file ({exc})") from None
+            raise WorkbenchError(
+                N_("{what} is not a valid gzip file ({error})"), what=role, error=str(exc)
+            ) from None
         except OSError as exc:
-            raise WorkbenchError(f"cannot read {what}: {exc.strerror or exc}") from None
+            raise WorkbenchError(
+                N_("cannot read {what}: {error}"), what=role, error=exc.strerror or str(exc)
+            ) from None
         if not block:
             return
         total += len(block)
         if total > MAX_INPUT_BYTES:
             raise WorkbenchError(
-                f"{what} is larger than {_size(MAX_INPUT_BYTES)}"
-                f"{' uncompressed' if compressed else ''}: split it into smaller files"
+                N_("{what} is larger than {size} uncompressed: split it into smaller files")
+                if compressed
+                else N_("{what} is larger than {size}: split it into smaller files"),
+                what=role,
+                size=_size(MAX_INPUT_BYTES),
             )
         yield block
 
 
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+def _size(n: int) -> Message:
+    if n >= 1 << 20:
+        return Message(N_("{n} MiB"), n=n >> 20)
+    return Message(N_("{n} bytes"), n=f"{n:,}")
 
 
 _NONBLANK = re.compile(r"[^\n]+")
@@ -179,8 +213,10 @@ def _lines(data: Data, what: str = "file", skip_blank: bool = True) -> Iterator[
             head_end = buf.find(b"\n") if cut >= 0 else len(buf)
             if head_end > MAX_LINE_BYTES:
                 raise WorkbenchError(
-                    f"{what} line {done + 1}: longer than {_size(MAX_LINE_BYTES)} "
-                    "(is this a text file?)"
+                    N_("{what} line {line}: longer than {size} (is this a text file?)"),
+                    what=_role(what),
+                    line=done + 1,
+                    size=_size(MAX_LINE_BYTES),
                 )
             if cut < 0:
                 pending = buf
@@ -207,13 +243,19 @@ def _decode(data: bytes, lines_before: int, what: str, first: bool) -> str:
     except UnicodeDecodeError as exc:
         line = lines_before + data.count(b"\n", 0, exc.start) + 1
         raise WorkbenchError(
-            f"{what} line {line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}); "
-            "save the file as UTF-8"
+            N_("{what} line {line}: not valid UTF-8 (byte 0x{byte}); save the file as UTF-8"),
+            what=_role(what),
+            line=line,
+            byte=f"{data[exc.start]:02x}",
         ) from None
     nul = text.find("\x00")
     if nul >= 0:
         line = lines_before + text.count("\n", 0, nul) + 1
-        raise WorkbenchError(f"{what} line {line}: contains a NUL byte (is this a text file?)")
+        raise WorkbenchError(
+            N_("{what} line {line}: contains a NUL byte (is this a text file?)"),
+            what=_role(what),
+            line=line,
+        )
     return text
 
 
@@ -242,18 +284,26 @@ class Malformed(NamedTuple):
     """A record that does not fit its format: skipped and reported, like an invalid row."""
 
     line: int  # the record's (first) line
-    reason: str  # e.g. "expected 2 to 4 tab-separated columns (…), found 1"
+    reason: str  # a Message, e.g. "expected 2 to 4 tab-separated columns (…), found 1"
 
 
 Record = RawRow | Malformed
 
 
-def _row(n: int, cols: list[str], separated: str) -> Record:
-    """A row of the tsv/csv columns (source, target[, split[, note]])."""
+def _row(n: int, cols: list[str], tabs: bool) -> Record:
+    """A row of the tsv (``tabs``) or csv columns (source, target[, split[, note]])."""
     if not 2 <= len(cols) <= 4:
         return Malformed(
             n,
-            f"expected 2 to 4 {separated} columns (source, target, split, note), found {len(cols)}",
+            Message(
+                N_("expected 2 to 4 tab-separated columns (source, target, split, note), found {n}")
+                if tabs
+                else N_(
+                    "expected 2 to 4 comma-separated columns (source, target, split, note), "
+                    "found {n}"
+                ),
+                n=len(cols),
+            ),
         )
     cols += [""] * (4 - len(cols))
     return n, cols[0], cols[1], cols[2], cols[3]
@@ -266,7 +316,7 @@ def _rows_tsv(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
         cols = line.split("\t")
         if n == 1 and _is_header(cols):
             continue
-        yield _row(n, cols, "tab-separated")
+        yield _row(n, cols, tabs=True)
 
 
 def _rows_csv(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
@@ -288,8 +338,17 @@ def _rows_csv(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
             return
         except csv.Error as exc:  # the reader goes on with the next record
             start, last = where["start"] or where["last"], where["last"]
-            span = f"; lines {start}–{last} were read as one record" if last > start else ""
-            yield Malformed(start, f"malformed CSV ({exc}){span}")
+            reason = (
+                Message(
+                    N_("malformed CSV ({error}); lines {start}–{last} were read as one record"),
+                    error=str(exc),
+                    start=start,
+                    last=last,
+                )
+                if last > start
+                else Message(N_("malformed CSV ({error})"), error=str(exc))
+            )
+            yield Malformed(start, reason)
             first = False
             continue
         n = where["last"]
@@ -300,7 +359,7 @@ def _rows_csv(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
             first = False
             continue
         first = False
-        yield _row(n, cols, "comma-separated")
+        yield _row(n, cols, tabs=False)
 
 
 def _rows_jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
@@ -310,7 +369,7 @@ def _rows_jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
         try:
             obj = json.loads(line)
         except (ValueError, RecursionError) as exc:
-            yield Malformed(n, f"invalid JSON ({exc})")
+            yield Malformed(n, Message(N_("invalid JSON ({error})"), error=str(exc)))
             continue
         problem = _json_problem(obj)
         if problem:
@@ -319,18 +378,18 @@ def _rows_jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
         yield n, obj["source"], obj["target"], obj.get("split"), obj.get("note")
 
 
-def _json_problem(obj: Any) -> str | None:
+def _json_problem(obj: Any) -> Message | None:
     """Why a JSON value is not a pair record; None when it is one."""
     if not isinstance(obj, dict):
-        return "expected a JSON object with source and target"
+        return Message(N_("expected a JSON object with source and target"))
     for key in ("source", "target"):
         if key not in obj:
-            return f"missing key {key!r}"
+            return Message(N_("missing key {key!r}"), key=key)
         if not isinstance(obj[key], str):
-            return f"{key!r} must be a string"
+            return Message(N_("{key!r} must be a string"), key=key)
     for key in ("split", "note"):
         if obj.get(key) is not None and not isinstance(obj[key], str):
-            return f"{key!r} must be a string"
+            return Message(N_("{key!r} must be a string"), key=key)
     return None
 
 
@@ -349,8 +408,13 @@ def _rows_aligned(src: Data, tgt: Data) -> Iterator[Record]:
         src_total = n + (a is not None) + sum(1 for _ in src_lines)
         tgt_total = n + (b is not None) + sum(1 for _ in tgt_lines)
         raise WorkbenchError(
-            f"line {n + 1}: aligned files differ in length "
-            f"(source has {src_total} lines, target has {tgt_total})"
+            N_(
+                "line {line}: aligned files differ in length (source has {source} lines, "
+                "target has {target})"
+            ),
+            line=n + 1,
+            source=src_total,
+            target=tgt_total,
         )
 
 
@@ -361,8 +425,12 @@ def _rows_tatoeba(
     tgt_is_en = (tgt_lang or "").lower() in ENGLISH
     if not src_is_en and not tgt_is_en:
         raise WorkbenchError(
-            f"Tatoeba files pair English (column 1) with another language (column 2), "
-            f"but the corpus is {src_lang}→{tgt_lang}"
+            N_(
+                "Tatoeba files pair English (column 1) with another language (column 2), but "
+                "the corpus is {src}→{tgt}"
+            ),
+            src=src_lang,
+            tgt=tgt_lang,
         )
     for n, line in lines:
         if not line.strip():
@@ -371,8 +439,13 @@ def _rows_tatoeba(
         if len(cols) != 3:
             yield Malformed(
                 n,
-                "expected 3 tab-separated columns (english, translation, attribution), "
-                f"found {len(cols)}",
+                Message(
+                    N_(
+                        "expected 3 tab-separated columns (english, translation, attribution), "
+                        "found {n}"
+                    ),
+                    n=len(cols),
+                ),
             )
             continue
         english, other, attribution = cols
@@ -395,10 +468,12 @@ def read_rows(
     fmt = _format_of(data, fmt, tgt_data)
     if fmt == "aligned":
         if tgt_data is None:
-            raise WorkbenchError("the aligned format needs a target file (--tgt-file)")
+            raise WorkbenchError(N_("the aligned format needs a target file (--tgt-file)"))
         return _rows_aligned(data, tgt_data)
     if tgt_data is not None:
-        raise WorkbenchError(f"a target file only makes sense with --format aligned, not {fmt}")
+        raise WorkbenchError(
+            N_("a target file only makes sense with --format aligned, not {format}"), format=fmt
+        )
     lines = _lines(data)
     if fmt == "tsv":
         return _rows_tsv(lines)
@@ -415,9 +490,16 @@ def _format_of(data: Data, fmt: str | None, tgt_data: Data | None) -> str:
             return "aligned"
         with _opened(data, "file") as (stream, name):
             if name is None:
-                raise WorkbenchError(f"format is required for uploaded data ({'|'.join(FORMATS)})")
+                raise WorkbenchError(
+                    N_("format is required for uploaded data ({formats})"),
+                    formats="|".join(FORMATS),
+                )
             fmt = infer_format(name, stream.read(65536))
     fmt = fmt.lower()
     if fmt not in FORMATS:
-        raise WorkbenchError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise WorkbenchError(
+            N_("unknown format {format!r}: use one of {formats}"),
+            format=fmt,
+            formats=", ".join(FORMATS),
+        )
     return fmt

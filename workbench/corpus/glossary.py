@@ -39,6 +39,7 @@ from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.formats import Data, sentence_lines
 from workbench.corpus.text_rules import normalize_text
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
@@ -119,15 +120,23 @@ def _clean_terms(rows: list[tuple[object, object]]) -> list[tuple[str, str]]:
         if not source and not target:
             continue
         if not source or not target:
-            side = "source" if not source else "target"
-            raise WorkbenchError(f"glossary row {n}: the {side} term is empty")
+            raise WorkbenchError(
+                N_("glossary row {n}: the source term is empty")
+                if not source
+                else N_("glossary row {n}: the target term is empty"),
+                n=n,
+            )
         if max(len(source), len(target)) > MAX_TERM_CHARS:
-            raise WorkbenchError(f"glossary row {n}: a term is longer than {MAX_TERM_CHARS}")
+            raise WorkbenchError(
+                N_("glossary row {n}: a term is longer than {max}"), n=n, max=MAX_TERM_CHARS
+            )
         if source.casefold() in {s.casefold() for s in terms}:
-            raise WorkbenchError(f"glossary row {n}: {source!r} is in the glossary twice")
+            raise WorkbenchError(
+                N_("glossary row {n}: {term!r} is in the glossary twice"), n=n, term=source
+            )
         terms[source] = target
     if len(terms) > MAX_TERMS:
-        raise WorkbenchError(f"a glossary holds at most {MAX_TERMS:,} terms")
+        raise WorkbenchError(N_("a glossary holds at most {max} terms"), max=f"{MAX_TERMS:,}")
     return list(terms.items())
 
 
@@ -172,12 +181,14 @@ def import_terms(corpus_id: CorpusRef, data: Data, fmt: str = "tsv") -> int:
     file's translation. Returns how many terms the glossary holds."""
     require(Permission.EDIT)
     if fmt not in ("tsv", "csv"):
-        raise WorkbenchError(f"a glossary file is tsv or csv, not {fmt!r}")
+        raise WorkbenchError(N_("a glossary file is tsv or csv, not {format!r}"), format=fmt)
     rows: list[tuple[object, object]] = []
     for line_no, line in sentence_lines(data, "glossary file"):
         cols = next(csv.reader(io.StringIO(line))) if fmt == "csv" else line.split("\t")
         if len(cols) < 2:
-            raise WorkbenchError(f"glossary file line {line_no}: expected two columns")
+            raise WorkbenchError(
+                N_("glossary file line {line}: expected two columns"), line=line_no
+            )
         if line_no == 1 and [c.strip().lower() for c in cols[:2]] == ["source", "target"]:
             continue
         rows.append((cols[0], cols[1]))

@@ -33,6 +33,7 @@ from workbench.corpus.text_rules import (
     validate_split,
 )
 from workbench.errors import WorkbenchError
+from workbench.messages import N_, Message
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,7 +48,7 @@ Severity = Literal["error", "warning", "duplicate", "filtered"]
 class ValidationIssue:
     line: int  # 1-based line (record) number in the file
     kind: str  # malformed | empty | too_long | bad_split | ratio | identical | duplicate_in_file …
-    message: str
+    message: str  # a Message: English, a page shows it translated (ui.i18n.localized)
     severity: Severity = "warning"
 
 
@@ -171,34 +172,35 @@ class Validator:
         src, removed_src = clean_text(source)
         tgt, removed_tgt = clean_text(target)
         if not src or not tgt:
-            side = "source" if not src else "target"
             removed = removed_src if not src else removed_tgt
-            why = f" (after removing {removed} invisible characters)" if removed else ""
-            parsed.add(ValidationIssue(n, "empty", f"{side} is empty{why}", "error"))
+            parsed.add(ValidationIssue(n, "empty", _empty(not src, removed), "error"))
             return None
         if len(src) > MAX_CHARS or len(tgt) > MAX_CHARS:
-            side = "source" if len(src) > MAX_CHARS else "target"
-            msg = f"{side} is longer than {MAX_CHARS} characters"
+            msg = too_long(len(src) > MAX_CHARS)
             parsed.add(ValidationIssue(n, "too_long", msg, "error"))
             return None
         if self.cleaner is not None:
             verdict = self.cleaner.check(src, tgt)
             if verdict.dropped:
-                why = REASONS[verdict.reason or ""]
-                msg = f"{why}: {verdict.detail}" if verdict.detail else why
+                msg = _dropped(verdict.reason or "", verdict.detail)
                 parsed.add(ValidationIssue(n, verdict.reason or "", msg, "filtered"))
                 return None
             if verdict.reason == "converted":
-                msg = f"{REASONS['converted']}: {_short(src)} → {_short(verdict.source)}"
+                before, after = (src, verdict.source)
                 if verdict.target != tgt:
-                    msg = f"{REASONS['converted']}: {_short(tgt)} → {_short(verdict.target)}"
+                    before, after = (tgt, verdict.target)
+                msg = Message(
+                    N_("Chinese script converted: {before} → {after}"),
+                    before=_short(before),
+                    after=_short(after),
+                )
                 parsed.add(ValidationIssue(n, "converted", msg))
                 src, tgt = verdict.source, verdict.target
         if split:
             try:
                 split = validate_split(split)
             except WorkbenchError as exc:
-                parsed.add(ValidationIssue(n, "bad_split", str(exc), "error"))
+                parsed.add(ValidationIssue(n, "bad_split", message_of(exc), "error"))
                 return None
         else:
             split = None
@@ -206,12 +208,13 @@ class Validator:
         h = hash_encoded(sb, tb)
         first = self.seen.get(h)
         if first is not None:
-            msg = f"duplicate of line {first}"
+            msg = Message(N_("duplicate of line {line}"), line=first)
             parsed.add(ValidationIssue(n, "duplicate_in_file", msg, "duplicate"))
             return None
         self.seen[h] = n
         if len(src) == len(tgt) and src.casefold() == tgt.casefold():
-            parsed.add(ValidationIssue(n, "identical", "source and target are identical"))
+            msg = Message(N_("source and target are identical"))
+            parsed.add(ValidationIssue(n, "identical", msg))
         else:
             # Cheap byte-length pre-filter: a token ratio above MAX_RATIO implies a byte
             # ratio above 3 (CJK ≈ 3 bytes per token, Latin ≈ 5-6 bytes per word).
@@ -219,16 +222,59 @@ class Validator:
             if big >= 20 and big > 3 * max(small, 1):
                 a, b = rough_token_count(src), rough_token_count(tgt)
                 if max(a, b) >= 10 and max(a, b) > MAX_RATIO * max(1, min(a, b)):
-                    msg = f"extreme length ratio ({a} vs {b} tokens): misaligned?"
+                    msg = Message(
+                        N_("extreme length ratio ({a} vs {b} tokens): misaligned?"), a=a, b=b
+                    )
                     parsed.add(ValidationIssue(n, "ratio", msg))
         note_text, removed_note = clean_text(note) if note and isinstance(note, str) else ("", 0)
         removed = removed_src + removed_tgt + removed_note
         if removed:
             names = removed_characters(f"{source}{target}{note if removed_note else ''}")
             shown = ", ".join(dict.fromkeys(names[:8]))
-            msg = f"removed {removed} control or invisible character(s): {shown}"
+            msg = Message(
+                N_("removed {n} control or invisible character(s): {names}"),
+                n=removed,
+                names=shown,
+            )
             parsed.add(ValidationIssue(n, "control_chars", msg))
         return ParsedPair(n, src, tgt, split, note_text, h)
+
+
+def _empty(source: bool, removed: int) -> Message:
+    """Why a row with an empty side is skipped."""
+    if removed:
+        return (
+            Message(N_("source is empty (after removing {n} invisible characters)"), n=removed)
+            if source
+            else Message(N_("target is empty (after removing {n} invisible characters)"), n=removed)
+        )
+    return Message(N_("source is empty") if source else N_("target is empty"))
+
+
+def too_long(source: bool) -> Message:
+    """Why a row with an over-long side is refused (``source``: that side, else the target)."""
+    if source:
+        return Message(N_("source is longer than {max} characters"), max=MAX_CHARS)
+    return Message(N_("target is longer than {max} characters"), max=MAX_CHARS)
+
+
+def _dropped(reason: str, detail: str) -> Message:
+    """Why the clean-up options drop a row: the reason (``cleaning.REASONS``) and its detail
+    (``Verdict.detail``, a Message whose parameters say it again here)."""
+    params = getattr(detail, "params", {})
+    if reason == "lang_source" and params:
+        return Message(N_("source in another language: looks like {lang} ({confidence})"), **params)
+    if reason == "lang_target" and params:
+        return Message(N_("target in another language: looks like {lang} ({confidence})"), **params)
+    if reason == "ratio" and params:
+        return Message(N_("length ratio too large: {a} vs {b} tokens"), **params)
+    return Message(REASONS[reason])
+
+
+def message_of(exc: WorkbenchError) -> str:
+    """A refusal as a text of its own (a row's message, a parameter of another message): a
+    ``Message`` with its message id and parameters, so that a page translates it."""
+    return Message(exc.msgid, **exc.params) if exc.msgid else str(exc)
 
 
 def _short(text: str, n: int = 30) -> str:
@@ -263,5 +309,9 @@ def parse_pairs(
 
 def in_corpus(line: int, pair_id: int | None) -> ValidationIssue:
     """The report entry of a row whose pair the corpus already holds."""
-    message = "already in the corpus" + (f" (pair {pair_id})" if pair_id is not None else "")
+    message = (
+        Message(N_("already in the corpus (pair {id})"), id=pair_id)
+        if pair_id is not None
+        else Message(N_("already in the corpus"))
+    )
     return ValidationIssue(line, "duplicate_in_corpus", message, "duplicate")

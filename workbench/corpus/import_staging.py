@@ -44,6 +44,7 @@ from workbench.corpus.pair_writer import (
     target_id_now,
 )
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team import history
 
@@ -123,7 +124,9 @@ def _begin_staging(target: ImportTarget, token: str) -> tuple[_Staging, int]:
         if target.id is not None:
             corpus = s.get(Corpus, target.id)
             if corpus is None or corpus.import_token is not None:
-                raise WorkbenchError(f"corpus {target.name!r} was deleted during the import")
+                raise WorkbenchError(
+                    N_("corpus {name!r} was deleted during the import"), name=target.name
+                )
             existing = s.scalar(select(func.count()).where(Pair.corpus_id == corpus.id)) or 0
             if not existing:  # stage in place: nobody can write to it while it is hidden
                 corpus.import_token = token
@@ -145,8 +148,10 @@ def _check_staging(s: Session, staging: _Staging, target: ImportTarget) -> Corpu
     row = s.get(Corpus, staging.id)
     if row is None or row.import_token != staging.token:
         if staging.adopted:
-            raise WorkbenchError(f"corpus {target.name!r} was deleted during the import")
-        raise WorkbenchError("the import's staging area was removed; run the import again")
+            raise WorkbenchError(
+                N_("corpus {name!r} was deleted during the import"), name=target.name
+            )
+        raise WorkbenchError(N_("the import's staging area was removed; run the import again"))
     return row
 
 

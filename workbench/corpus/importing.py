@@ -39,7 +39,13 @@ from workbench.corpus import splits
 from workbench.corpus.cleaning import Cleaner, CleaningOptions
 from workbench.corpus.corpora import CorpusRef, find, find_by_name, validate_lang
 from workbench.corpus.formats import Data, Record, read_rows
-from workbench.corpus.import_checks import ImportResult, ParsedImport, ParsedPair, Validator
+from workbench.corpus.import_checks import (
+    ImportResult,
+    ParsedImport,
+    ParsedPair,
+    Validator,
+    message_of,
+)
 from workbench.corpus.import_staging import can_stage, import_staged, sweep_import_staging
 from workbench.corpus.pair_writer import (
     CoreWriter,
@@ -51,6 +57,7 @@ from workbench.corpus.pair_writer import (
 )
 from workbench.corpus.text_rules import looks_like_id, validate_name
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
@@ -145,7 +152,9 @@ def import_file(
             finally:
                 chunks.close()
     except IntegrityError as exc:
-        raise WorkbenchError(f"import conflicts with a concurrent change: {exc.orig}") from None
+        raise WorkbenchError(
+            N_("import conflicts with a concurrent change: {error}"), error=str(exc.orig)
+        ) from None
     regrouped = 0
     if added:  # a new pair may share a sentence with a pair of another split
         with session_scope() as s:
@@ -179,7 +188,9 @@ def _target(s: Session, corpus: CorpusRef, create_langs: tuple[str, str] | None)
         except WorkbenchError as exc:
             if create_langs is None:
                 raise
-            raise WorkbenchError(f"{exc}; a new corpus name cannot be a number") from None
+            raise WorkbenchError(
+                N_("{problem}; a new corpus name cannot be a number"), problem=message_of(exc)
+            ) from None
     if found is None:
         assert create_langs is not None
         src = validate_lang(create_langs[0], "source")
@@ -189,7 +200,12 @@ def _target(s: Session, corpus: CorpusRef, create_langs: tuple[str, str] | None)
     if create_langs is not None and tuple(create_langs) != (target.src_lang, target.tgt_lang):
         src, tgt = create_langs
         raise WorkbenchError(
-            f"corpus {target.name!r} is {target.src_lang}→{target.tgt_lang}, not {src}→{tgt}"
+            N_("corpus {name!r} is {src}→{tgt}, not {want_src}→{want_tgt}"),
+            name=target.name,
+            src=target.src_lang,
+            tgt=target.tgt_lang,
+            want_src=src,
+            want_tgt=tgt,
         )
     return target
 
@@ -271,7 +287,9 @@ def _validated_chunks(
                     if strict and validator.parsed.skipped:
                         issue = validator.parsed.errors[-1]
                         raise WorkbenchError(
-                            f"line {issue.line}: {issue.message}; nothing imported"
+                            N_("line {line}: {problem}; nothing imported"),
+                            line=issue.line,
+                            problem=issue.message,
                         )
                     continue
                 chunk.append(pair)

@@ -29,6 +29,7 @@ from workbench.corpus.import_checks import ParsedImport, ParsedPair, in_corpus
 from workbench.corpus.pairs import existing_hashes
 from workbench.corpus.text_rules import default_split
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 
 _COLUMNS = ("corpus_id", "source", "target", "split", "note", "content_hash")
 _COLUMNS += ("created_at", "updated_at")
@@ -49,7 +50,9 @@ def target_id_now(s: Session, target: ImportTarget) -> int | None:
     corpus of that name but other languages appeared meanwhile."""
     if target.id is not None:
         if find_by_id(s, target.id) is None:
-            raise WorkbenchError(f"corpus {target.name!r} was deleted during the import")
+            raise WorkbenchError(
+                N_("corpus {name!r} was deleted during the import"), name=target.name
+            )
         return target.id
     found = s.scalar(
         select(Corpus).where(Corpus.name == target.name, Corpus.import_token.is_(None))
@@ -58,8 +61,10 @@ def target_id_now(s: Session, target: ImportTarget) -> int | None:
         return None
     if (found.src_lang, found.tgt_lang) != (target.src_lang, target.tgt_lang):
         raise WorkbenchError(
-            f"a corpus named {target.name!r} ({found.src_lang}→{found.tgt_lang}) was created "
-            "during the import"
+            N_("a corpus named {name!r} ({src}→{tgt}) was created during the import"),
+            name=target.name,
+            src=found.src_lang,
+            tgt=found.tgt_lang,
         )
     return found.id
 

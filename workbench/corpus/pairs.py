@@ -33,6 +33,7 @@ from db import search
 from db.models import SPLITS, Corpus, Pair, utcnow
 from workbench.corpus import splits
 from workbench.corpus.corpora import CorpusRef, find
+from workbench.corpus.import_checks import message_of, too_long
 from workbench.corpus.text_rules import (
     MAX_CHARS,
     clean_text,
@@ -45,6 +46,7 @@ from workbench.corpus.text_rules import (
     validate_split,
 )
 from workbench.errors import WorkbenchError
+from workbench.messages import N_, Message
 from workbench.storage import session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
@@ -156,25 +158,37 @@ class _Row:
     removed: int = 0  # control/invisible characters the text rule removed
 
 
+# How the problems of an edit name the row (messages: a page translates them).
+PAIR = N_("pair {id}")
+NEW_ROW = N_("new row {n}")
+NEW_ROW_PROBLEM = N_("new row {n}: {problem}")
+
+
+def _at(where: Message, problem: str) -> Message:
+    """``problem`` of the row ``where`` (a ``PAIR`` or a ``NEW_ROW``)."""
+    if where.msgid == PAIR:
+        return Message(N_("pair {id}: {problem}"), problem=problem, **where.params)
+    return Message(NEW_ROW_PROBLEM, problem=problem, **where.params)
+
+
 def _clean_pair(
-    source: Any, target: Any, split: Any, note: Any, where: str
-) -> tuple[_Row | None, str | None]:
+    source: Any, target: Any, split: Any, note: Any, where: Message
+) -> tuple[_Row | None, Message | None]:
     """(row, None) or (None, error message); ``row.removed`` counts the characters that the
     text rule took out of the source, target and note."""
     source, target = ("" if is_blank(v) else v for v in (source, target))
     (src, n_src), (tgt, n_tgt) = clean_text(str(source)), clean_text(str(target))
     clean_note, n_note = ("", 0) if is_blank(note) else clean_text(str(note))
     if not src:
-        return None, f"{where}: source is empty"
+        return None, _at(where, Message(N_("source is empty")))
     if not tgt:
-        return None, f"{where}: target is empty"
-    for side, value in (("source", src), ("target", tgt)):
-        if len(value) > MAX_CHARS:
-            return None, f"{where}: {side} is longer than {MAX_CHARS} characters"
+        return None, _at(where, Message(N_("target is empty")))
+    if len(src) > MAX_CHARS or len(tgt) > MAX_CHARS:
+        return None, _at(where, too_long(len(src) > MAX_CHARS))
     try:
         clean_split = validate_split(split)
     except WorkbenchError as exc:
-        return None, f"{where}: {exc}"
+        return None, _at(where, message_of(exc))
     row = _Row(src, tgt, clean_split, clean_note, pair_hash(src, tgt), n_src + n_tgt + n_note)
     return row, None
 
@@ -183,10 +197,18 @@ def _shorten(text: str, n: int = 40) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _raise_collected(errors: list[str]) -> None:
+def _raise_collected(errors: list[Message]) -> None:
+    if len(errors) > 1:
+        raise WorkbenchError(
+            N_("{problem} (and {more} more problems)"), problem=errors[0], more=len(errors) - 1
+        )
     if errors:
-        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        raise WorkbenchError(errors[0] + more)
+        raise refusal(errors[0])
+
+
+def refusal(message: Message) -> WorkbenchError:
+    """The error that says ``message`` (with its message id and parameters)."""
+    return WorkbenchError(message.msgid, **message.params)
 
 
 def existing_hashes(
@@ -236,7 +258,9 @@ def apply_edits(
         with session_scope() as s:
             return edit_pairs(s, find(s, corpus_id), added, edited, deleted)
     except IntegrityError as exc:  # a concurrent writer created the same pair meanwhile
-        raise WorkbenchError(f"the edit conflicts with a concurrent change: {exc.orig}") from None
+        raise WorkbenchError(
+            N_("the edit conflicts with a concurrent change: {error}"), error=str(exc.orig)
+        ) from None
 
 
 def edit_pairs(
@@ -249,23 +273,29 @@ def edit_pairs(
     """``apply_edits`` inside the caller's unit of work (same arguments, same checks)."""
     edits = {int(k): dict(v) for k, v in (edited or {}).items()}
     deleted_ids = {int(i) for i in deleted}
-    errors: list[str] = []
+    errors: list[Message] = []
     ids = sorted(set(edits) | deleted_ids)
     current: dict[int, Pair] = {}
     for start in range(0, len(ids), 900):
         chunk = ids[start : start + 900]
         for p in s.scalars(select(Pair).where(Pair.corpus_id == corpus.id, Pair.id.in_(chunk))):
             current[p.id] = p
-    errors += [f"pair {i} is not in corpus {corpus.name!r}" for i in ids if i not in current]
+    errors += [
+        Message(N_("pair {id} is not in corpus {name!r}"), id=i, name=corpus.name)
+        for i in ids
+        if i not in current
+    ]
 
     # 1. Validate the final state of every edited and every added pair.
-    labelled: list[tuple[str, int | None, _Row]] = []  # (label, pair id, row)
+    labelled: list[tuple[Message, int | None, _Row]] = []  # (label, pair id, row)
     for pid, changes in edits.items():
         if pid in deleted_ids or pid not in current:
             continue
         unknown = sorted(set(changes) - {"source", "target", "split", "note"})
         if unknown:
-            errors.append(f"pair {pid}: unknown field {unknown[0]!r}")
+            errors.append(
+                Message(N_("pair {id}: unknown field {field!r}"), id=pid, field=unknown[0])
+            )
             continue
         p = current[pid]
         row, err = _clean_pair(
@@ -273,32 +303,37 @@ def edit_pairs(
             changes.get("target", p.target),
             changes.get("split", p.split),
             changes.get("note", p.note),
-            f"pair {pid}",
+            Message(PAIR, id=pid),
         )
         if row is None:
-            errors.append(str(err))
+            errors.append(err)
         else:
-            labelled.append((f"pair {pid}", pid, row))
+            labelled.append((Message(PAIR, id=pid), pid, row))
     for n, item in enumerate(added, start=1):
         row, err = _clean_pair(
             item.get("source"),
             item.get("target"),
             item.get("split"),
             item.get("note"),
-            f"new row {n}",
+            Message(NEW_ROW, n=n),
         )
         if row is None:
-            errors.append(str(err))
+            errors.append(err)
         else:
-            labelled.append((f"new row {n}", None, row))
+            labelled.append((Message(NEW_ROW, n=n), None, row))
 
     # 2. Duplicates inside the change set, then against the pairs that remain.
-    claimed: dict[str, str] = {}
+    claimed: dict[str, Message] = {}
     for label, _pid, r in labelled:
         if r.content_hash in claimed:
             errors.append(
-                f"{label} duplicates {claimed[r.content_hash]}: "
-                f"{_shorten(r.source)!r} → {_shorten(r.target)!r}"
+                Message(
+                    N_("{row} duplicates {other}: {source!r} → {target!r}"),
+                    row=label,
+                    other=claimed[r.content_hash],
+                    source=_shorten(r.source),
+                    target=_shorten(r.target),
+                )
             )
         claimed.setdefault(r.content_hash, label)
     final_hash = {pid: r.content_hash for _l, pid, r in labelled if pid is not None}
@@ -310,8 +345,13 @@ def edit_pairs(
         if owner in final_hash and final_hash[owner] != r.content_hash:
             continue  # the current owner moves to other content in this same edit
         errors.append(
-            f"{label} duplicates existing pair {owner}: "
-            f"{_shorten(r.source)!r} → {_shorten(r.target)!r}"
+            Message(
+                N_("{row} duplicates existing pair {id}: {source!r} → {target!r}"),
+                row=label,
+                id=owner,
+                source=_shorten(r.source),
+                target=_shorten(r.target),
+            )
         )
     _raise_collected(errors)
 
@@ -391,7 +431,7 @@ def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
     require(Permission.EDIT)
     value = validate_split(split)
     if value is None:
-        raise WorkbenchError("split must not be empty")
+        raise WorkbenchError(N_("split must not be empty"))
     ids = sorted({int(i) for i in pair_ids})
     changed = 0
     with session_scope() as s:

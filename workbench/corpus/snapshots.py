@@ -20,6 +20,7 @@ from db.models import Corpus, Pair
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import validate_split
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 
 
@@ -53,7 +54,7 @@ def split_pairs(
     """The (source, target) pairs of one split in id order; the first `limit` if given."""
     value = validate_split(split)
     if value is None:
-        raise WorkbenchError("split must not be empty")
+        raise WorkbenchError(N_("split must not be empty"))
     with session_scope() as s:
         corpus = find(s, corpus_id)
         rows = s.execute(

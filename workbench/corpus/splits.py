@@ -9,7 +9,8 @@ split of the pair that pulls it (a split chosen explicitly in the data editor or
 was first seen, and a newly imported paraphrase joins it, whatever an import's split column
 said for it.
 
-What moved is logged and kept on the corpus (``Corpus.split_note``) for the Corpus page.
+What moved is logged and kept on the corpus (``Corpus.split_note``) for the Corpus page (in
+English: a stored text, written once for every later reader).
 Corpora from before the rule are regrouped once by ``group_old_corpora``, the data step that
 follows the 0008 migration.
 """
@@ -25,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Corpus, Pair
 from workbench.corpus.text_rules import default_split, split_groups
+from workbench.messages import N_, Message
 
 log = logging.getLogger("workbench.corpus.splits")
 # Writes of at most this many pairs read only their own groups (indexed by nothing: each
@@ -157,13 +159,23 @@ def describe_moves(moves: Mapping[tuple[str, str], int], why: str) -> str:
 
 
 def regrouped_text(moved: int) -> str:
-    """What a front end says after a write that moved other pairs ('' when none moved)."""
+    """What a front end says after a write that moved other pairs ('' when none moved): a
+    ``Message``, which a page shows translated (``ui.i18n.localized``)."""
     if not moved:
         return ""
-    noun = "pair" if moved == 1 else "pairs"
-    return (
-        f"{moved:,} {noun} moved to another split with their sentence group, so that no valid "
-        "or test sentence is also in train."
+    if moved == 1:
+        return Message(
+            N_(
+                "1 pair moved to another split with their sentence group, so that no valid or "
+                "test sentence is also in train."
+            )
+        )
+    return Message(
+        N_(
+            "{n} pairs moved to another split with their sentence group, so that no valid or "
+            "test sentence is also in train."
+        ),
+        n=f"{moved:,}",
     )
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 from db.models import SPLITS
 from workbench.errors import WorkbenchError
+from workbench.messages import N_, Message
 
 MAX_NAME = 200
 MAX_CHARS = 2000  # per side; longer "sentences" are almost always paste accidents
@@ -195,30 +196,48 @@ def validate_split(split: Any) -> str | None:
         return None
     value = str(split).strip().lower()
     if value not in SPLITS:
-        raise WorkbenchError(f"invalid split {split!r}: use one of {', '.join(SPLITS)}")
+        raise WorkbenchError(
+            N_("invalid split {split!r}: use one of {splits}"),
+            split=split,
+            splits=", ".join(SPLITS),
+        )
     return value
 
 
 # ------------------------------------------------------------------------------ names
 
 
+# What ``validate_name`` calls the name it checks (message ids: the page translates them).
+NAME_KINDS = {
+    "corpus name": N_("corpus name"),
+    "version name": N_("version name"),
+    "key name": N_("key name"),
+}
+
+
 def validate_name(name: object, what: str = "corpus name") -> str:
-    """The stored form of a corpus or version name; ``WorkbenchError`` naming the problem."""
+    """The stored form of a corpus or version name; ``WorkbenchError`` naming the problem.
+    ``what`` is a key of ``NAME_KINDS``."""
+    kind = Message(NAME_KINDS[what]) if what in NAME_KINDS else what
     if not isinstance(name, str):
-        raise WorkbenchError(f"{what} must be text")
+        raise WorkbenchError(N_("{what} must be text"), what=kind)
     hidden = removed_characters(name)
     if hidden:
         raise WorkbenchError(
-            f"{what} must not contain control or invisible characters (found {hidden[0]})"
+            N_("{what} must not contain control or invisible characters (found {char})"),
+            what=kind,
+            char=hidden[0],
         )
     clean = normalize_text(name)
     if not clean:
-        raise WorkbenchError(f"{what} must not be empty")
+        raise WorkbenchError(N_("{what} must not be empty"), what=kind)
     if len(clean) > MAX_NAME:
-        raise WorkbenchError(f"{what} is longer than {MAX_NAME} characters")
+        raise WorkbenchError(N_("{what} is longer than {max} characters"), what=kind, max=MAX_NAME)
     if looks_like_id(clean):
         raise WorkbenchError(
-            f"{what} {clean!r} would read as an id: add a word (e.g. 'corpus {clean}')"
+            N_("{what} {name!r} would read as an id: add a word (e.g. 'corpus {name}')"),
+            what=kind,
+            name=clean,
         )
     return clean
 

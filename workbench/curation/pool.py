@@ -22,9 +22,11 @@ from sqlalchemy.orm import Session
 from db.models import PoolJob, PoolSentence, PoolStatus, utcnow
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.formats import Data, sentence_lines
-from workbench.corpus.pairs import edit_pairs
+from workbench.corpus.import_checks import message_of
+from workbench.corpus.pairs import NEW_ROW_PROBLEM, edit_pairs
 from workbench.corpus.text_rules import MAX_CHARS, clean_text, hash_encoded
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team.access import Permission, require
 
@@ -116,7 +118,9 @@ def add_to_pool(corpus_id: CorpusRef, data: Data) -> PoolAddResult:
             if batch:
                 flush()
     except IntegrityError as exc:
-        raise WorkbenchError(f"the pool changed meanwhile: {exc.orig}; nothing added") from None
+        raise WorkbenchError(
+            N_("the pool changed meanwhile: {error}; nothing added"), error=str(exc.orig)
+        ) from None
     return PoolAddResult(added, duplicates, skipped)
 
 
@@ -167,14 +171,20 @@ def review(sentence_id: int, action: str, translation: str | None = None) -> int
     where they came from; returns the new pair's id (None when skipped)."""
     require(Permission.REVIEW)
     if action not in REVIEW_ACTIONS:
-        raise WorkbenchError(f"Unknown review action {action!r}: use {', '.join(REVIEW_ACTIONS)}.")
+        raise WorkbenchError(
+            N_("Unknown review action {action!r}: use {actions}."),
+            action=action,
+            actions=", ".join(REVIEW_ACTIONS),
+        )
     with session_scope() as s:
         item = s.get(PoolSentence, sentence_id)
         if item is None:
-            raise WorkbenchError(f"Pool sentence {sentence_id} does not exist.")
+            raise WorkbenchError(N_("Pool sentence {id} does not exist."), id=sentence_id)
         if item.status != PoolStatus.NEW:
             raise WorkbenchError(
-                f"Pool sentence {sentence_id} was already reviewed ({item.status})."
+                N_("Pool sentence {id} was already reviewed ({status})."),
+                id=sentence_id,
+                status=str(item.status),
             )
         pair_id = None
         if action == "skip":
@@ -182,12 +192,14 @@ def review(sentence_id: int, action: str, translation: str | None = None) -> int
         else:
             if action == "accept":
                 if not item.output:
-                    raise WorkbenchError("This sentence has no translation yet: edit it instead.")
+                    raise WorkbenchError(
+                        N_("This sentence has no translation yet: edit it instead.")
+                    )
                 target, status = item.output, PoolStatus.ACCEPTED
             else:
                 target, status = (translation or "").strip(), PoolStatus.EDITED
                 if not target:
-                    raise WorkbenchError("The corrected translation is empty: type it first.")
+                    raise WorkbenchError(N_("The corrected translation is empty: type it first."))
                 if target == item.output:
                     status = PoolStatus.ACCEPTED  # nothing was changed
             corpus = find(s, item.corpus_id)
@@ -199,10 +211,9 @@ def review(sentence_id: int, action: str, translation: str | None = None) -> int
                         {"source": item.source, "target": target, "note": _note(s, item, status)}
                     ],
                 )
-            except WorkbenchError as exc:
-                raise WorkbenchError(
-                    f"Not saved: {str(exc).removeprefix('new row 1: ')}."
-                ) from None
+            except WorkbenchError as exc:  # the one new row's problem, without "new row 1: "
+                problem = exc.params["problem"] if exc.msgid == NEW_ROW_PROBLEM else message_of(exc)
+                raise WorkbenchError(N_("Not saved: {problem}."), problem=problem) from None
             pair_id = result.added_ids[0]
         done = s.execute(
             update(PoolSentence)
@@ -210,7 +221,7 @@ def review(sentence_id: int, action: str, translation: str | None = None) -> int
             .values(status=status, pair_id=pair_id, reviewed_at=utcnow())
         ).rowcount
         if not done:  # reviewed by someone else meanwhile: roll the pair back too
-            raise WorkbenchError(f"Pool sentence {sentence_id} was reviewed meanwhile.")
+            raise WorkbenchError(N_("Pool sentence {id} was reviewed meanwhile."), id=sentence_id)
         return pair_id
 
 

@@ -30,6 +30,7 @@ from db.models import ModelVersion, PoolJob, PoolSentence, PoolStatus, RunStatus
 from workbench import job_rows, settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team.access import Permission, require
 
@@ -72,30 +73,43 @@ def enqueue_translation(
     id. Refused while another job of the corpus is queued or running."""
     require(Permission.REVIEW)
     if second_version_id == version_id:
-        raise WorkbenchError("Pick two different versions to rank by their disagreement.")
+        raise WorkbenchError(N_("Pick two different versions to rank by their disagreement."))
     with session_scope() as s:
         corpus = find(s, corpus_id)
         for vid in filter(None, (version_id, second_version_id)):
             version = s.get(ModelVersion, vid)
             if version is None:
-                raise WorkbenchError(f"Model version {vid} does not exist.")
+                raise WorkbenchError(N_("Model version {id} does not exist."), id=vid)
             if (version.src_lang, version.tgt_lang) != (corpus.src_lang, corpus.tgt_lang):
                 raise WorkbenchError(
-                    f"Version {vid} translates {version.src_lang}→{version.tgt_lang} but corpus "
-                    f"{corpus.name!r} is {corpus.src_lang}→{corpus.tgt_lang}."
+                    N_(
+                        "Version {id} translates {src}→{tgt} but corpus {name!r} is "
+                        "{corpus_src}→{corpus_tgt}."
+                    ),
+                    id=vid,
+                    src=version.src_lang,
+                    tgt=version.tgt_lang,
+                    name=corpus.name,
+                    corpus_src=corpus.src_lang,
+                    corpus_tgt=corpus.tgt_lang,
                 )
         busy = s.scalar(
             select(PoolJob.id).where(PoolJob.corpus_id == corpus.id, PoolJob.status.in_(ACTIVE))
         )
         if busy is not None:
             raise WorkbenchError(
-                f"The pool of {corpus.name!r} is being translated already (job {busy}): wait "
-                "for it or cancel it."
+                N_(
+                    "The pool of {name!r} is being translated already (job {job}): wait for it "
+                    "or cancel it."
+                ),
+                name=corpus.name,
+                job=busy,
             )
         waiting = _waiting(s, corpus.id)
         if not waiting:
             raise WorkbenchError(
-                f"The pool of {corpus.name!r} has no sentences waiting for review: upload some."
+                N_("The pool of {name!r} has no sentences waiting for review: upload some."),
+                name=corpus.name,
             )
         job = PoolJob(
             corpus_id=corpus.id,
@@ -115,7 +129,7 @@ def cancel_job(job_id: int) -> RunStatus:
     with session_scope() as s:
         status = job_rows.request_cancel(s, PoolJob, job_id)
     if status is None:
-        raise WorkbenchError(f"Pool job {job_id} does not exist.")
+        raise WorkbenchError(N_("Pool job {id} does not exist."), id=job_id)
     return status
 
 
@@ -123,7 +137,7 @@ def job_info(job_id: int) -> JobInfo:
     with session_scope() as s:
         job = s.get(PoolJob, job_id)
         if job is None:
-            raise WorkbenchError(f"Pool job {job_id} does not exist.")
+            raise WorkbenchError(N_("Pool job {id} does not exist."), id=job_id)
         return _info(job)
 
 

@@ -28,6 +28,7 @@ from core_model.translator import TranslationResult
 from db.models import PoolSentence, PoolStatus, RunStatus
 from workbench.curation import pool_jobs
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.models import translation
 from workbench.storage import session_scope
 
@@ -67,7 +68,7 @@ def execute_job(job_id: int, worker: str) -> str:
 
 def _translate_pool(info: pool_jobs.JobInfo, worker: str) -> str:
     if info.version_id is None:
-        raise WorkbenchError("The version chosen for this job was deleted.")
+        raise WorkbenchError(N_("The version chosen for this job was deleted."))
     done = _already_done(info)
     last_id = 0
     while True:

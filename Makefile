@@ -25,6 +25,6 @@ lint: $(STAMP)
 # .po (translate the new ones there), compile the .mo files the app reads.
 i18n: $(STAMP)
 	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k n_:1,2 -k p_:1c,2 -k N_ --no-location --sort-output \
-		--project=workbench --copyright-holder="the workbench authors" -o locale/messages.pot .
-	$(VENV)/bin/pybabel update -i locale/messages.pot -d locale --no-fuzzy-matching --ignore-obsolete
+		--project=workbench --copyright-holder="the workbench authors" --width=100 -o locale/messages.pot .
+	$(VENV)/bin/pybabel update -i locale/messages.pot -d locale --no-fuzzy-matching --ignore-obsolete --width=100
 	$(VENV)/bin/pybabel compile -d locale --statistics

@@ -98,6 +98,17 @@ def _columns() -> dict[str, str]:
     }
 
 
+def _entity(c: ChangeInfo) -> str:
+    """What a change touched, in the session's language ("pair 12"; several rows: "pair")."""
+    name = _named(history.ENTITY_LABELS, c.entity)
+    return name if c.entity_id is None else f"{name} {c.entity_id}"
+
+
+def _named(labels: dict[str, str], value: str) -> str:
+    """A stored value's label translated (one recorded by a newer action: as it is)."""
+    return translate(labels[value]) if value in labels else value
+
+
 def _table(changes: list[ChangeInfo]) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -105,8 +116,8 @@ def _table(changes: list[ChangeInfo]) -> pd.DataFrame:
                 "change": f"#{c.id}",
                 "when (UTC)": formatting.fmt_datetime(c.at, seconds=True),
                 "who": c.actor,
-                "what": c.entity if c.entity_id is None else f"{c.entity} {c.entity_id}",
-                "action": c.action,
+                "what": _entity(c),
+                "action": _named(history.ACTION_LABELS, c.action),
                 "summary": c.summary,
                 "rows": c.rows,
                 "state": _state(c),
@@ -117,7 +128,8 @@ def _table(changes: list[ChangeInfo]) -> pd.DataFrame:
 
 
 def _label(c: ChangeInfo) -> str:
-    return f"#{c.id} · {formatting.fmt_datetime(c.at)} · {c.actor} · {c.summary or c.action}"
+    what = c.summary or _named(history.ACTION_LABELS, c.action)
+    return f"#{c.id} · {formatting.fmt_datetime(c.at)} · {c.actor} · {what}"
 
 
 def _undo_one(current: CorpusInfo, changes: list[ChangeInfo]) -> None:
@@ -147,7 +159,7 @@ def _undo_one(current: CorpusInfo, changes: list[ChangeInfo]) -> None:
             "Undo change **#{id}** ({summary}), which touched **{n} rows**?",
             change.rows,
             id=change.id,
-            summary=change.summary or change.action,
+            summary=change.summary or _named(history.ACTION_LABELS, change.action),
         ),
         _("Undo"),
         lambda: _undo(change),

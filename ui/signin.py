@@ -27,6 +27,12 @@ def role_label(role: str) -> str:
     return translate(ROLE_LABELS.get(role, role))
 
 
+def role_labels() -> dict[str, str]:
+    """Every role's name in the session's language, made in the run: a widget's
+    ``format_func`` takes its ``__getitem__`` (it must not translate, see ``ui.i18n``)."""
+    return {str(role): role_label(role) for role in access.ROLES}
+
+
 def sign_in_configured() -> bool:
     """Whether ``[auth]`` is configured (then every page needs a signed-in member)."""
     return st.secrets.load_if_toml_exists() and "auth" in st.secrets

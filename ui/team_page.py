@@ -12,7 +12,7 @@ import streamlit as st
 
 from ui import feedback
 from ui.i18n import N_, _, translate
-from ui.signin import role_label
+from ui.signin import role_label, role_labels
 from workbench import settings
 from workbench.team import access
 from workbench.team.access import Permission
@@ -27,6 +27,13 @@ PERMISSION_LABELS = {
     Permission.SERVE: N_("serve versions"),
     Permission.API_KEYS: N_("manage API keys"),
     Permission.USERS: N_("manage users"),
+}
+
+# After a role is saved: a whole sentence per role ("an editor", "a viewer").
+NOW_A = {
+    "viewer": N_("{email} is now a viewer."),
+    "editor": N_("{email} is now an editor."),
+    "admin": N_("{email} is now an admin."),
 }
 
 
@@ -86,14 +93,15 @@ def render() -> None:
         cols = st.columns([3, 1], vertical_alignment="bottom")
         email = cols[0].text_input(_("E-mail"), key="team_email", placeholder="name@example.org")
         role = cols[1].selectbox(
-            _("Role"), [str(r) for r in access.ROLES], format_func=role_label, key="team_role"
+            _("Role"),
+            [str(r) for r in access.ROLES],
+            format_func=role_labels().__getitem__,
+            key="team_role",
         )
         if st.form_submit_button(_("Save"), type="primary", icon=":material/person_add:"):
             with feedback.error_boundary(N_("saving the role")):
                 member = access.set_role(email, role)
-                feedback.flash(
-                    _("{email} is now a {role}.", email=member.email, role=role_label(member.role))
-                )
+                feedback.flash(translate(NOW_A[member.role], {"email": member.email}))
                 st.rerun()
     removable = [m.email for m in members if not m.configured]
     if removable:

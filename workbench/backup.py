@@ -56,6 +56,7 @@ from db.migrate import current_revision
 from db.models import Base, Corpus, GlossaryTerm, ModelVersion, Pair, TrainingRun, utcnow
 from workbench import settings, worker_lock
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import engine as workbench_engine
 
 FORMAT = "translation-workbench/backup"
@@ -127,9 +128,9 @@ def backup(path: Path) -> BackupSummary:
     started = time.monotonic()
     path = Path(path).expanduser().absolute()
     if not path.parent.is_dir():
-        raise WorkbenchError(f"the folder of {path} does not exist")
+        raise WorkbenchError(N_("the folder of {path} does not exist"), path=path)
     if path.is_dir():
-        raise WorkbenchError(f"{path} is a folder; name the archive file to write")
+        raise WorkbenchError(N_("{path} is a folder; name the archive file to write"), path=path)
     engine = workbench_engine()  # opens (and, like every command, migrates) the database
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".wb-backup-") as work:
         snapshot = _take_snapshot(engine, Path(work))
@@ -150,13 +151,15 @@ def _take_snapshot(engine: Engine, work: Path) -> _Snapshot:
         return _sqlite_snapshot(engine, work)
     if engine.dialect.name == "postgresql":
         return _postgres_snapshot(engine, work)
-    raise WorkbenchError(f"backups support SQLite and PostgreSQL, not {engine.dialect.name}")
+    raise WorkbenchError(
+        N_("backups support SQLite and PostgreSQL, not {kind}"), kind=engine.dialect.name
+    )
 
 
 def _sqlite_file(url: URL) -> Path:
     database = url.database or ""
     if database in ("", ":memory:") or database.startswith("file:"):
-        raise WorkbenchError("backups and restores need the database in a SQLite file")
+        raise WorkbenchError(N_("backups and restores need the database in a SQLite file"))
     return Path(database).expanduser().absolute()
 
 
@@ -331,13 +334,13 @@ def restore(path: Path, *, force: bool = False) -> RestoreSummary:
     started = time.monotonic()
     path = Path(path).expanduser().absolute()
     if not path.is_file():
-        raise WorkbenchError(f"no such backup file: {path}")
+        raise WorkbenchError(N_("no such backup file: {path}"), path=path)
     url = make_url(settings.database_url())
     kind = url.get_backend_name()
     if kind not in DATABASE_MEMBERS:
-        raise WorkbenchError(f"backups support SQLite and PostgreSQL, not {kind}")
+        raise WorkbenchError(N_("backups support SQLite and PostgreSQL, not {kind}"), kind=kind)
     if settings.worker_lock_path().exists() and worker_lock.worker_alive():
-        raise WorkbenchError("a worker is running on this data folder: stop it (and the app)")
+        raise WorkbenchError(N_("a worker is running on this data folder: stop it (and the app)"))
     if not force:
         _refuse_unless_empty(url)
     staging = settings.restore_staging_dir(uuid.uuid4().hex[:12])
@@ -346,8 +349,9 @@ def restore(path: Path, *, force: bool = False) -> RestoreSummary:
         manifest = _unpack_verified(path, staging)
         if manifest["database"] != kind:
             raise WorkbenchError(
-                f"this backup holds a {manifest['database']} database, but the configured "
-                f"database is {kind}"
+                N_("this backup holds a {found} database, but the configured database is {kind}"),
+                found=manifest["database"],
+                kind=kind,
             )
         db.dispose_engines()  # no pooled connection may outlive the database it was opened on
         database_file = staging / DATABASE_MEMBERS[kind]
@@ -372,14 +376,20 @@ def _refuse_unless_empty(url: URL) -> None:
     models = settings.models_dir()
     if models.is_dir() and any(models.iterdir()):
         raise WorkbenchError(
-            f"the data folder is not empty ({models} holds model folders): restore into an "
-            "empty one, or force it to replace what is there (--force)"
+            N_(
+                "the data folder is not empty ({folder} holds model folders): restore into an "
+                "empty one, or force it to replace what is there (--force)"
+            ),
+            folder=models,
         )
     rows = _tables_with_rows(url)
     if rows:
         raise WorkbenchError(
-            f"the database is not empty ({', '.join(rows)} hold rows): restore into an empty "
-            "one, or force it to replace what is there (--force)"
+            N_(
+                "the database is not empty ({tables} hold rows): restore into an empty one, "
+                "or force it to replace what is there (--force)"
+            ),
+            tables=", ".join(rows),
         )
 
 
@@ -412,14 +422,22 @@ def _unpack_verified(path: Path, staging: Path) -> dict[str, Any]:
         with tarfile.open(path, mode="r|") as tar:
             for member in tar:
                 if not member.isfile():
-                    raise WorkbenchError(f"{path} holds {member.name!r}, which is not a file")
+                    raise WorkbenchError(
+                        N_("{path} holds {member!r}, which is not a file"),
+                        path=path,
+                        member=member.name,
+                    )
                 source = tar.extractfile(member)
                 assert source is not None  # a regular file always has contents
                 if member.name == MANIFEST and member.size <= _MAX_MANIFEST_BYTES:
                     manifest_data = source.read()
                     continue
                 if member.name in found or not _allowed_member(member.name):
-                    raise WorkbenchError(f"{path} holds an unexpected member {member.name!r}")
+                    raise WorkbenchError(
+                        N_("{path} holds an unexpected member {member!r}"),
+                        path=path,
+                        member=member.name,
+                    )
                 target = staging / member.name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 digest = hashlib.sha256()
@@ -429,30 +447,41 @@ def _unpack_verified(path: Path, staging: Path) -> dict[str, Any]:
                         out.write(block)
                 found[member.name] = {"size": member.size, "sha256": digest.hexdigest()}
     except (tarfile.TarError, EOFError) as exc:
-        raise WorkbenchError(f"{path} is not a readable backup archive ({exc})") from None
+        raise WorkbenchError(
+            N_("{path} is not a readable backup archive ({reason})"), path=path, reason=exc
+        ) from None
     if manifest_data is None:
-        raise WorkbenchError(f"{path} has no manifest: not a workbench backup, or cut short")
+        raise WorkbenchError(
+            N_("{path} has no manifest: not a workbench backup, or cut short"), path=path
+        )
     try:
         manifest = json.loads(manifest_data)
         valid = manifest["format"] == FORMAT and isinstance(manifest["members"], dict)
     except (ValueError, KeyError, TypeError):
         valid = False
     if not valid:
-        raise WorkbenchError(f"{path} is not a workbench backup (its manifest is not ours)")
+        raise WorkbenchError(
+            N_("{path} is not a workbench backup (its manifest is not ours)"), path=path
+        )
     if manifest["format_version"] > FORMAT_VERSION:
-        raise WorkbenchError(f"{path} was written by a newer workbench; update this one")
+        raise WorkbenchError(
+            N_("{path} was written by a newer workbench; update this one"), path=path
+        )
     expected: dict[str, Any] = manifest["members"]
     absent = sorted(set(expected) - set(found)) + sorted(set(found) - set(expected))
     if absent:
-        raise WorkbenchError(f"the backup is damaged: {absent[0]} is missing or unexpected")
+        raise WorkbenchError(
+            N_("the backup is damaged: {member} is missing or unexpected"), member=absent[0]
+        )
     for name, seen in found.items():
         if expected[name] != seen:
             raise WorkbenchError(
-                f"the backup is damaged: {name} does not match its sha256 in the manifest"
+                N_("the backup is damaged: {member} does not match its sha256 in the manifest"),
+                member=name,
             )
     if DATABASE_MEMBERS.get(manifest.get("database")) not in found:
         raise WorkbenchError(
-            f"the backup is damaged: it holds no {manifest.get('database')} database"
+            N_("the backup is damaged: it holds no {kind} database"), kind=manifest.get("database")
         )
     return manifest
 
@@ -565,8 +594,13 @@ def _pg_tool(name: str, server_major: int) -> str:
             if version is not None and version >= server_major:
                 return str(candidate)
     raise WorkbenchError(
-        f"{name} {server_major} or newer is needed for this PostgreSQL server: install the "
-        f"PostgreSQL {server_major} client tools or set {settings.ENV_PG_BINDIR}"
+        N_(
+            "{tool} {major} or newer is needed for this PostgreSQL server: install the "
+            "PostgreSQL {major} client tools or set {variable}"
+        ),
+        tool=name,
+        major=server_major,
+        variable=settings.ENV_PG_BINDIR,
     )
 
 
@@ -587,5 +621,7 @@ def _run_pg(command: list[str], env: dict[str, str]) -> str:
         reason = next(
             (line for line in lines if "error" in line.lower()), lines[0] if lines else ""
         )
-        raise WorkbenchError(f"{Path(command[0]).name} failed: {reason.strip()}")
+        raise WorkbenchError(
+            N_("{tool} failed: {reason}"), tool=Path(command[0]).name, reason=reason.strip()
+        )
     return done.stdout

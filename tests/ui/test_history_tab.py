@@ -7,8 +7,10 @@ from datetime import UTC, datetime, time
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from tests.ui.pages import assert_clean, open_page, texts
+from tests.ui.pages import APP, TIMEOUT, assert_clean, open_page, texts
+from ui import i18n
 from workbench.corpus import corpora, demo, pairs
 from workbench.team import history
 
@@ -99,3 +101,27 @@ def test_a_deleted_corpus_is_restored_from_the_trash(edited_corpus: int) -> None
     assert_clean(at)
     assert [c.name for c in corpora.list_corpora()] == ["Menus"]
     assert "Restored corpus “Menus”" in texts(at.success)
+
+
+def test_the_history_tab_names_actions_and_refusals_in_chinese(edited_corpus: int) -> None:
+    """The actions and what they touched read Chinese (the stored summaries stay as they were
+    recorded), and an undo that the data refuses says why in Chinese."""
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params[i18n.PARAM] = "zh_Hans"
+    at.run()
+    at.session_state["corpus_tab"] = ":material/history: 历史"
+    at.run()
+    assert_clean(at)
+    table = _listed(at)
+    assert list(table["action"]) == ["编辑", "编辑", "创建"]
+    assert list(table["what"]) == ["句对", "句对", f"语料库 {edited_corpus}"]
+
+    # Undoing ana's three added pairs while bo's deletion of two of them stands: refused.
+    [added] = [c for c in history.list_changes(edited_corpus) if c.summary == "3 added"]
+    at.selectbox(key="history_undo_choice").select(added.id).run()
+    at.button(key="history_undo").click().run()
+    at.button(key="history_undo_one_confirm").click().run()
+    assert_clean(at)
+    assert f"在修改 #{added.id} 之后又被改动过" in texts(at.error), texts(at.error)
+    assert "was changed after" not in texts(at.error)
+    assert corpora.get_corpus(edited_corpus).pair_count == 1  # nothing changed

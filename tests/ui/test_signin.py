@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
 from tests.helpers import ROOT, make_toy_corpus
-from ui import navigation
+from ui import i18n, navigation
 from workbench.corpus import corpora, demo
 from workbench.team import access
 
@@ -125,3 +125,27 @@ def test_without_sign_in_the_local_admin_uses_every_page(team: int) -> None:
     assert not at.exception
     assert "delete_corpus" in _keys(at.button)
     assert "Sign out" not in [b.label for b in at.button] and not at.sidebar.caption
+
+
+def test_the_team_page_says_in_chinese_what_it_did_and_what_it_refused(team: int) -> None:
+    """A saved role and a refused change read Chinese (their texts: one sentence per role,
+    and the service's message id)."""
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.secrets["auth"] = AUTH
+    at.user = signed_in("ada@example.org")
+    at.query_params[i18n.PARAM] = "zh_Hans"
+    at.run()
+    at._page_hash = calc_hash(navigation.TEAM.url_path)
+    at.run()
+    at.text_input(key="team_email").set_value("ed@example.org")
+    at.selectbox(key="team_role").set_value("viewer")
+    next(b for b in at.button if b.label == "保存").click().run()
+    assert not at.exception
+    assert "ed@example.org 现在是查看者。" in [s.value for s in at.success]
+    assert access.role_of("ed@example.org") == access.Role.VIEWER
+
+    at.text_input(key="team_email").set_value("ada@example.org")  # an admin by configuration
+    next(b for b in at.button if b.label == "保存").click().run()
+    assert not at.exception
+    [error] = [e.value for e in at.error]
+    assert error.endswith("@example.org 是由配置（WORKBENCH_ADMINS）指定的管理员。"), error

@@ -291,3 +291,19 @@ def test_a_version_whose_folder_is_gone_is_recorded_and_a_bad_file_name_refused(
     with pytest.raises(WorkbenchError, match="does not exist"):
         backup(tmp_path / "no-such-folder" / "backup.tar")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.tar", "wb_home"]  # no leftovers
+
+
+def test_a_refused_backup_or_restore_reads_chinese_on_a_page(wb_home: Path, tmp_path: Path) -> None:
+    """The command line says it in English (above); a page would show the message id."""
+    from tests.workbench.team.test_access import in_chinese
+    from workbench.errors import WorkbenchError
+
+    with pytest.raises(WorkbenchError) as err:
+        backup(tmp_path / "no-such-folder" / "backup.tar")
+    assert (
+        in_chinese(err.value) == f"{tmp_path / 'no-such-folder' / 'backup.tar'} 所在的文件夹不存在"
+    )
+    with pytest.raises(WorkbenchError) as err:
+        restore(tmp_path / "missing.tar")
+    assert str(err.value) == f"no such backup file: {tmp_path / 'missing.tar'}"
+    assert in_chinese(err.value) == f"没有这个备份文件：{tmp_path / 'missing.tar'}"

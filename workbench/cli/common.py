@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from db.engine import MAX_ID
 from workbench.corpus.text_rules import escape_controls
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 
@@ -79,6 +80,6 @@ def read_lines(path: Path) -> list[str]:
     try:
         return path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise WorkbenchError(f"file not found: {path}") from None
+        raise WorkbenchError(N_("file not found: {path}"), path=path) from None
     except UnicodeDecodeError:
-        raise WorkbenchError(f"{path} is not UTF-8 text") from None
+        raise WorkbenchError(N_("{path} is not UTF-8 text"), path=path) from None

@@ -11,6 +11,7 @@ from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.corpus.exporting import EXPORT_FORMATS
 from workbench.corpus.formats import FORMATS
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 
 
 def _args_import(p: argparse.ArgumentParser) -> None:
@@ -36,9 +37,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from workbench.corpus.importing import import_file
 
     if not args.file.is_file():
-        raise WorkbenchError(f"file not found: {args.file}")
+        raise WorkbenchError(N_("file not found: {path}"), path=args.file)
     if args.tgt_file is not None and args.format not in (None, "aligned"):
-        raise WorkbenchError("--tgt-file is only used with --format aligned")
+        raise WorkbenchError(N_("--tgt-file is only used with --format aligned"))
     # A new corpus is created together with its pairs: a bad file, or an import killed
     # half-way, leaves no empty corpus behind.
     result = import_file(

@@ -40,6 +40,7 @@ from workbench.cli import (
 )
 from workbench.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, Command, print_error
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 
 GROUPS = (
     corpus_commands,
@@ -110,8 +111,11 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
     for key, value in vars(args).items():
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str) and any("\ud800" <= ch <= "\udfff" for ch in item):
-                what = "an argument" if key == "text" else f"--{key.replace('_', '-')}"
-                raise WorkbenchError(f"{what} is not valid UTF-8 text")
+                if key == "text":
+                    raise WorkbenchError(N_("an argument is not valid UTF-8 text"))
+                raise WorkbenchError(
+                    N_("{option} is not valid UTF-8 text"), option=f"--{key.replace('_', '-')}"
+                )
 
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from workbench.cli.common import EXIT_OK, Command, print_json, print_text, row_id
 from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.team.trash import TRASH_DAYS
 
 
@@ -53,7 +54,7 @@ def _cmd_undo(args: argparse.Namespace) -> int:
     from workbench.team import history
 
     if (args.change is None) == (args.since is None) or (args.since and not args.corpus):
-        raise WorkbenchError("give a change id, or --corpus and --since")
+        raise WorkbenchError(N_("give a change id, or --corpus and --since"))
     if args.change is not None:
         print_text(f"undid #{args.change} as change #{history.undo_change(args.change)}")
         return EXIT_OK

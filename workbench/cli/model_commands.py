@@ -22,6 +22,7 @@ from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.corpus.text_rules import escape_controls
 from workbench.errors import WorkbenchError
 from workbench.evaluation import significance
+from workbench.messages import N_
 from workbench.models.engines import ENGINE_QUANTIZATION, ENGINES, EXPORT_FORMATS, QUANTIZATIONS
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     try:
         texts = args.text or [line.rstrip("\n") for line in sys.stdin]
     except UnicodeDecodeError:
-        raise WorkbenchError("standard input is not UTF-8 text") from None
+        raise WorkbenchError(N_("standard input is not UTF-8 text")) from None
     results = translate(
         args.version,
         texts,
@@ -171,7 +172,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from workbench.evaluation.evaluation import evaluate
 
     if args.enforce_glossary and not args.glossary:
-        raise WorkbenchError("--enforce-glossary needs --glossary CORPUS")
+        raise WorkbenchError(N_("--enforce-glossary needs --glossary CORPUS"))
     scores = evaluate(
         args.version,
         _test_pairs(args.src, args.ref),
@@ -209,7 +210,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from workbench.evaluation.evaluation import compare
 
     if args.enforce_glossary and not args.glossary:
-        raise WorkbenchError("--enforce-glossary needs --glossary CORPUS")
+        raise WorkbenchError(N_("--enforce-glossary needs --glossary CORPUS"))
     comparison = compare(
         args.versions,
         _test_pairs(args.src, args.ref),
@@ -226,7 +227,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _test_pairs(src: Path, ref: Path) -> list[tuple[str, str]]:
     sources, references = read_lines(src), read_lines(ref)
     if len(sources) != len(references):
-        raise WorkbenchError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
+        raise WorkbenchError(
+            N_("{src} has {n_src} lines but {ref} has {n_ref}"),
+            src=src,
+            n_src=len(sources),
+            ref=ref,
+            n_ref=len(references),
+        )
     return list(zip(sources, references, strict=True))
 
 

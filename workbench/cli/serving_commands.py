@@ -55,6 +55,7 @@ def _args_serve(p: argparse.ArgumentParser) -> None:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from workbench.errors import WorkbenchError
+    from workbench.messages import N_
     from workbench.serving.config import ServeConfig
     from workbench.serving.server import run_server
 
@@ -70,9 +71,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             batching=not args.no_batching,
         )
     except ValueError as exc:
-        raise WorkbenchError(str(exc)) from None
+        raise WorkbenchError(N_("invalid server settings: {reason}"), reason=exc) from None
     if args.port > 65535:
-        raise WorkbenchError(f"--port must be at most 65535, got {args.port}")
+        raise WorkbenchError(N_("--port must be at most 65535, got {port}"), port=args.port)
     run_server(args.host, args.port, args.workers, config)
     return EXIT_OK
 

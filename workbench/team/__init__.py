@@ -8,6 +8,6 @@
 * ``trash``: a deleted corpus waits in the trash (``TRASH_DAYS``) before it is really
   removed, and can be restored until then.
 
-Modules here import only ``db`` and the top-level ``settings``/``storage``/``errors``
-modules: the corpus services call into them.
+Modules here import only ``db`` and the top-level ``settings``/``storage``/``errors``/
+``messages`` modules: the corpus services call into them.
 """

@@ -31,6 +31,7 @@ from sqlalchemy import select
 from db.models import Role, User
 from workbench import settings
 from workbench.errors import PermissionDenied, WorkbenchError
+from workbench.messages import N_, MessageId
 from workbench.storage import session_scope
 
 ROLES: tuple[Role, ...] = (Role.VIEWER, Role.EDITOR, Role.ADMIN)  # weakest first
@@ -58,6 +59,45 @@ MIN_ROLE: dict[Permission, Role] = {
     Permission.SERVE: Role.ADMIN,
     Permission.API_KEYS: Role.ADMIN,
     Permission.USERS: Role.ADMIN,
+}
+
+
+# A refusal is one whole sentence per permission (and per role refused), so that a page can
+# show it translated (``PermissionDenied``'s message id); the command line and the HTTP API
+# answer the English. ``tests/workbench/team/test_access.py`` checks these against MIN_ROLE.
+SIGN_IN: dict[Permission, MessageId] = {
+    Permission.EDIT: N_("Sign in to edit corpora."),
+    Permission.TRAIN: N_("Sign in to train."),
+    Permission.REVIEW: N_("Sign in to review the pool."),
+    Permission.DELETE: N_("Sign in to delete corpora and versions."),
+    Permission.SERVE: N_("Sign in to serve versions."),
+    Permission.API_KEYS: N_("Sign in to manage API keys."),
+    Permission.USERS: N_("Sign in to manage users."),
+}
+REFUSED: dict[tuple[Permission, Role], MessageId] = {
+    (Permission.EDIT, Role.VIEWER): N_(
+        "{actor} is a viewer: only an editor or admin may edit corpora."
+    ),
+    (Permission.TRAIN, Role.VIEWER): N_("{actor} is a viewer: only an editor or admin may train."),
+    (Permission.REVIEW, Role.VIEWER): N_(
+        "{actor} is a viewer: only an editor or admin may review the pool."
+    ),
+    (Permission.DELETE, Role.VIEWER): N_(
+        "{actor} is a viewer: only an admin may delete corpora and versions."
+    ),
+    (Permission.DELETE, Role.EDITOR): N_(
+        "{actor} is an editor: only an admin may delete corpora and versions."
+    ),
+    (Permission.SERVE, Role.VIEWER): N_("{actor} is a viewer: only an admin may serve versions."),
+    (Permission.SERVE, Role.EDITOR): N_("{actor} is an editor: only an admin may serve versions."),
+    (Permission.API_KEYS, Role.VIEWER): N_(
+        "{actor} is a viewer: only an admin may manage API keys."
+    ),
+    (Permission.API_KEYS, Role.EDITOR): N_(
+        "{actor} is an editor: only an admin may manage API keys."
+    ),
+    (Permission.USERS, Role.VIEWER): N_("{actor} is a viewer: only an admin may manage users."),
+    (Permission.USERS, Role.EDITOR): N_("{actor} is an editor: only an admin may manage users."),
 }
 
 
@@ -133,10 +173,9 @@ def require(permission: Permission) -> Actor:
     """The current actor, if it holds ``permission``; else a one-line ``PermissionDenied``."""
     actor = current_actor()
     if actor is None:
-        raise PermissionDenied(f"Sign in to {permission}.")
+        raise PermissionDenied(SIGN_IN[permission])
     if not actor.can(permission):
-        who = " or ".join(r for r in ROLES if allows(r, permission))  # "editor or admin"
-        raise PermissionDenied(f"{actor.email} is a {actor.role}: only an {who} may {permission}.")
+        raise PermissionDenied(REFUSED[permission, actor.role], actor=actor.email)
     return actor
 
 
@@ -158,7 +197,7 @@ def normalize_email(email: object) -> str:
     """An e-mail as it is stored and compared: stripped, lower case; else WorkbenchError."""
     text = str(email or "").strip().lower()
     if not _EMAIL.fullmatch(text) or len(text) > 320:
-        raise WorkbenchError(f"Not an e-mail address: {str(email)[:80]!r}.")
+        raise WorkbenchError(N_("Not an e-mail address: {text!r}."), text=str(email)[:80])
     return text
 
 
@@ -167,8 +206,11 @@ def parse_role(role: object) -> Role:
     try:
         return Role(str(role).strip().lower())
     except ValueError:
-        names = ", ".join(ROLES)
-        raise WorkbenchError(f"Unknown role {str(role)[:40]!r}: one of {names}.") from None
+        raise WorkbenchError(
+            N_("Unknown role {role!r}: one of {roles}."),
+            role=str(role)[:40],
+            roles=", ".join(ROLES),
+        ) from None
 
 
 def role_of(email: str) -> Role | None:
@@ -224,12 +266,16 @@ def remove_member(email: object) -> None:
     with session_scope() as s:
         row = s.scalar(select(User).where(User.email == email))
         if row is None:
-            raise WorkbenchError(f"{email} is not a member of the team.")
+            raise WorkbenchError(N_("{email} is not a member of the team."), email=email)
         s.delete(row)
 
 
 def _check_changeable(actor: Actor, email: str) -> None:
     if email in settings.configured_admins():
-        raise WorkbenchError(f"{email} is an admin by configuration ({settings.ENV_ADMINS}).")
+        raise WorkbenchError(
+            N_("{email} is an admin by configuration ({variable})."),
+            email=email,
+            variable=settings.ENV_ADMINS,
+        )
     if email == actor.email:
-        raise WorkbenchError("You cannot change your own role: ask another admin.")
+        raise WorkbenchError(N_("You cannot change your own role: ask another admin."))

@@ -23,8 +23,8 @@
 Append-only: nothing updates or deletes a ``changes`` row. Who acts comes from
 ``current_actor`` (the one seam for sign-in to fill in).
 
-Imports only ``db`` and the top-level ``settings``/``storage``/``errors`` modules: the corpus
-services call into this module, never the other way round.
+Imports only ``db`` and the top-level ``settings``/``storage``/``errors``/``messages``
+modules: the corpus services call into this module, never the other way round.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Base, Change, Corpus, GlossaryTerm, ModelVersion, Pair, UTCDateTime
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team import access
 from workbench.team.access import Permission, require
@@ -58,6 +59,40 @@ _TABLES: dict[str, type[Base]] = {
 }
 ENTITIES = {"corpora": "corpus", "model_versions": "version", "glossary_terms": "term"}
 ENTITIES["pairs"] = "pair"
+# How a page names a change's entity and action (message ids, translated where shown; the
+# stored values stay English, as does each change's summary: it is a record, written once).
+ENTITY_LABELS = {
+    "corpus": N_("corpus"),
+    "version": N_("version"),
+    "term": N_("term"),
+    "pair": N_("pair"),
+}
+ACTION_LABELS = {
+    "create": N_("create"),
+    "rename": N_("rename"),
+    "import": N_("import"),
+    "edit": N_("edit"),
+    "split": N_("split"),
+    "dedupe": N_("dedupe"),
+    "cleanup": N_("cleanup"),
+    "cleanup undo": N_("cleanup undo"),
+    "glossary": N_("glossary"),
+    "delete": N_("delete"),
+    "restore": N_("restore"),
+    "purge": N_("purge"),
+    "undo": N_("undo"),
+    "register": N_("register"),
+    "notes": N_("notes"),
+}
+# An undo refused because a row moved on since, per table (whole sentences: message ids).
+_CHANGED_SINCE = {
+    "corpora": N_("corpus {row} was changed after change #{id}; undo the later changes first"),
+    "model_versions": N_(
+        "version {row} was changed after change #{id}; undo the later changes first"
+    ),
+    "glossary_terms": N_("term {row} was changed after change #{id}; undo the later changes first"),
+    "pairs": N_("pair {row} was changed after change #{id}; undo the later changes first"),
+}
 # A unique text column per table: an undo parks it on a placeholder first, so rows may swap.
 _UNIQUE_TEXT = {"pairs": "content_hash", "glossary_terms": "source_term", "corpora": "name"}
 
@@ -299,13 +334,15 @@ def _undoing(work: Any) -> list[int]:
         with session_scope() as s:
             return work(s)
     except IntegrityError as exc:
-        raise WorkbenchError(f"the undo conflicts with the data as it is now: {exc.orig}") from None
+        raise WorkbenchError(
+            N_("the undo conflicts with the data as it is now: {reason}"), reason=exc.orig
+        ) from None
 
 
 def _get(s: Session, change_id: int) -> Change:
     change = s.get(Change, int(change_id))
     if change is None:
-        raise WorkbenchError(f"change #{change_id} does not exist")
+        raise WorkbenchError(N_("change #{id} does not exist"), id=change_id)
     return change
 
 
@@ -336,11 +373,16 @@ def _to_undo_since(s: Session, corpus_id: int, since: datetime) -> list[Change]:
 
 def _undo(s: Session, change: Change) -> int:
     if not change.reversible:
-        what = change.summary or change.action
-        raise WorkbenchError(f"change #{change.id} ({what}) cannot be undone")
+        raise WorkbenchError(
+            N_("change #{id} ({what}) cannot be undone"),
+            id=change.id,
+            what=change.summary or change.action,
+        )
     later = s.scalar(select(Change.id).where(Change.undoes == change.id).limit(1))
     if later is not None:
-        raise WorkbenchError(f"change #{change.id} was already undone (change #{later})")
+        raise WorkbenchError(
+            N_("change #{id} was already undone (change #{undo})"), id=change.id, undo=later
+        )
     items: list[dict[str, Any]] = []
     for item in change.items:
         if item.get("table") == "corpora" and item["before"] is None:
@@ -371,7 +413,9 @@ def _import_undo_items(s: Session, change: Change, ranges: list[list[int]]) -> l
     )
     if edited is not None:
         raise WorkbenchError(
-            f"pair {edited} was edited after import #{change.id}; undo that change first"
+            N_("pair {pair} was edited after import #{id}; undo that change first"),
+            pair=edited,
+            id=change.id,
         )
     current = capture(
         s, Pair, where=(pairs.c.corpus_id == change.corpus_id) & _in_ranges(pairs.c.id, ranges)
@@ -393,10 +437,7 @@ def _apply(s: Session, change_id: int, items: list[dict[str, Any]]) -> None:
         current = capture(s, _TABLES[name], (item["id"] for item in group))
         for item in group:
             if current.get(item["id"]) != item["before"]:
-                what = f"{ENTITIES[name]} {item['id']}"
-                raise WorkbenchError(
-                    f"{what} was changed after change #{change_id}; undo the later changes first"
-                )
+                raise WorkbenchError(_CHANGED_SINCE[name], row=item["id"], id=change_id)
     for name in reversed(_TABLES):  # deletes: pairs and terms before their corpus
         doomed = [item["id"] for item in by_table.get(name, []) if item["after"] is None]
         table = _table(_TABLES[name])

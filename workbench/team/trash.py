@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Corpus, Pair, utcnow
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
@@ -86,11 +87,12 @@ def restore_corpus(corpus_id: int) -> str:
     with session_scope() as s:
         corpus = s.get(Corpus, int(corpus_id))
         if corpus is None or corpus.deleted_at is None:
-            raise WorkbenchError(f"corpus #{corpus_id} is not in the trash")
+            raise WorkbenchError(N_("corpus #{id} is not in the trash"), id=corpus_id)
         name = corpus.deleted_name or corpus.name
         if s.scalar(select(Corpus.id).where(Corpus.name == name)) is not None:
             raise WorkbenchError(
-                f"a corpus named {name!r} exists: rename it before restoring this one"
+                N_("a corpus named {name!r} exists: rename it before restoring this one"),
+                name=name,
             )
         before = history.capture(s, Corpus, [corpus.id])
         corpus.name, corpus.deleted_name, corpus.deleted_at = name, None, None

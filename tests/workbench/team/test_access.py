@@ -6,16 +6,20 @@ a run records who started it and its version who trained it."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from db.models import Role
 from tests.helpers import cli, make_toy_corpus, toy_pairs
+from ui import i18n
 from workbench.corpus import corpora, glossary, importing, pairs
 from workbench.errors import PermissionDenied, WorkbenchError
+from workbench.messages import Message
 from workbench.models import registry
 from workbench.serving import api_keys, served
 from workbench.team import access
@@ -25,6 +29,18 @@ from workbench.training import run_info, runs
 VIEWER = Actor("vera@example.org", Role.VIEWER)
 EDITOR = Actor("ed@example.org", Role.EDITOR)
 ADMIN = Actor("ada@example.org", Role.ADMIN)
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def in_chinese(text: WorkbenchError | Message) -> str:
+    """A service's error or message as a page in 简体中文 shows it (``ui.feedback``,
+    ``ui.i18n.localized``); a message id without a translation would stay English."""
+    msgid, params = text.msgid, text.params
+    assert msgid is not None, f"no message id: {text}"
+    with mock.patch.object(i18n, "current", lambda: "zh_Hans"):
+        shown = i18n.translate(msgid, params)
+    assert CJK.search(shown) and "{" not in shown, shown
+    return shown
 
 
 def _tsv(tmp_path: Path) -> Path:
@@ -252,3 +268,45 @@ def test_the_command_line_sets_up_a_team() -> None:
     assert result.returncode == 2 and result.stderr.strip() == (
         "error: ed@x.org is not a member of the team."
     )
+
+
+def test_every_refusal_is_one_sentence_translated_and_english_on_the_cli() -> None:
+    """Each refusal is a message id of its own (no fragments glued together): English as
+    before (``MIN_ROLE`` names who may), Chinese on a page, the actor as a parameter."""
+    for permission in Permission:
+        access.use_actor_source(None)
+        with pytest.raises(PermissionDenied) as err:
+            access.require(permission)
+        assert str(err.value) == f"Sign in to {permission}."
+        assert in_chinese(err.value).startswith("请先登录")
+        for role in access.ROLES:
+            if access.allows(role, permission):
+                continue
+            who = " or ".join(r for r in access.ROLES if access.allows(r, permission))
+            article = "an" if role[0] in "aeiou" else "a"
+            with acting_as(Actor("pat@example.org", role)), pytest.raises(PermissionDenied) as err:
+                access.require(permission)
+            assert str(err.value) == (
+                f"pat@example.org is {article} {role}: only an {who} may {permission}."
+            )
+            shown = in_chinese(err.value)
+            assert shown.startswith("pat@example.org 是") and "只有" in shown, shown
+    assert len(access.REFUSED) == sum(
+        not access.allows(r, p) for p in Permission for r in access.ROLES
+    )
+
+
+@pytest.mark.usefixtures("wb_home")
+def test_a_refused_team_change_reads_chinese_on_a_page() -> None:
+    with acting_as(ADMIN):
+        for bad, chinese in [
+            (("not an email", "viewer"), "这不是电子邮件地址：“not an email”。"),
+            (("x@example.org", "owner"), "未知角色“owner”：可选的角色有 viewer, editor, admin。"),
+            (("ada@example.org", "viewer"), "你不能修改自己的角色：请另一位管理员来修改。"),
+        ]:
+            with pytest.raises(WorkbenchError) as err:
+                access.set_role(*bad)
+            assert in_chinese(err.value) == chinese
+        with pytest.raises(WorkbenchError) as err:
+            access.remove_member("nobody@example.org")
+        assert in_chinese(err.value) == "nobody@example.org 不是团队成员。"

@@ -14,9 +14,11 @@ from sqlalchemy import func, select
 from db.models import Change, utcnow
 from tests.helpers import ROOT
 from tests.workbench.models.test_registry import outside_folder  # noqa: F401 (a fixture)
+from tests.workbench.team.test_access import in_chinese
 from workbench.corpus import cleanups, corpora, glossary, importing, pairs
 from workbench.corpus.cleaning import CleaningOptions
 from workbench.errors import WorkbenchError
+from workbench.messages import Message
 from workbench.models import registry
 from workbench.storage import engine, session_scope
 from workbench.team import access, history, trash
@@ -119,6 +121,41 @@ def test_undo_refuses_a_row_changed_since_and_changes_nothing(wb_home: Path) -> 
     assert (_raw("pairs"), len(_changes())) == before
     with pytest.raises(WorkbenchError, match="does not exist"):
         history.undo_change(999)
+
+
+def test_undo_and_trash_refusals_and_the_history_labels_read_chinese(wb_home: Path) -> None:
+    """What a page shows of the history in 简体中文: the refusals (message ids with their
+    parameters) and the names of the actions and of what they touched."""
+    info = corpora.create_corpus("later", "zh", "en")
+    pid = pairs.add_pair(info.id, "一", "one")
+    first = _latest().id
+    pairs.apply_edits(info.id, edited={pid: {"target": "uno"}})
+    with pytest.raises(WorkbenchError) as err:
+        history.undo_change(first)
+    assert in_chinese(err.value) == (
+        f"句对 {pid} 在修改 #{first} 之后又被改动过；请先撤销后来的修改"
+    )
+    undo = history.undo_change(_latest().id)
+    with pytest.raises(WorkbenchError) as err:
+        history.undo_change(undo - 1)
+    assert str(err.value) == f"change #{undo - 1} was already undone (change #{undo})"
+    assert in_chinese(err.value) == f"修改 #{undo - 1} 已经撤销过了（修改 #{undo}）"
+    with pytest.raises(WorkbenchError) as err:
+        history.undo_change(999)
+    assert in_chinese(err.value) == "修改 #999 不存在"
+    with pytest.raises(WorkbenchError) as err:
+        trash.restore_corpus(info.id)
+    assert in_chinese(err.value) == f"语料库 #{info.id} 不在回收站中"
+    corpora.delete_corpus(info.id)
+    corpora.create_corpus("later", "zh", "en")
+    with pytest.raises(WorkbenchError) as err:
+        trash.restore_corpus(info.id)
+    assert in_chinese(err.value) == "已有名为“later”的语料库：请先给它改名，再恢复这一个"
+
+    for change in _changes():  # create, edit, undo, delete: each named on the page
+        assert change.action in history.ACTION_LABELS and change.entity in history.ENTITY_LABELS
+    for label in [*history.ACTION_LABELS.values(), *history.ENTITY_LABELS.values()]:
+        in_chinese(Message(label))
 
 
 def test_a_failed_write_records_nothing(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -238,11 +275,13 @@ def test_undo_of_a_corpus_delete_restores_it_from_the_trash(wb_home: Path) -> No
 
 def test_the_history_is_append_only_and_imports_no_corpus_service() -> None:
     """No module writes to ``changes`` except by adding rows, and the team package imports
-    only ``db`` and the top-level settings/storage/errors modules (services call into it)."""
+    only ``db`` and the top-level settings/storage/errors/messages modules (services call into
+    it)."""
     allowed = {
         "workbench.settings",
         "workbench.storage",
         "workbench.errors",
+        "workbench.messages",
         "workbench.team",
         "workbench.team.access",
     }

@@ -18,6 +18,7 @@ from core_model.training import StopReason
 from db.models import Corpus, ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
 from workbench import settings
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.training.runs import ACTIVE_STATUSES
 
@@ -234,7 +235,7 @@ def get_run(run_id: int) -> RunInfo:
             .where(TrainingRun.id == run_id)
         ).first()
         if row is None:
-            raise WorkbenchError(f"Training run {run_id} does not exist.")
+            raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
         return _info(row[0], row[1], _version_ids(s, [run_id]).get(run_id), _lost_before())
 
 

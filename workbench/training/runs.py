@@ -109,8 +109,16 @@ def enqueue_training(
                 raise WorkbenchError(N_("Model version {id} does not exist."), id=init_version_id)
             if (version.src_lang, version.tgt_lang) != (corpus.src_lang, corpus.tgt_lang):
                 raise WorkbenchError(
-                    f"Version {init_version_id} translates {version.src_lang}→{version.tgt_lang}"
-                    f" but corpus {corpus.name!r} is {corpus.src_lang}→{corpus.tgt_lang}."
+                    N_(
+                        "Version {id} translates {v_src}→{v_tgt} but corpus {name!r} is "
+                        "{src}→{tgt}."
+                    ),
+                    id=init_version_id,
+                    v_src=version.src_lang,
+                    v_tgt=version.tgt_lang,
+                    name=corpus.name,
+                    src=corpus.src_lang,
+                    tgt=corpus.tgt_lang,
                 )
         run = TrainingRun(
             corpus_id=corpus.id,
@@ -152,7 +160,9 @@ def resume_run(run_id: int) -> int:
             raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
         if run.status not in RESUMABLE_STATUSES:
             raise WorkbenchError(
-                f"Run {run_id} is {run.status}: only a failed or cancelled run can be resumed."
+                N_("Run {id} is {status}: only a failed or cancelled run can be resumed."),
+                id=run_id,
+                status=run.status,
             )
         if run.corpus_id is None:
             raise WorkbenchError(
@@ -205,7 +215,9 @@ def delete_run(run_id: int) -> None:
             else s.scalar(select(TrainingRun.status).where(TrainingRun.id == run_id))
         )
     if status is not None:
-        raise WorkbenchError(f"Run {run_id} is {status}: cancel it before deleting it.")
+        raise WorkbenchError(
+            N_("Run {id} is {status}: cancel it before deleting it."), id=run_id, status=status
+        )
     if not deleted:
         raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
     shutil.rmtree(settings.run_dir(run_id), ignore_errors=True)  # its checkpoint

@@ -90,38 +90,49 @@ def training_config(
     arguments are TrainConfig fields. Anything wrong is one ``WorkbenchError`` sentence.
     """
     if preset not in presets():
-        raise WorkbenchError(f"Unknown preset {preset!r}; choose one of {', '.join(presets())}.")
+        raise WorkbenchError(
+            N_("Unknown preset {preset!r}; choose one of {choices}."),
+            preset=preset,
+            choices=", ".join(presets()),
+        )
     if precision not in precisions():
         raise WorkbenchError(
-            f"Unknown precision {precision!r}; choose one of {', '.join(precisions())}."
+            N_("Unknown precision {precision!r}; choose one of {choices}."),
+            precision=precision,
+            choices=", ".join(precisions()),
         )
     if sum(b is not None for b in (epochs, minutes, tokens)) > 1:
-        raise WorkbenchError("Train for a number of epochs, of minutes or of tokens: only one.")
+        raise WorkbenchError(N_("Train for a number of epochs, of minutes or of tokens: only one."))
     if epochs is not None and epochs < 1:
-        raise WorkbenchError("Epochs must be at least 1 (or empty for the automatic budget).")
+        raise WorkbenchError(N_("Epochs must be at least 1 (or empty for the automatic budget)."))
     if minutes is not None:
         if not 0 < minutes <= MAX_TRAIN_MINUTES:  # also rejects NaN
             raise WorkbenchError(
-                f"Minutes must be more than 0 and at most {MAX_TRAIN_MINUTES:,} (a week)."
+                N_("Minutes must be more than 0 and at most {most} (a week)."),
+                most=f"{MAX_TRAIN_MINUTES:,}",
             )
         overrides["time_budget_s"] = float(minutes) * 60
     if tokens is not None:
         if isinstance(tokens, bool) or not isinstance(tokens, int):
-            raise WorkbenchError(f"Tokens must be a whole number, got {tokens!r}.")
+            raise WorkbenchError(
+                N_("Tokens must be a whole number, got {tokens!r}."), tokens=tokens
+            )
         if not 0 < tokens <= MAX_TRAIN_TOKENS:
-            raise WorkbenchError(f"Tokens must be more than 0 and at most {MAX_TRAIN_TOKENS:,}.")
+            raise WorkbenchError(
+                N_("Tokens must be more than 0 and at most {most}."), most=f"{MAX_TRAIN_TOKENS:,}"
+            )
         overrides["token_budget"] = tokens
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
-        raise WorkbenchError(f"Unknown device {device!r}; use auto, cpu or cuda.")
+        raise WorkbenchError(N_("Unknown device {device!r}; use auto, cpu or cuda."), device=device)
     if (
         device.startswith("cuda")
         and "cuda" not in available_devices()
         and settings.database_is_local()
     ):
-        raise WorkbenchError("No CUDA GPU on this machine: train on cpu (or auto).")
+        raise WorkbenchError(N_("No CUDA GPU on this machine: train on cpu (or auto)."))
     try:
         return TrainConfig(
             preset=preset, epochs=epochs, device=device, precision=precision, **overrides
         ).to_dict()
     except (TypeError, TrainingError) as exc:
-        raise WorkbenchError(f"Invalid training option: {exc}") from None
+        raise WorkbenchError(N_("Invalid training option: {error}"), error=str(exc)) from None

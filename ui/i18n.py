@@ -136,9 +136,14 @@ def locale() -> Locale:
 
 
 def translate(msgid: str, params: dict[str, Any] | None = None) -> str:
-    """``msgid`` in this session's language, its named placeholders filled in."""
+    """``msgid`` in this session's language, its named placeholders filled in (a parameter
+    that is itself a ``Message``, e.g. the reason inside an error, translated too)."""
     text = _translations(current()).gettext(msgid)
-    return text.format(**params) if params else text
+    if not params:
+        return text
+    return text.format(
+        **{k: localized(v) if isinstance(v, Message) else v for k, v in params.items()}
+    )
 
 
 def localized(text: str) -> str:

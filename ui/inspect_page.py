@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, formatting, pickers
-from ui.i18n import N_, _, translate
+from ui.i18n import N_, _, localized, translate
 from workbench.evaluation import inspection
 from workbench.models import registry, translation
 
@@ -112,7 +112,7 @@ def render() -> None:
         return
     show_shapes = st.toggle(_("Show tensor shapes"), key="inspect_shapes")
     for notice in shown.notices:
-        st.warning(notice, icon=":material/warning:")
+        st.warning(localized(notice), icon=":material/warning:")
     tokens_panel(shown, show_shapes)
     attention_panel(shown, show_shapes)
     steps_panel(shown, show_shapes)
@@ -167,7 +167,7 @@ def tokens_panel(shown: Any, show_shapes: bool) -> None:
         st.subheader(_("Tokens and positions"), anchor=False)
         st.markdown(
             f"**{pickers.version_label(shown.version)}** · "
-            f"{translation.decoding_label(1)}: **{seen.text or '∅'}**"
+            f"{localized(translation.decoding_label(1))}: **{seen.text or '∅'}**"
             + ("  \n" + _("reference: {text}", text=shown.reference) if shown.reference else "")
         )
         left, right = st.columns(2)
@@ -498,7 +498,7 @@ def loss_panel(shown: Any) -> None:
                 "the run. The dashed line marks {where}: {note}. Loss is in nats per piece: "
                 "e^loss is the perplexity ({perplexity}).",
                 where=where,
-                note=shown.step_note,
+                note=localized(shown.step_note),
                 perplexity=_perplexity(shown.metrics),
             )
         )

@@ -15,10 +15,11 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
-from ui.i18n import N_, _, n_, translate
+from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench.corpus import corpora, glossary, snapshots
 from workbench.evaluation import comparison_report, evaluation, significance
+from workbench.messages import Message
 from workbench.models import ctranslate2_export, engines, registry
 from workbench.team.access import Permission
 from workbench.training import run_info
@@ -73,7 +74,7 @@ def versions_table() -> None:
     table.insert(
         table.columns.get_loc("chrF") + 1,
         "scored on",
-        [evaluation.training_scores_note(i) for i in table["id"]],
+        [localized(evaluation.training_scores_note(i)) for i in table["id"]],
     )
     table.insert(
         table.columns.get_loc("name") + 1, "served", serving_panel.served_column(table["id"])
@@ -196,7 +197,7 @@ def manage(versions: list[Any]) -> None:
                 "**Parameters** {parameters} · **steps** {steps} · **stopped by** {reason}",
                 parameters=formatting.fmt_int(version.param_count),
                 steps=m.get("steps", "—"),
-                reason=run_info.version_stopped_because(version) or "—",
+                reason=localized(run_info.version_stopped_because(version) or "—"),
             )
             + f"  \n{formatting.lineage_line(version)}  \n"
             + _("**Trained by** {who}", who=version.trained_by or "—")
@@ -400,7 +401,7 @@ def comparison_view(shown: dict[str, Any]) -> None:
     result: evaluation.Comparison = shown["result"]
     sentences = result.sentences
     basis: evaluation.ScoreBasis = shown["basis"]
-    heading = _("**Scores on “{corpus}”** · {basis}", corpus=shown["corpus"], basis=basis)
+    heading = _("**Scores on “{corpus}”** · {basis}", corpus=shown["corpus"], basis=basis.label())
     if shown.get("glossary"):
         heading += " · " + _("glossary enforced")
     st.markdown(heading)
@@ -421,7 +422,7 @@ def comparison_view(shown: dict[str, Any]) -> None:
     interval_help = _(
         "95 % {kind}: the middle 95 % of the score over {resamples} resampled test sets (always "
         "within 0–100).",
-        kind=significance.INTERVAL_KIND,
+        kind=translate(significance.INTERVAL_KIND),
         resamples=formatting.fmt_int(significance.RESAMPLES),
     )
     reference_p = _("“—” on the first row: it is the reference the others are tested against.")
@@ -462,7 +463,7 @@ def comparison_view(shown: dict[str, Any]) -> None:
         | ({"p (BLEU)": None, "p (chrF)": None} if result.withheld else {}),
     )
     for line in result.verdicts:
-        st.markdown(f"- {line}")
+        st.markdown(f"- {localized(line)}")
     if not result.withheld:
         st.caption(
             _(
@@ -554,8 +555,10 @@ def _scores_table(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def _downloads(result: evaluation.Comparison, shown: dict[str, Any]) -> None:
     versions = "-".join(str(v) for v in shown["versions"])
-    title = _(
-        "Versions {versions} on “{corpus}”",
+    # The HTML report is English (``comparison_report``: a file to pass on, made when the
+    # button is clicked, outside the page's run), its title too: the message's English.
+    title = Message(
+        N_("Versions {versions} on “{corpus}”"),
         versions=", ".join(f"#{v}" for v in shown["versions"]),
         corpus=shown["corpus"],
     )

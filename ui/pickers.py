@@ -142,7 +142,7 @@ def engine_picker(prefix: str) -> str:
         _("Engine"),
         choices,
         default=choices[0],
-        format_func=lambda e: engines.ENGINE_LABELS[e],
+        format_func={e: translate(engines.ENGINE_LABELS[e]) for e in choices}.__getitem__,
         key=f"{prefix}_engine",
         help=_(
             "The handwritten decoder is the reference. CTranslate2 runs the same model "

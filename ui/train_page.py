@@ -212,8 +212,11 @@ def history() -> None:
     if not done:
         st.caption(_("Finished runs will be listed here."))
         return
+    table = run_info.runs_table(runs=list(done.values()))
+    for column in ("trained for", "stopped because"):  # the service's words, translated
+        table[column] = [localized(text) for text in table[column]]
     st.dataframe(
-        run_info.runs_table(runs=list(done.values())),
+        table,
         hide_index=True,
         width="stretch",
         column_config={

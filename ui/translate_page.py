@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, formatting, pickers
-from ui.i18n import N_, _, n_
+from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import settings
 from workbench.corpus import corpora, glossary, pairs
@@ -153,11 +153,16 @@ def _plain(source: str, result: Any, check: translation.InputCheck) -> dict[str,
 # ---------------------------------------------------------------------------- results
 
 
+def _reasons(warnings: list[str]) -> str:
+    """A sentence's warnings (``translation.InputCheck.warnings``) in the page's language."""
+    return _("; ").join(localized(w) for w in warnings)
+
+
 def results_view(shown: dict[str, Any], version: Any) -> None:
     items = shown["items"]
     st.subheader(_("Translations"), anchor=False)
-    engine = engines.ENGINE_LABELS[shown.get("engine", engines.ENGINES[0])]
-    parts = [shown["version"], translation.decoding_label(shown["beam"]), engine]
+    engine = translate(engines.ENGINE_LABELS[shown.get("engine", engines.ENGINES[0])])
+    parts = [shown["version"], localized(translation.decoding_label(shown["beam"])), engine]
     if shown.get("glossary"):
         parts.append(_("glossary applied"))
     st.caption(" · ".join(parts))
@@ -182,7 +187,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
             "source": [i["source"] for i in items],
             "translation": [i["text"] for i in items],
             "unknown": [100 * i["unknown_share"] for i in items],
-            "warning": ["; ".join(i["warnings"]) for i in items],
+            "warning": [_reasons(i["warnings"]) for i in items],
         }
     )
     st.dataframe(
@@ -218,7 +223,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
         st.warning(
             _(
                 "This translation may be confident nonsense: {reasons}.",
-                reasons="; ".join(item["warnings"]),
+                reasons=_reasons(item["warnings"]),
             ),
             icon=":material/warning:",
         )

@@ -61,7 +61,7 @@ def comparison_html(comparison: Comparison, title: str, basis: str = "") -> str:
         _metrics_table(comparison.metrics),
         *([f"<p class='same'>{_e(comparison.withheld)}</p>"] if comparison.withheld else []),
         "<ul>",
-        *(f"<li class='{_tone(v)}'>{_e(v)}</li>" for v in comparison.verdicts),
+        *(f"<li class='{significance.tone(v)}'>{_e(v)}</li>" for v in comparison.verdicts),
         "</ul>",
         "<h2>Sentence by sentence</h2><p>Click a column header to sort.</p>",
         _sentences_table(comparison.sentences),
@@ -115,10 +115,6 @@ def _td(value: object, num: bool = False) -> str:
 
 def _p(value: float | None) -> str:
     return "—" if value is None or value != value else f"{value:.4f}"
-
-
-def _tone(verdict: str) -> str:
-    return "better" if " is better " in verdict else "worse" if " is worse " in verdict else "same"
 
 
 def _e(text: str) -> str:

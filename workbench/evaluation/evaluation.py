@@ -13,13 +13,14 @@ from core_model.metrics import bleu_tokenizer_for, score
 from workbench.corpus.glossary import Glossary, term_hits
 from workbench.errors import WorkbenchError
 from workbench.evaluation import significance
+from workbench.messages import N_, Message
 from workbench.models.registry import artifact_dir, get_version
 from workbench.models.translation import MAX_SENTENCES, decoding_label, translate
 
 
 def _check(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
     if not pairs:
-        raise WorkbenchError("No pairs to evaluate on: add pairs to the test split first.")
+        raise WorkbenchError(N_("No pairs to evaluate on: add pairs to the test split first."))
     return [s for s, _ in pairs], [t for _, t in pairs]
 
 
@@ -73,10 +74,12 @@ class Comparison:
     # source, reference, then per version: output and chrF, and for every version after the
     # first "Δ chrF #id" (its sentence chrF minus the baseline's); differs.
     sentences: pd.DataFrame
-    verdicts: list[str]  # per version after the first, in words (see significance.verdict)
+    # per version after the first, in words (see significance.verdict); ``Message``s: a page
+    # shows them through ``ui.i18n.localized``
+    verdicts: list[Message]
     seed: str  # the bootstrap's seed
     # Why there are no p-values and no verdicts (too few test pairs); None when there are.
-    withheld: str | None = None
+    withheld: Message | None = None
 
     def as_dict(self) -> dict:
         """What ``workbench compare`` prints: per version bleu, chrf, their 95 % intervals
@@ -132,7 +135,7 @@ def compare(
     difference from the first version; with a `glossary`, each version's term-hit rate
     (and with `enforce`, translations that obey it)."""
     if len(version_ids) < 2 or len(set(version_ids)) < len(version_ids):
-        raise WorkbenchError("Pick at least two different versions to compare.")
+        raise WorkbenchError(N_("Pick at least two different versions to compare."))
     sources, references = _check(pairs)
     tokenize = bleu_tokenizer_for(references)
     sentences = pd.DataFrame({"source": sources, "reference": references})
@@ -198,8 +201,28 @@ class ScoreBasis:
     beam: int | None  # None: not recorded
 
     def __str__(self) -> str:
-        decoding = "" if self.beam is None else f" · {decoding_label(self.beam)}"
-        return f"{self.split} · {self.pairs:,} pair{'' if self.pairs == 1 else 's'}{decoding}"
+        return self.label()
+
+    def label(self) -> Message:
+        """ "validation · 3 pairs · greedy" (a page shows it through ``ui.i18n.localized``)."""
+        split = SPLIT_LABELS.get(self.split, self.split)
+        if self.beam is None:
+            msgid = (
+                N_("{split} · {pairs:,} pair")
+                if self.pairs == 1
+                else N_("{split} · {pairs:,} pairs")
+            )
+            return Message(msgid, split=split, pairs=self.pairs)
+        msgid = (
+            N_("{split} · {pairs:,} pair · {decoding}")
+            if self.pairs == 1
+            else N_("{split} · {pairs:,} pairs · {decoding}")
+        )
+        return Message(msgid, split=split, pairs=self.pairs, decoding=decoding_label(self.beam))
+
+
+# the splits a score is measured on, as a score's basis names them
+SPLIT_LABELS = {"validation": Message(N_("validation")), "test": Message(N_("test"))}
 
 
 def training_scores_basis(version_id: int) -> ScoreBasis | None:
@@ -220,17 +243,18 @@ def training_scores_basis(version_id: int) -> ScoreBasis | None:
     return ScoreBasis("validation", pairs, None if beam is None else int(beam))
 
 
-def training_scores_note(version_id: int) -> str:
+def training_scores_note(version_id: int) -> Message:
     """What a version's recorded scores were measured on, or why it has none: a table that
-    shows "—" for a score says why in the same row."""
+    shows "—" for a score says why in the same row (a page shows it through
+    ``ui.i18n.localized``)."""
     basis = training_scores_basis(version_id)
     if basis is not None:
-        return str(basis)
+        return basis.label()
     info = get_version(version_id)
     if info.metrics.get("valid_loss") is not None:
-        return "validation loss only: no BLEU/chrF measured"
+        return Message(N_("validation loss only: no BLEU/chrF measured"))
     if info.run_id is None:
-        return "not recorded: the version was imported"
+        return Message(N_("not recorded: the version was imported"))
     if not info.metrics.get("valid_pairs"):
-        return "not measured: its run had no validation pairs"
-    return "not measured at the end of its run (trained before scores were kept)"
+        return Message(N_("not measured: its run had no validation pairs"))
+    return Message(N_("not measured at the end of its run (trained before scores were kept)"))

@@ -15,8 +15,9 @@ import pandas as pd
 from core_model.inspection import Inspection, TokenChoice, inspect_sentence, nearest_neighbours
 from workbench.corpus.pairs import search_pairs
 from workbench.errors import WorkbenchError
+from workbench.messages import N_, Message
 from workbench.models.registry import VersionInfo, get_version, load_model_of
-from workbench.models.translation import MAX_BEAM, UNKNOWN_SHARE_WARNING
+from workbench.models.translation import BEAM_RANGE, MAX_BEAM, UNKNOWN_SHARE_WARNING
 from workbench.training import run_info
 
 MAX_PIECES = 40  # source pieces looked at; a layer × head grid of larger maps is unreadable
@@ -32,10 +33,12 @@ class VersionInspection:
 
     version: VersionInfo
     inspection: Inspection
-    notices: list[str]  # why to read the result with care (a cut input, unknown pieces)
+    # why to read the result with care (a cut input, unknown pieces); the page shows them
+    # (as ``step_note``) through ``ui.i18n.localized``
+    notices: list[Message]
     metrics: pd.DataFrame  # the training run's metric rows (empty: the version has no run)
     step: int | None  # the training step the version's weights come from
-    step_note: str = ""  # how the run chose those weights
+    step_note: str = ""  # how the run chose those weights (a ``Message``)
     reference: str | None = None  # the corpus pair's target, when one was picked
     beam: int = 1
 
@@ -55,13 +58,15 @@ def inspect(
     appends PAD positions as a batch with a longer sentence would.
     """
     if not (text or "").strip():
-        raise WorkbenchError("Type a sentence to inspect (the text is empty).")
+        raise WorkbenchError(N_("Type a sentence to inspect (the text is empty)."))
     if not 1 <= beam <= MAX_BEAM:
-        raise WorkbenchError(f"Beam size must be between 1 and {MAX_BEAM}.")
+        raise WorkbenchError(BEAM_RANGE, max_beam=MAX_BEAM)
     if not 1 <= top_k <= MAX_TOP_K:
-        raise WorkbenchError(f"Top-k must be between 1 and {MAX_TOP_K}.")
+        raise WorkbenchError(N_("Top-k must be between 1 and {max_top_k}."), max_top_k=MAX_TOP_K)
     if not 0 <= padding <= MAX_PADDING:
-        raise WorkbenchError(f"Padding must be between 0 and {MAX_PADDING} positions.")
+        raise WorkbenchError(
+            N_("Padding must be between 0 and {max_padding} positions."), max_padding=MAX_PADDING
+        )
     info = get_version(version_id)
     loaded = load_model_of(info)
     try:
@@ -74,8 +79,8 @@ def inspect(
             max_pieces=MAX_PIECES,
             max_output=MAX_OUTPUT,
         )
-    except ValueError as exc:  # a text of only characters the cleaning removes
-        raise WorkbenchError(f"Nothing to inspect: {exc}.") from None
+    except ValueError:  # a text of only characters the cleaning removes
+        raise WorkbenchError(N_("Nothing to inspect: the text is empty once cleaned.")) from None
     metrics = run_info.run_metrics(info.run_id) if info.run_id is not None else _no_metrics()
     step, note = version_step(info, metrics)
     return VersionInspection(
@@ -87,23 +92,34 @@ def _no_metrics() -> pd.DataFrame:
     return pd.DataFrame(columns=run_info.METRIC_COLUMNS)
 
 
-def _notices(seen: Inspection, unk_id: int) -> list[str]:
+def _notices(seen: Inspection, unk_id: int) -> list[Message]:
     out = []
     if seen.src_tokens > len(seen.src_ids):
         out.append(
-            f"Only the first {len(seen.src_ids) - 1} of its {seen.src_tokens - 1} pieces are "
-            f"inspected: the maps of a longer sentence are unreadable."
+            Message(
+                N_(
+                    "Only the first {shown} of its {pieces} pieces are inspected: the maps of a "
+                    "longer sentence are unreadable."
+                ),
+                shown=len(seen.src_ids) - 1,
+                pieces=seen.src_tokens - 1,
+            )
         )
     unknown = sum(1 for i in seen.src_ids if i == unk_id) / max(1, len(seen.src_ids) - 1)
     if unknown > UNKNOWN_SHARE_WARNING:
         out.append(
-            f"{unknown:.0%} of its pieces are unknown to this model (shown as <unk>): expect a "
-            "wrong translation."
+            Message(
+                N_(
+                    "{share:.0%} of its pieces are unknown to this model (shown as <unk>): "
+                    "expect a wrong translation."
+                ),
+                share=unknown,
+            )
         )
     return out
 
 
-def version_step(info: VersionInfo, metrics: pd.DataFrame) -> tuple[int | None, str]:
+def version_step(info: VersionInfo, metrics: pd.DataFrame) -> tuple[int | None, Message]:
     """The training step the version's weights come from, and how they were chosen
     (core_model.training.selection: the last weights, the best epoch's, or an average)."""
     selected = str(info.metrics.get("selected") or "last")
@@ -112,23 +128,30 @@ def version_step(info: VersionInfo, metrics: pd.DataFrame) -> tuple[int | None, 
     if selected == "best":
         epoch = info.metrics.get("best_epoch")
         rows = metrics[metrics["kind"].eq("epoch") & metrics["epoch"].eq(epoch)]
+        note = Message(N_("the weights of the best epoch ({epoch})"), epoch=epoch)
         if not rows.empty:
-            return int(rows["step"].iloc[-1]), f"the weights of the best epoch ({epoch})"
-        return last, f"the weights of the best epoch ({epoch})"
+            return int(rows["step"].iloc[-1]), note
+        return last, note
     if selected.startswith("average_last_"):
         n = selected.removeprefix("average_last_")
-        return last, f"the average of {n} snapshots over the last fifth of the run, up to here"
-    return last, "the run's last weights"
+        return last, Message(
+            N_("the average of {n} snapshots over the last fifth of the run, up to here"), n=n
+        )
+    return last, Message(N_("the run's last weights"))
 
 
 def neighbours(version_id: int, token_id: int, side: str = "tgt", n: int = 8) -> list[TokenChoice]:
     """The `n` tokens nearest to `token_id` in the version's embedding space (cosine)."""
     if side not in SIDES:
-        raise WorkbenchError(f"Unknown side {side!r}; choose one of {', '.join(SIDES)}.")
+        raise WorkbenchError(
+            N_("Unknown side {side!r}; choose one of {choices}."),
+            side=side,
+            choices=", ".join(SIDES),
+        )
     loaded = load_model_of(get_version(version_id))
     vocab = loaded.model.cfg.src_vocab_size if side == "src" else loaded.model.cfg.tgt_vocab_size
     if not 0 <= token_id < vocab:
-        raise WorkbenchError(f"Token id {token_id} is not in this version's vocabulary.")
+        raise WorkbenchError(N_("Token id {id} is not in this version's vocabulary."), id=token_id)
     return nearest_neighbours(loaded, token_id, side, n)
 
 

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from workbench.messages import N_, Message
+
 if TYPE_CHECKING:  # sacreBLEU and numpy load with the first test: the CLI's --help reads
     from sacrebleu.metrics.base import Metric  # the constants below without them
 
@@ -36,7 +38,8 @@ METRICS = ("bleu", "chrf")
 METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF"}
 # Fewer test pairs than this: scores and intervals only, no p-value and no verdict.
 MIN_VERDICT_PAIRS = 50
-INTERVAL_KIND = "bootstrap percentile interval"  # what the 95 % interval is, for help texts
+# what the 95 % interval is, for help texts (a message id: a page translates it)
+INTERVAL_KIND = N_("bootstrap percentile interval")
 
 
 @dataclass(frozen=True)
@@ -60,18 +63,25 @@ class PairedResult:
 
     estimates: list[dict[str, Estimate]]
     seed: str  # the resampling seed sacreBLEU used ("none": not seeded)
-    withheld: str | None = None  # why there are no p-values (too few pairs); None: there are
+    withheld: Message | None = None  # why there are no p-values (too few pairs); None: there are
 
 
-def too_few_pairs(pairs: int) -> str | None:
+def too_few_pairs(pairs: int) -> Message | None:
     """Why a test of `pairs` sentence pairs gets no p-value or verdict; None when it does."""
     if pairs >= MIN_VERDICT_PAIRS:
         return None
-    some = f"{pairs} test pair{'' if pairs == 1 else 's'}"
-    return (
-        f"only {some}: below {MIN_VERDICT_PAIRS} a difference between versions is mostly "
-        "chance, so no p-value or verdict is given"
+    msgid = (
+        N_(
+            "only {n} test pair: below {minimum} a difference between versions is mostly "
+            "chance, so no p-value or verdict is given"
+        )
+        if pairs == 1
+        else N_(
+            "only {n} test pairs: below {minimum} a difference between versions is mostly "
+            "chance, so no p-value or verdict is given"
+        )
     )
+    return Message(msgid, n=pairs, minimum=MIN_VERDICT_PAIRS)
 
 
 def paired_bootstrap(
@@ -128,19 +138,38 @@ def _percentile_interval(
     return round(float(ordered[cut]), 2), round(float(ordered[resamples - cut - 1]), 2)
 
 
+# The verdicts (``verdict``), one message id each; ``tone`` tells them apart.
+SAME = N_("no significant difference between {name} and {baseline} ({delta} {metric}, p = {p})")
+BETTER = N_("{name} is better than {baseline}: {delta} {metric}, p = {p}")
+WORSE = N_("{name} is worse than {baseline}: {delta} {metric}, p = {p}")
+
+
 def verdict(
     name: str, baseline: str, estimate: Estimate, baseline_estimate: Estimate, metric: str
-) -> str:
+) -> Message:
     """The comparison in words: "#3 is better than #1: +2.1 BLEU, p = 0.01" or
-    "no significant difference between #3 and #1 (+0.4 BLEU, p = 0.41)"."""
-    label = METRIC_LABELS[metric]
+    "no significant difference between #3 and #1 (+0.4 BLEU, p = 0.41)" (a page shows it
+    through ``ui.i18n.localized``)."""
     delta = estimate.score - baseline_estimate.score
     p = estimate.p_value
-    numbers = f"{delta:+.1f} {label}, p = {_p_text(p)}"
     if p is None or p >= SIGNIFICANCE_LEVEL or abs(delta) < 0.05:
-        return f"no significant difference between {name} and {baseline} ({numbers})"
-    better = "better" if delta > 0 else "worse"
-    return f"{name} is {better} than {baseline}: {numbers}"
+        msgid = SAME
+    else:
+        msgid = BETTER if delta > 0 else WORSE
+    return Message(
+        msgid,
+        name=name,
+        baseline=baseline,
+        delta=f"{delta:+.1f}",
+        metric=METRIC_LABELS[metric],
+        p=_p_text(p),
+    )
+
+
+def tone(said: str) -> str:
+    """'better', 'worse' or 'same': which way a ``verdict`` goes."""
+    msgid = getattr(said, "msgid", None)
+    return "better" if msgid == BETTER else "worse" if msgid == WORSE else "same"
 
 
 def _p_text(p: float | None) -> str:

@@ -36,7 +36,8 @@ from core_model.transformer import Transformer
 from core_model.transformer.attention import MultiHeadAttention
 from core_model.transformer.positional_encoding import sinusoid_table
 from workbench.errors import WorkbenchError
-from workbench.models.engines import QUANTIZATIONS
+from workbench.messages import N_
+from workbench.models.engines import QUANTIZATIONS, UNKNOWN_QUANTIZATION
 from workbench.models.registry import get_version, load_model_of
 
 FORMAT = "ctranslate2"
@@ -49,7 +50,7 @@ def require_ctranslate2() -> Any:
         import ctranslate2
     except ImportError:
         raise WorkbenchError(
-            "CTranslate2 is not installed (pip install ctranslate2): cannot export or use it."
+            N_("CTranslate2 is not installed (pip install ctranslate2): cannot export or use it.")
         ) from None
     return ctranslate2
 
@@ -61,13 +62,22 @@ def vocabulary(tokenizer: Tokenizer) -> list[str]:
 
 def _check_expressible(loaded: LoadedModel) -> None:
     """A WorkbenchError naming the first thing CTranslate2 cannot express."""
-    for side, tokenizer in (("source", loaded.tokenizers.src), ("target", loaded.tokenizers.tgt)):
+    refusals = (
+        N_(
+            "CTranslate2 cannot express this model: its source vocabulary has pieces with the "
+            "same text (CTranslate2 looks tokens up by their text)."
+        ),
+        N_(
+            "CTranslate2 cannot express this model: its target vocabulary has pieces with the "
+            "same text (CTranslate2 looks tokens up by their text)."
+        ),
+    )
+    for refusal, tokenizer in zip(
+        refusals, (loaded.tokenizers.src, loaded.tokenizers.tgt), strict=True
+    ):
         tokens = vocabulary(tokenizer)
         if len(set(tokens)) != len(tokens):
-            raise WorkbenchError(
-                f"CTranslate2 cannot express this model: its {side} vocabulary has pieces "
-                "with the same text (CTranslate2 looks tokens up by their text)."
-            )
+            raise WorkbenchError(refusal)
 
 
 def _array(t: torch.Tensor) -> np.ndarray:
@@ -173,7 +183,7 @@ def export_ctranslate2(
     try:
         loaded = load_model(model_dir)
     except ArtifactError as exc:
-        raise WorkbenchError(f"Cannot export: {exc}") from None
+        raise WorkbenchError(N_("Cannot export: {reason}"), reason=str(exc)) from None
     return export_loaded(loaded, out_dir, quantization, metadata)
 
 
@@ -212,11 +222,11 @@ def export_version_zip(version_id: int, quantization: str) -> bytes:
 def _check_destination(out_dir: str | Path, quantization: str) -> None:
     if quantization not in QUANTIZATIONS:
         raise WorkbenchError(
-            f"Unknown quantization {quantization!r}; choose one of {', '.join(QUANTIZATIONS)}."
+            UNKNOWN_QUANTIZATION, quantization=quantization, choices=", ".join(QUANTIZATIONS)
         )
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise WorkbenchError(f"{out} already exists and is not an empty folder.")
+        raise WorkbenchError(N_("{folder} already exists and is not an empty folder."), folder=out)
 
 
 def export_loaded(

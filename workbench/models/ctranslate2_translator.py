@@ -34,6 +34,7 @@ from core_model.translator import (
 )
 from workbench import settings
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.models.ctranslate2_export import (
     METADATA_FILE,
     export_version,
@@ -74,7 +75,11 @@ def load_export(
         )
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         reason = " ".join(str(exc).split())[:200]
-        raise WorkbenchError(f"The CTranslate2 export in {d} cannot be loaded: {reason}") from None
+        raise WorkbenchError(
+            N_("The CTranslate2 export in {folder} cannot be loaded: {reason}"),
+            folder=d,
+            reason=reason,
+        ) from None
     tokens = vocabulary(tokenizers.tgt)
     target_ids = {token: i for i, token in enumerate(tokens)}
     return Ctranslate2Model(translator, tokenizers, cfg, target_ids, tokens[cfg.eos_id])

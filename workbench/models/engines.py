@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import importlib.util
 
+from workbench.messages import N_
+
 ENGINES = ("handwritten", "ctranslate2")
 EXPORT_FORMATS = ("ctranslate2",)  # what `export-version` writes
-ENGINE_LABELS = {"handwritten": "handwritten decoder", "ctranslate2": "CTranslate2"}
+# message ids: a page shows them translated (``ui.i18n.translate``)
+ENGINE_LABELS = {"handwritten": N_("handwritten decoder"), "ctranslate2": N_("CTranslate2")}
 
 # Weight types of a CTranslate2 export; the first is the export's default. CTranslate2
 # converts at load time to what the machine supports (int16 runs as int8 or float32 on CPUs
 # without Intel MKL).
 QUANTIZATIONS = ("float32", "int8", "int16")
+UNKNOWN_QUANTIZATION = N_("Unknown quantization {quantization!r}; choose one of {choices}.")
 # The engine translates with int8 weights: 2-3x faster than float32 on a CPU, BLEU within
 # 0.1 of it on Multi30k (bench/decode_speed.py); float32 decodes exactly as our decoder.
 ENGINE_QUANTIZATION = "int8"

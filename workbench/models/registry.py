@@ -40,7 +40,7 @@ from workbench import settings
 from workbench.corpus.corpora import get_corpus, validate_lang
 from workbench.corpus.text_rules import clean_text, strip_invisible, validate_name
 from workbench.errors import WorkbenchError
-from workbench.messages import N_
+from workbench.messages import N_, Message
 from workbench.storage import session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
@@ -129,16 +129,21 @@ def import_version(
             copy_model(folder, staging)
             loaded = load_model(staging)
         except ArtifactError as exc:
-            raise WorkbenchError(f"cannot import {folder}: {exc}") from exc
+            raise WorkbenchError(
+                N_("cannot import {folder}: {reason}"), folder=folder, reason=str(exc)
+            ) from exc
         except OSError as exc:
-            raise WorkbenchError(f"cannot copy {folder} ({exc.strerror or exc})") from exc
+            raise WorkbenchError(
+                N_("cannot copy {folder} ({reason})"), folder=folder, reason=exc.strerror or exc
+            ) from exc
         saved = loaded.config
         recorded = saved.get("corpus") if isinstance(saved.get("corpus"), dict) else {}
         langs = vars(corpus_info) if corpus_info else recorded
         src_lang, tgt_lang = src_lang or langs.get("src_lang"), tgt_lang or langs.get("tgt_lang")
         if not (src_lang and tgt_lang):
             raise WorkbenchError(
-                f"{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"
+                N_("{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"),
+                folder=folder,
             )
         src_lang = validate_lang(str(src_lang), "source")
         tgt_lang = validate_lang(str(tgt_lang), "target")
@@ -154,8 +159,10 @@ def import_version(
             name=name,
             trained_by=actor.email,
         )
-    except ArtifactError as exc:
-        raise WorkbenchError(str(exc)) from exc
+    except ArtifactError as exc:  # the checked copy could not be stored (register_version)
+        raise WorkbenchError(
+            N_("cannot register {folder}: {reason}"), folder=folder, reason=_reason(exc)
+        ) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already unless storing failed
 
@@ -254,7 +261,9 @@ def register_version(
             before = history.capture(s, ModelVersion, [version_id])
             s.execute(delete(ModelVersion).where(ModelVersion.id == version_id))
             _record(s, version, "delete", before, "its files could not be stored", False)
-        raise ArtifactError(f"could not store the model files ({exc})") from exc
+        raise ArtifactError(
+            Message(N_("could not store the model files ({error})"), error=exc)
+        ) from exc
     return version_id
 
 
@@ -385,10 +394,14 @@ def _record(
 def _load_cached(folder: str, sha256: str, device: str) -> LoadedModel:
     weights = Path(folder) / WEIGHTS_FILE
     if not weights.is_file():
-        raise ArtifactError(f"the files of this version are missing ({weights})")
+        raise ArtifactError(
+            Message(N_("the files of this version are missing ({path})"), path=weights)
+        )
     if sha256 and not matches_recorded_sha256(folder, sha256):
         raise ArtifactError(
-            "its files do not match the recorded sha256 (a file is corrupt or was edited)"
+            Message(
+                N_("its files do not match the recorded sha256 (a file is corrupt or was edited)")
+            )
         )
     return load_model(folder, device=device, verify=False)
 
@@ -403,8 +416,16 @@ def load_model_of(info: VersionInfo, device: str = "cpu") -> LoadedModel:
     try:
         return _load_cached(str(settings.resolve(info.artifact_path)), info.sha256, device)
     except ArtifactError as exc:
-        reason = str(exc).rstrip(".")
-        raise WorkbenchError(f"Model version {info.id} cannot be loaded: {reason}.") from None
+        raise WorkbenchError(
+            N_("Model version {id} cannot be loaded: {reason}."), id=info.id, reason=_reason(exc)
+        ) from None
+
+
+def _reason(exc: ArtifactError) -> str:
+    """An artifact problem as the reason inside a sentence: the registry's own (a ``Message``,
+    shown translated on a page) as it is, core_model's (English) without its full stop."""
+    given = exc.args[0] if exc.args else ""
+    return given if isinstance(given, Message) else str(exc).rstrip(".")
 
 
 def version_zip(version_id: int) -> bytes:
@@ -416,7 +437,9 @@ def version_zip(version_id: int) -> bytes:
     try:
         files = model_files(folder)
     except ArtifactError as exc:
-        raise WorkbenchError(f"Model version {version_id} cannot be zipped: {exc}") from None
+        raise WorkbenchError(
+            N_("Model version {id} cannot be zipped: {reason}"), id=version_id, reason=str(exc)
+        ) from None
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
         for rel in files:

@@ -17,9 +17,15 @@ from workbench.corpus.glossary import Glossary, enforce
 from workbench.corpus.pairs import edit_pairs
 from workbench.corpus.text_rules import normalize_text, pair_hash
 from workbench.errors import WorkbenchError
+from workbench.messages import N_, Message
 from workbench.models.ctranslate2_translator import load_version_engine
 from workbench.models.ctranslate2_translator import translate as ctranslate2_translate
-from workbench.models.engines import ENGINE_QUANTIZATION, ENGINES, QUANTIZATIONS
+from workbench.models.engines import (
+    ENGINE_QUANTIZATION,
+    ENGINES,
+    QUANTIZATIONS,
+    UNKNOWN_QUANTIZATION,
+)
 from workbench.models.registry import get_version, load_model_of, load_version
 from workbench.storage import session_scope
 from workbench.team.access import Permission, require
@@ -29,11 +35,14 @@ MAX_SENTENCES = 5_000
 # Above this share of unknown source pieces a translation is mostly guesswork: the UI, the CLI
 # and the API warn (one pair of unknown characters in a short sentence is already 20 %).
 UNKNOWN_SHARE_WARNING = 0.2
+# a refusal that inspection shares
+BEAM_RANGE = N_("Beam size must be between 1 and {max_beam}.")
 
 
-def decoding_label(beam: int) -> str:
-    """How outputs were decoded, in the words every page and report uses."""
-    return "greedy" if beam == 1 else f"beam {beam}"
+def decoding_label(beam: int) -> Message:
+    """How outputs were decoded, in the words every page and report uses (a page shows it
+    through ``ui.i18n.localized``)."""
+    return Message(N_("greedy")) if beam == 1 else Message(N_("beam {beam}"), beam=beam)
 
 
 def translate(
@@ -56,14 +65,20 @@ def translate(
     results have no attention); the others are translated exactly as without it.
     """
     if not 1 <= beam <= MAX_BEAM:
-        raise WorkbenchError(f"Beam size must be between 1 and {MAX_BEAM}.")
+        raise WorkbenchError(BEAM_RANGE, max_beam=MAX_BEAM)
     if len(texts) > MAX_SENTENCES:
-        raise WorkbenchError(f"At most {MAX_SENTENCES} sentences at once, got {len(texts)}.")
+        raise WorkbenchError(
+            N_("At most {max} sentences at once, got {n}."), max=MAX_SENTENCES, n=len(texts)
+        )
     if engine not in ENGINES:
-        raise WorkbenchError(f"Unknown engine {engine!r}; choose one of {', '.join(ENGINES)}.")
+        raise WorkbenchError(
+            N_("Unknown engine {engine!r}; choose one of {choices}."),
+            engine=engine,
+            choices=", ".join(ENGINES),
+        )
     if quantization not in QUANTIZATIONS:
         raise WorkbenchError(
-            f"Unknown quantization {quantization!r}; choose one of {', '.join(QUANTIZATIONS)}."
+            UNKNOWN_QUANTIZATION, quantization=quantization, choices=", ".join(QUANTIZATIONS)
         )
     loaded = load_version(version_id)
     if engine == "handwritten":
@@ -104,23 +119,41 @@ class InputCheck:
         return self.unknown / max(1, self.pieces - 1)
 
     @property
-    def warnings(self) -> list[str]:
-        """Why this translation may be confident nonsense; empty when nothing is known."""
+    def warnings(self) -> list[Message]:
+        """Why this translation may be confident nonsense; empty when nothing is known (a page
+        shows each through ``ui.i18n.localized``)."""
         out = []
         if self.unknown_share > UNKNOWN_SHARE_WARNING:
             out.append(
-                f"{self.unknown_share:.0%} of its pieces are unknown to this model: "
-                "expect a wrong translation"
+                Message(
+                    N_(
+                        "{share:.0%} of its pieces are unknown to this model: expect a wrong "
+                        "translation"
+                    ),
+                    share=self.unknown_share,
+                )
             )
         if self.pieces > self.max_len:
             out.append(
-                f"only its first {self.max_len - 1:,} of {self.pieces - 1:,} pieces were "
-                "translated (the model reads no more)"
+                Message(
+                    N_(
+                        "only its first {shown:,} of {pieces:,} pieces were translated (the "
+                        "model reads no more)"
+                    ),
+                    shown=self.max_len - 1,
+                    pieces=self.pieces - 1,
+                )
             )
         elif self.pieces > self.longest_trained:
             out.append(
-                f"it is longer than any sentence the model was trained on ({self.pieces - 1:,} "
-                f"pieces, at most {self.longest_trained - 1:,} in training)"
+                Message(
+                    N_(
+                        "it is longer than any sentence the model was trained on ({pieces:,} "
+                        "pieces, at most {longest:,} in training)"
+                    ),
+                    pieces=self.pieces - 1,
+                    longest=self.longest_trained - 1,
+                )
             )
         return out
 
@@ -157,17 +190,21 @@ def save_correction(
             )
             if existing is not None:
                 raise WorkbenchError(
-                    f"This pair is already in corpus “{info.name}” (pair {existing})."
+                    N_("This pair is already in corpus “{name}” (pair {pair})."),
+                    name=info.name,
+                    pair=existing,
                 )
             if not normalize_text(target):
-                raise WorkbenchError("The corrected translation is empty: type it first.")
+                raise WorkbenchError(N_("The corrected translation is empty: type it first."))
             try:
                 added = [{"source": source, "target": target, "note": note}]
                 return edit_pairs(s, info, added=added).added_ids[0]
             except WorkbenchError as exc:
+                # the corpus' reason (English: it names the table's "new row 1")
                 reason = str(exc).removeprefix("new row 1: ")
-                raise WorkbenchError(f"Not saved: {reason}.") from None
+                raise WorkbenchError(N_("Not saved: {reason}."), reason=reason) from None
     except IntegrityError as exc:  # a concurrent writer saved the same pair meanwhile
         raise WorkbenchError(
-            f"Not saved: the edit conflicts with a concurrent change: {exc.orig}."
+            N_("Not saved: the edit conflicts with a concurrent change: {error}."),
+            error=exc.orig,
         ) from None

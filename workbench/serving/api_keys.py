@@ -20,6 +20,7 @@ from sqlalchemy import select
 from db.models import ApiKey, Role, utcnow
 from workbench.corpus.text_rules import validate_name
 from workbench.errors import WorkbenchError
+from workbench.messages import N_, MessageId
 from workbench.storage import session_scope
 from workbench.team.access import Actor, Permission, parse_role, require
 
@@ -73,11 +74,11 @@ def _to_info(row: ApiKey) -> ApiKeyInfo:
     )
 
 
-def _limit(value: int | None, high: int, what: str) -> int | None:
+def _limit(value: int | None, high: int, refusal: MessageId) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise WorkbenchError(f"{what} must be a whole number from 1 to {high:,}, got {value!r}")
+        raise WorkbenchError(refusal, high=high, value=value)
     return value
 
 
@@ -91,8 +92,16 @@ def create_key(
     require(Permission.API_KEYS)
     name = validate_name(name, "key name")
     key_role = parse_role(role)
-    rpm = _limit(requests_per_minute, MAX_REQUESTS_PER_MINUTE, "requests per minute")
-    chars = _limit(chars_per_request, MAX_CHARS_PER_REQUEST, "characters per request")
+    rpm = _limit(
+        requests_per_minute,
+        MAX_REQUESTS_PER_MINUTE,
+        N_("requests per minute must be a whole number from 1 to {high:,}, got {value!r}"),
+    )
+    chars = _limit(
+        chars_per_request,
+        MAX_CHARS_PER_REQUEST,
+        N_("characters per request must be a whole number from 1 to {high:,}, got {value!r}"),
+    )
     key = KEY_PREFIX + secrets.token_urlsafe(24)
     with session_scope() as s:
         row = ApiKey(
@@ -114,9 +123,9 @@ def revoke_key(key_id: int) -> None:
     with session_scope() as s:
         row = s.get(ApiKey, key_id)
         if row is None:
-            raise WorkbenchError(f"API key {key_id} does not exist.")
+            raise WorkbenchError(N_("API key {id} does not exist."), id=key_id)
         if row.revoked_at is not None:
-            raise WorkbenchError(f"API key {key_id} is already revoked.")
+            raise WorkbenchError(N_("API key {id} is already revoked."), id=key_id)
         row.revoked_at = utcnow()
 
 

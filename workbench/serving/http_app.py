@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from workbench import settings
 from workbench.corpus.corpora import validate_lang
 from workbench.errors import PermissionDenied, WorkbenchError
+from workbench.messages import N_
 from workbench.models import engines, registry
 from workbench.models.translation import check_inputs
 from workbench.serving import served
@@ -57,7 +58,7 @@ log = logging.getLogger("workbench.serving")
 def _served_version(source: str, target: str) -> int:
     if source.lower() == "auto":
         raise WorkbenchError(
-            "Language detection (source 'auto') is not available: give the source language code"
+            N_("Language detection (source 'auto') is not available: give the source language code")
         )
     return served.served_version_id(
         validate_lang(source, "source"), validate_lang(target, "target")

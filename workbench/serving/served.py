@@ -16,6 +16,7 @@ from sqlalchemy import delete, func, select
 
 from db.models import ModelVersion, ServedVersion, utcnow
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.models.registry import get_version
 from workbench.serving.config import DEFAULT_HOST, DEFAULT_PORT
 from workbench.storage import session_scope
@@ -57,7 +58,7 @@ def stop_serving(version_id: int) -> None:
     with session_scope() as s:
         gone = s.execute(delete(ServedVersion).where(ServedVersion.version_id == version_id))
         if not gone.rowcount:
-            raise WorkbenchError(f"Model version {version_id} is not served.")
+            raise WorkbenchError(N_("Model version {id} is not served."), id=version_id)
 
 
 def list_served() -> list[ServedPair]:
@@ -82,8 +83,12 @@ def served_version_id(src_lang: str, tgt_lang: str) -> int:
         )
     if version_id is None:
         raise WorkbenchError(
-            f"No version is served for {src_lang}→{tgt_lang}: choose one on the Models page "
-            "or with `python -m workbench serve-version ID`."
+            N_(
+                "No version is served for {source}→{target}: choose one on the Models page "
+                "or with `python -m workbench serve-version ID`."
+            ),
+            source=src_lang,
+            target=tgt_lang,
         )
     return version_id
 

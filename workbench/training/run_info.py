@@ -1,7 +1,9 @@
 """Reading training runs for display: ``RunInfo``, the run list and table, and metric rows.
 
 Reads only: nothing here changes a run (every change is in ``workbench.training.runs``), so a page
-may call these as often as it refreshes.
+may call these as often as it refreshes. The texts in words (budget, stop reason, early-stopping
+rule) are ``workbench.messages.Message``s: English for the CLI, translated on a page
+(``ui.i18n.localized``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from core_model.training import StopReason
 from db.models import Corpus, ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
 from workbench import settings
 from workbench.errors import WorkbenchError
-from workbench.messages import N_
+from workbench.messages import N_, Message
 from workbench.storage import session_scope
 from workbench.training.runs import ACTIVE_STATUSES
 
@@ -101,25 +103,27 @@ class RunInfo:
         return round(self.fraction_done * budget)
 
     @property
-    def budget(self) -> str:
+    def budget(self) -> Message:
         """What the run was asked to train for: 'automatic', '3 epochs', '5 min' or
         '1.1M tokens'."""
         minutes = (self.config.get("time_budget_s") or 0) / 60
         if minutes:
-            return f"{minutes:g} min"
+            return Message(N_("{minutes:g} min"), minutes=minutes)
         if self.token_budget:
-            return f"{format_tokens(self.token_budget)} tokens"
+            return Message(N_("{tokens} tokens"), tokens=format_tokens(self.token_budget))
         epochs = self.config.get("epochs")
-        return f"{epochs} epoch{'s' if epochs != 1 else ''}" if epochs else "automatic"
+        if not epochs:
+            return Message(N_("automatic"))
+        return Message(N_("{n} epoch") if epochs == 1 else N_("{n} epochs"), n=epochs)
 
     @property
-    def stopped_because(self) -> str | None:
+    def stopped_because(self) -> Message | None:
         """Why the run ended, in words ('learned every training pair'); None while it runs or
         when it failed (see `error`)."""
         return describe_stop(self.stop_reason, self.config)
 
     @property
-    def early_stop_rule(self) -> str | None:
+    def early_stop_rule(self) -> Message | None:
         """What may end the run before its budget, in words, with how close it is now."""
         return describe_watch(self.progress_detail.get("watch") or {})
 
@@ -136,8 +140,23 @@ def format_tokens(tokens: int) -> str:
     return str(tokens)
 
 
+# A stop reason in words: ``StopReason.describe``'s English (core_model), as message ids.
+STOP_WORDS = {
+    StopReason.EPOCHS: N_("finished the epochs it was asked for"),
+    StopReason.STEP_LIMIT: N_("reached its step limit"),
+    StopReason.AUTO_STEPS: N_("finished the automatic budget's passes over the corpus"),
+    StopReason.TIME_BUDGET: N_("time budget reached"),
+    StopReason.TOKEN_BUDGET: N_("token budget reached"),
+    StopReason.EARLY_STOPPING: N_("validation stopped improving"),
+    StopReason.MEMORISED: N_("learned every training pair"),
+    StopReason.CANCELLED: N_("cancelled"),
+}
+PATIENCE_STOP = N_("validation stopped improving for {patience} epochs")
+
+
 def describe_stop(reason: str | None, config: dict[str, Any] | None = None) -> str | None:
-    """A stored stop reason in words (``StopReason.describe``); None when there is none.
+    """A stored stop reason in words (``StopReason.describe``, as a ``Message``); None when
+    there is none (an unknown stored reason: as it is).
 
     With the run's `config`, rows written before the automatic budget had a reason of its own
     are told truthfully: they said 'epochs' (or 'max_steps') when the automatic budget's
@@ -153,7 +172,10 @@ def describe_stop(reason: str | None, config: dict[str, Any] | None = None) -> s
         or (stop is StopReason.STEP_LIMIT and config.get("max_steps") is None)
     ):
         stop = StopReason.AUTO_STEPS
-    return stop.describe((config or {}).get("patience"))
+    patience = (config or {}).get("patience")
+    if stop is StopReason.EARLY_STOPPING and patience:
+        return Message(PATIENCE_STOP, patience=patience)
+    return Message(STOP_WORDS[stop])
 
 
 def version_stopped_because(version: Any) -> str | None:
@@ -166,17 +188,33 @@ def version_stopped_because(version: Any) -> str | None:
     return describe_stop(version.metrics.get("stop_reason"), config)
 
 
-def describe_watch(watch: dict[str, Any]) -> str | None:
+# what the patience rule watches, as a sentence names it (BLEU is a name: not translated)
+WATCHED = {"bleu": "BLEU", "loss": Message(N_("loss"))}
+
+
+def describe_watch(watch: dict[str, Any]) -> Message | None:
     """A progress event's `watch` (what may stop the run early) as one sentence."""
     if watch.get("rule") == "memorise":
         share, pairs = watch.get("reproduced"), watch.get("pairs")
-        now = f": {share:.0%} of {pairs:,} now" if share is not None and pairs else ""
-        return f"Stops early once it reproduces every training pair{now}."
+        if share is not None and pairs:
+            return Message(
+                N_(
+                    "Stops early once it reproduces every training pair: {share:.0%} of "
+                    "{pairs:,} now."
+                ),
+                share=share,
+                pairs=pairs,
+            )
+        return Message(N_("Stops early once it reproduces every training pair."))
     if watch.get("rule") == "patience":
-        metric = {"bleu": "BLEU", "loss": "loss"}.get(watch.get("metric"), "score")
-        return (
-            f"Stops early if validation {metric} does not improve for {watch.get('patience')} "
-            f"epochs: {watch.get('bad_epochs', 0)} without improvement so far."
+        return Message(
+            N_(
+                "Stops early if validation {metric} does not improve for {patience} epochs: "
+                "{bad} without improvement so far."
+            ),
+            metric=WATCHED.get(watch.get("metric"), Message(N_("score"))),
+            patience=watch.get("patience"),
+            bad=watch.get("bad_epochs", 0),
         )
     return None
 

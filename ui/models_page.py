@@ -27,6 +27,8 @@ from workbench.training import run_info
 COMPARISON = "models_comparison"
 COMPARE_VERSIONS = "compare_versions"  # the multiselect's key
 MAX_COMPARE_PAIRS = 500
+LEVEL = "95 %"  # the confidence of the intervals (a placeholder: a "%" in a message id reads as
+# printf formatting to gettext tools)
 
 
 def render() -> None:
@@ -420,8 +422,9 @@ def comparison_view(shown: dict[str, Any]) -> None:
             icon=":material/warning:",
         )
     interval_help = _(
-        "95 % {kind}: the middle 95 % of the score over {resamples} resampled test sets (always "
-        "within 0–100).",
+        "{level} {kind}: the middle {level} of the score over {resamples} resampled test sets "
+        "(always within 0–100).",
+        level=LEVEL,
         kind=translate(significance.INTERVAL_KIND),
         resamples=formatting.fmt_int(significance.RESAMPLES),
     )
@@ -453,10 +456,10 @@ def comparison_view(shown: dict[str, Any]) -> None:
             ),
             "pairs": st.column_config.NumberColumn(_("pairs"), width="small"),
             "BLEU 95 % interval": st.column_config.TextColumn(
-                _("BLEU 95 % interval"), help=interval_help
+                _("BLEU {level} interval", level=LEVEL), help=interval_help
             ),
             "chrF 95 % interval": st.column_config.TextColumn(
-                _("chrF 95 % interval"), help=interval_help
+                _("chrF {level} interval", level=LEVEL), help=interval_help
             ),
             "glossary terms used": st.column_config.TextColumn(_("glossary terms used")),
         }

@@ -5,9 +5,10 @@ A ``raise`` of ``WorkbenchError``, ``PermissionDenied`` or any subclass defined 
 ``workbench/`` must pass, as its message, an ``N_("literal")`` call: a whole sentence with
 named placeholders, its values given as keyword parameters. Also accepted, since every text
 they can give is a marked literal all the same: ``TABLE[key]`` where ``TABLE`` is a module-level
-dict literal whose values are all ``N_("literal")`` calls, and ``a if cond else b`` of accepted
-messages. A re-raise (``raise exc``, ``raise X from exc``) and an error built with no message
-are left alone.
+dict literal whose values are all ``N_("literal")`` calls, a module-level ``NAME =
+N_("literal")`` of any module, a function's parameter annotated ``MessageId`` (its callers
+pass marked literals), and ``a if cond else b`` of accepted messages. A re-raise (``raise
+exc``, ``raise X from exc``) and an error built with no message are left alone.
 """
 
 from __future__ import annotations
@@ -82,11 +83,42 @@ def _tables(tree: ast.Module) -> dict[str, list[str]]:
     return tables
 
 
+def constants(trees: dict[Path, ast.Module]) -> dict[str, list[str]]:
+    """Module-level ``NAME = N_("literal")`` of every module: NAME -> [that literal]."""
+    found: dict[str, list[str]] = {}
+    for tree in trees.values():
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                target, value = node.target, node.value
+            else:
+                continue
+            literal = _marked(value)
+            if isinstance(target, ast.Name) and literal is not None:
+                found[target.id] = [literal]
+    return found
+
+
+def message_id_parameters(tree: ast.Module) -> set[str]:
+    """Names of function parameters annotated ``MessageId`` (the type says what they hold)."""
+    return {
+        arg.arg
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for arg in node.args.args + node.args.kwonlyargs
+        if arg.annotation is not None and _name(arg.annotation) == "MessageId"
+    }
+
+
 def message_ids(node: ast.expr, tables: dict[str, list[str]]) -> list[str] | None:
-    """The message ids an error's message argument can be, or None when it is not one."""
+    """The message ids an error's message argument can be (empty: not known here, but a
+    message id by its type), or None when it is not one."""
     literal = _marked(node)
     if literal is not None:
         return [literal]
+    if isinstance(node, ast.Name) and node.id in tables:
+        return tables[node.id]
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
         return tables.get(node.value.id)
     if isinstance(node, ast.IfExp):
@@ -116,9 +148,23 @@ def where(path: Path, node: ast.AST) -> str:
     return f"{path.relative_to(ROOT)}:{node.lineno}"
 
 
+def accepted(trees: dict[Path, ast.Module]) -> dict[Path, dict[str, list[str]]]:
+    """Per file, the names an error's message may be: its tables, every module's constants,
+    its ``MessageId`` parameters (no literal known)."""
+    shared = constants(trees)
+    return {
+        path: {
+            **shared,
+            **_tables(tree),
+            **{name: [] for name in message_id_parameters(tree)},
+        }
+        for path, tree in trees.items()
+    }
+
+
 def test_every_raised_workbench_error_carries_a_message_id() -> None:
     trees = sources()
-    tables = {path: _tables(tree) for path, tree in trees.items()}
+    tables = accepted(trees)
     offenders = [
         where(path, message)
         for path, _call, message in sorted(
@@ -136,7 +182,7 @@ def test_every_placeholder_of_a_raised_message_is_given() -> None:
     """``WorkbenchError(N_("no corpus {name!r}"))`` without ``name=`` would show the braces
     (or fail with a KeyError when some other parameter is given)."""
     trees = sources()
-    tables = {path: _tables(tree) for path, tree in trees.items()}
+    tables = accepted(trees)
     problems = []
     for path, call, message in raised_errors(trees):
         if any(k.arg is None for k in call.keywords):
@@ -162,16 +208,24 @@ def test_the_scan_finds_subclasses_and_offenders() -> None:
         "raise B from exc\n"
         "raise ValueError(f'not ours {x}')\n"
         "raise A(message='fragment ' + x)\n"
+        "C = N_('constant {y}')\n"
+        "raise A(C, y=2)\n"
+        "def f(refusal: MessageId, other: str):\n"
+        "    raise A(refusal)\n"
+        "    raise A(other)\n"
     )
     path = ROOT / "workbench" / "example.py"
     trees = {path: tree}
     assert error_classes(trees) == {"WorkbenchError", "A", "B"}
     judged = {
-        message.lineno: message_ids(message, _tables(tree))
+        message.lineno: message_ids(message, accepted({path: tree})[path])
         for _path, _call, message in raised_errors({path: tree, **_errors_module()})
         if _path == path
     }
-    assert judged == {4: None, 5: ["good {x}"], 6: ["one {x}", "two"], 7: None, 10: None}
+    assert judged == {
+        **{4: None, 5: ["good {x}"], 6: ["one {x}", "two"], 7: None, 10: None},
+        **{12: ["constant {y}"], 14: [], 15: None},
+    }
 
 
 def _errors_module() -> dict[Path, ast.Module]:

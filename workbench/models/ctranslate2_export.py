@@ -60,24 +60,25 @@ def vocabulary(tokenizer: Tokenizer) -> list[str]:
     return tokenizer.ids_to_pieces(range(tokenizer.vocab_size))
 
 
+# A vocabulary CTranslate2 cannot take, by side: it looks tokens up by their text.
+DUPLICATE_PIECES = {
+    "source": N_(
+        "CTranslate2 cannot express this model: its source vocabulary has pieces with the "
+        "same text (CTranslate2 looks tokens up by their text)."
+    ),
+    "target": N_(
+        "CTranslate2 cannot express this model: its target vocabulary has pieces with the "
+        "same text (CTranslate2 looks tokens up by their text)."
+    ),
+}
+
+
 def _check_expressible(loaded: LoadedModel) -> None:
     """A WorkbenchError naming the first thing CTranslate2 cannot express."""
-    refusals = (
-        N_(
-            "CTranslate2 cannot express this model: its source vocabulary has pieces with the "
-            "same text (CTranslate2 looks tokens up by their text)."
-        ),
-        N_(
-            "CTranslate2 cannot express this model: its target vocabulary has pieces with the "
-            "same text (CTranslate2 looks tokens up by their text)."
-        ),
-    )
-    for refusal, tokenizer in zip(
-        refusals, (loaded.tokenizers.src, loaded.tokenizers.tgt), strict=True
-    ):
+    for side, tokenizer in (("source", loaded.tokenizers.src), ("target", loaded.tokenizers.tgt)):
         tokens = vocabulary(tokenizer)
         if len(set(tokens)) != len(tokens):
-            raise WorkbenchError(refusal)
+            raise WorkbenchError(DUPLICATE_PIECES[side])
 
 
 def _array(t: torch.Tensor) -> np.ndarray:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import gettext
 import io
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "LANGUAGES",
     "N_",
     "_",
+    "choice_labels",
     "current",
     "locale",
     "localized",
@@ -133,6 +135,12 @@ def locale() -> Locale:
 
 # A widget's ``format_func`` must not translate: AppTest calls it outside the script run, where
 # the session's language is unknown. Give it the ``__getitem__`` of labels made in the run.
+
+
+def choice_labels(msgids: Iterable[str]) -> Callable[[str], str]:
+    """A widget's ``format_func`` for choices that are message ids: their translations made
+    now, in the run (see above)."""
+    return {msgid: translate(msgid) for msgid in msgids}.__getitem__
 
 
 def translate(msgid: str, params: dict[str, Any] | None = None) -> str:

@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, formatting, pickers
-from ui.i18n import N_, _, localized, translate
+from ui.i18n import N_, _, choice_labels, localized
 from workbench.evaluation import inspection
 from workbench.models import registry, translation
 
@@ -127,7 +127,7 @@ def _sentence_input(version: Any) -> tuple[str, str | None]:
         _("Sentence"),
         SOURCES,
         default=SOURCES[0],
-        format_func=translate,
+        format_func=choice_labels(SOURCES),
         key="inspect_source",
     )
     if source == SOURCES[1]:
@@ -240,7 +240,7 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
                 _("Attention"),
                 list(KINDS),
                 default=FIRST_KIND,
-                format_func=translate,
+                format_func=choice_labels(KINDS),
                 key="inspect_kind",
             )
             or FIRST_KIND
@@ -397,7 +397,7 @@ def beam_panel(shown: Any) -> None:
             _("Candidates"),
             BEAM_ROWS,
             default=BEAM_ROWS[0],
-            format_func=translate,
+            format_func=choice_labels(BEAM_ROWS),
             key="inspect_beam_rows",
         )
         table = data if shown_rows == BEAM_ROWS[1] else data[data["status"].eq("finished")]

@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
-from ui.i18n import N_, _, localized, n_, translate
+from ui.i18n import N_, _, choice_labels, localized, n_, translate
 from ui.signin import can
 from workbench.corpus import corpora, glossary, snapshots
 from workbench.evaluation import comparison_report, evaluation, significance
@@ -490,7 +490,9 @@ def comparison_view(shown: dict[str, Any]) -> None:
     row = st.columns([2, 2, 3], vertical_alignment="bottom")
     only_diff = row[0].toggle(_("Show only sentences that differ"), key="compare_only_diff")
     deltas = [c for c in sentences.columns if c.startswith("Δ chrF")]
-    order = row[1].selectbox(_("Order"), SORTS, format_func=translate, key="compare_sort")
+    order = row[1].selectbox(
+        _("Order"), SORTS, format_func=choice_labels(SORTS), key="compare_sort"
+    )
     by = (
         row[2].selectbox(_("chrF difference of"), deltas, key="compare_sort_by")
         if order != SORTS[0] and len(deltas) > 1

@@ -14,7 +14,7 @@ import streamlit as st
 
 from ui import dialogs, feedback
 from ui.i18n import N_, _
-from ui.signin import can, role_label
+from ui.signin import can, role_label, role_labels
 from workbench.serving import api_keys, served
 from workbench.team import access
 from workbench.team.access import Permission
@@ -207,7 +207,7 @@ def _create_key_form() -> None:
         role = cols[3].selectbox(
             _("Role"),
             [str(r) for r in access.ROLES],
-            format_func=role_label,
+            format_func=role_labels().__getitem__,
             key="api_key_role",
             help=_("What requests with the key may do: a viewer's key translates only."),
         )

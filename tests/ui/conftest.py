@@ -5,12 +5,13 @@ changes)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.helpers import module_home, train_version
 from tests.ui.pages import Trained
-from workbench.corpus import demo
+from workbench.corpus import corpora, demo, pairs
 from workbench.models import registry
 from workbench.settings import ENV_DB_URL, ENV_HOME
 from workbench.training import worker_process
@@ -20,6 +21,21 @@ from workbench.training import worker_process
 def no_demo(monkeypatch: pytest.MonkeyPatch) -> None:
     """An empty database stays empty (the demo corpus is tested on its own)."""
     monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
+
+
+@pytest.fixture
+def small_corpus(wb_home: Path, no_demo: None) -> int:
+    """A zh→en corpus of three pairs, no demo beside it."""
+    info = corpora.create_corpus("Kitchen", "zh", "en")
+    pairs.apply_edits(
+        info.id,
+        added=[
+            {"source": "米饭", "target": "rice"},
+            {"source": "面条", "target": "noodles"},
+            {"source": "茶", "target": "tea"},
+        ],
+    )
+    return info.id
 
 
 @pytest.fixture

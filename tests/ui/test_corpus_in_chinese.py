@@ -4,28 +4,11 @@ details of a clean-up preview. The same texts stay English on the command line."
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.ui.pages import APP, TIMEOUT, assert_clean, texts
 from ui import i18n
 from workbench.corpus import corpora, pairs
-
-
-@pytest.fixture
-def kitchen(wb_home: Path, no_demo: None) -> int:
-    info = corpora.create_corpus("Kitchen", "zh", "en")
-    pairs.apply_edits(
-        info.id,
-        added=[
-            {"source": "米饭", "target": "rice"},
-            {"source": "面条", "target": "noodles"},
-            {"source": "茶", "target": "tea"},
-        ],
-    )
-    return info.id
 
 
 def corpus_page_in_chinese(tab: str | None = None) -> AppTest:
@@ -39,7 +22,7 @@ def corpus_page_in_chinese(tab: str | None = None) -> AppTest:
     return at
 
 
-def test_the_import_report_is_in_chinese(kitchen: int) -> None:
+def test_the_import_report_is_in_chinese(small_corpus: int) -> None:
     at = corpus_page_in_chinese(":material/upload: 导入")
     data = "汤\tsoup\nthis line has no tab\n\t只有译文\n汤\tsoup\n".encode()
     at.file_uploader[0].upload("menu.tsv", data, "text/tab-separated-values").run()
@@ -53,18 +36,18 @@ def test_the_import_report_is_in_chinese(kitchen: int) -> None:
     )
     assert rows[3] == ("错误", "源文为空")
     assert rows[4] == ("重复", "与第 1 行重复")
-    assert corpora.get_corpus(kitchen).pair_count == 3, "a preview writes nothing"
+    assert corpora.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
 
 
-def test_a_file_that_cannot_be_read_is_one_chinese_error_line(kitchen: int) -> None:
+def test_a_file_that_cannot_be_read_is_one_chinese_error_line(small_corpus: int) -> None:
     at = corpus_page_in_chinese(":material/upload: 导入")
     at.file_uploader[0].upload("bad.jsonl", b'{"source": "\xff"}\n', "application/jsonl").run()
     assert_clean(at)
     assert "文件第 1 行：不是有效的 UTF-8（字节 0xff）；请把文件存为 UTF-8" in texts(at.error)
-    assert corpora.get_corpus(kitchen).pair_count == 3
+    assert corpora.get_corpus(small_corpus).pair_count == 3
 
 
-def test_half_filled_rows_are_named_in_chinese(kitchen: int) -> None:
+def test_half_filled_rows_are_named_in_chinese(small_corpus: int) -> None:
     at = corpus_page_in_chinese()
     editor = at.data_editor[0]
     at.session_state[editor.key] = {
@@ -79,11 +62,11 @@ def test_half_filled_rows_are_named_in_chinese(kitchen: int) -> None:
         "什么都没有保存：第 2 个新行没有译文（en）；第 3 个新行没有源文（zh），也没有译文（en）。"
         "请把两边都填好或删除这些行，然后再保存。"
     ) in texts(at.error)
-    assert corpora.get_corpus(kitchen).pair_count == 3
+    assert corpora.get_corpus(small_corpus).pair_count == 3
 
 
-def test_a_clean_up_preview_explains_each_pair_in_chinese(kitchen: int) -> None:
-    pairs.apply_edits(kitchen, added=[{"source": "汤", "target": "one two three four five"}])
+def test_a_clean_up_preview_explains_each_pair_in_chinese(small_corpus: int) -> None:
+    pairs.apply_edits(small_corpus, added=[{"source": "汤", "target": "one two three four five"}])
     at = corpus_page_in_chinese(":material/download: 导出与清洗")
     at.checkbox(key="cleanup_use_ratio").check().run()
     at.button(key="cleanup_preview").click().run()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.ui.pages import APP, assert_clean, open_page, texts
@@ -44,20 +43,6 @@ def test_invalid_corpus_shows_one_error_line(wb_home: Path, no_demo: None) -> No
     at.text_input[1].input("zh")
     at.button[0].click().run()
     assert [c.name for c in corpora.list_corpora()] == ["Broken"]
-
-
-@pytest.fixture
-def small_corpus(wb_home: Path, no_demo: None) -> int:
-    info = corpora.create_corpus("Kitchen", "zh", "en")
-    pairs.apply_edits(
-        info.id,
-        added=[
-            {"source": "米饭", "target": "rice"},
-            {"source": "面条", "target": "noodles"},
-            {"source": "茶", "target": "tea"},
-        ],
-    )
-    return info.id
 
 
 def _edit(at: AppTest, **state) -> None:

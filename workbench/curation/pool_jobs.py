@@ -31,6 +31,7 @@ from workbench import job_rows, settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
+from workbench.models import registry
 from workbench.storage import session_scope
 from workbench.team.access import Permission, require
 
@@ -80,19 +81,7 @@ def enqueue_translation(
             version = s.get(ModelVersion, vid)
             if version is None:
                 raise WorkbenchError(N_("Model version {id} does not exist."), id=vid)
-            if (version.src_lang, version.tgt_lang) != (corpus.src_lang, corpus.tgt_lang):
-                raise WorkbenchError(
-                    N_(
-                        "Version {id} translates {src}→{tgt} but corpus {name!r} is "
-                        "{corpus_src}→{corpus_tgt}."
-                    ),
-                    id=vid,
-                    src=version.src_lang,
-                    tgt=version.tgt_lang,
-                    name=corpus.name,
-                    corpus_src=corpus.src_lang,
-                    corpus_tgt=corpus.tgt_lang,
-                )
+            registry.check_direction(version, corpus)
         busy = s.scalar(
             select(PoolJob.id).where(PoolJob.corpus_id == corpus.id, PoolJob.status.in_(ACTIVE))
         )

@@ -372,6 +372,24 @@ def delete_version(version_id: int) -> None:
     _load_cached.cache_clear()
 
 
+def check_direction(version: ModelVersion, corpus: Corpus) -> None:
+    """A WorkbenchError unless ``version`` translates the languages of ``corpus`` (continuing a
+    version on a corpus, translating a corpus' pool with it)."""
+    if (version.src_lang, version.tgt_lang) != (corpus.src_lang, corpus.tgt_lang):
+        raise WorkbenchError(
+            N_(
+                "Version {id} translates {src}→{tgt} but corpus {name!r} is "
+                "{corpus_src}→{corpus_tgt}."
+            ),
+            id=version.id,
+            src=version.src_lang,
+            tgt=version.tgt_lang,
+            name=corpus.name,
+            corpus_src=corpus.src_lang,
+            corpus_tgt=corpus.tgt_lang,
+        )
+
+
 def _record(
     s: Session,
     version: ModelVersion,

@@ -39,6 +39,7 @@ from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.snapshots import take_snapshot
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
+from workbench.models import registry
 from workbench.storage import session_scope
 from workbench.team.access import Permission, require
 from workbench.training import run_folders, train_options
@@ -107,19 +108,7 @@ def enqueue_training(
             version = s.get(ModelVersion, init_version_id)
             if version is None:
                 raise WorkbenchError(N_("Model version {id} does not exist."), id=init_version_id)
-            if (version.src_lang, version.tgt_lang) != (corpus.src_lang, corpus.tgt_lang):
-                raise WorkbenchError(
-                    N_(
-                        "Version {id} translates {v_src}→{v_tgt} but corpus {name!r} is "
-                        "{src}→{tgt}."
-                    ),
-                    id=init_version_id,
-                    v_src=version.src_lang,
-                    v_tgt=version.tgt_lang,
-                    name=corpus.name,
-                    src=corpus.src_lang,
-                    tgt=corpus.tgt_lang,
-                )
+            registry.check_direction(version, corpus)
         run = TrainingRun(
             corpus_id=corpus.id,
             config=config,

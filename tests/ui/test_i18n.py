@@ -18,7 +18,7 @@ from streamlit.util import calc_hash
 from tests.helpers import ROOT, cli
 from tests.ui.pages import PAGES, TIMEOUT, assert_clean, texts
 from tests.ui.test_signin import (
-    AUTH,
+    run_as,
     signed_in,
     team,  # noqa: F401 (a fixture)
 )
@@ -163,13 +163,7 @@ def test_empty_pages_say_what_to_do_in_chinese() -> None:
 
 @pytest.mark.usefixtures("team")
 def test_the_team_page_renders_in_chinese() -> None:
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    at.secrets["auth"] = AUTH
-    at.user = signed_in("ada@example.org")
-    at.query_params[i18n.PARAM] = "zh_Hans"
-    at.run()
-    at._page_hash = calc_hash(navigation.TEAM.url_path)
-    at.run()
+    at = run_as(signed_in("ada@example.org"), navigation.TEAM, lang="zh_Hans")
     assert_clean(at)
     assert not at.error and "已登录" in texts(at.sidebar.caption)  # the page's own text: i23-pages
 

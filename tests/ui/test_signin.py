@@ -38,10 +38,15 @@ def team(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     return corpus_id
 
 
-def run_as(user: dict[str, Any], page: navigation.PageRef = navigation.CORPUS) -> AppTest:
+def run_as(
+    user: dict[str, Any], page: navigation.PageRef = navigation.CORPUS, lang: str | None = None
+) -> AppTest:
+    """The app as ``user`` sees ``page`` (in ``lang``, else the browser's language)."""
     at = AppTest.from_file(str(APP), default_timeout=120)
     at.secrets["auth"] = AUTH
     at.user = user
+    if lang is not None:
+        at.query_params[i18n.PARAM] = lang
     at.run()
     if page != navigation.CORPUS:
         at._page_hash = calc_hash(page.url_path)
@@ -130,13 +135,7 @@ def test_without_sign_in_the_local_admin_uses_every_page(team: int) -> None:
 def test_the_team_page_says_in_chinese_what_it_did_and_what_it_refused(team: int) -> None:
     """A saved role and a refused change read Chinese (their texts: one sentence per role,
     and the service's message id)."""
-    at = AppTest.from_file(str(APP), default_timeout=120)
-    at.secrets["auth"] = AUTH
-    at.user = signed_in("ada@example.org")
-    at.query_params[i18n.PARAM] = "zh_Hans"
-    at.run()
-    at._page_hash = calc_hash(navigation.TEAM.url_path)
-    at.run()
+    at = run_as(signed_in("ada@example.org"), navigation.TEAM, lang="zh_Hans")
     at.text_input(key="team_email").set_value("ed@example.org")
     at.selectbox(key="team_role").set_value("viewer")
     next(b for b in at.button if b.label == "保存").click().run()

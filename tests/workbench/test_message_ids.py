@@ -65,10 +65,8 @@ def _marked(node: ast.expr) -> str | None:
     return None
 
 
-def _tables(tree: ast.Module) -> dict[str, list[str]]:
-    """Module-level ``NAME = {...}`` (or ``NAME: T = {...}``) dicts whose values are all
-    ``N_("literal")`` calls: NAME -> those literals."""
-    tables: dict[str, list[str]] = {}
+def _assignments(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
+    """(NAME, value) of the module-level ``NAME = value`` and ``NAME: T = value``."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
@@ -76,10 +74,19 @@ def _tables(tree: ast.Module) -> dict[str, list[str]]:
             target, value = node.target, node.value
         else:
             continue
-        if isinstance(target, ast.Name) and isinstance(value, ast.Dict) and value.values:
+        if isinstance(target, ast.Name):
+            yield target.id, value
+
+
+def _tables(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level ``NAME = {...}`` dicts whose values are all ``N_("literal")`` calls:
+    NAME -> those literals."""
+    tables: dict[str, list[str]] = {}
+    for name, value in _assignments(tree):
+        if isinstance(value, ast.Dict) and value.values:
             literals = [_marked(v) for v in value.values]
             if all(literal is not None for literal in literals):
-                tables[target.id] = literals  # type: ignore[assignment]
+                tables[name] = literals  # type: ignore[assignment]
     return tables
 
 
@@ -87,16 +94,10 @@ def constants(trees: dict[Path, ast.Module]) -> dict[str, list[str]]:
     """Module-level ``NAME = N_("literal")`` of every module: NAME -> [that literal]."""
     found: dict[str, list[str]] = {}
     for tree in trees.values():
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target, value = node.targets[0], node.value
-            elif isinstance(node, ast.AnnAssign) and node.value is not None:
-                target, value = node.target, node.value
-            else:
-                continue
+        for name, value in _assignments(tree):
             literal = _marked(value)
-            if isinstance(target, ast.Name) and literal is not None:
-                found[target.id] = [literal]
+            if literal is not None:
+                found[name] = [literal]
     return found
 
 

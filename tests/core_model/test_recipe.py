@@ -166,13 +166,14 @@ def test_gpu_with_a_large_corpus_trains_the_papers_base_model() -> None:
     assert cfg.vocab_size == 16_000
 
 
-def test_what_the_user_chose_wins_and_continuing_lowers_the_rate_and_warm_up() -> None:
+def test_what_the_user_chose_wins_and_continuing_shortens_the_warm_up() -> None:
     cfg = auto(MULTI30K, minutes=10, preset="tiny", dropout=0.3, vocab_size=1_000)
     assert (cfg.preset, cfg.dropout, cfg.vocab_size) == ("tiny", 0.3, 1_000)
     mine = tokens(MULTI30K, 1.1e6, max_tokens_per_batch=2_000, warmup_steps=300)
     assert (mine.max_tokens_per_batch, mine.warmup_steps) == (2_000, 300)
     tuned = resolve(TrainConfig(time_budget_s=600), MULTI30K, gpu=False, fine_tune=True).cfg
-    assert tuned.lr == pytest.approx(7e-4 / 4)  # 10 min at the typical speed: small batches
+    # a warm restart at the budget's peak (a quarter of it: 25.7 instead of 30.7 valid BLEU)
+    assert tuned.lr == 7e-4  # 10 min at the typical speed: small batches
     assert (tuned.warmup_steps, auto(MULTI30K, minutes=10).warmup_steps) == (50, 200)
 
 

@@ -27,11 +27,10 @@ tuned on validation data only, never on a test set). In short:
 - **Regularisation**: dropout only when the budget allows many passes over the corpus; short
   runs over large corpora cannot overfit and dropout would only slow them down.
 - **Batches**: on a CPU the largest batch that still buys about 1,500 updates (1,250 padded
-  tokens from ~3.3M tokens up, 625 from ~1.6M), below that about 27 pairs (400 tokens of
-  Multi30k, 250 of Tatoeba's short sentences): a short budget needs updates more than it needs
-  accurate gradients; with the warm-up below, Multi30k at 1.1M tokens in fp32 went from 7.9
-  valid BLEU (1,250, 200 warm-up steps) to 18.2 (625) and 20.4 (400), Tatoeba from 11.8 (400)
-  to 13.5 (250); large ones on a GPU.
+  tokens from ~3.3M tokens up, 625 from ~1.6M, 250 below: a short budget needs updates more
+  than it needs accurate gradients; with the warm-up below, Multi30k at 1.1M tokens in fp32
+  went from 7.9 valid BLEU (1,250, 200 warm-up steps) to 18.2 (625), 20.4 (400) and 21.8
+  (250), Tatoeba from 11.8 (400) to 13.5 (250)); large ones on a GPU.
 - **Vocabulary**: SentencePiece; joint (tied embeddings) when both languages share an alphabet,
   one per side otherwise; sized to the corpus, and halved for short budgets (few tokens
   cannot teach many rare pieces, and the output layer costs less).
@@ -72,14 +71,10 @@ WARMUP_STEPS = (50, 200)
 CONTINUE_WARMUP_STEPS = 50
 # CPU batches (padded tokens), largest first: the largest that buys MIN_UPDATES updates, else
 # the smallest. 1,250 instead of 2,500 gave +7 valid BLEU at 2M tokens; 625 +0.8 more there;
-# at 1.1M tokens 400 (1,531 updates) gave 20.4 valid BLEU against 18.2 with 625 (981 updates).
-CPU_BATCH_TOKENS = (1250, 625)
+# at 1.1M tokens (fp32) 625 gave 18.2 valid BLEU (981 updates), 400 20.0-20.4 (1,531), 250
+# 21.8 (2,507); Tatoeba zh→en 400: 11.8, 250: 13.5.
+CPU_BATCH_TOKENS = (1250, 625, 250)
 MIN_UPDATES = 1_500
-# The smallest CPU batch holds about this many pairs, whatever their length (what both corpora
-# measured best at 1.1M tokens: Multi30k ~27 pairs = 400 tokens; Tatoeba's short sentences
-# ~27 pairs = 250 tokens, 13.5 valid BLEU against 11.8 with 400), within these bounds.
-SMALLEST_BATCH_PAIRS = 27
-SMALLEST_BATCH_TOKENS = (200, 400)
 SMALL_BATCH_TOKENS = 625  # batches this small or smaller take the gentler peak rate below
 SMALL_BATCH_LR = 7e-4  # peak rate with the small CPU batches of short budgets (see _peak_lr)
 REAL_TOKENS_PER_PADDED = 1.75  # source + target tokens per padded batch token (Multi30k 1.8,
@@ -221,7 +216,7 @@ def _choose(
 ) -> TrainConfig:
     """Every remaining automatic choice for a budget of `tokens` (None: unbounded)."""
     joint = cfg.joint_vocab if cfg.joint_vocab is not None else facts.shared_alphabet
-    batch = cfg.max_tokens_per_batch or (GPU_BATCH_TOKENS if gpu else _cpu_batch(tokens, facts))
+    batch = cfg.max_tokens_per_batch or (GPU_BATCH_TOKENS if gpu else _cpu_batch(tokens))
     passes = math.inf if tokens is None else tokens / max(1, facts.tokens)
     return replace(
         cfg,
@@ -253,15 +248,12 @@ def updates(tokens: float, batch_tokens: int) -> float:
     return tokens / (batch_tokens * REAL_TOKENS_PER_PADDED)
 
 
-def _cpu_batch(tokens: float | None, facts: CorpusFacts) -> int:
-    """The largest CPU batch that still buys MIN_UPDATES updates, else the smallest: about
-    SMALLEST_BATCH_PAIRS pairs of this corpus (a short budget needs updates more than exact
-    gradients, and what a gradient averages over is sentences)."""
+def _cpu_batch(tokens: float | None) -> int:
+    """The largest CPU batch that still buys MIN_UPDATES updates (else the smallest)."""
     for batch in CPU_BATCH_TOKENS:
         if tokens is None or updates(tokens, batch) >= MIN_UPDATES:
             return batch
-    low, high = SMALLEST_BATCH_TOKENS
-    return int(min(high, max(low, round(SMALLEST_BATCH_PAIRS * facts.side_tokens / 50) * 50)))
+    return CPU_BATCH_TOKENS[-1]
 
 
 def _warmup(

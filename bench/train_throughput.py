@@ -47,7 +47,7 @@ from bench.data import DATASETS, splits
 from bench.reference import ReferenceModel
 from core_model import ModelConfig, Transformer
 from core_model.training import TrainConfig, recipe, setup
-from core_model.training.precision import cpu_threads, idle_cores
+from core_model.training.precision import cpu_supports_bf16, cpu_threads, idle_cores
 
 
 def recipe_model(token_budget: int, corpus: str, device: str) -> tuple[ModelConfig, TrainConfig]:
@@ -184,7 +184,12 @@ def main() -> None:
         "batch_tokens": batch_tokens,
         "model_gflop_per_step": round(flops / len(batches) / 1e9, 3),
     }
-    for precision in ("fp32", "bf16"):
+    # bf16 only where a run would train in it: without native bf16 (an AVX2-only CPU) it is
+    # emulated, many times slower than fp32, and no run uses it (precision "auto" is fp32)
+    native_bf16 = args.device == "cuda" or cpu_supports_bf16()
+    if not native_bf16:
+        result["bf16"] = "not measured: no native bf16 on this CPU (training runs in fp32)"
+    for precision in ("fp32", "bf16") if native_bf16 else ("fp32",):
         bf16 = precision == "bf16"
         dtype = torch.bfloat16 if bf16 else torch.float32
         peaks = [gemm_flops_per_s(args.gemm, dtype, args.device)]
@@ -207,9 +212,10 @@ def main() -> None:
             "gemm_peaks_gflop_s": [round(p / 1e9, 2) for p in peaks],
             "share_of_gemm_peak": round(achieved / peak, 3),
         }
-    result["bf16_speedup_ours"] = round(
-        result["bf16"]["ours_tokens_per_s"] / result["fp32"]["ours_tokens_per_s"], 3
-    )
+    if native_bf16:
+        result["bf16_speedup_ours"] = round(
+            result["bf16"]["ours_tokens_per_s"] / result["fp32"]["ours_tokens_per_s"], 3
+        )
     result["machine"] = {
         "cpus": os.cpu_count(),
         "idle_cores_at_start": None if idle is None else round(idle, 2),

@@ -134,7 +134,7 @@ def test_team_page_in_chinese(wb_home: Path, monkeypatch: pytest.MonkeyPatch) ->
     at.button(key="FormSubmitter:team_set_role-保存").click().run()
     assert_clean(at)
     assert access.role_of("vera@example.org") == access.Role.VIEWER
-    assert "vera@example.org 现在的角色是 查看者。" in texts(at.success)
+    assert "vera@example.org 现在是查看者。" in texts(at.success)
 
 
 @pytest.mark.parametrize(

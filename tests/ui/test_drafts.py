@@ -5,7 +5,6 @@ row as the pairs table does."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -13,26 +12,17 @@ from streamlit.util import calc_hash
 
 from tests.ui.pages import APP, TIMEOUT, assert_clean, open_page, texts
 from ui import grid
-from workbench.corpus import corpora, demo, drafts, glossary, pairs
+from workbench.corpus import corpora, drafts, glossary, pairs
 
 GLOSSARY_TAB = ":material/menu_book: Glossary"
 
 
 @pytest.fixture
-def two_corpora(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
-    monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
-    kitchen = corpora.create_corpus("Kitchen", "zh", "en")
-    pairs.apply_edits(
-        kitchen.id,
-        added=[
-            {"source": "米饭", "target": "rice"},
-            {"source": "面条", "target": "noodles"},
-            {"source": "茶", "target": "tea"},
-        ],
-    )
+def two_corpora(small_corpus: int) -> tuple[int, int]:
+    """The three-pair Kitchen corpus and a one-pair Travel corpus."""
     travel = corpora.create_corpus("Travel", "zh", "en")
     pairs.apply_edits(travel.id, added=[{"source": "火车", "target": "train"}])
-    return kitchen.id, travel.id
+    return small_corpus, travel.id
 
 
 def _edit(at: AppTest, **state) -> None:

@@ -82,16 +82,22 @@ def get_or_create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
                 return _create(s, clean, src, tgt)
     except (IntegrityError, _NameTaken):  # created concurrently
         info = get_corpus(name)
-    if (info.src_lang, info.tgt_lang) != (src_lang, tgt_lang):
+    check_languages(info.name, (info.src_lang, info.tgt_lang), (src_lang, tgt_lang))
+    return info
+
+
+def check_languages(name: str, has: tuple[str, str], wanted: tuple[str, str]) -> None:
+    """A WorkbenchError unless corpus ``name``, which translates ``has``, translates
+    ``wanted`` (source, target)."""
+    if tuple(has) != tuple(wanted):
         raise WorkbenchError(
             N_("corpus {name!r} is {src}→{tgt}, not {want_src}→{want_tgt}"),
-            name=info.name,
-            src=info.src_lang,
-            tgt=info.tgt_lang,
-            want_src=src_lang,
-            want_tgt=tgt_lang,
+            name=name,
+            src=has[0],
+            tgt=has[1],
+            want_src=wanted[0],
+            want_tgt=wanted[1],
         )
-    return info
 
 
 def rename_corpus(corpus_id: CorpusRef, new_name: str) -> CorpusInfo:

@@ -37,7 +37,13 @@ from db.models import Corpus, Pair
 from workbench import storage
 from workbench.corpus import splits
 from workbench.corpus.cleaning import Cleaner, CleaningOptions
-from workbench.corpus.corpora import CorpusRef, find, find_by_name, validate_lang
+from workbench.corpus.corpora import (
+    CorpusRef,
+    check_languages,
+    find,
+    find_by_name,
+    validate_lang,
+)
 from workbench.corpus.formats import Data, Record, read_rows
 from workbench.corpus.import_checks import (
     ImportResult,
@@ -197,16 +203,8 @@ def _target(s: Session, corpus: CorpusRef, create_langs: tuple[str, str] | None)
         tgt = validate_lang(create_langs[1], "target")
         return ImportTarget(None, name, src, tgt)
     target = ImportTarget(found.id, found.name, found.src_lang, found.tgt_lang)
-    if create_langs is not None and tuple(create_langs) != (target.src_lang, target.tgt_lang):
-        src, tgt = create_langs
-        raise WorkbenchError(
-            N_("corpus {name!r} is {src}→{tgt}, not {want_src}→{want_tgt}"),
-            name=target.name,
-            src=target.src_lang,
-            tgt=target.tgt_lang,
-            want_src=src,
-            want_tgt=tgt,
-        )
+    if create_langs is not None:
+        check_languages(target.name, (target.src_lang, target.tgt_lang), tuple(create_langs))
     return target
 
 

@@ -26,7 +26,7 @@ from math import inf
 
 import torch
 
-from core_model.decoding import DecodeResult, length_penalty
+from core_model.decoding import LENGTH_PENALTY_ALPHA, DecodeResult, length_penalty
 from core_model.transformer import Transformer
 
 
@@ -72,7 +72,7 @@ def constrained_beam_search(
     src_ids: torch.Tensor,
     constraints: Sequence[Sequence[int]],
     beam_size: int = 8,
-    length_penalty_alpha: float = 0.6,
+    length_penalty_alpha: float = LENGTH_PENALTY_ALPHA,
     max_len_a: float = 3.0,
     max_len_b: int = 50,
     may_follow: torch.Tensor | None = None,

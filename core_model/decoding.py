@@ -1,4 +1,5 @@
-"""Inference (§6.1 uses beam 4 and length penalty α=0.6): batched greedy and beam search.
+"""Inference (§6.1 uses beam 4 and length penalty α=0.6; ours α=1.0): batched greedy and beam
+search.
 
 Incremental decoding: each step feeds only the newest token; the decoder's self-attention
 keys/values are written into a preallocated cache and cross-attention keys/values are
@@ -204,6 +205,11 @@ def greedy_decode(
 #   gnmt   lp(Y) = ((5 + |Y|) / 6)^α   GNMT's, which the paper uses (§6.1, α = 0.6)
 #   power  lp(Y) = |Y|^α               fairseq's and CTranslate2's
 LENGTH_PENALTIES = ("gnmt", "power")
+# α of the length penalty. The paper's 0.6 let beam 4 shorten the small models of CPU budgets'
+# translations (output/reference length 0.85 on Tatoeba zh→en where greedy gave 0.995); 1.0
+# scored better on validation at 1.1M tokens (greedy → beam 4, α 0.6 / 1.0 / 1.5, gnmt):
+# Tatoeba 13.66 → 14.16 / 14.46 / 14.45, Multi30k 22.46 → 23.84 / 23.90 / 23.40.
+LENGTH_PENALTY_ALPHA = 1.0
 
 
 def length_penalty(length: torch.Tensor | int, alpha: float, kind: str = "gnmt") -> Any:
@@ -261,7 +267,7 @@ def beam_search(
     model: Transformer,
     src_ids: torch.Tensor,
     beam_size: int = 4,
-    length_penalty_alpha: float = 0.6,
+    length_penalty_alpha: float = LENGTH_PENALTY_ALPHA,
     length_penalty_kind: str = LENGTH_PENALTIES[0],
     max_len_a: float = 1.5,
     max_len_b: int = 10,

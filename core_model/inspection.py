@@ -18,6 +18,7 @@ import torch
 from core_model.artifact import LoadedModel
 from core_model.decoding import (
     LENGTH_PENALTIES,
+    LENGTH_PENALTY_ALPHA,
     beam_search,
     greedy_decode,
     length_penalty,
@@ -152,7 +153,7 @@ def inspect_sentence(
     padding: int = 0,
     max_pieces: int = 40,
     max_output: int = 60,
-    alpha: float = 0.6,
+    alpha: float = LENGTH_PENALTY_ALPHA,
     penalty_kind: str = LENGTH_PENALTIES[0],
 ) -> Inspection:
     """Translate `text` greedily (and with beam search when beam_size > 1) and look inside.

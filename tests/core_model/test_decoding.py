@@ -9,7 +9,14 @@ import torch
 
 from core_model import ModelConfig, Transformer
 from core_model.constrained_decoding import constrained_beam_search
-from core_model.decoding import _in_place_order, _top_k, beam_search, greedy_decode, length_penalty
+from core_model.decoding import (
+    LENGTH_PENALTY_ALPHA,
+    _in_place_order,
+    _top_k,
+    beam_search,
+    greedy_decode,
+    length_penalty,
+)
 
 
 @pytest.fixture(scope="module")
@@ -170,4 +177,5 @@ def test_constrained_search_writes_every_term_and_scores_what_it_wrote(model: Tr
         log_probs[..., [cfg.pad_id, cfg.bos_id]] = float("-inf")
         log_probs = log_probs.log_softmax(-1)[0, : len(written)]  # [|written|, V]
     total = float(log_probs.gather(1, written[:, None]).sum())
-    assert result.score == pytest.approx(total / length_penalty(len(written), 0.6), abs=1e-4)
+    normalised = total / length_penalty(len(written), LENGTH_PENALTY_ALPHA)
+    assert result.score == pytest.approx(normalised, abs=1e-4)

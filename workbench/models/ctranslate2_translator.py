@@ -21,7 +21,12 @@ from typing import Any
 
 import torch
 
-from core_model.decoding import LENGTH_PENALTIES, length_penalty, output_bounds
+from core_model.decoding import (
+    LENGTH_PENALTIES,
+    LENGTH_PENALTY_ALPHA,
+    length_penalty,
+    output_bounds,
+)
 from core_model.tokenizer import TokenizerPair
 from core_model.transformer import ModelConfig
 from core_model.translator import (
@@ -124,7 +129,7 @@ def translate(
     model: Ctranslate2Model,
     texts: Sequence[str],
     beam: int = 1,
-    length_penalty_alpha: float = 0.6,
+    length_penalty_alpha: float = LENGTH_PENALTY_ALPHA,
     length_penalty_kind: str = LENGTH_PENALTIES[0],
     max_tokens: int = 4000,
     max_sentences: int = 128,

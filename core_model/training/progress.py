@@ -24,24 +24,6 @@ class StopReason(StrEnum):
     MEMORISED = "memorised"  # a small corpus is reproduced exactly
     CANCELLED = "cancelled"
 
-    def describe(self, patience: int | None = None) -> str:
-        """The reason in words, for people ("why did my run stop at step 200?")."""
-        if self is StopReason.EARLY_STOPPING and patience:
-            return f"validation stopped improving for {patience} epochs"
-        return _STOP_WORDS[self]
-
-
-_STOP_WORDS = {
-    StopReason.EPOCHS: "finished the epochs it was asked for",
-    StopReason.STEP_LIMIT: "reached its step limit",
-    StopReason.AUTO_STEPS: "finished the automatic budget's passes over the corpus",
-    StopReason.TIME_BUDGET: "time budget reached",
-    StopReason.TOKEN_BUDGET: "token budget reached",
-    StopReason.EARLY_STOPPING: "validation stopped improving",
-    StopReason.MEMORISED: "learned every training pair",
-    StopReason.CANCELLED: "cancelled",
-}
-
 
 @dataclass
 class ProgressEvent:

@@ -140,7 +140,7 @@ def format_tokens(tokens: int) -> str:
     return str(tokens)
 
 
-# A stop reason in words: ``StopReason.describe``'s English (core_model), as message ids.
+# Why a run ended (``StopReason``, stored as its value), in words for people, as message ids.
 STOP_WORDS = {
     StopReason.EPOCHS: N_("finished the epochs it was asked for"),
     StopReason.STEP_LIMIT: N_("reached its step limit"),

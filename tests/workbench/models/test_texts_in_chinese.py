@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from core_model.training.progress import StopReason
 from ui import i18n
 from workbench.errors import WorkbenchError
 from workbench.evaluation import evaluation, inspection, significance
@@ -96,8 +97,8 @@ def test_stop_reasons_budgets_and_rules(chinese: None) -> None:
     patience = run_info.describe_stop("early_stopping", {"patience": 3})
     assert patience == "validation stopped improving for 3 epochs"
     assert shown(patience) == "验证结果连续 3 轮没有改善"
-    for reason in run_info.STOP_WORDS:  # every stored reason has its words in both languages
-        assert run_info.describe_stop(reason.value) == reason.describe()
+    for reason in StopReason:  # every stored reason has its words in both languages
+        assert run_info.describe_stop(reason.value) == run_info.STOP_WORDS[reason]
         shown(run_info.describe_stop(reason.value))
     rule = run_info.describe_watch(
         {"rule": "patience", "metric": "loss", "patience": 4, "bad_epochs": 1}

@@ -164,7 +164,7 @@ def import_file(
     regrouped = 0
     if added:  # a new pair may share a sentence with a pair of another split
         with session_scope() as s:
-            regrouped = sum(splits.settle_splits(s, cid, why="an import").values())
+            regrouped = len(splits.settle_splits(s, cid, why="an import"))
     parsed = validator.parsed
     return ImportResult(
         added=added,

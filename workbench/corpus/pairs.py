@@ -402,7 +402,9 @@ def edit_pairs(
     moves = splits.settle_splits(s, corpus.id, pulled, why="an edit", written=written)
     cleaned = sum(r.removed for _l, _pid, r in labelled)
     ids_added = [o.id for o in objs]
-    after = history.capture(s, Pair, [*ids_added, *(i for i in ids if i not in deleted_ids)])
+    kept = [i for i in ids if i not in deleted_ids]
+    after = history.capture(s, Pair, [*ids_added, *kept, *moves])
+    before |= _before_moves(after, moves, written={*before, *ids_added})
     counts = ((len(objs), "added"), (len(changed), "edited"), (len(deleted_ids), "deleted"))
     history.record(
         s,
@@ -411,9 +413,18 @@ def edit_pairs(
         corpus_id=corpus.id,
         summary=", ".join(f"{n} {what}" for n, what in counts if n),
     )
-    return EditResult(
-        len(objs), len(changed), len(deleted_ids), ids_added, cleaned, sum(moves.values())
-    )
+    return EditResult(len(objs), len(changed), len(deleted_ids), ids_added, cleaned, len(moves))
+
+
+def _before_moves(
+    after: dict[int, dict[str, Any]],
+    moves: dict[int, tuple[str, str]],
+    written: set[int],
+) -> dict[int, dict[str, Any]]:
+    """The rows (``history.capture``) of the pairs that only moved with their sentence group
+    (``splits.settle_splits``), as they were before: recorded with the write, an undo moves
+    them back with it, so no group is left spanning two splits."""
+    return {i: after[i] | {"split": left} for i, (left, _) in moves.items() if i not in written}
 
 
 def add_pair(
@@ -446,14 +457,15 @@ def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
             )
             changed += res.rowcount or 0
         # the moved pairs take their sentence groups along (workbench.corpus.splits)
-        splits.settle_splits(
+        moves = splits.settle_splits(
             s, corpus.id, dict.fromkeys(ids, value), why="a change of split", written=ids
         )
         mine = {i: row for i, row in before.items() if row["corpus_id"] == corpus.id}
+        after = history.capture(s, Pair, [*mine, *moves])
         history.record(
             s,
             "split",
-            history.diff(Pair, mine, history.capture(s, Pair, mine)),
+            history.diff(Pair, mine | _before_moves(after, moves, written=set(mine)), after),
             corpus_id=corpus.id,
             summary=f"{changed} moved to {value}",
         )

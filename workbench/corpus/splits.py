@@ -42,12 +42,13 @@ def settle_splits(
     pulled: Mapping[int, str] | None = None,
     why: str = "a write",
     written: Collection[int] | None = None,
-) -> Counter[tuple[str, str]]:
+) -> dict[int, tuple[str, str]]:
     """Move every group of ``corpus_id`` that spans several splits into one (see the module
     docstring), in the caller's transaction; ``pulled``: pair id -> the split chosen for it
     explicitly in this write. ``written``: the ids of the pairs this write added or changed,
     when they are few: then only their groups are read (every other group is in one split
-    already), else the whole corpus. Returns the moves, {(from split, to split): pairs}."""
+    already), else the whole corpus. Returns the pairs moved, {pair id: (the split it left, the
+    split it joined)}: a writer records them with its change, so that an undo puts them back."""
     if written is not None and len(written) <= LOCAL_MAX:
         rows: Iterable[Row] = _groups_around(s, corpus_id, written)
     else:  # streamed: only hashes of the texts are kept (a million pairs fit in memory)
@@ -66,7 +67,7 @@ def settle_splits(
         in_split.append(r.split)
     moves = _settle(s, ids, keys, in_split, pulled or {})
     if moves:
-        note = describe_moves(moves, why)
+        note = describe_moves(Counter(moves.values()), why)
         s.execute(update(Corpus).where(Corpus.id == corpus_id).values(split_note=note))
         log.info("corpus %s: %s", corpus_id, note)
     return moves
@@ -107,7 +108,7 @@ def _settle(
     keys: Sequence[tuple[int, int]],
     in_split: Sequence[str],
     pulled: Mapping[int, str],
-) -> Counter[tuple[str, str]]:
+) -> dict[int, tuple[str, str]]:
     """Move the pairs (in id order) of every group that spans several splits."""
     groups = split_groups(keys)
     splits_of: dict[int, set[str]] = {}
@@ -123,17 +124,20 @@ def _settle(
             pulled_groups.add(g)
         elif g not in goal:
             goal[g] = split
-    moves: Counter[tuple[str, str]] = Counter()
+    moves: dict[int, tuple[str, str]] = {}
     to_move: dict[str, list[int]] = {}
     for g, pid, split in zip(groups, ids, in_split, strict=True):
         target = goal.get(g)
         if target is not None and split != target:
-            moves[(split, target)] += 1
+            moves[pid] = (split, target)
             to_move.setdefault(target, []).append(pid)
     for split, ids in to_move.items():
         for start in range(0, len(ids), _IN_CHUNK):
             chunk = ids[start : start + _IN_CHUNK]
-            s.execute(update(Pair).where(Pair.id.in_(chunk)).values(split=split))
+            # a pair that follows its group is not edited: its updated_at stays (an import's
+            # pairs stay undoable, and the writer's record of the move is exact)
+            moved = update(Pair).where(Pair.id.in_(chunk))
+            s.execute(moved.values(split=split, updated_at=Pair.updated_at))
     return moves
 
 
@@ -195,5 +199,5 @@ def group_old_corpora(engine: Engine) -> dict[int, int]:
             ).rowcount
             if claimed:
                 moves = settle_splits(s, corpus_id, why="the upgrade to grouped splits")
-                moved[corpus_id] = sum(moves.values())
+                moved[corpus_id] = len(moves)
     return moved

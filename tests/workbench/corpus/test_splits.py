@@ -24,6 +24,7 @@ from workbench.corpus import pairs as P
 from workbench.corpus import snapshots as S
 from workbench.corpus import splits
 from workbench.errors import WorkbenchError
+from workbench.team import history
 
 # Few distinct sentences, so that pairs share sources and targets often.
 SOURCES = st.sampled_from([f"句子{i}" for i in range(12)] + ["句子1 ", "ＡＢ", "ab"])
@@ -60,10 +61,26 @@ def test_no_valid_or_test_sentence_is_in_train(
     tsv = "\n".join(f"{s}\t{t}" for s, t in first)
     I.import_file(corpus.id, f"{filler}\n{tsv}".encode(), "tsv")
     assert _leaks(corpus.id) == []
+    imported = _splits_by_pair(corpus.id)
     for source, target, split in edits:
         with contextlib.suppress(WorkbenchError):  # a duplicate pair is refused
             P.add_pair(corpus.id, source, target, split=split)
         assert _leaks(corpus.id) == []
+    # undoing the edits one by one, newest first, passes back through honest splits only,
+    # to the corpus as imported: the pairs an edit moved with their group move back
+    edit_ids = [c.id for c in history.list_changes(corpus.id) if c.action == "edit"]
+    for change_id in edit_ids:
+        history.undo_change(change_id)
+        assert _leaks(corpus.id) == []
+    assert _splits_by_pair(corpus.id) == imported
+
+
+def _splits_by_pair(corpus_id: int) -> dict[tuple[str, str], str]:
+    return {
+        pair: split
+        for split in ("train", "valid", "test")
+        for pair in S.split_pairs(corpus_id, split)
+    }
 
 
 def test_explicit_split_takes_its_group_along(wb_home: Path) -> None:
@@ -79,6 +96,21 @@ def test_explicit_split_takes_its_group_along(wb_home: Path) -> None:
     assert {("句子0", "sentence 0"), ("句子0", "another translation")} <= set(test)
     assert _leaks(corpus.id) == []
     assert "2 pairs moved" in P.corpus_stats(corpus.id).split_note
+
+
+def test_undoing_a_change_of_split_moves_the_group_back(wb_home: Path) -> None:
+    corpus = C.create_corpus("c", "zh", "en")
+    added = [{"source": f"句子{i}", "target": f"sentence {i}", "split": "train"} for i in range(30)]
+    P.apply_edits(corpus.id, added=added)
+    pair = P.add_pair(corpus.id, "句子0", "another translation", split="train")
+    assert P.set_split(corpus.id, [pair], "test") == 1
+    assert set(S.split_pairs(corpus.id, "test")) == {
+        ("句子0", "sentence 0"),  # moved along: same source
+        ("句子0", "another translation"),
+    }
+    history.undo_change(history.list_changes(corpus.id)[0].id)
+    assert S.split_pairs(corpus.id, "test") == []  # both back in train: no group left split
+    assert _leaks(corpus.id) == []
 
 
 # ------------------------------------------------------------------------------ migration
@@ -177,3 +209,6 @@ def test_an_import_says_what_moved(wb_home: Path, tmp_path: Path, capsys) -> Non
     assert "1 pair moved to another split with their sentence group" in out
     assert ("另一句", held_out[1]) in S.split_pairs(corpus.id, "test")
     assert _leaks(corpus.id) == []
+    # following its group is not an edit: the import can still be undone
+    history.undo_change(history.list_changes(corpus.id)[0].id)
+    assert ("另一句", held_out[1]) not in S.split_pairs(corpus.id, "test")

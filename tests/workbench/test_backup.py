@@ -266,6 +266,28 @@ def test_a_damaged_or_cut_archive_is_refused_and_nothing_changes(
         assert len(conn.scalars(select(Pair.id)).all()) == 12
 
 
+def test_a_gz_name_compresses_the_archive_and_restore_reads_it(db_url: str, tmp_path: Path) -> None:
+    make_toy_corpus()
+    plain, compressed = tmp_path / "backup.tar", tmp_path / "backup.tar.gz"
+    backup(plain)
+    summary = backup(compressed)
+    assert compressed.read_bytes()[:2] == b"\x1f\x8b"  # gzip's magic number
+    assert summary.archive_bytes < plain.stat().st_size
+    _wipe(db_url)
+    target = _untouched_target()
+
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(compressed.read_bytes()[: summary.archive_bytes // 2])
+    done = _restore(cut)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "backup" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert _untouched_target() == target
+
+    restore(compressed)
+    with engine().connect() as conn:
+        assert len(conn.scalars(select(Pair.id)).all()) == 12
+
+
 def test_a_version_whose_folder_is_gone_is_recorded_and_a_bad_file_name_refused(
     wb_home: Path, tmp_path: Path, monkeypatch
 ) -> None:

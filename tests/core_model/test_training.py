@@ -238,7 +238,6 @@ def test_time_budget_progress_follows_the_clock() -> None:
     mid = steps[len(steps) // 2]
     assert abs(mid.fraction - mid.elapsed_s / 1.5) < 0.1
     assert events[-1].stop_reason == "time_budget"
-    assert tr.StopReason(res.metrics["stop_reason"]).describe() == "time budget reached"
 
 
 def test_watch_says_what_may_stop_the_run_early() -> None:
@@ -248,9 +247,6 @@ def test_watch_says_what_may_stop_the_run_early() -> None:
     assert epoch_events[0].watch["rule"] == "memorise"
     assert 0.0 <= epoch_events[0].watch["reproduced"] <= 1.0
     assert events[-1].stop_reason == "memorised"
-    assert tr.StopReason.EARLY_STOPPING.describe(patience=5) == (
-        "validation stopped improving for 5 epochs"
-    )
 
 
 def test_cancel_returns_quickly(tmp_path: Path) -> None:
@@ -428,7 +424,6 @@ def test_token_budget_ends_the_run_whatever_the_machine() -> None:
     steps = [e for e in events if e.kind == "step" and e.step > 3]
     assert steps and all(e.limit == "tokens" for e in steps)
     assert abs(steps[-1].total_steps - m["steps"]) <= 2, "the expected end follows the tokens"
-    assert tr.StopReason(m["stop_reason"]).describe() == "token budget reached"
 
 
 def test_a_minutes_budget_is_not_ended_by_planned_epochs() -> None:
@@ -442,9 +437,9 @@ def test_a_minutes_budget_is_not_ended_by_planned_epochs() -> None:
 
 
 def test_the_automatic_budget_says_it_finished_its_passes() -> None:
-    """Without a budget from the user the planned passes end the run, in those words."""
+    """Without a budget from the user the planned passes end the run (in words that do not
+    say 'epochs': ``run_info.describe_stop``, tested with the workbench)."""
     cfg = quick(epochs=None, min_steps=10, adaptive_passes=1, min_valid_pairs=1, patience=None)
     res = train(toy_pairs(), toy_pairs()[:4], cfg)
     reason = tr.StopReason(res.metrics["stop_reason"])
     assert reason is tr.StopReason.AUTO_STEPS
-    assert "epochs" not in reason.describe()

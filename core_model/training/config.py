@@ -52,7 +52,10 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float | None = 1.0
     weight_decay: float = 0.0
-    adam_betas: tuple[float, float] = (0.9, 0.98)
+    # β2 0.999, not the paper's 0.98 (§5.3, for 25k-token batches): the small CPU batches'
+    # noisy gradients want a longer memory of their scale (1.1M tokens, fp32, valid BLEU:
+    # Tatoeba 15.80 -> 16.56, Multi30k 25.41 -> 25.37; docs/TRAINING.md)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-9
     precision: str = "auto"  # 'auto' | 'fp32' | 'bf16'
     device: str = "auto"  # 'auto' | 'cpu' | 'cuda' | 'cuda:N'

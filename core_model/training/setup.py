@@ -107,7 +107,8 @@ def _train_tokenizers(
 
 
 def make_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
-    """Adam, β=(0.9, 0.98), ε=1e-9 (§5.3); AdamW when weight decay is asked for."""
+    """Adam (§5.3: ε=1e-9; β from the config: the paper's β2 0.98 wants large batches);
+    AdamW when weight decay is asked for."""
     if cfg.weight_decay > 0:
         return torch.optim.AdamW(
             model.parameters(),

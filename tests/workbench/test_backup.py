@@ -253,17 +253,22 @@ def test_a_damaged_or_cut_archive_is_refused_and_nothing_changes(
     ]
     assert _untouched_target() == target
 
-    cut = tmp_path / "cut.tar"
-    cut.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
-    done = _restore(cut)
-    assert done.returncode == 2 and done.stderr.startswith("error: ") and "backup" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
-    assert _untouched_target() == target
+    _refuses_its_first_half(archive, target)
 
     # The intact archive still restores into that same untouched target.
     restore(archive)
     with engine().connect() as conn:
         assert len(conn.scalars(select(Pair.id)).all()) == 12
+
+
+def _refuses_its_first_half(archive: Path, target: tuple[list[str], list[str]]) -> None:
+    """An archive cut in half is refused in one error line, and ``target`` stays untouched."""
+    cut = archive.with_name(f"cut-{archive.name}")
+    cut.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    done = _restore(cut)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "backup" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert _untouched_target() == target
 
 
 def test_a_gz_name_compresses_the_archive_and_restore_reads_it(db_url: str, tmp_path: Path) -> None:
@@ -276,12 +281,7 @@ def test_a_gz_name_compresses_the_archive_and_restore_reads_it(db_url: str, tmp_
     _wipe(db_url)
     target = _untouched_target()
 
-    cut = tmp_path / "cut.tar.gz"
-    cut.write_bytes(compressed.read_bytes()[: summary.archive_bytes // 2])
-    done = _restore(cut)
-    assert done.returncode == 2 and done.stderr.startswith("error: ") and "backup" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
-    assert _untouched_target() == target
+    _refuses_its_first_half(compressed, target)
 
     restore(compressed)
     with engine().connect() as conn:

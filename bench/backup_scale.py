@@ -122,8 +122,9 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "fill_seconds": round(fill_s, 1),
     }
+    keep = bool(args.workdir)  # files kept where the user asked for them
     for kind, name in (("plain", "backup.tar"), ("gzip", "backup.tar.gz")):
-        result[kind] = timed(home, work / name, args.pairs, restore=not args.no_restore)
+        result[kind] = timed(home, work / name, args.pairs, not args.no_restore, keep)
     result["gzip_size_ratio"] = round(
         result["gzip"]["archive_mb"] / result["plain"]["archive_mb"], 3
     )
@@ -133,8 +134,9 @@ def main() -> None:
     print(json.dumps(result))
 
 
-def timed(home: Path, archive: Path, pairs: int, restore: bool) -> dict:
-    """Back ``home`` up into ``archive`` (and restore it into a fresh folder, checked)."""
+def timed(home: Path, archive: Path, pairs: int, restore: bool, keep: bool) -> dict:
+    """Back ``home`` up into ``archive`` (and restore it into a fresh folder, checked); the
+    files stay when ``keep``."""
     backup_s, summary = workbench(home, "backup", str(archive))
     if summary["counts"]["pairs"] != pairs:
         raise SystemExit(f"backed up {summary['counts']['pairs']} pairs, expected {pairs}")
@@ -152,8 +154,10 @@ def timed(home: Path, archive: Path, pairs: int, restore: bool) -> dict:
         if count != pairs or restored["counts"]["pairs"] != pairs:
             raise SystemExit(f"restored {count} pairs, expected {pairs}")
         result["restore_seconds"] = round(restore_s, 2)
-        shutil.rmtree(fresh, ignore_errors=True)
-    archive.unlink()
+        if not keep:
+            shutil.rmtree(fresh, ignore_errors=True)
+    if not keep:
+        archive.unlink()
     return result
 
 

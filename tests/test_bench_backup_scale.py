@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_backup_scale_backs_up_and_restores_both_kinds(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "bench/backup_scale.py", "--pairs", "3000", "--workdir", str(tmp_path)],

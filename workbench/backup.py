@@ -269,7 +269,7 @@ def _write_archive(path: Path, snapshot: _Snapshot) -> list[int]:
 def _compressing(out: IO[bytes], path: Path) -> Any:
     """``out`` itself, or a gzip stream into it when ``path`` names a compressed archive
     (closing it writes gzip's trailer and leaves ``out`` open)."""
-    if not path.name.endswith(COMPRESSED_SUFFIXES):
+    if not path.name.lower().endswith(COMPRESSED_SUFFIXES):
         return nullcontext(out)
     return gzip.GzipFile(fileobj=out, mode="wb", compresslevel=GZIP_LEVEL, mtime=0)
 

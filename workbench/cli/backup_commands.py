@@ -11,7 +11,12 @@ from workbench.cli.common import EXIT_OK, Command, print_json, print_text
 
 
 def _args_backup(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", type=Path, help="the archive to write (a tar; replaced if there)")
+    p.add_argument(
+        "file",
+        type=Path,
+        help="the archive to write (a tar, gzip-compressed if FILE ends in .gz or .tgz; "
+        "replaced if there)",
+    )
 
 
 def _cmd_backup(args: argparse.Namespace) -> int:

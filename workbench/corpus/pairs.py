@@ -443,16 +443,17 @@ def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
     value = validate_split(split)
     if value is None:
         raise WorkbenchError(N_("split must not be empty"))
-    ids = sorted({int(i) for i in pair_ids})
     changed = 0
     with session_scope() as s:
         corpus = find(s, corpus_id)
-        before = history.capture(s, Pair, ids)
+        # ids of another corpus (or of no pair) are ignored, and pull no group along
+        asked = history.capture(s, Pair, {int(i) for i in pair_ids})
+        mine = {i: row for i, row in asked.items() if row["corpus_id"] == corpus.id}
+        ids = sorted(mine)
         for start in range(0, len(ids), 900):
             res = s.execute(
                 update(Pair)
-                .where(Pair.corpus_id == corpus.id, Pair.id.in_(ids[start : start + 900]))
-                .where(Pair.split != value)
+                .where(Pair.id.in_(ids[start : start + 900]), Pair.split != value)
                 .values(split=value, updated_at=utcnow())
             )
             changed += res.rowcount or 0
@@ -460,7 +461,6 @@ def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
         moves = splits.settle_splits(
             s, corpus.id, dict.fromkeys(ids, value), why="a change of split", written=ids
         )
-        mine = {i: row for i, row in before.items() if row["corpus_id"] == corpus.id}
         after = history.capture(s, Pair, [*mine, *moves])
         history.record(
             s,

@@ -80,7 +80,7 @@ def _groups_around(s: Session, corpus_id: int, written: Collection[int]) -> list
     seeds = sorted(set(written))
     for start in range(0, len(seeds), _IN_CHUNK):
         chunk = seeds[start : start + _IN_CHUNK]
-        for r in s.execute(_PAIR_COLUMNS.where(Pair.id.in_(chunk))):
+        for r in s.execute(_PAIR_COLUMNS.where(Pair.corpus_id == corpus_id, Pair.id.in_(chunk))):
             found[r.id] = r
     sources = {r.source for r in found.values()}
     targets = {r.target for r in found.values()}

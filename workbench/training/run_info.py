@@ -155,7 +155,7 @@ PATIENCE_STOP = N_("validation stopped improving for {patience} epochs")
 
 
 def describe_stop(reason: str | None, config: dict[str, Any] | None = None) -> str | None:
-    """A stored stop reason in words (``StopReason.describe``, as a ``Message``); None when
+    """A stored stop reason in words (``STOP_WORDS``, as a ``Message``); None when
     there is none (an unknown stored reason: as it is).
 
     With the run's `config`, rows written before the automatic budget had a reason of its own

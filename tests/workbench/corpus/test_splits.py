@@ -113,6 +113,16 @@ def test_undoing_a_change_of_split_moves_the_group_back(wb_home: Path) -> None:
     assert _leaks(corpus.id) == []
 
 
+def test_a_change_of_split_leaves_other_corpora_alone(wb_home: Path) -> None:
+    mine, other = C.create_corpus("mine", "zh", "en"), C.create_corpus("other", "zh", "en")
+    added = [{"source": f"句子{i}", "target": f"sentence {i}", "split": "train"} for i in range(30)]
+    P.apply_edits(mine.id, added=added)
+    P.apply_edits(other.id, added=added)
+    stranger = P.add_pair(other.id, "句子0", "another translation", split="test")
+    assert P.set_split(mine.id, [stranger], "valid") == 0
+    assert S.split_pairs(mine.id, "valid") == [] and S.split_pairs(other.id, "valid") == []
+
+
 # ------------------------------------------------------------------------------ migration
 
 

@@ -97,6 +97,7 @@ def main() -> None:
     ap.add_argument("--no-restore", action="store_true", help="time the backup only")
     args = ap.parse_args()
 
+    keep = bool(args.workdir)  # files kept where the user asked for them
     work = Path(args.workdir or tempfile.mkdtemp(prefix="wb-backup-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     home = work / "home"
@@ -122,14 +123,13 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "fill_seconds": round(fill_s, 1),
     }
-    keep = bool(args.workdir)  # files kept where the user asked for them
     for kind, name in (("plain", "backup.tar"), ("gzip", "backup.tar.gz")):
         result[kind] = timed(home, work / name, args.pairs, not args.no_restore, keep)
     result["gzip_size_ratio"] = round(
         result["gzip"]["archive_mb"] / result["plain"]["archive_mb"], 3
     )
     result["gzip_time_ratio"] = round(result["gzip"]["seconds"] / result["plain"]["seconds"], 3)
-    if not args.workdir:
+    if not keep:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result))
 

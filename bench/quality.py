@@ -1,7 +1,8 @@
 """Translation quality after M minutes or N tokens of training, through the product's own path.
 
     python -m bench.quality --data multi30k|tatoeba (--minutes M | --tokens N)
-        [--precision auto|fp32|bf16] [--threads T] [--split valid|test] [--set KEY=VALUE ...]
+        [--precision auto|fp32|bf16] [--processes N] [--threads T] [--split valid|test]
+        [--set KEY=VALUE ...]
         [--chain K] [--reference] [--train-limit N]
 
 What a user gets, nothing private: the training (and validation) pairs are imported as a corpus
@@ -19,7 +20,9 @@ it with one run of K times the budget (`--chain 3 --tokens N` against `--tokens 
 `--split valid` scores the validation split instead of the test set: tuning looks only at
 that (`--set lr=2e-3 warmup_steps=30 ...` overrides a recipe choice for such a sweep; the
 product's defaults are what is measured without it). `--precision fp32` stands in for a CPU
-without bf16 (most laptops); `--threads 2` pins the CPU threads.
+without bf16 (most laptops); `--processes 1` trains in one process as the product did before
+it spread runs over the cores (default: the product's timed choice); `--threads 2` pins the
+CPU threads (per process).
 
 - multi30k: de→en; test = test_2016_flickr (the set everybody reports).
 - tatoeba: zh→en; the product's grouped split (bench/data.py: no test sentence in train).
@@ -170,7 +173,12 @@ def main() -> None:
     budget.add_argument("--minutes", type=float, help="training wall-clock budget (default 10)")
     budget.add_argument("--tokens", type=int, help="training budget in source + target tokens")
     p.add_argument("--precision", choices=PRECISIONS, default="auto")
-    p.add_argument("--threads", type=int, help="CPU threads (default: the product's choice)")
+    p.add_argument(
+        "--processes", type=int, help="training processes (default: the product's timed choice)"
+    )
+    p.add_argument(
+        "--threads", type=int, help="CPU threads per process (default: the product's choice)"
+    )
     p.add_argument("--split", choices=("test", "valid"), default="test", help="what is scored")
     p.add_argument(
         "--set",
@@ -227,6 +235,8 @@ def main() -> None:
     overrides: dict[str, object] = dict(args.set)
     if args.threads is not None:
         overrides["num_threads"] = args.threads
+    if args.processes is not None:
+        overrides["processes"] = args.processes
     links: list[dict] = []
     if args.version is not None:
         ours = registered(args.version)
@@ -281,7 +291,9 @@ def main() -> None:
         "selected": m.get("selected"),
         "parameters": m.get("parameters"),
         "precision": m.get("precision"),
-        "threads": m.get("threads"),
+        "processes": m.get("processes"),
+        "threads_per_process": m.get("threads_per_process") or m.get("threads"),
+        "layout_timings": m.get("layout_timings"),
         "calibration": m.get("calibration"),
         "recipe": ours["recipe"],
     }

@@ -1,11 +1,15 @@
-"""Multi-process (DDP) training entry point: the same `train()` under `torchrun`.
+"""Data-parallel (DDP) training: `train_data_parallel`, one run spread over a machine's cores
+or GPUs by the calling process itself, and the same `train()` under `torchrun`:
 
     torchrun --nproc_per_node 2 -m core_model.distributed --train pairs.tsv --out model_dir
 
-Each process trains on its shard of the length buckets (`batching.shard_batches`); gradients
-are all-reduced by DistributedDataParallel, so every rank holds identical weights after every
-step. Rank 0 trains the tokenizers (and sends them to the others), validates, checkpoints,
-reports and writes the model folder. Backend: NCCL on GPUs, Gloo on CPU.
+Each process trains on its share of every update (`batching.shard_batches` of batches a
+rank's share in size, so the update is the size the recipe chose whatever the number of
+ranks); gradients are all-reduced by DistributedDataParallel, so every rank holds identical
+weights after every step. Rank 0 trains the tokenizers (and sends them to the others),
+validates, checkpoints, reports and writes the model folder. Backend: NCCL on GPUs, Gloo on
+CPU. `python -m core_model.distributed --child SPEC RANK` is a child rank of a
+`parallel.RankGroup` (a run's, or a speed measurement's).
 """
 
 from __future__ import annotations
@@ -15,15 +19,22 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import distributed as dist
 
 from core_model.artifact import unique_state_dict
-from core_model.training import TrainConfig, TrainingError, train
+from core_model.training import TrainConfig, TrainingError, TrainResult, train
+from core_model.training.calibration import Calibration, measure_as_rank
+from core_model.training.parallel import Layout, RankGroup, join_as_child
+from core_model.training.precision import resolve_device
+
+CHILD_DEATH_WAIT_S = 2.0  # a rank's socket closes as it dies: give its exit status a moment
 
 
 def read_tsv(path: str | Path) -> list[tuple[str, str]]:
@@ -47,6 +58,89 @@ def state_sha256(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
+def train_data_parallel(
+    layout: Layout,
+    train_pairs: Sequence[tuple[str, str]],
+    valid_pairs: Sequence[tuple[str, str]] | None,
+    cfg: TrainConfig,
+    speed: Calibration | None = None,
+    **train_kwargs: Any,
+) -> TrainResult:
+    """`train()` spread as `layout` says: this process is rank 0 (it reports, checkpoints and
+    writes the model, as a one-process run does) and starts the other ranks, which end with
+    it. `speed` is the measurement the layout was chosen by: every rank plans its budget with
+    it, so all choose alike. A rank that dies ends the run with a TrainingError saying which
+    and how; the others are stopped."""
+    if layout.processes == 1:
+        return train(
+            train_pairs,
+            valid_pairs,
+            cfg,
+            speed=speed,
+            threads=layout.threads or None,
+            **train_kwargs,
+        )
+    device = resolve_device(cfg.device)
+    init_from, resume_from = train_kwargs.get("init_from"), train_kwargs.get("resume_from")
+    spec = {
+        "task": "train",
+        "train": [list(p) for p in train_pairs],
+        "valid": [list(p) for p in valid_pairs or []],
+        "config": cfg.to_dict(),
+        "init_from": None if init_from is None else str(init_from),
+        "resume_from": None if resume_from is None else str(resume_from),
+        "speed": None if speed is None else speed.to_dict(),
+        "threads": layout.threads or None,
+    }
+    with RankGroup(layout, spec, device) as group:
+        try:
+            return train(
+                train_pairs,
+                valid_pairs,
+                cfg,
+                speed=speed,
+                threads=layout.threads or None,
+                **train_kwargs,
+            )
+        except RuntimeError as exc:  # a collective failed: did a rank die?
+            deadline = time.monotonic() + CHILD_DEATH_WAIT_S
+            while (why := group.failure()) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if why is not None:
+                raise TrainingError(why) from exc
+            raise
+
+
+def _train_as_rank(spec: dict[str, Any]) -> None:
+    """A child rank of `train_data_parallel`: the same run, without reports or files."""
+    speed = spec["speed"]
+    train(
+        spec["train"],
+        spec["valid"],
+        TrainConfig.from_dict(spec["config"]),
+        init_from=spec["init_from"],
+        resume_from=spec["resume_from"],
+        speed=None if speed is None else Calibration(**speed),
+        threads=spec["threads"],
+    )
+
+
+def _child(spec_path: str, rank: str) -> int:
+    spec = join_as_child(Path(spec_path), int(rank))
+    try:
+        if spec["task"] == "measure":
+            measure_as_rank(spec, int(rank))
+        else:
+            _train_as_rank(spec)
+        return 0
+    except TrainingError as exc:
+        print(f"rank {rank}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m core_model.distributed", description=__doc__)
     p.add_argument("--train", required=True, help="training pairs, TSV source<TAB>target")
@@ -65,6 +159,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--child"]:
+        return _child(*argv[1:3])
     args = _parse(argv)
     extra = json.loads(args.config) if args.config else {}
     cfg = TrainConfig.from_dict(

@@ -136,6 +136,21 @@ def new_run_form(all_corpora: list[Any]) -> None:
             key="train_precision",
             help="\n".join(f"- **{k}**: {localized(v)}" for k, v in precisions.items()),
         )
+        processes = st.number_input(
+            _("Training processes"),
+            min_value=1,
+            max_value=train_options.MAX_PROCESSES,
+            value=None,
+            step=1,
+            placeholder=_("the fastest, timed when the run starts"),
+            key="train_processes",
+            help=_(
+                "Data-parallel processes, each with its share of every update. Empty: the "
+                "worker times one process with every core's thread against one process per "
+                "core (and the splits between) and trains with the fastest; on GPUs, one "
+                "process per GPU."
+            ),
+        )
 
     label = _("Continue from #{id}", id=init_version) if init_version else _("Train")
     if st.button(label, type="primary", icon=":material/play_arrow:", key="train_button"):
@@ -150,6 +165,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
                 precision=precision or train_options.DEFAULT_PRECISION,
                 device=device,
                 init_version_id=init_version,
+                processes=int(processes) if processes else None,
                 **overrides,
             )
             worker_process.ensure_worker()

@@ -60,7 +60,8 @@ class TrainConfig:
     precision: str = "auto"  # 'auto' | 'fp32' | 'bf16'
     device: str = "auto"  # 'auto' | 'cpu' | 'cuda' | 'cuda:N'
     seed: int = 0
-    num_threads: int | None = None  # CPU threads; None => 1 for small models, else torch's
+    num_threads: int | None = None  # CPU threads (per process); None => chosen (see layout)
+    processes: int | None = None  # data-parallel processes; None => timed (training.layout)
     # validation / model selection
     patience: int | None = 5  # epochs without improvement before stopping; None/0 = never
     early_stop_metric: str = "auto"  # 'bleu' | 'loss' | 'auto' (bleu when translations exist)
@@ -117,3 +118,5 @@ class TrainConfig:
             raise TrainingError("The time budget must be more than 0 seconds.")
         if self.token_budget is not None and not self.token_budget > 0:
             raise TrainingError("The token budget must be more than 0 tokens.")
+        if self.processes is not None and self.processes < 1:
+            raise TrainingError("processes must be at least 1 (or None to time the choices).")

@@ -1,11 +1,222 @@
-"""Data-parallel training (DistributedDataParallel): this process's rank, and the few
-collectives the training loop needs besides DDP's gradient all-reduce. Without an initialised
-process group every call is a cheap no-op, so the loop has one code path."""
+"""Data-parallel training (DistributedDataParallel) on one machine: the shapes its cores can
+take (`Layout`: processes × threads), a group of rank processes started by this one
+(`RankGroup`), this process's rank, and the few collectives the training loop needs besides
+DDP's gradient all-reduce. Without an initialised process group every collective is a cheap
+no-op, so the loop has one code path.
+
+A `RankGroup` is how one click uses every core: this process becomes rank 0 and starts ranks
+1..N-1 as child processes (`python -m core_model.distributed --child <spec> <rank>`, which
+does the spec's task: a speed measurement or a run) that meet it through a file
+store in a private folder (no port to pick, nothing reachable from outside the machine). A
+child dies with its parent (Linux's parent-death signal), so killing the parent leaves no
+orphan; a child that dies makes rank 0's next collective fail at once (Gloo sees the closed
+socket), and the group says which rank ended and how. Multi-node training stays with torchrun
+(`core_model.distributed`).
+"""
 
 from __future__ import annotations
 
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
 import torch
 from torch import distributed as dist
+
+from core_model.training.config import TrainingError
+
+# Ranks wait for each other at every step; rank 0 alone validates and checkpoints meanwhile,
+# which on a large validation set takes minutes, never this long.
+COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+START_TIMEOUT_S = 120.0  # a child imports torch and reads its spec: seconds, even when busy
+STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
+CHILD_MODULE = "core_model.distributed"  # a child rank's entry point (not imported by the package)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a run spreads over the machine: `processes` data-parallel ranks with `threads` CPU
+    threads each (0 on GPUs, one process per GPU)."""
+
+    processes: int
+    threads: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cpu_cores() -> int:
+    """The physical cores this process may run on: hyper-threads share a core's arithmetic
+    units, so two threads of one core add little to matrix products (torch counts the same)."""
+    allowed = (
+        os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    )
+    cores = set()
+    for cpu in allowed:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            core = (topology / "core_id").read_text().strip()
+        except OSError:
+            return len(allowed)  # no topology (not Linux, a container without /sys): assume no SMT
+        cores.add((package, core))
+    return max(1, len(cores))
+
+
+def cpu_layouts(cores: int) -> list[Layout]:
+    """The ways to split `cores` into equal data-parallel ranks worth timing: one process with
+    every thread, one single-threaded process per core, and the doublings between."""
+    counts = {p for p in (2**k for k in range(cores.bit_length())) if cores % p == 0} | {cores}
+    return [Layout(p, cores // p) for p in sorted(counts)]
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a rank outliving a killed
+    worker would hold cores and memory forever); exit now if the parent is already gone."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's own cleanup has to do
+        pass
+    if os.getppid() != parent or parent == 1:
+        os._exit(1)
+
+
+def backend_for(device: torch.device) -> str:
+    """NCCL between GPUs, Gloo between CPU processes."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def _join_group(folder: Path, rank: int, world: int, backend: str) -> None:
+    store = dist.FileStore(str(folder / "store"), world)
+    dist.init_process_group(
+        backend, store=store, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT
+    )
+
+
+def join_as_child(spec_path: Path, rank: int) -> dict[str, Any]:
+    """What a child rank does first: tie its life to its parent's, read the spec, say it is
+    ready (its imports are done) and join the group. Returns the spec."""
+    die_with_parent()
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    (spec_path.parent / f"ready.{rank}").touch()
+    group = spec["group"]
+    _join_group(spec_path.parent, rank, group["world"], group["backend"])
+    return spec
+
+
+def rank_device(kind: str, rank: int) -> torch.device:
+    """One GPU per rank; CPU ranks share the CPU."""
+    return torch.device("cuda", rank) if kind == "cuda" else torch.device("cpu")
+
+
+class RankGroup:
+    """Ranks 1..N-1 as child processes of this one, which joins as rank 0 (a context manager).
+
+    Each child runs `python -m core_model.distributed --child spec.json rank`; `spec`
+    (JSON-able, its "task" says what to do) is what the children need. On exit the group is
+    closed and every child still running is stopped and reaped, whatever happened.
+    """
+
+    def __init__(self, layout: Layout, spec: dict[str, Any], device: torch.device) -> None:
+        self.layout, self.spec, self.device = layout, spec, device
+        self.children: list[subprocess.Popen] = []
+        self.folder: Path | None = None
+
+    def __enter__(self) -> RankGroup:
+        world = self.layout.processes
+        self.folder = Path(tempfile.mkdtemp(prefix="ranks-"))
+        spec_path = self.folder / "spec.json"
+        backend = backend_for(self.device)
+        group = {"world": world, "backend": backend}
+        spec_path.write_text(json.dumps({**self.spec, "group": group}), encoding="utf-8")
+        threads = str(max(1, self.layout.threads))
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        try:
+            for rank in range(1, world):
+                cmd = [sys.executable, "-m", CHILD_MODULE, "--child", str(spec_path), str(rank)]
+                # the child's output, for the reason it gives if it fails (it keeps its own copy
+                # of the descriptor)
+                with open(self.folder / f"rank{rank}.log", "wb") as log:
+                    self.children.append(
+                        subprocess.Popen(
+                            cmd, env={**env, "LOCAL_RANK": str(rank)}, stdout=log, stderr=log
+                        )
+                    )
+            self._wait_until_ready()
+            _join_group(self.folder, 0, world, backend)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _wait_until_ready(self) -> None:
+        assert self.folder is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not all(
+            (self.folder / f"ready.{r}").exists() for r in range(1, self.layout.processes)
+        ):
+            if self.failure() is not None:
+                raise TrainingError(self.failure())
+            if time.monotonic() > deadline:
+                raise TrainingError(
+                    f"The training processes did not start within {START_TIMEOUT_S:.0f} s."
+                )
+            time.sleep(0.05)
+
+    def failure(self) -> str | None:
+        """Which rank ended before the group closed, and how, in words; None while all run."""
+        world = self.layout.processes
+        for rank, child in enumerate(self.children, start=1):
+            code = child.poll()
+            if code is None or code == 0:
+                continue
+            if code < 0:
+                name = signal.Signals(-code).name
+                why = f"was killed by signal {-code} ({name})"
+                if -code == signal.SIGKILL:
+                    why += ", perhaps by the system for lack of memory"
+            else:
+                why = f"stopped with exit code {code}"
+            said = self._last_line(rank)
+            return f"Training process {rank + 1} of {world} {why}" + (f": {said}" if said else ".")
+        return None
+
+    def _last_line(self, rank: int) -> str:
+        """The last line a child wrote (its error, when it raised one)."""
+        assert self.folder is not None
+        try:
+            text = (self.folder / f"rank{rank}.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+
+    def __exit__(self, *exc: object) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        for child in self.children:
+            if child.poll() is None:
+                child.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in self.children:
+            try:
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Ranks:
@@ -54,7 +265,7 @@ class Ranks:
         return buf.cpu().numpy().tobytes() if not self.main else blob  # type: ignore[return-value]
 
     def broadcast_weights(self, model: torch.nn.Module) -> None:
-        """Every rank ends with rank 0's weights (rank 0 chose the final ones)."""
+        """Every rank ends with rank 0's weights (rank 0 chose the final weights)."""
         if self.on:
             for t in model.state_dict().values():
                 dist.broadcast(t, 0)

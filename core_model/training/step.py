@@ -21,14 +21,18 @@ def forward_backward(
     amp: torch.dtype | None,
     label_smoothing: float,
     pad_id: int,
+    per_tokens: float | None = None,
 ) -> float:
-    """Gradients of the batch's mean smoothed loss (per target token); returns the loss sum."""
+    """Gradients of the batch's smoothed loss divided by `per_tokens` (default: its own target
+    tokens, the mean per token); returns the loss sum. Data-parallel ranks divide by the
+    update's tokens over all ranks / ranks, so that DDP's average of their gradients is the
+    mean over the whole update, as one process would compute it."""
     with autocast(device, amp):
         logits = net(batch.src, batch.tgt_in)  # [B, T, V]
     loss_sum, _ = label_smoothed_nll_loss(
         logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1), label_smoothing, pad_id
     )
-    (loss_sum / batch.n_tokens).backward()
+    (loss_sum / (per_tokens or batch.n_tokens)).backward()
     return float(loss_sum.detach())
 
 

@@ -24,13 +24,13 @@ import torch
 from torch import nn
 
 from core_model.artifact import ArtifactError, save_model
-from core_model.batching import collate, encode_pairs, make_batches, shard_batches
+from core_model.batching import Batch, collate, encode_pairs, make_batches, shard_batches
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
 from core_model.training import recipe, setup
-from core_model.training.calibration import CALIBRATION_S, Calibration, measure
+from core_model.training.calibration import Calibration, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
-from core_model.training.parallel import Ranks
+from core_model.training.parallel import Layout, Ranks
 from core_model.training.precision import (
     cpu_threads,
     is_out_of_memory,
@@ -71,6 +71,8 @@ def train(
     init_from: str | Path | None = None,
     resume_from: str | Path | None = None,
     extra_config: dict[str, Any] | None = None,
+    speed: Calibration | None = None,
+    threads: int | None = None,
 ) -> TrainResult:
     """Train a Transformer on `train_pairs`; validate on `valid_pairs` after every epoch.
 
@@ -83,9 +85,13 @@ def train(
     - `should_cancel()` is polled every step; a cancelled run returns `cancelled=True` with the
       current weights and writes no model folder (the last epoch checkpoint stays resumable).
     - `extra_config` is stored in config.json (e.g. a corpus hash).
+    - `speed`: this machine's measured speed for the run's layout (`layout.choose_layout`),
+      which a minutes budget is planned by instead of a measurement of its own (data-parallel
+      ranks must all plan alike); a resumed run keeps its first measurement.
+    - `threads`: CPU threads for the whole run (None: the idle cores, checked every epoch).
     Raises TrainingError with a user-facing sentence on bad input, divergence or OOM.
     """
-    trainer = Trainer(cfg or TrainConfig(), callback, should_cancel)
+    trainer = Trainer(cfg or TrainConfig(), callback, should_cancel, speed, threads)
     threads = torch.get_num_threads()
     try:
         trainer.setup(train_pairs, valid_pairs, out_dir, init_from, resume_from)
@@ -112,10 +118,14 @@ class Trainer:
         cfg: TrainConfig,
         callback: Callable[[ProgressEvent], None] | None = None,
         should_cancel: Callable[[], bool] | None = None,
+        speed: Calibration | None = None,
+        threads: int | None = None,
     ) -> None:
         self.cfg = cfg
         self.callback = callback
         self.should_cancel = should_cancel
+        self.measured_speed = speed
+        self.threads = threads
         self.ranks = Ranks()
         self.state = TrainerState()
         self.stop_reason: StopReason | None = None  # set when the run ends
@@ -181,7 +191,9 @@ class Trainer:
         self.default_threads = torch.get_num_threads()
         self._set_threads()
         self.optimizer = setup.make_optimizer(cfg, self.model)
-        first = make_batches(self.train_ex, cfg.max_tokens_per_batch, seed=cfg.seed)
+        # an update is the recipe's batch size whatever the ranks: each takes its share
+        self.rank_batch_tokens = max(1, int(cfg.max_tokens_per_batch) // ranks.world)
+        first = make_batches(self.train_ex, self.rank_batch_tokens, seed=cfg.seed)
         n_batches = len(shard_batches(first, 0, ranks.world))
         asked = self.requested
         self.budget = plan_budget(
@@ -209,42 +221,32 @@ class Trainer:
             )
 
     def _speed(self, facts: recipe.CorpusFacts, resume_dir: Path | None) -> recipe.Speed | None:
-        """How the recipe learns this machine's speed for a minutes budget: a calibration on
-        the CPU; a resumed run reuses its first measurement, so it plans exactly as before.
-        None (the preset's typical speed) on a GPU and across data-parallel ranks, which
-        must all choose alike."""
-        if self.device.type != "cpu" or self.ranks.on:
-            return None
-        if resume_dir is not None:
+        """How the recipe learns this machine's speed for a minutes budget: a resumed run
+        reuses its first measurement, so it plans exactly as before; else the measurement the
+        run's layout was chosen by, if given; else a calibration of its own on the CPU. None
+        (the preset's typical speed) on a GPU and across data-parallel ranks without a given
+        measurement: the ranks must all choose alike."""
+        if resume_dir is not None and self.device.type == "cpu":
             try:
                 stored = ckpt.read_state(resume_dir).get("calibration")
             except ArtifactError:
                 stored = None  # the resume itself reports the damaged checkpoint
             if stored:
                 return lambda _candidate: Calibration(**stored)
-        sentence = facts.side_tokens
-
-        def measure_candidate(candidate: TrainConfig) -> Calibration:
-            vocab = int(candidate.vocab_size or 8_000)
-            mcfg = setup.model_config(candidate, vocab, vocab, bool(candidate.joint_vocab))
-            # at most a hundredth of the clock (a few-second test budget times two steps)
-            budget_s = candidate.time_budget_s or CALIBRATION_S * 100
-            return measure(
-                mcfg,
-                int(candidate.max_tokens_per_batch or 1_250),
-                sentence,
-                self.device,
-                candidate.precision,
-                candidate.num_threads,
-                seconds=min(CALIBRATION_S, budget_s / 100),
-            )
-
-        return measure_candidate
+        if self.measured_speed is not None:
+            return lambda _candidate: self.measured_speed
+        if self.device.type != "cpu" or self.ranks.on:
+            return None
+        one = Layout(1, self.cfg.num_threads or 0)
+        return lambda candidate: measure_candidate(candidate, facts.side_tokens, self.device, one)
 
     def _set_threads(self) -> None:
-        """CPU threads for the next epoch (DDP ranks keep torchrun's OMP_NUM_THREADS so that
-        every rank computes identically)."""
+        """CPU threads for the next epoch: those the run's layout chose, else (DDP ranks keep
+        torchrun's OMP_NUM_THREADS so that every rank computes identically) the idle cores."""
         if self.device.type != "cpu":
+            return
+        if self.threads:
+            torch.set_num_threads(self.threads)
             return
         if self.ranks.on:
             if self.cfg.num_threads:
@@ -338,7 +340,7 @@ class Trainer:
         out: list[list[int]] = []
         for rep in range(self.budget.passes_per_epoch):
             seed = self.cfg.seed * 1_000_003 + epoch * 1009 + rep
-            batches = make_batches(self.train_ex, self.cfg.max_tokens_per_batch, seed=seed)
+            batches = make_batches(self.train_ex, self.rank_batch_tokens, seed=seed)
             out.extend(shard_batches(batches, self.ranks.rank, self.ranks.world))
         return out
 
@@ -352,6 +354,10 @@ class Trainer:
             if self.state.step >= self.budget.total_steps:
                 self.stop_reason = self._planned_end()
                 break
+            batch = collate(self.train_ex, idx).to(self.device)
+            # One exchange a step: the stop flags (a rank alone may see a cancel request or
+            # its clock run out, and every rank must stop at the same step) and the update's
+            # tokens over all ranks (the loss is the mean over them; the budget counts them).
             left, tokens_left = self.clock.time_left(), self.clock.tokens_left()
             cancel = bool(self.should_cancel is not None and self.should_cancel())
             flags = ranks.all_sum(
@@ -359,6 +365,8 @@ class Trainer:
                     float(cancel),
                     float(left is not None and left <= 0),
                     float(tokens_left is not None and tokens_left <= 0),
+                    float(batch.n_tokens),
+                    float(batch.n_tokens + batch.n_src_tokens),
                 ],
                 self.comm_device,
             )
@@ -371,44 +379,50 @@ class Trainer:
             if flags[2] > 0:
                 self.stop_reason = StopReason.TOKEN_BUDGET
                 break
-            loss_sum, n_tok, n_all = self._train_step(idx)
+            loss_sum = self._train_step(batch, per_tokens=flags[3] / ranks.world)
             if self.selector.due(self.state, self.clock.progress(self.state.step)):
                 self.selector.snapshot(self.state, self.model)
-            epoch_loss += loss_sum
-            epoch_tok += n_tok
+            epoch_loss += loss_sum  # this rank's share: a sample of the update's loss
+            epoch_tok += batch.n_tokens
             window_loss += loss_sum
-            window_tok += n_tok
-            window_all += n_all
-            self.state.tokens_trained += n_all * ranks.world
+            window_tok += batch.n_tokens
+            window_all += int(flags[4])
+            self.state.tokens_trained += int(flags[4])
             self.clock.tokens = self.state.tokens_trained
             now = time.monotonic()
             if now - last_emit >= self.cfg.progress_every_s:
-                self.throughput = window_all * ranks.world / max(1e-9, now - window_start)
+                self.throughput = window_all / max(1e-9, now - window_start)
                 self._emit("step", window_loss / max(1, window_tok))
                 last_emit = window_start = now
                 window_loss, window_tok, window_all = 0.0, 0, 0
         now = time.monotonic()
         if window_all and now - window_start > 0.5:
-            self.throughput = window_all * ranks.world / (now - window_start)
+            self.throughput = window_all / (now - window_start)
         if not epoch_tok:
             return None
         return epoch_loss, epoch_tok
 
-    def _train_step(self, idx: list[int]) -> tuple[float, int, int]:
-        """One optimizer step with teacher forcing; returns (loss sum, tgt tokens, all tokens)."""
+    def _train_step(self, batch: Batch, per_tokens: float) -> float:
+        """One optimizer step with teacher forcing (the loss divided by `per_tokens`, see
+        `step.forward_backward`); returns this rank's loss sum."""
         cfg = self.cfg
-        batch = collate(self.train_ex, idx).to(self.device)
         self.state.step += 1
         lr = self.schedule.lr_at(self.state.step, self.clock.progress(self.state.step))
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
         value = forward_backward(
-            self.net, batch, self.device, self.amp, cfg.label_smoothing, self.mcfg.pad_id
+            self.net,
+            batch,
+            self.device,
+            self.amp,
+            cfg.label_smoothing,
+            self.mcfg.pad_id,
+            per_tokens,
         )
         clip_and_check(self.model, cfg.clip_norm, value, self.state.step)
         self.optimizer.step()
-        return value, batch.n_tokens, batch.n_tokens + batch.n_src_tokens
+        return value
 
     def _validate(self) -> dict[str, Any]:
         """Validation loss (all pairs) and BLEU/chrF of greedy translations (capped)."""
@@ -503,6 +517,7 @@ class Trainer:
             "precision": "bf16" if self.amp is not None else "fp32",
             "device": str(self.device),
             "world_size": ranks.world,
+            # per process (every rank has the same)
             "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
             "lr_schedule": self.schedule.kind,
             "peak_lr": self.schedule.peak(),

@@ -1,6 +1,7 @@
 """DDP: the training entry point under torchrun with 2 CPU processes (Gloo) ends with identical
 weights on both ranks, rank 0 writes the model folder, and `workbench register` adds that
-folder as a version."""
+folder as a version; a run spread by the calling process (`train_data_parallel`) shares every
+update between its ranks, resumes in another layout, and its layout is timed or kept."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ import sys
 from pathlib import Path
 
 from core_model.artifact import WEIGHTS_FILE, load_model
+from core_model.distributed import train_data_parallel
+from core_model.training import TrainConfig
+from core_model.training.checkpoint import find_checkpoint, read_state
+from core_model.training.layout import ONE_PROCESS, choose_layout
+from core_model.training.parallel import Layout
 from tests.helpers import ROOT, TOY, cli, toy_pairs
 from workbench.models import registry
 
@@ -71,3 +77,75 @@ def test_two_gloo_ranks_end_with_identical_weights_and_register_as_a_version(
     translated = cli("translate", "--version", str(version_id), *sources)
     assert translated.returncode == 0, translated.stderr
     assert len(translated.stdout.splitlines()) == len(sources)
+
+
+# -- runs spread by the calling process itself (core_model.distributed.train_data_parallel) ----
+
+
+def _numbers_corpus(n: int) -> list[tuple[str, str]]:
+    """`n` distinct pairs of varied lengths (more length buckets than the toy corpus)."""
+    words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+    return [
+        (" ".join(words[(i + k) % 9] for k in range(2 + i % 7)), f"number {i} " * (1 + i % 3))
+        for i in range(n)
+    ]
+
+
+def test_ranks_share_every_update_so_a_budget_buys_the_same_steps(tmp_path: Path) -> None:
+    pairs = _numbers_corpus(300)
+    cfg = TrainConfig(preset="tiny", epochs=2, min_epoch_steps=1, device="cpu",
+                      precision="fp32", max_tokens_per_batch=200)  # fmt: skip
+    one = train_data_parallel(Layout(1, 1), pairs, None, cfg)
+    two = train_data_parallel(Layout(2, 1), pairs, None, cfg, out_dir=tmp_path / "two")
+    # each rank takes half of every update: as many updates as one process, not half as many
+    assert abs(two.metrics["steps"] - one.metrics["steps"]) <= 0.1 * one.metrics["steps"]
+    assert (two.metrics["world_size"], two.metrics["threads"]) == (2, 1)
+    # every token of both ranks is counted (one epoch's tokens, twice)
+    assert (
+        abs(two.metrics["tokens_trained"] - one.metrics["tokens_trained"])
+        <= 0.1 * (one.metrics["tokens_trained"])
+    )
+    assert load_model(tmp_path / "two").config["metrics"]["world_size"] == 2
+
+
+def test_a_checkpoint_of_two_ranks_resumes_in_one_process(tmp_path: Path) -> None:
+    pairs = _numbers_corpus(120)
+    cfg = TrainConfig(preset="tiny", epochs=4, min_epoch_steps=5, device="cpu",
+                      precision="fp32", max_tokens_per_batch=120)  # fmt: skip
+    out = tmp_path / "run"
+    after_checkpoint = {"n": 0}
+
+    def cancel_after_the_first_checkpoint() -> bool:  # rank 0 asks; every rank stops with it
+        if find_checkpoint(out) is not None:
+            after_checkpoint["n"] += 1
+        return after_checkpoint["n"] > 2
+
+    first = train_data_parallel(
+        Layout(2, 1), pairs, None, cfg, out_dir=out, should_cancel=cancel_after_the_first_checkpoint
+    )
+    assert first.cancelled
+    saved = read_state(find_checkpoint(out))["step"]
+    assert saved > 0
+    resumed = train_data_parallel(Layout(1, 1), pairs, None, cfg, out_dir=out, resume_from=out)
+    assert not resumed.cancelled and resumed.metrics["world_size"] == 1
+    assert resumed.metrics["steps"] > saved and resumed.metrics["epochs"] == 4
+
+
+def test_a_short_run_keeps_one_process_and_an_asked_layout_is_kept() -> None:
+    pairs = _numbers_corpus(50)
+    short = choose_layout(TrainConfig(epochs=1, device="cpu"), pairs, None, cores=2)
+    assert (short.layout, short.timings, short.speed) == (ONE_PROCESS, (), None)
+    asked = choose_layout(TrainConfig(epochs=1, device="cpu", processes=2), pairs, None, cores=4)
+    assert asked.layout == Layout(2, 2) and asked.timings == ()  # epochs: nothing to time
+
+
+def test_a_long_run_times_every_layout_and_takes_the_fastest() -> None:
+    pairs = _numbers_corpus(200)
+    cfg = TrainConfig(token_budget=5_000_000, device="cpu", precision="fp32")
+    choice = choose_layout(cfg, pairs, None, cores=2)
+    timed = {(t.processes, t.threads): t.tokens_per_s for t in choice.timings}
+    assert set(timed) == {(1, 2), (2, 1)}
+    best = max(timed, key=timed.__getitem__)
+    assert (choice.layout.processes, choice.layout.threads) == best
+    metrics = choice.metrics()
+    assert metrics["processes"] == best[0] and len(metrics["layout_timings"]) == 2

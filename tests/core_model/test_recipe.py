@@ -200,7 +200,7 @@ def test_a_resumed_minutes_run_plans_with_its_first_calibration(
     def no_new_timing(*args, **kwargs) -> Calibration:
         raise AssertionError("a resumed run must not measure again")
 
-    monkeypatch.setattr(trainer_module, "measure", no_new_timing)
+    monkeypatch.setattr(trainer_module, "measure_candidate", no_new_timing)
     calls["n"] = -(10**9)  # the resumed attempt is not cancelled... until its clock ends
     resumed = train(pairs, pairs[:30], replace(cfg, time_budget_s=1), resume_from=tmp_path)
     assert resumed.metrics["calibration"] == stored

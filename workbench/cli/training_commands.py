@@ -57,6 +57,12 @@ def _args_train(p: argparse.ArgumentParser) -> None:
         "--new", action="store_true", help="start a new model (new tokenizer, fresh weights)"
     )
     p.add_argument("--max-steps", type=positive_int, help="cap on optimizer steps")
+    p.add_argument(
+        "--processes",
+        type=positive_int,
+        help="data-parallel training processes (default: the fastest of one per core, one in "
+        "all, and the splits between, timed on the worker's machine; on GPUs one per GPU)",
+    )
     p.add_argument("--wait", action="store_true", help="block until the run ends")
 
 
@@ -76,6 +82,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         precision=args.precision or train_options.DEFAULT_PRECISION,
         device=args.device,
         init_version_id=start,
+        processes=args.processes,
         **extra,
     )
     if why is not None:  # said once the run is queued: a refused run prints only its error
@@ -133,8 +140,18 @@ def _follow(run_id: int, wait: bool) -> int:
 
 
 # The trained version's figures that `train --wait` prints: every figure compares across
-# machines only with its tokens, speed, steps, precision and threads.
-RESULT_FIGURES = ("tokens_trained", "tokens_per_s", "train_time_s", "precision", "threads")
+# machines only with its tokens, speed, steps, precision, processes and threads (and the
+# layouts timed to choose them: processes, threads, tokens/s each).
+RESULT_FIGURES = (
+    "tokens_trained",
+    "tokens_per_s",
+    "train_time_s",
+    "precision",
+    "processes",
+    "threads_per_process",
+    "layout_timings",
+    "threads",
+)
 
 
 def _progress_line(run: RunInfo) -> str:

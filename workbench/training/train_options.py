@@ -1,6 +1,6 @@
 """The choices a training run offers, for every front end: model presets, what the run trains
-for (epochs, minutes, tokens or core_model's automatic budget), the number precision and the
-devices.
+for (epochs, minutes, tokens or core_model's automatic budget), the number precision, the
+devices and the number of data-parallel processes.
 
 core_model is the one source of the presets and precisions: one added there appears on the
 Train page and in the CLI. Their one-line descriptions for people choosing are here, as
@@ -25,6 +25,9 @@ DEFAULT_PRESET: str = TrainConfig.preset  # what a run trains when no preset is 
 MAX_TRAIN_MINUTES = 7 * 24 * 60  # a week: longer is a typo, not a plan
 # A token budget beyond this is a typo (10^12 tokens is years of CPU training).
 MAX_TRAIN_TOKENS = 10**12
+# Data-parallel processes a user may ask for (default: timed on the worker's machine,
+# core_model.training.layout); more than a big server's cores is a typo.
+MAX_PROCESSES = 256
 # What a run trains for: core_model's automatic budget, a number of epochs, of minutes, or of
 # training tokens (source + target: the same point of learning on any machine).
 BUDGETS = {
@@ -80,6 +83,7 @@ def training_config(
     minutes: float | None = None,
     tokens: int | None = None,
     precision: str = DEFAULT_PRECISION,
+    processes: int | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """The frozen config of a run (``TrainConfig.to_dict``), every choice checked first.
@@ -87,7 +91,9 @@ def training_config(
     Train for ``epochs``, for ``minutes`` of wall-clock time, for ``tokens`` training tokens
     (source + target), or (none of them) core_model's automatic budget (a small corpus is
     repeated until learned). ``precision`` is one of core_model's PRECISIONS. Extra keyword
-    arguments are TrainConfig fields. Anything wrong is one ``WorkbenchError`` sentence.
+    arguments are TrainConfig fields. ``processes``: data-parallel processes (None: the
+    fastest layout, timed on the worker's machine when the run starts). Anything wrong is one
+    ``WorkbenchError`` sentence.
     """
     if preset not in presets():
         raise WorkbenchError(
@@ -122,6 +128,16 @@ def training_config(
                 N_("Tokens must be more than 0 and at most {most}."), most=f"{MAX_TRAIN_TOKENS:,}"
             )
         overrides["token_budget"] = tokens
+    if processes is not None:
+        if isinstance(processes, bool) or not isinstance(processes, int):
+            raise WorkbenchError(
+                N_("Processes must be a whole number, got {processes!r}."), processes=processes
+            )
+        if not 1 <= processes <= MAX_PROCESSES:
+            raise WorkbenchError(
+                N_("Processes must be at least 1 and at most {most}."), most=MAX_PROCESSES
+            )
+        overrides["processes"] = processes
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
         raise WorkbenchError(N_("Unknown device {device!r}; use auto, cpu or cuda."), device=device)
     if (

@@ -31,8 +31,10 @@ from sqlalchemy import delete
 from sqlalchemy.exc import OperationalError
 
 from core_model.artifact import ArtifactError
-from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device, train
+from core_model.distributed import train_data_parallel
+from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device
 from core_model.training import checkpoint as ckpt
+from core_model.training.layout import LayoutChoice, choose_layout
 from db.models import Corpus, RunMetric, RunStatus, TrainingRun
 from workbench import settings
 from workbench.corpus.snapshots import snapshot_from_ids
@@ -253,10 +255,15 @@ def _train_run(
         raise TrainingError("The corpus snapshot has no training pairs (were they deleted?).")
     init_id = run.init_version_id
     resume = _resume_point(run, config, out_dir)
-    result = train(
+    # how the run spreads over the cores: timed on this machine unless the user said
+    choice = choose_layout(config, frozen.train_pairs, frozen.valid_pairs, init_id is not None)
+    log.info("run %s: %s", run.id, _layout_words(choice))
+    result = train_data_parallel(
+        choice.layout,
         frozen.train_pairs,
         frozen.valid_pairs,
         config,
+        speed=choice.speed,
         out_dir=out_dir,
         resume_from=resume,
         callback=sync.report,
@@ -274,6 +281,7 @@ def _train_run(
                 "pairs": len(frozen.pair_ids),
             },
             "run_id": run.id,
+            "layout": choice.metrics(),
         },
     )
     # Every progress row is in before the run closes. The write is also a fresh heartbeat:
@@ -287,7 +295,7 @@ def _train_run(
     _until_written(
         lambda: register_version(
             out_dir,
-            result.metrics,
+            {**result.metrics, **choice.metrics()},
             run_id=run.id,
             corpus_id=corpus.id,
             parent_version_id=init_id,
@@ -296,6 +304,16 @@ def _train_run(
     )
     _finish(run.id, worker, RunStatus.SUCCEEDED)
     return RunStatus.SUCCEEDED
+
+
+def _layout_words(choice: LayoutChoice) -> str:
+    """'2 processes × 1 thread (the fastest when timed: 1×2 3,100 tokens/s, 2×1 5,200)'."""
+    layout = choice.layout
+    threads = f" × {layout.threads} thread(s)" if layout.threads else ""
+    timed = ", ".join(f"{t.processes}×{t.threads} {t.tokens_per_s:,.0f}" for t in choice.timings)
+    return f"{layout.processes} process(es){threads} ({choice.reason}" + (
+        f": {timed} tokens/s)" if timed else ")"
+    )
 
 
 def execute_run(run_id: int, worker: str) -> str:

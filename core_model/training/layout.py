@@ -1,0 +1,121 @@
+"""How a run spreads over this machine: one process with a thread per core, or data-parallel
+ranks with fewer threads each (`parallel.Layout`) — chosen by timing each on the run's own
+model and batch before it starts.
+
+Why measure instead of a rule: intra-op threads share only the large matrix products of a
+step, and the small CPU batches of short budgets have few large ones (one process with two
+threads trained 1.5x one thread on a 2-core CPU), while ranks each do a whole step on their
+share of the update but pay an all-reduce of every gradient per step. Which wins depends on
+the model, the batch, the cores and the memory; a couple of seconds of real steps tell.
+
+The timing is the calibration's (`calibration.measure_layout`: full training steps, each rank
+with its share of the update), and it doubles as the speed that projects a minutes budget to
+tokens, so the recipe plans for the layout that will train. Runs too short to pay for
+starting processes (memorising a few pairs, budgets under a minute) keep one process and the
+idle-core thread policy. On GPUs: one process per GPU, no timing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from core_model.training import recipe, setup
+from core_model.training.calibration import Calibration, measure_candidate
+from core_model.training.config import TrainConfig, TrainingError
+from core_model.training.parallel import Layout, cpu_cores, cpu_layouts
+from core_model.training.precision import resolve_device
+
+PARALLEL_MIN_S = 60.0  # a run expected to train for less keeps one process (not timed)
+ONE_PROCESS = Layout(1, 0)  # threads 0: the idle cores, checked every epoch
+
+
+@dataclass(frozen=True)
+class LayoutChoice:
+    """The layout a run trains with, the measured speed its budget is planned by (None: not
+    measured here; the run measures itself, or uses the preset's typical speed on a GPU),
+    every layout timed, and why, in words."""
+
+    layout: Layout
+    speed: Calibration | None
+    timings: tuple[Calibration, ...]
+    reason: str
+
+    def metrics(self) -> dict[str, Any]:
+        """What a user sees of the choice in the run's metrics."""
+        return {
+            "processes": self.layout.processes,
+            "threads_per_process": self.layout.threads or None,
+            "layout_reason": self.reason,
+            "layout_timings": [
+                {"processes": t.processes, "threads": t.threads, "tokens_per_s": t.tokens_per_s}
+                for t in self.timings
+            ],
+        }
+
+
+def choose_layout(
+    cfg: TrainConfig,
+    train_pairs: Sequence[tuple[str, str]],
+    valid_pairs: Sequence[tuple[str, str]] | None,
+    fine_tune: bool = False,
+    cores: int | None = None,
+) -> LayoutChoice:
+    """The layout of a run of `cfg` on these pairs: `cfg.processes` when given (threads: the
+    config's, else the cores shared out), else the fastest of `parallel.cpu_layouts(cores)`
+    by measurement (cores: this machine's physical ones)."""
+    processes = cfg.processes
+    device = resolve_device(cfg.device)
+    if device.type == "cuda":
+        gpus = torch.cuda.device_count()
+        n = processes or gpus
+        if n > gpus:
+            raise TrainingError(f"{n} processes asked for, but this machine has {gpus} GPU(s).")
+        return LayoutChoice(Layout(n, 0), None, (), f"one process per GPU ({n})")
+    cores = cores or cpu_cores()
+    facts = recipe.CorpusFacts.of(setup.clean_pairs(train_pairs), setup.clean_pairs(valid_pairs))
+    if processes:
+        threads = cfg.num_threads or max(1, cores // processes)
+        candidates = [Layout(processes, threads)]
+        reason = f"{processes} process(es) asked for"
+    else:
+        estimate = recipe.resolve(cfg, facts, gpu=False, fine_tune=fine_tune)
+        seconds = _typical_seconds(estimate)
+        if cores == 1 or seconds is None or seconds < PARALLEL_MIN_S:
+            why = "one core" if cores == 1 else "a short run"
+            return LayoutChoice(ONE_PROCESS, None, (), f"one process: {why}")
+        candidates = cpu_layouts(cores)
+        reason = "the fastest when timed"
+
+    timings: list[Calibration] = []
+    chosen: list[Layout] = []  # set by the first measurement
+
+    def speed(candidate: TrainConfig) -> Calibration:
+        """Time every candidate layout the first time, the chosen one after (the recipe asks
+        again when its plan changes the model or batch)."""
+        if chosen:
+            return measure_candidate(candidate, facts.side_tokens, device, chosen[0])
+        for layout in candidates:
+            timings.append(measure_candidate(candidate, facts.side_tokens, device, layout))
+        best = max(timings, key=lambda t: t.tokens_per_s)
+        chosen.append(candidates[timings.index(best)])
+        return best
+
+    if processes:  # nothing to choose: time it only if the budget is minutes
+        chosen.append(candidates[0])
+    plan = recipe.resolve(cfg, facts, gpu=False, fine_tune=fine_tune, speed=speed)
+    if plan.calibration is None and not processes:  # tokens or epochs: time only to choose
+        speed(plan.cfg)
+    if processes and plan.calibration is not None:
+        timings.append(plan.calibration)
+    return LayoutChoice(chosen[0], plan.calibration, tuple(timings), reason)
+
+
+def _typical_seconds(plan: recipe.Plan) -> float | None:
+    """About how long a plan trains at its preset's typical CPU speed (None: memorising)."""
+    if plan.budget_tokens is None:
+        return None
+    return plan.budget_tokens / recipe.CPU_TOKENS_PER_S[plan.cfg.preset]

@@ -1,0 +1,134 @@
+"""A run spread over several processes by the worker itself (data-parallel ranks): it reports,
+registers one version and says its layout; a rank that dies fails the run in words; a killed
+worker takes its ranks along; the run resumes from its checkpoint and cancels within seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import cli, make_toy_corpus, start_worker, stop, wait_for
+from workbench import settings
+from workbench.errors import WorkbenchError
+from workbench.models import registry
+from workbench.training import run_info, runs
+
+RANK_MODULE = "core_model.distributed"
+
+
+def rank_children(parent: int) -> list[int]:
+    """PIDs of the rank processes whose parent is `parent` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and RANK_MODULE in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie left for its parent to reap counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
+
+
+def test_train_with_two_processes_registers_one_version_and_says_its_layout(
+    wb_home: Path,
+) -> None:
+    corpus_id = make_toy_corpus()
+    done = cli("train", "--corpus", str(corpus_id), "--new", "--processes", "2",
+               "--epochs", "2", "--wait", timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == "succeeded"
+    assert (result["processes"], result["threads_per_process"]) == (2, 1)
+    assert result["tokens_trained"] > 0 and result["tokens_per_s"] > 0
+    [version] = registry.list_versions()
+    assert version.id == result["version_id"]
+    assert (version.metrics["world_size"], version.metrics["processes"]) == (2, 2)
+    assert version.metrics["layout_reason"] == "2 process(es) asked for"
+    rows = run_info.run_metrics(result["run_id"])
+    assert set(rows["kind"]) >= {"start", "epoch", "done"}  # rank 0 reported as one run does
+    assert rows["step"].is_monotonic_increasing
+
+
+def test_bad_process_counts_are_refused_before_anything_is_queued(wb_home: Path) -> None:
+    corpus_id = make_toy_corpus()
+    for bad in (0, -1, 10_000, 1.5, True):
+        with pytest.raises(WorkbenchError, match="Processes must"):
+            runs.enqueue_training(corpus_id, processes=bad)
+    assert run_info.list_runs() == []
+    refused = cli("train", "--corpus", str(corpus_id), "--processes", "0")
+    assert refused.returncode == 2 and refused.stderr.strip().startswith("error:")
+
+
+def test_a_killed_rank_fails_the_run_in_words_and_a_killed_worker_takes_its_ranks_along(
+    wb_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_HEARTBEAT_TIMEOUT", "4")
+    run_id = runs.enqueue_training(
+        make_toy_corpus(), epochs=200, min_epoch_steps=20, processes=2, progress_every_s=0.2
+    )
+    checkpoint = settings.run_dir(run_id) / "checkpoint"
+
+    # 1. A rank killed mid-run: the run fails with the reason, the worker lives on.
+    worker = start_worker("--once", log=tmp_path / "worker1.log")
+    try:
+        wait_for(checkpoint.is_dir, 180, "the first epoch checkpoint")
+        [rank] = rank_children(worker.pid)
+        os.kill(rank, signal.SIGKILL)
+        wait_for(lambda: run_info.get_run(run_id).status == "failed", 60, "the failed run")
+        assert worker.wait(timeout=60) == 0  # --once: the worker itself ended normally
+    finally:
+        stop(worker)
+    error = run_info.get_run(run_id).error
+    assert error == (
+        "Training process 2 of 2 was killed by signal 9 (SIGKILL), "
+        "perhaps by the system for lack of memory."
+    )
+
+    # 2. Resumed from its checkpoint, then the worker is killed: its rank dies with it.
+    resumed_at = runs.resume_run(run_id)
+    worker = start_worker("--once", log=tmp_path / "worker2.log")
+    try:
+        wait_for(lambda: run_info.get_run(run_id).progress_step > resumed_at, 180, "progress")
+        [rank] = rank_children(worker.pid)
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+        wait_for(lambda: gone(rank), 10, "the rank to die with its worker")
+        wait_for(lambda: runs.reap_stale_runs() == 1, 30, "stale-heartbeat detection")
+        assert run_info.get_run(run_id).status == "queued"
+    finally:
+        stop(worker)
+
+    # 3. A new worker takes the run back from the checkpoint; a cancel ends every rank fast.
+    monkeypatch.setenv("WORKBENCH_HEARTBEAT_TIMEOUT", "90")
+    worker = start_worker("--once", log=tmp_path / "worker3.log")
+    try:
+        wait_for(lambda: len(rank_children(worker.pid)) == 1, 120, "the resumed run's rank")
+        [rank] = rank_children(worker.pid)
+        wait_for(lambda: run_info.get_run(run_id).progress_step > resumed_at, 120, "progress")
+        assert runs.cancel_run(run_id) == "running"
+        asked = time.monotonic()
+        wait_for(lambda: run_info.get_run(run_id).status == "cancelled", 30, "the cancel")
+        assert time.monotonic() - asked < 15
+        assert worker.wait(timeout=30) == 0
+        wait_for(lambda: gone(rank), 10, "the rank to end with its run")
+    finally:
+        stop(worker)
+    assert registry.list_versions() == []

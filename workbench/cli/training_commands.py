@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -234,8 +235,11 @@ def _args_worker(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from workbench.training.worker import run_worker
+    from workbench.training.worker import WORKER_NICENESS, run_worker
 
+    # Background work yields to the app and the CLI: a run uses every core, yet a page or a
+    # translation asked for meanwhile gets the CPU first (its ranks inherit this).
+    os.nice(WORKER_NICENESS)
     run_worker(once=args.once, idle_exit_s=args.idle_exit)
     return EXIT_OK
 

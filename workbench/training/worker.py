@@ -50,6 +50,9 @@ log = logging.getLogger("workbench.training.worker")
 T = TypeVar("T")
 RETRY_PAUSE_S = 1.0
 HEARTBEAT_INTERVAL_S = 2.0
+# A worker process runs this much nicer than the app (`python -m workbench worker`): training
+# takes every core the app leaves idle, and the app's pages and translations come first.
+WORKER_NICENESS = 10
 
 
 def worker_id() -> str:

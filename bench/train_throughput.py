@@ -29,7 +29,16 @@ Embedding lookups, norms, softmax, dropout, the loss and Adam are not counted: t
 overhead the share measures. The peak is a large square GEMM (`--gemm 2048`: 2·n³ FLOPs)
 timed in the same process with the same threads and dtype, the best of several before and
 after each precision's rounds. `share_of_gemm_peak` = model FLOP/s of our best round ÷ that
-peak. Prints one JSON object as the last line, with the load of the machine.
+peak.
+
+`layouts` (CPU, fp32): what a click trains with on the whole machine. Every way the product
+may spread the run over the cores (`parallel.cpu_layouts`: one process with every core's
+thread, one process per core, the splits between) is timed by the product's own calibration
+(`calibration.measure_layout`: full training steps of the recipe's model and batch, each rank
+with its share of every update, gradients all-reduced), and its model FLOP/s is put against
+the **whole machine's** GEMM peak (the n³ product with a thread per core). `chosen` is the
+layout the product would train with (the fastest). Prints one JSON object as the last line,
+with the load of the machine.
 """
 
 from __future__ import annotations
@@ -46,19 +55,73 @@ from torch.nn import functional as F
 from bench.data import DATASETS, splits
 from bench.reference import ReferenceModel
 from core_model import ModelConfig, Transformer
+from core_model.batching import collate
+from core_model.batching import make_batches as bucket_batches
 from core_model.training import TrainConfig, recipe, setup
+from core_model.training.calibration import measure_layout, synthetic_examples
+from core_model.training.parallel import cpu_cores, cpu_layouts
 from core_model.training.precision import cpu_supports_bf16, cpu_threads, idle_cores
 
 
-def recipe_model(token_budget: int, corpus: str, device: str) -> tuple[ModelConfig, TrainConfig]:
+def recipe_model(
+    token_budget: int, corpus: str, device: str
+) -> tuple[ModelConfig, TrainConfig, int]:
     """The model and resolved training config that core_model's recipe gives a run of
-    `token_budget` tokens on `corpus`'s training split (vocabularies at their planned size)."""
+    `token_budget` tokens on `corpus`'s training split (vocabularies at their planned size),
+    and the corpus' typical subword tokens per side (what the calibration times)."""
     data = splits(corpus)
     facts = recipe.CorpusFacts.of(data["train"], data["valid"])
     asked = TrainConfig(token_budget=token_budget, device=device)
     cfg = recipe.resolve(asked, facts, gpu=device == "cuda").cfg
     vocab = int(cfg.vocab_size or 0)
-    return setup.model_config(cfg, vocab, vocab, bool(cfg.joint_vocab)), cfg
+    return setup.model_config(cfg, vocab, vocab, bool(cfg.joint_vocab)), cfg, facts.side_tokens
+
+
+def layouts_on_the_whole_machine(
+    cfg: ModelConfig, batch_tokens: int, sentence_tokens: int, gemm: int
+) -> dict[str, object]:
+    """Each layout the product may train a click with, timed by the product's calibration, as
+    a share of the whole machine's fp32 GEMM peak (see the module docstring)."""
+    cores = cpu_cores()
+    before = torch.get_num_threads()
+    torch.set_num_threads(cores)
+    try:
+        peak = max(gemm_flops_per_s(gemm, torch.float32, "cpu") for _ in range(2))
+    finally:
+        torch.set_num_threads(before)
+    timed = []
+    for layout in cpu_layouts(cores):
+        # the FLOPs of one rank's calibration batch, per token it counts
+        share = max(sentence_tokens, batch_tokens // layout.processes)
+        examples = synthetic_examples(
+            cfg.src_vocab_size, sentence_tokens, share // sentence_tokens + 1
+        )
+        batch = collate(examples, bucket_batches(examples, share, shuffle=False)[0])
+        per_token = step_flops(cfg, batch.src, batch.tgt_in) / (batch.n_tokens + batch.n_src_tokens)
+        speed = measure_layout(
+            layout, cfg, batch_tokens, sentence_tokens, torch.device("cpu"), "fp32", seconds=5.0
+        )
+        flops = speed.tokens_per_s * per_token
+        timed.append(
+            {
+                "processes": layout.processes,
+                "threads_per_process": layout.threads,
+                "tokens_per_s": speed.tokens_per_s,
+                "steps": speed.steps,
+                "model_gflop_s": round(flops / 1e9, 2),
+                "share_of_machine_gemm_peak": round(flops / peak, 3),
+            }
+        )
+    best = max(timed, key=lambda t: t["tokens_per_s"])
+    return {
+        "physical_cores": cores,
+        "machine_gemm_peak_gflop_s": round(peak / 1e9, 2),
+        "batch_tokens": batch_tokens,
+        "sentence_tokens": sentence_tokens,
+        "timed": timed,
+        "chosen": {k: best[k] for k in ("processes", "threads_per_process")},
+        "chosen_share_of_machine_gemm_peak": best["share_of_machine_gemm_peak"],
+    }
 
 
 def step_flops(cfg: ModelConfig, src: torch.Tensor, tgt_in: torch.Tensor) -> int:
@@ -161,7 +224,7 @@ def main() -> None:
     load_before = os.getloadavg()
     idle = idle_cores(1.0)
     torch.manual_seed(0)
-    cfg, train_cfg = recipe_model(args.tokens, args.corpus, args.device)
+    cfg, train_cfg, side_tokens = recipe_model(args.tokens, args.corpus, args.device)
     if args.device == "cpu":  # the trainer's policy: the cores other processes leave idle
         n_params = Transformer(cfg).num_parameters()
         torch.set_num_threads(cpu_threads(args.threads, n_params, torch.get_num_threads()))
@@ -212,6 +275,8 @@ def main() -> None:
             "gemm_peaks_gflop_s": [round(p / 1e9, 2) for p in peaks],
             "share_of_gemm_peak": round(achieved / peak, 3),
         }
+    if args.device == "cpu":
+        result["layouts"] = layouts_on_the_whole_machine(cfg, batch_tokens, side_tokens, args.gemm)
     if native_bf16:
         result["bf16_speedup_ours"] = round(
             result["bf16"]["ours_tokens_per_s"] / result["fp32"]["ours_tokens_per_s"], 3

@@ -74,10 +74,13 @@ def cpu_cores() -> int:
 
 
 def cpu_layouts(cores: int) -> list[Layout]:
-    """The ways to split `cores` into equal data-parallel ranks worth timing: one process with
-    every thread, one single-threaded process per core, and the doublings between."""
+    """The ways to spread a run over `cores` worth timing: one process with every thread, one
+    single-threaded process per core, and the doublings between; and one process with one
+    thread, which wins when other work keeps the machine busy (threads then wait for each
+    other, and ranks for the slowest)."""
     counts = {p for p in (2**k for k in range(cores.bit_length())) if cores % p == 0} | {cores}
-    return [Layout(p, cores // p) for p in sorted(counts)]
+    split = [Layout(p, cores // p) for p in sorted(counts)]
+    return split if cores == 1 else [*split, Layout(1, 1)]
 
 
 def die_with_parent() -> None:
@@ -142,7 +145,15 @@ class RankGroup:
         group = {"world": world, "backend": backend}
         spec_path.write_text(json.dumps({**self.spec, "group": group}), encoding="utf-8")
         threads = str(max(1, self.layout.threads))
-        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        # the children import core_model from where this process did, whatever their cwd
+        source = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
+        env = {
+            **os.environ,
+            "PYTHONPATH": path,
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+        }
         try:
             for rank in range(1, world):
                 cmd = [sys.executable, "-m", CHILD_MODULE, "--child", str(spec_path), str(rank)]

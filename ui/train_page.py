@@ -184,20 +184,25 @@ def start_choice(current: Any) -> int | None:
             return _("Continue from #{id} · {name}", id=i, name=by_id[i].name)
         return _("Continue from #{id}", id=i)
 
+    key = f"train_start_{current.id}"  # per corpus: its own default
+    labels = {i: label(i) for i in options}
+    # The default comes first: a version that appears while the page is open (a run just
+    # ended) becomes the choice, unless the user picked another start.
+    pickers.follow_newest(key, labels)
     choice = st.radio(
         _("Start"),
         options,
-        index=0,
-        format_func={i: label(i) for i in options}.__getitem__,
+        format_func=labels.__getitem__,
         horizontal=True,
-        key=f"train_start_{current.id}",  # per corpus: its own default
+        key=key,
         help=_(
             "**Continue**: warm-start from the version's weights and tokenizer on the corpus' "
             "current pairs, new ones included, so what it learned is kept and the new budget "
             "adds to it. **Start a new model**: a new tokenizer and fresh weights."
         ),
     )
-    st.caption(localized(reason))
+    if choice == options[0]:  # the reason is the default's: not the user's other choice
+        st.caption(localized(reason))
     if choice != NEW_MODEL:
         st.caption(_("Continuing keeps the version's model size and tokenizer (not the preset)."))
     return None if choice == NEW_MODEL else int(choice)

@@ -86,6 +86,41 @@ def test_train_starts_a_new_model_when_the_tokenizer_no_longer_fits(
         corpora.delete_corpus(greek.id)
 
 
+def test_the_start_follows_a_version_that_appears_while_the_page_is_open(
+    populated: Trained, no_worker: None
+) -> None:
+    """Issue 30 item 9: the page was open on a corpus without a version ("Start a new
+    model"); once a run of it registers a version (the live panel reruns the page), the start
+    is "Continue from #N", the button says so, and so does the caption under it."""
+    tea = corpora.create_corpus("tea again", "zh", "en")
+    rows = [line.split("\t") for line in demo.DEMO_FILE.read_text(encoding="utf-8").splitlines()]
+    learned = [{"source": r[0], "target": r[1]} for r in rows if r[-1] == "train"]
+    pairs.apply_edits(tea.id, added=learned[:20])  # what the demo versions learned
+    at = open_page("train")
+    at.selectbox(key="train_corpus").select(tea.id).run()
+    key = f"train_start_{tea.id}"
+    assert at.radio(key=key).value == train_page.NEW_MODEL
+    assert at.button(key="train_button").label == "Train"
+    version = registry.import_version(
+        registry.artifact_dir(populated.version_ids[0]), corpus="tea again"
+    )
+    try:
+        at.run()  # what the live panel does when the run ends
+        assert_clean(at)
+        assert at.radio(key=key).value == version
+        assert at.button(key="train_button").label == f"Continue from #{version}"
+        assert f"Version #{version} was trained on this corpus" in texts(at.caption)
+        # a start the user picked stays picked
+        at.radio(key=key).set_value(train_page.NEW_MODEL).run()
+        at.run()
+        assert at.radio(key=key).value == train_page.NEW_MODEL
+        assert at.button(key="train_button").label == "Train"
+        assert "the run builds on what it learned" not in texts(at.caption)
+    finally:
+        registry.delete_version(version)
+        corpora.delete_corpus(tea.id)
+
+
 def test_train_with_options(populated: Trained, no_worker: None) -> None:
     at = open_page("train")
     assert not [n for n in at.number_input if n.key in ("train_epochs", "train_minutes")]

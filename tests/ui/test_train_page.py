@@ -261,9 +261,10 @@ def _fake_running_run(corpus_id: int, **enqueue: Any) -> int:
             "limit": "steps",
             "watch": {"rule": "memorise", "reproduced": 0.75, "pairs": 41},
         }
-        for kind, step, loss, valid in (
-            ("step", 10, 5.0, None),
-            ("step", 30, 4.0, None),
+        for kind, step, loss, valid in (  # as a worker writes them (issue 30 item 10)
+            ("loss", 10, 5.0, None),
+            ("step", 20, None, None),  # the clock's progress row: no loss
+            ("loss", 30, 4.0, None),
             ("epoch", 50, 3.2, 4.5),
         ):
             s.add(
@@ -295,7 +296,7 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
         metrics = {m.label: m.value for m in at.metric}
         assert metrics["ETA"] == "≤ 1 min 15 s"
         assert metrics["Tokens / s"] == "1,500"
-        assert metrics["Training loss"] == "4.000"  # the latest window, not the epoch's mean
+        assert metrics["Training loss"] == "4.000"  # the latest point, not the epoch's mean
         assert metrics["Validation loss"] == "4.500"
 
         with session_scope() as s:  # its clock binds: 90 s are 30 % of its 5-minute ceiling
@@ -387,20 +388,23 @@ def test_resume_and_delete_a_run_from_the_page(populated: Trained, no_worker: No
 
 def test_curves_take_epoch_ends_from_the_row_kind() -> None:
     """Validation points are the epoch rows, even when validation repeats its loss; an epoch
-    row's whole-epoch training mean and the final 'done' row stay off the training curve."""
+    row's whole-epoch training mean and the final 'done' row stay off the training curve,
+    which is the loop's 'loss' rows (a run recorded before them: its periodic 'step' rows)."""
     from ui import charts
 
     metrics = pd.DataFrame(
         {
-            "kind": ["start", "step", "step", "epoch", "step", "epoch", "done"],
-            "step": [0, 10, 20, 20, 30, 40, 40],
-            "train_loss": [None, 5.0, 4.0, 4.6, 3.0, 3.3, 3.3],
-            "valid_loss": [None, None, None, 4.0, 4.0, 4.0, 3.8],
+            "kind": ["start", "loss", "step", "loss", "epoch", "loss", "epoch", "done"],
+            "step": [0, 10, 15, 20, 20, 30, 40, 40],
+            "train_loss": [None, 5.0, None, 4.0, 4.6, 3.0, 3.3, 3.3],
+            "valid_loss": [None, None, None, None, 4.0, 4.0, 4.0, 3.8],
         }
     )
     long = charts._long_losses(metrics, None)
     training, validation = (long[long["curve"] == c] for c in ("training", "validation"))
     assert training["step"].tolist() == [10, 20, 30]
+    older = metrics.replace({"kind": {"loss": "step"}})
+    assert charts.training_losses(older)["step"].tolist() == [10, 20, 30]
     assert validation[["step", "loss"]].values.tolist() == [[20, 4.0], [40, 4.0]]
 
 

@@ -335,7 +335,8 @@ def _metric_rows(s: Session, *where: Any) -> pd.DataFrame:
 
 def run_metrics(run_ids: list[int] | int) -> pd.DataFrame:
     """Metric rows of one or more runs, ordered by step (for loss/lr curves). `kind` is
-    'start' | 'step' | 'epoch' (after validation) | 'done'."""
+    'start' | 'step' (progress by the clock) | 'loss' (the loss curve's points) | 'epoch'
+    (after validation) | 'done' (core_model's ProgressEvent)."""
     ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
     with session_scope() as s:
         return _metric_rows(s, RunMetric.run_id.in_(ids))

@@ -58,16 +58,23 @@ def test_score_basis_and_notes(chinese: None) -> None:
 
 
 def test_verdicts_and_withheld_p_values(chinese: None) -> None:
-    base = significance.Estimate(20.0, 20.0, 18.0, 22.0, None)
-    better = significance.Estimate(22.1, 22.0, 20.0, 24.0, 0.01)
-    same = significance.Estimate(20.4, 20.4, 18.4, 22.4, 0.41)
-    said = significance.verdict("#3", "#1", better, base, "bleu")
+    def scores(bleu: float, chrf: float, p: float | None) -> dict:
+        return {
+            "bleu": significance.Estimate(bleu, bleu, bleu - 2, bleu + 2, p),
+            "chrf": significance.Estimate(chrf, chrf, chrf - 2, chrf + 2, p),
+        }
+
+    base = scores(20.0, 40.0, None)
+    said = significance.verdict("#3", "#1", scores(22.1, 42.0, 0.01), base)
     assert said == "#3 is better than #1: +2.1 BLEU, p = 0.01"
     assert shown(said) == "#3 优于 #1：+2.1 BLEU，p = 0.01"
     assert significance.tone(said) == "better"
-    assert shown(significance.verdict("#3", "#1", same, base, "bleu")) == (
+    assert shown(significance.verdict("#3", "#1", scores(20.4, 40.2, 0.41), base)) == (
         "#3 与 #1 之间没有显著差异（+0.4 BLEU，p = 0.41）"
     )
+    caveats = shown(significance.verdict("#3", "#1", scores(20.1, 39.0, 0.002), base))
+    assert caveats.startswith("#3 优于 #1：+0.1 BLEU，p = 0.002") and "chrF" in caveats
+    assert "negligible" not in caveats and "points the other way" not in caveats
     withheld = significance.too_few_pairs(4)
     assert withheld is not None and withheld.startswith("only 4 test pairs: below 50")
     assert shown(withheld).startswith("只有 4 个测试句对：少于 50 个时")

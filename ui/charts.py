@@ -295,7 +295,9 @@ def loss_with_step(metrics: pd.DataFrame, step: int | None) -> alt.Chart:
     if step is None:
         return chart
     rule = (
-        alt.Chart(pd.DataFrame({"step": [step], "label": [f"this version (step {step})"]}))
+        alt.Chart(
+            pd.DataFrame({"step": [step], "label": [_("this version (step {step})", step=step)]})
+        )
         .mark_rule(color="#d62728", strokeDash=[4, 3], strokeWidth=2)
         .encode(x="step:Q", tooltip=["label:N"])
     )

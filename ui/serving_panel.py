@@ -89,7 +89,7 @@ def version_serving(version: VersionInfo) -> None:
                 st.rerun()
     with feedback.error_boundary(N_("reading the server's state")):
         state = server_process.server_state()
-        _server_line(state)
+        _server_line(state, startable=mine is not None)
         st.code(
             served.curl_example(version.src_lang, version.tgt_lang, state.url),
             language="bash",
@@ -102,8 +102,9 @@ def _start_server() -> ServerState:
         return server_process.start_server()
 
 
-def _server_line(state: ServerState) -> None:
-    """The server's state in one line, the button that changes it, and what it is."""
+def _server_line(state: ServerState, startable: bool) -> None:
+    """The server's state in one line, the button that changes it (Start: when the version is
+    served, else "Serve this version" starts it), and what it is."""
     if state.answering:
         line = _(":green-badge[:material/dns: **server running**] at {url}", url=state.url)
         if state.status == "loading":
@@ -116,13 +117,11 @@ def _server_line(state: ServerState) -> None:
             "is refused until it runs",
             url=state.url,
         )
-    left, right = st.columns([4, 1], vertical_alignment="center")
-    left.markdown(line)
+    st.markdown(line)
     if state.status == "error" and state.error:
         st.warning(state.error, icon=":material/warning:")
     if can(Permission.SERVE):
-        with right:
-            _server_button(state)
+        _server_button(state, startable)
     if state.pid is not None:
         about = _(
             "Started here (PID {pid}): it listens on this machine only, without API keys, and "
@@ -147,17 +146,17 @@ def _server_line(state: ServerState) -> None:
     st.caption(about)
 
 
-def _server_button(state: ServerState) -> None:
+def _server_button(state: ServerState, startable: bool) -> None:
     if state.pid is not None:
-        if st.button(
-            _("Stop the server"), icon=":material/stop:", key="stop_server", width="stretch"
-        ):
+        if st.button(_("Stop the server"), icon=":material/stop:", key="stop_server"):
             with feedback.error_boundary(N_("stopping the server")):
                 server_process.stop_server()
                 feedback.flash(_("Stopped the server at {url}.", url=state.url))
                 st.rerun()
-    elif state.status == "down" and st.button(
-        _("Start the server"), icon=":material/play_arrow:", key="start_server", width="stretch"
+    elif (
+        startable
+        and state.status == "down"
+        and st.button(_("Start the server"), icon=":material/play_arrow:", key="start_server")
     ):
         with feedback.error_boundary(N_("starting the server")):
             started = _start_server()
@@ -230,6 +229,7 @@ def http_api_tab() -> None:
             ]
         ),
         hide_index=True,
+        placeholder="",  # no limit of its own, not revoked: empty, not "None"
         column_config={
             "id": st.column_config.NumberColumn(_("id")),
             "name": st.column_config.TextColumn(_("name")),

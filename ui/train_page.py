@@ -210,6 +210,12 @@ def start_choice(current: Any) -> int | None:
 
 # -------------------------------------------------------------------------------- history
 
+# How each run ended first, in view on a 1400 px window; the rest scrolls.
+HISTORY_COLUMNS = (
+    "run", "status", "version", "stopped because", "steps", "trained for", "corpus", "created",
+    "preset", "device", "pairs", "error",
+)  # fmt: skip
+
 
 def history() -> None:
     st.subheader(_("History"), anchor=False)
@@ -218,12 +224,18 @@ def history() -> None:
         st.caption(_("Finished runs will be listed here."))
         return
     table = run_info.runs_table(runs=list(done.values()))
-    for column in ("trained for", "stopped because"):  # the service's words, translated
-        table[column] = [localized(text) for text in table[column]]
+    # The service's words in the session's language, from the runs themselves (a table
+    # column holds plain text: a message's parameters are gone there).
+    shown = list(done.values())
+    table["status"] = [live_runs.status_label(r.status) for r in shown]
+    table["trained for"] = [localized(r.budget) for r in shown]
+    table["stopped because"] = [localized(r.stopped_because or "") for r in shown]
+    table["preset"] = [_("automatic") if p == "auto" else p for p in table["preset"]]
     st.dataframe(
         table,
         hide_index=True,
         width="stretch",
+        column_order=HISTORY_COLUMNS,
         column_config={
             "run": st.column_config.NumberColumn(_("run"), format="#%d", width="small"),
             "corpus": _("corpus"),

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from babel.numbers import format_compact_decimal
 
 from tests.helpers import free_port, wait_for
 from tests.ui.pages import Trained, assert_clean, open_page, texts
@@ -81,9 +82,8 @@ def test_models_show_each_versions_lineage(populated: Trained) -> None:
     newest = registry.get_version(populated.version_ids[0])
     row = table[table["id"] == newest.id].iloc[0]
     assert row["cumulative tokens"] == newest.train_tokens > 0  # a new model: its own only
-    assert f"**New model** · **trained on** {newest.cumulative_tokens / 1e6:,.2f}M tokens" in (
-        texts(at.markdown)
-    )
+    tokens = format_compact_decimal(newest.cumulative_tokens, locale="en", fraction_digits=2)
+    assert f"**New model** · **trained on** {tokens} tokens" in texts(at.markdown)
 
 
 def test_models_rename_and_notes(populated: Trained) -> None:
@@ -193,6 +193,10 @@ def test_models_api_keys_are_shown_once_and_revoked(populated: Trained) -> None:
     [info] = api_keys.list_keys()
     [shown] = [c.value for c in at.code if c.value.startswith(api_keys.KEY_PREFIX)]
     assert api_keys.find_active_key(shown) == info and info.requests_per_minute == 30
+    # no limit of its own (the server's default), not revoked: empty cells, not "None"
+    keys = at.dataframe[-1]
+    assert keys.value["characters/request"].isna().all() and keys.proto.HasField("placeholder")
+    assert keys.proto.placeholder == ""
     assert "shown only this once" in texts(at.success)
     at.run()
     assert shown not in texts(at.code), "the key is shown once"

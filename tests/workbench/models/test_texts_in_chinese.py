@@ -114,7 +114,7 @@ def test_stop_reasons_budgets_and_rules(chinese: None) -> None:
         "Stops early if validation loss does not improve for 4 epochs: 1 without improvement "
         "so far."
     )
-    assert shown(rule) == "如果验证损失连续 4 轮没有改善就提前停止：目前已有 1 轮没有改善。"
+    assert shown(rule) == "验证损失：如果连续 4 轮没有改善就提前停止，目前已有 1 轮没有改善。"
     memorise = run_info.describe_watch({"rule": "memorise", "reproduced": 0.4, "pairs": 1200})
     assert shown(memorise) == "一旦能复现每个训练句对就提前停止：目前已复现 1,200 个中的 40%。"
 
@@ -177,3 +177,17 @@ def test_refusals_of_stored_things(wb_home: Path, chinese: None) -> None:
     high = f"{api_keys.MAX_REQUESTS_PER_MINUTE:,}"
     assert str(exc.value) == f"requests per minute must be a whole number from 1 to {high}, got 0"
     assert refusal(exc) == f"每分钟请求数必须是 1 到 {high} 之间的整数，收到的是 0"
+
+
+def test_the_early_stopping_rule_spaces_latin_words_as_chinese_does(chinese: None) -> None:
+    """Issue 30 item 13: "验证BLEU" had no space between the Chinese and the Latin word."""
+    watch = {"rule": "patience", "metric": "bleu", "patience": 3, "bad_epochs": 1}
+    said = run_info.describe_watch(watch)
+    assert said == (
+        "Stops early if validation BLEU does not improve for 3 epochs: 1 without improvement "
+        "so far."
+    )
+    assert shown(said).startswith("验证 BLEU：如果连续 3 轮没有改善就提前停止")
+    loss = run_info.describe_watch({**watch, "metric": "loss"})
+    assert loss.startswith("Stops early if validation loss does not improve")
+    assert shown(loss).startswith("验证损失：如果连续 3 轮没有改善就提前停止")

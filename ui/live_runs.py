@@ -190,11 +190,12 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
             f"≤ {eta}" if rule and total else eta,
             help=_("At most this long: the run may stop sooner (see above).") if rule else None,
         )
-        steps = metrics[metrics["kind"].eq("step")]
+        # the latest speed measured: every row carries it (a run of epochs shorter than the
+        # clock's progress interval has no 'step' row, its epoch ends measure it)
+        speed = metrics["tokens_per_s"].where(metrics["tokens_per_s"] > 0).dropna()
         losses = charts.training_losses(metrics)["train_loss"]
         cells[1].metric(
-            _("Tokens / s"),
-            formatting.fmt_number(steps["tokens_per_s"].iloc[-1], 0) if len(steps) else "—",
+            _("Tokens / s"), formatting.fmt_number(speed.iloc[-1], 0) if len(speed) else "—"
         )
         cells[2].metric(
             _("Training loss"), formatting.fmt_number(losses.iloc[-1]) if len(losses) else "—"

@@ -315,6 +315,26 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
             s.get(TrainingRun, run_id).status = "cancelled"
 
 
+def test_live_tiles_of_a_run_of_short_epochs(populated: Trained, no_worker: None) -> None:
+    """Epochs shorter than the progress interval leave no 'step' row: the tiles show the latest
+    loss and the speed its epoch ends measured (issue 30 item 10), not "—"."""
+    from sqlalchemy import delete
+
+    from db.models import RunMetric, TrainingRun
+    from workbench.storage import session_scope
+
+    run_id = _fake_running_run(populated.corpus_id)
+    try:
+        with session_scope() as s:
+            s.execute(delete(RunMetric).where(RunMetric.run_id == run_id, RunMetric.kind == "step"))
+        at = open_page("train")
+        metrics = {m.label: m.value for m in at.metric}
+        assert (metrics["Tokens / s"], metrics["Training loss"]) == ("1,500", "4.000")
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
 def test_history_says_why_runs_stopped_with_one_type_per_column(
     populated: Trained, no_worker: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,7 +18,7 @@ from workbench.team.access import Permission
 
 st.set_page_config(
     page_title=i18n.translate(startup.APP_TITLE),
-    page_icon=":material/translate:",
+    page_icon=str(startup.PAGE_ICON),
     layout="wide",
     menu_items={"About": _("Curate sentence pairs, train a Transformer, compare versions.")},
 )

@@ -14,17 +14,24 @@ import streamlit as st
 from ui.i18n import _
 
 
+def training_losses(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The metric rows of the training-loss curve: the training loop's 'loss' rows (each the
+    mean of the steps since the one before; runs recorded before them carried the loss on
+    their periodic 'step' rows)."""
+    return metrics[metrics["kind"].isin(("loss", "step")) & metrics["train_loss"].notna()]
+
+
 def _long_losses(metrics: pd.DataFrame, by: str | None) -> pd.DataFrame:
     """Training and validation losses in long form (step, loss, curve[, by]).
 
-    The periodic rows (kind 'step') make the training curve and the epoch ends (kind 'epoch',
-    after validation) the validation curve. An epoch row's training loss is the whole epoch's
-    mean, not the recent window's (the training curve would zigzag), and the 'done' row
+    `training_losses` make the training curve and the epoch ends (kind 'epoch', after
+    validation) the validation curve. An epoch row's training loss is the whole epoch's
+    mean, not the recent steps' (the training curve would zigzag), and the 'done' row
     repeats the final model's scores at the last step: neither belongs on the training curve.
     """
     keys = [by] if by else []
-    train = metrics[metrics["kind"].eq("step") & metrics["train_loss"].notna()]
-    if train.empty:  # a run too short for a periodic row
+    train = training_losses(metrics)
+    if train.empty:  # a run recorded before the loop reported its loss curve, too short for it
         train = metrics.dropna(subset=["train_loss"])
     valid = metrics[metrics["kind"].eq("epoch") & metrics["valid_loss"].notna()]
     frames = [train.assign(curve=_("training"), loss=train["train_loss"])]
@@ -288,7 +295,9 @@ def loss_with_step(metrics: pd.DataFrame, step: int | None) -> alt.Chart:
     if step is None:
         return chart
     rule = (
-        alt.Chart(pd.DataFrame({"step": [step], "label": [f"this version (step {step})"]}))
+        alt.Chart(
+            pd.DataFrame({"step": [step], "label": [_("this version (step {step})", step=step)]})
+        )
         .mark_rule(color="#d62728", strokeDash=[4, 3], strokeWidth=2)
         .encode(x="step:Q", tooltip=["label:N"])
     )

@@ -65,7 +65,7 @@ def render() -> None:
             history_panel.trash_list()
         return
 
-    head = st.columns([5, 1, 1, 1], vertical_alignment="bottom")
+    head = st.columns([4, 1, 1.2, 1], vertical_alignment="bottom")  # "Rename" fits at 1400 px
     with head[0]:
         current = pickers.corpus_picker(all_corpora, key="corpus_page_corpus")
     if can(Permission.EDIT):  # the services check the role; the page hides what it refuses

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from babel.dates import format_date, format_datetime
-from babel.numbers import format_decimal
+from babel.numbers import format_compact_decimal, format_decimal
 
 from ui.i18n import N_, _, locale, n_, translate
 
@@ -51,6 +51,12 @@ def fmt_number(value: float | None, digits: int = 3) -> str:
     return format_decimal(value, format=pattern, locale=locale())
 
 
+def fmt_count(value: float) -> str:
+    """A large count in the session's language, short: '340K', '2.2M' (English); '34万',
+    '220万' (Chinese counts in ten thousands, not in millions)."""
+    return format_compact_decimal(value, locale=locale(), fraction_digits=2)
+
+
 def fmt_datetime(moment: datetime | None, seconds: bool = False) -> str:
     """A moment as the session's language writes it, in UTC (the database's clock; a naive
     datetime from SQLite is UTC)."""
@@ -86,23 +92,23 @@ def pair_count_label(n: int, scope: PairScope) -> str:
 def lineage_line(version: Any) -> str:
     """'**Continued from** #3 · **in all** 2.2M tokens, 20 min 04 s' (or its own training when
     it started a new model): what a version's training adds up to."""
-    tokens = fmt_number(version.cumulative_tokens / 1e6, 2)
+    tokens = fmt_count(version.cumulative_tokens)
     duration = fmt_duration(version.cumulative_seconds)
     if version.parent_version_id is not None:
         return _(
-            "**Continued from** #{parent} · **in all** {tokens}M tokens, {duration}",
+            "**Continued from** #{parent} · **in all** {tokens} tokens, {duration}",
             parent=version.parent_version_id,
             tokens=tokens,
             duration=duration,
         )
     if version.cumulative_tokens > version.train_tokens:
         return _(
-            "**Continued from** a deleted version · **in all** {tokens}M tokens, {duration}",
+            "**Continued from** a deleted version · **in all** {tokens} tokens, {duration}",
             tokens=tokens,
             duration=duration,
         )
     return _(
-        "**New model** · **trained on** {tokens}M tokens, {duration}",
+        "**New model** · **trained on** {tokens} tokens, {duration}",
         tokens=tokens,
         duration=duration,
     )

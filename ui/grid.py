@@ -167,6 +167,7 @@ def draw(
         # No `required=True`: the browser would then keep a half-filled new row to itself
         # (never sent, so silently dropped); sent, the draft's one rule names it instead.
         column_config=grid.column_config,
+        placeholder="",  # an empty cell (a new row's) reads empty, not "None"
     )
     draft = _store(key, live)
     _footer(grid, draft, summary, left)
@@ -194,6 +195,7 @@ def _read_only(
         width="stretch",
         height=height,
         column_config=grid.column_config,
+        placeholder="",
     )
     foot = st.columns([3, 5], vertical_alignment="center")
     if left is not None:

@@ -22,6 +22,8 @@ from workbench.team.access import Permission
 from workbench.team.history import ChangeInfo
 
 EVERYONE = N_("Everyone")  # the User filter's first option (a message id): no filter
+# The table's columns, the long summary last: the state stays in view on a 1400 px window.
+COLUMNS = ("change", "when (UTC)", "who", "action", "what", "rows", "state", "summary")
 
 
 def history_panel(current: CorpusInfo) -> None:
@@ -55,6 +57,7 @@ def history_panel(current: CorpusInfo) -> None:
             hide_index=True,
             width="stretch",
             key="history_table",
+            column_order=COLUMNS,
             column_config=_columns(),
         )
         if len(changes) == history.LIST_LIMIT:
@@ -179,8 +182,13 @@ def _undo_since(current: CorpusInfo) -> None:
         )
         moment = middle.time_input(_("Time (UTC)"), value=time(0, 0), key="history_since_time")
         since = datetime.combine(day, moment, tzinfo=UTC)
-        if right.button(_("Undo since…"), key="history_undo_since", width="stretch"):
+        count = history.changes_since(current.id, since)
+        if right.button(
+            _("Undo since…"), key="history_undo_since", width="stretch", disabled=not count
+        ):
             dialogs.ask_confirmation("history_undo_since")
+        if not count:
+            st.caption(_("No change since then: nothing to undo."))
         dialogs.confirmation_dialog(
             "history_undo_since",
             _("Undo everything since"),
@@ -189,7 +197,7 @@ def _undo_since(current: CorpusInfo) -> None:
                 "undos are recorded and can be undone in turn.",
                 "Undo **{n} changes** made to **{name}** since {since} UTC, newest first? The "
                 "undos are recorded and can be undone in turn.",
-                history.changes_since(current.id, since),
+                count,
                 name=current.name,
                 since=formatting.fmt_datetime(since),
             ),

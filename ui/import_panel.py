@@ -14,7 +14,7 @@ import streamlit as st
 
 from ui import cleaning_panel, feedback, formatting
 from ui.i18n import N_, _, localized, n_, translate
-from workbench.corpus import formats, importing, splits
+from workbench.corpus import formats, import_checks, importing, splits
 from workbench.corpus.cleaning import CleaningOptions
 from workbench.corpus.corpora import CorpusInfo
 
@@ -208,13 +208,13 @@ def _preview_columns() -> dict[str, str]:
 
 
 def _report(parsed: Any) -> pd.DataFrame:
-    """The validation report in the session's language (its kinds stay codes)."""
+    """The validation report in the session's language."""
     return pd.DataFrame(
         [
             (
                 i.line,
                 translate(SEVERITIES.get(i.severity, i.severity)),
-                i.kind,
+                translate(import_checks.KIND_LABELS.get(i.kind, i.kind)),
                 localized(i.message),
             )
             for i in parsed.report

@@ -190,15 +190,15 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
             f"≤ {eta}" if rule and total else eta,
             help=_("At most this long: the run may stop sooner (see above).") if rule else None,
         )
-        steps = metrics[metrics["kind"].eq("step")]
-        last = steps.iloc[-1] if not steps.empty else None
+        # the latest speed measured: every row carries it (a run of epochs shorter than the
+        # clock's progress interval has no 'step' row, its epoch ends measure it)
+        speed = metrics["tokens_per_s"].where(metrics["tokens_per_s"] > 0).dropna()
+        losses = charts.training_losses(metrics)["train_loss"]
         cells[1].metric(
-            _("Tokens / s"),
-            formatting.fmt_number(last["tokens_per_s"], 0) if last is not None else "—",
+            _("Tokens / s"), formatting.fmt_number(speed.iloc[-1], 0) if len(speed) else "—"
         )
         cells[2].metric(
-            _("Training loss"),
-            formatting.fmt_number(last["train_loss"]) if last is not None else "—",
+            _("Training loss"), formatting.fmt_number(losses.iloc[-1]) if len(losses) else "—"
         )
         valid = metrics.loc[metrics["kind"].eq("epoch"), "valid_loss"].dropna()
         cells[3].metric(

@@ -165,12 +165,13 @@ def pairs_editor(current: CorpusInfo) -> None:
             key_prefix="pairs_editor",
             id_column="id",
             column_config={
-                "id": st.column_config.NumberColumn("id", width="small", format="%d"),
+                "id": st.column_config.NumberColumn(_("id"), width="small", format="%d"),
+                # widths that keep every column in view on a 1400 px window (sidebar open)
                 "source": st.column_config.TextColumn(
-                    _("source ({lang})", lang=current.src_lang), width="large"
+                    _("source ({lang})", lang=current.src_lang), width=310
                 ),
                 "target": st.column_config.TextColumn(
-                    _("target ({lang})", lang=current.tgt_lang), width="large"
+                    _("target ({lang})", lang=current.tgt_lang), width=310
                 ),
                 "split": st.column_config.SelectboxColumn(
                     _("split"),
@@ -178,7 +179,7 @@ def pairs_editor(current: CorpusInfo) -> None:
                     width="small",
                     help=_("Leave empty on a new row to let the workbench choose (≈90/5/5)."),
                 ),
-                "note": st.column_config.TextColumn(_("note"), width="medium"),
+                "note": st.column_config.TextColumn(_("note"), width=150),
             },
             save=lambda key: _save(key, current),
             save_key="save_edits",

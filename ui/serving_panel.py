@@ -1,8 +1,9 @@
-"""Serving over HTTP on the Models page: whether a version is served (and the request that
-calls it), the served pairs, and the API keys (created, shown once, revoked).
+"""Serving over HTTP on the Models page: whether a version is served, the server that
+answers (started here on demand, stopped here), the request that calls it, the served pairs,
+and the API keys (created, shown once, revoked).
 
-The server itself runs apart (``python -m workbench serve``) and reads the same database:
-what is chosen here takes effect there at once.
+The server is ``python -m workbench serve`` on this machine (``serving.server_process``): it
+reads the same database, so what is chosen here takes effect there at once.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ import streamlit as st
 from ui import dialogs, feedback
 from ui.i18n import N_, _
 from ui.signin import can, role_label, role_labels
-from workbench.serving import api_keys, served
+from workbench.serving import api_keys, served, server_process
 from workbench.team import access
 from workbench.team.access import Permission
 
 if TYPE_CHECKING:
     from workbench.models.registry import VersionInfo
+    from workbench.serving.server_process import ServerState
 
 
 def version_serving(version: VersionInfo) -> None:
-    """Is this version served, what would serving it replace, and how to call it."""
+    """Is this version served, what would serving it replace, is the server running, and
+    how to call it."""
     pairs = served.list_served()
     mine = next((p for p in pairs if p.version_id == version.id), None)
     other = next(
@@ -65,26 +68,104 @@ def version_serving(version: VersionInfo) -> None:
             _("Serve this version"), icon=":material/cloud_upload:", key="serve_version"
         ):
             with feedback.error_boundary(N_("serving the version")):
+                state = _start_server()  # first: a server that cannot start changes nothing
                 served.serve_version(version.id)
                 feedback.flash(
                     _(
-                        "Version #{id} now answers {pair} requests over HTTP.",
+                        "Version #{id} now answers {pair} requests at {url}.",
                         id=version.id,
                         pair=pair,
+                        url=state.url,
+                    )
+                    if state.answering
+                    else _(
+                        "Version #{id} is served for {pair}; the server at {url} is still "
+                        "starting.",
+                        id=version.id,
+                        pair=pair,
+                        url=state.url,
                     )
                 )
                 st.rerun()
-    st.code(
-        served.curl_example(version.src_lang, version.tgt_lang), language="bash", wrap_lines=True
-    )
-    st.caption(
-        _(
-            "Start the server with `{command}` (it listens on 127.0.0.1:5000 by default). "
-            "With `--require-keys`, add `{field}` to the request body.",
+    with feedback.error_boundary(N_("reading the server's state")):
+        state = server_process.server_state()
+        _server_line(state, startable=mine is not None)
+        st.code(
+            served.curl_example(version.src_lang, version.tgt_lang, state.url),
+            language="bash",
+            wrap_lines=True,
+        )
+
+
+def _start_server() -> ServerState:
+    with st.spinner(_("Starting the HTTP server…")):
+        return server_process.start_server()
+
+
+def _server_line(state: ServerState, startable: bool) -> None:
+    """The server's state in one line, the button that changes it (Start: when the version is
+    served, else "Serve this version" starts it), and what it is."""
+    if state.answering:
+        line = _(":green-badge[:material/dns: **server running**] at {url}", url=state.url)
+        if state.status == "loading":
+            line += " · " + _("loading the served versions…")
+    elif state.status == "starting":
+        line = _(":orange-badge[**server starting**] at {url}", url=state.url)
+    else:
+        line = _(
+            ":gray-badge[**server not running**] nothing answers at {url}: the request below "
+            "is refused until it runs",
+            url=state.url,
+        )
+    st.markdown(line)
+    if state.status == "error" and state.error:
+        st.warning(state.error, icon=":material/warning:")
+    if can(Permission.SERVE):
+        _server_button(state, startable)
+    if state.pid is not None:
+        about = _(
+            "Started here (PID {pid}): it listens on this machine only, without API keys, and "
+            "keeps running when this page or the app closes, until it is stopped here. Its "
+            "output: {log}.",
+            pid=state.pid,
+            log="logs/server.log",
+        )
+    elif state.answering:
+        about = _(
+            "Started outside this app (e.g. `{command}`): stop it where it runs.",
             command="python -m workbench serve",
+        )
+    else:
+        about = _(
+            "“Serve this version” or “Start the server” starts it on this machine only, "
+            "without API keys. To serve other machines, start `{command}` yourself and add "
+            "`{field}` to the request body.",
+            command="python -m workbench serve --require-keys --host 0.0.0.0",
             field='"api_key": "…"',
         )
-    )
+    st.caption(about)
+
+
+def _server_button(state: ServerState, startable: bool) -> None:
+    if state.pid is not None:
+        if st.button(_("Stop the server"), icon=":material/stop:", key="stop_server"):
+            with feedback.error_boundary(N_("stopping the server")):
+                server_process.stop_server()
+                feedback.flash(_("Stopped the server at {url}.", url=state.url))
+                st.rerun()
+    elif (
+        startable
+        and state.status == "down"
+        and st.button(_("Start the server"), icon=":material/play_arrow:", key="start_server")
+    ):
+        with feedback.error_boundary(N_("starting the server")):
+            started = _start_server()
+            feedback.flash(
+                _("The server answers at {url}.", url=started.url)
+                if started.answering
+                else _("The server at {url} is still starting.", url=started.url)
+            )
+            st.rerun()
 
 
 def served_column(version_ids: list[int]) -> list[str]:
@@ -148,6 +229,7 @@ def http_api_tab() -> None:
             ]
         ),
         hide_index=True,
+        placeholder="",  # no limit of its own, not revoked: empty, not "None"
         column_config={
             "id": st.column_config.NumberColumn(_("id")),
             "name": st.column_config.TextColumn(_("name")),

@@ -4,6 +4,7 @@ long enough (``workbench.team.trash``, once per server process)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -15,11 +16,19 @@ from workbench.corpus import demo
 from workbench.team import trash
 
 APP_TITLE = N_("Translation workbench")  # a message id
+# The browser tab's icon: a file sent with the page (a ":material/…:" page icon is fetched from
+# Google's font server, which a local tool must never call).
+PAGE_ICON = Path(__file__).with_name("icon.svg")
 
 _STYLE = """
 <style>
 /* Less empty space between the top navigation and the page title. */
 [data-testid="stMainBlockContainer"] { padding-top: 3.5rem; }
+/* Tables need the width: 3rem margins instead of 5rem on a wide window (a 1400 px window with
+   the sidebar open shows a 1,000 px page, not 940). */
+@media (min-width: 992px) {
+  [data-testid="stMainBlockContainer"] { padding-left: 3rem; padding-right: 3rem; }
+}
 </style>
 """
 

@@ -200,26 +200,37 @@ def start_choice(current: Any) -> int | None:
             return _("Continue from #{id} · {name}", id=i, name=by_id[i].name)
         return _("Continue from #{id}", id=i)
 
+    key = f"train_start_{current.id}"  # per corpus: its own default
+    labels = {i: label(i) for i in options}
+    # The default comes first: a version that appears while the page is open (a run just
+    # ended) becomes the choice, unless the user picked another start.
+    pickers.follow_newest(key, labels)
     choice = st.radio(
         _("Start"),
         options,
-        index=0,
-        format_func={i: label(i) for i in options}.__getitem__,
+        format_func=labels.__getitem__,
         horizontal=True,
-        key=f"train_start_{current.id}",  # per corpus: its own default
+        key=key,
         help=_(
             "**Continue**: warm-start from the version's weights and tokenizer on the corpus' "
             "current pairs, new ones included, so what it learned is kept and the new budget "
             "adds to it. **Start a new model**: a new tokenizer and fresh weights."
         ),
     )
-    st.caption(localized(reason))
+    if choice == options[0]:  # the reason is the default's: not the user's other choice
+        st.caption(localized(reason))
     if choice != NEW_MODEL:
         st.caption(_("Continuing keeps the version's model size and tokenizer (not the preset)."))
     return None if choice == NEW_MODEL else int(choice)
 
 
 # -------------------------------------------------------------------------------- history
+
+# How each run ended first, in view on a 1400 px window; the rest scrolls.
+HISTORY_COLUMNS = (
+    "run", "status", "version", "stopped because", "steps", "trained for", "corpus", "created",
+    "preset", "device", "pairs", "error",
+)  # fmt: skip
 
 
 def history() -> None:
@@ -229,12 +240,18 @@ def history() -> None:
         st.caption(_("Finished runs will be listed here."))
         return
     table = run_info.runs_table(runs=list(done.values()))
-    for column in ("trained for", "stopped because"):  # the service's words, translated
-        table[column] = [localized(text) for text in table[column]]
+    # The service's words in the session's language, from the runs themselves (a table
+    # column holds plain text: a message's parameters are gone there).
+    shown = list(done.values())
+    table["status"] = [live_runs.status_label(r.status) for r in shown]
+    table["trained for"] = [localized(r.budget) for r in shown]
+    table["stopped because"] = [localized(r.stopped_because or "") for r in shown]
+    table["preset"] = [_("automatic") if p == "auto" else p for p in table["preset"]]
     st.dataframe(
         table,
         hide_index=True,
         width="stretch",
+        column_order=HISTORY_COLUMNS,
         column_config={
             "run": st.column_config.NumberColumn(_("run"), format="#%d", width="small"),
             "corpus": _("corpus"),

@@ -195,9 +195,10 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
         hide_index=True,
         width="stretch",
         column_config={
+            # widths that keep the warnings in view on a 1400 px window (sidebar open)
             "#": st.column_config.NumberColumn("#", width="small"),
-            "source": st.column_config.TextColumn(_("source"), width="large"),
-            "translation": st.column_config.TextColumn(_("translation"), width="large"),
+            "source": st.column_config.TextColumn(_("source"), width=300),
+            "translation": st.column_config.TextColumn(_("translation"), width=300),
             "unknown": st.column_config.NumberColumn(
                 _("unknown"),
                 format="%.0f %%",
@@ -208,7 +209,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
                     share=f"{translation.UNKNOWN_SHARE_WARNING:.0%}",
                 ),
             ),
-            "warning": st.column_config.TextColumn(_("warning"), width="large"),
+            "warning": st.column_config.TextColumn(_("warning"), width=250),
         },
     )
 

@@ -21,6 +21,8 @@ Environment:
 * ``WORKBENCH_DEBUG``: when set, the CLI prints the traceback of an internal error.
 * ``WORKBENCH_SERVE_CONFIG``: set by ``workbench serve`` for its worker processes (the
   server's ``ServeConfig`` as JSON); not meant to be set by hand.
+* ``WORKBENCH_SERVE_PORT``: the port of the HTTP server the Models page starts on 127.0.0.1
+  (default 5000; ``workbench.serving.server_process``).
 
 The data folder::
 
@@ -31,8 +33,11 @@ The data folder::
       runs/<run id>/            where a run trains: its checkpoint, then its model
       runs/import-<hex>/        a model folder being copied in by `register`
       logs/worker.log           what a worker started on demand prints
+      logs/server.log           what the HTTP server the Models page started prints
       .restore-<hex>/           a backup being checked before a restore (workbench.backup)
       worker.lock, spawn.lock   a live worker's lock; the lock that serialises starting one
+                                (or the page's server)
+      server.lock, server.json  the lock of the HTTP server the page started; its PID and port
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ ENV_HEARTBEAT_TIMEOUT = "WORKBENCH_HEARTBEAT_TIMEOUT"
 ENV_DEBUG = "WORKBENCH_DEBUG"
 ENV_PG_BINDIR = "WORKBENCH_PG_BINDIR"
 ENV_SERVE_CONFIG = "WORKBENCH_SERVE_CONFIG"
+ENV_SERVE_PORT = "WORKBENCH_SERVE_PORT"
 ENV_ADMINS = "WORKBENCH_ADMINS"
 ENV_LOCAL_ADMIN = "WORKBENCH_LOCAL_ADMIN"
 DEFAULT_HOME = "./workbench_data"
@@ -125,6 +131,12 @@ def serve_config() -> str | None:
     return os.environ.get(ENV_SERVE_CONFIG) or None
 
 
+def serve_port() -> str | None:
+    """The port of the HTTP server the Models page starts (``WORKBENCH_SERVE_PORT``, as set:
+    ``serving.server_process`` checks it)."""
+    return os.environ.get(ENV_SERVE_PORT, "").strip() or None
+
+
 # ------------------------------------------------------------------------------- paths
 
 
@@ -179,9 +191,18 @@ def import_staging_dirs() -> list[Path]:
 
 def worker_log_path() -> Path:
     """What a worker started on demand prints (its folder is created)."""
+    return _logs_dir() / "worker.log"
+
+
+def server_log_path() -> Path:
+    """What the HTTP server the Models page started prints (its folder is created)."""
+    return _logs_dir() / "server.log"
+
+
+def _logs_dir() -> Path:
     logs = home() / "logs"
     logs.mkdir(exist_ok=True)
-    return logs / "worker.log"
+    return logs
 
 
 def worker_lock_path() -> Path:
@@ -190,8 +211,19 @@ def worker_lock_path() -> Path:
 
 
 def spawn_lock_path() -> Path:
-    """Serialises starting a worker, so two quick clicks never start two."""
+    """Serialises starting a worker (or the page's HTTP server), so two quick clicks never
+    start two."""
     return home() / "spawn.lock"
+
+
+def server_lock_path() -> Path:
+    """The HTTP server the Models page started holds a shared lock on this file while it runs."""
+    return home() / "server.lock"
+
+
+def server_record_path() -> Path:
+    """The PID and port of the HTTP server the Models page started (JSON)."""
+    return home() / "server.json"
 
 
 def sqlite_import_lock_path(sqlite_file: str, token: str) -> Path:

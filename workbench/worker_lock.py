@@ -10,6 +10,7 @@ training package for it.
 from __future__ import annotations
 
 import fcntl
+from pathlib import Path
 from typing import IO
 
 from workbench import settings
@@ -17,7 +18,13 @@ from workbench import settings
 
 def worker_alive() -> bool:
     """Whether a worker runs on this machine (it holds a shared lock on worker.lock)."""
-    with open(settings.worker_lock_path(), "a+") as f:
+    return lock_held(settings.worker_lock_path())
+
+
+def lock_held(path: Path) -> bool:
+    """Whether a live process holds a shared lock on ``path`` (a worker on worker.lock, the
+    app's HTTP server on server.lock)."""
+    with open(path, "a+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

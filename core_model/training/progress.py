@@ -2,7 +2,8 @@
 
 The workbench stores both (run rows, metric rows) and the pages say them in words, so a user
 sees progress against what will actually happen, not against a step count the run never
-reaches.
+reaches. The loss curve comes from the steps themselves ('loss' events, `loss_stride`), not
+from the clock: a run of short epochs draws its whole curve too.
 """
 
 from __future__ import annotations
@@ -25,13 +26,30 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
 
 
+LOSS_POINTS = 128  # 'loss' events per doubling of the step count (every step up to twice this)
+
+
+def loss_stride(step: int) -> int:
+    """Steps per 'loss' event around `step`: 1 up to 2 · LOSS_POINTS steps, then a window
+    that doubles with the step count. A run of N steps draws min(N, 2 · LOSS_POINTS) points
+    or more (156 steps: 156; a million: about 1,800), densest early, where the loss moves
+    fastest. Powers of two, so each window ends on a multiple of the next one's length."""
+    return 1 << max(0, (step // LOSS_POINTS).bit_length() - 1)
+
+
 @dataclass
 class ProgressEvent:
-    """What a run reports while it trains (`kind`: 'start' | 'step' | 'epoch' | 'done').
+    """What a run reports while it trains (`kind`: 'start' | 'step' | 'loss' | 'epoch' |
+    'done').
+
+    'step' comes every `progress_every_s` seconds (progress, speed: no loss); 'loss' is the
+    mean training loss of the steps since the previous one (`loss_stride`); 'epoch' follows
+    validation, with the epoch's mean training loss.
 
     Progress follows what will actually happen: `limit` says which budget binds ('steps',
     'time' or 'tokens'), `fraction` is the share of it used, and `total_steps` is the step the
-    run is expected to end at (projected from the current speed under a time or token budget).
+    run is expected to end at (projected from the current speed under a time or token budget;
+    0 while not known: a minutes or tokens run before its first step).
     `watch` says what may end the run earlier: {"rule": "patience", "bad_epochs": k,
     "patience": p} or {"rule": "memorise", "reproduced": share of training pairs}, empty when
     nothing does.

@@ -160,7 +160,9 @@ class BudgetClock:
 
     def expected_total(self, step: int) -> int:
         """The step the run is expected to end at: the step budget, or, when the clock or the
-        token budget binds, the steps the current speed reaches before it runs out."""
+        token budget binds, the steps the current speed reaches before it runs out; 0 while
+        it is not known (an open-ended run before its first step gives it a speed: its step
+        count, OPEN_ENDED_STEPS, is no end)."""
         total = self.budget.total_steps
         limit = self.binding(step)
         rate, left = self._steps_per_s(step), self.time_left()
@@ -169,6 +171,8 @@ class BudgetClock:
         per_step, tokens_left = self._tokens_per_step(step), self.tokens_left()
         if limit == "tokens" and per_step and tokens_left is not None:
             total = min(total, step + math.ceil(max(0, tokens_left) / per_step))
+        if total >= OPEN_ENDED_STEPS:
+            return 0
         return max(total, step)
 
     def eta(self, step: int) -> float | None:

@@ -27,7 +27,7 @@ from core_model.artifact import ArtifactError, save_model
 from core_model.batching import Batch, collate, encode_pairs, make_batches, shard_batches
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
-from core_model.training import recipe, setup
+from core_model.training import progress, recipe, setup
 from core_model.training.calibration import Calibration, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Layout, Ranks
@@ -81,7 +81,8 @@ def train(
       and the checkpoint removed (unless cfg.keep_checkpoint).
     - `init_from`: a model folder to fine-tune (its model config and tokenizers are reused).
     - `resume_from`: a checkpoint folder (or an out_dir that holds one) to continue from.
-    - `callback(ProgressEvent)` every `progress_every_s` seconds, after each epoch and at the end.
+    - `callback(ProgressEvent)` every `progress_every_s` seconds, after each epoch and at the
+      end, and with the loss curve's points ('loss', `progress.loss_stride`).
     - `should_cancel()` is polled every step; a cancelled run returns `cancelled=True` with the
       current weights and writes no model folder (the last epoch checkpoint stays resumable).
     - `extra_config` is stored in config.json (e.g. a corpus hash).
@@ -131,6 +132,7 @@ class Trainer:
         self.stop_reason: StopReason | None = None  # set when the run ends
         self.throughput = 0.0  # tokens/s of the latest reporting window
         self.current_epoch = 0  # the epoch being trained (state.epoch counts completed ones)
+        self.loss_window = [0.0, 0]  # loss sum and target tokens since the last 'loss' event
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(
@@ -348,7 +350,7 @@ class Trainer:
         """Optimizer steps over one epoch; returns (loss sum, target tokens) or None if no step."""
         ranks = self.ranks
         epoch_loss, epoch_tok = 0.0, 0
-        window_loss, window_tok, window_all = 0.0, 0, 0
+        window_all = 0
         window_start = last_emit = time.monotonic()
         for idx in self._epoch_batches(epoch):
             if self.state.step >= self.budget.total_steps:
@@ -384,23 +386,37 @@ class Trainer:
                 self.selector.snapshot(self.state, self.model)
             epoch_loss += loss_sum  # this rank's share: a sample of the update's loss
             epoch_tok += batch.n_tokens
-            window_loss += loss_sum
-            window_tok += batch.n_tokens
             window_all += int(flags[4])
             self.state.tokens_trained += int(flags[4])
             self.clock.tokens = self.state.tokens_trained
+            self._add_loss(loss_sum, batch.n_tokens)
             now = time.monotonic()
             if now - last_emit >= self.cfg.progress_every_s:
                 self.throughput = window_all / max(1e-9, now - window_start)
-                self._emit("step", window_loss / max(1, window_tok))
+                self._emit("step", None)
                 last_emit = window_start = now
-                window_loss, window_tok, window_all = 0.0, 0, 0
+                window_all = 0
         now = time.monotonic()
         if window_all and now - window_start > 0.5:
             self.throughput = window_all / (now - window_start)
         if not epoch_tok:
             return None
         return epoch_loss, epoch_tok
+
+    def _add_loss(self, loss_sum: float, n_tok: int) -> None:
+        """One step's loss into the loss curve's window, reported when the window is full
+        (`progress.loss_stride`)."""
+        self.loss_window[0] += loss_sum
+        self.loss_window[1] += n_tok
+        if self.state.step % progress.loss_stride(self.state.step) == 0:
+            self._emit_loss()
+
+    def _emit_loss(self) -> None:
+        """A 'loss' event: the mean loss per target token of the window's steps."""
+        loss_sum, n_tok = self.loss_window
+        if n_tok:
+            self._emit("loss", loss_sum / n_tok)
+        self.loss_window = [0.0, 0]
 
     def _train_step(self, batch: Batch, per_tokens: float) -> float:
         """One optimizer step with teacher forcing (the loss divided by `per_tokens`, see
@@ -541,6 +557,7 @@ class Trainer:
             )
             if self.ckpt_dir is not None and not self.cfg.keep_checkpoint:
                 shutil.rmtree(self.ckpt_dir, ignore_errors=True)
+        self._emit_loss()  # the steps since the last full window
         self._emit(
             "done",
             metrics["train_loss"],

@@ -225,6 +225,45 @@ def test_progress_events_validation_and_history() -> None:
     )
 
 
+def test_every_steps_loss_reaches_the_loss_curve() -> None:
+    """Issue 30 item 10: the loss curve comes from the loop's steps, not from the clock. With
+    no time-based event at all (epochs far shorter than `progress_every_s`), a short run
+    reports every step's loss ('loss' events, one per step); the time-based 'step' events
+    carry progress only."""
+    events: list[tr.ProgressEvent] = []
+    train(toy_pairs(), None, quick(epochs=3, progress_every_s=3600.0), callback=events.append)
+    assert "step" not in [e.kind for e in events]
+    losses = [e for e in events if e.kind == "loss"]
+    assert [e.step for e in losses] == list(range(1, 31))
+    assert all(math.isfinite(e.train_loss) for e in losses) and losses[0].lr > 0
+    assert losses[-1].train_loss < losses[0].train_loss
+    events.clear()
+    train(toy_pairs(), None, quick(progress_every_s=0.0), callback=events.append)
+    periodic = [e for e in events if e.kind == "step"]
+    assert periodic and all(e.train_loss is None for e in periodic)
+
+
+def test_a_long_run_reports_the_mean_loss_of_ever_longer_windows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every step up to 2 · LOSS_POINTS, then windows that double with the step count
+    (LOSS_POINTS rows per doubling), the last one cut short by the end of the run."""
+    from core_model.training import progress
+
+    k = progress.LOSS_POINTS
+    strides = [progress.loss_stride(s) for s in (1, 2 * k - 1, 2 * k, 4 * k - 1, 4 * k, 8 * k)]
+    assert strides == [1, 1, 2, 2, 4, 8]
+    for steps, least, most in ((156, 156, 156), (894, 400, 600), (1_000_000, 1_500, 2_000)):
+        rows = sum(1 for s in range(1, steps + 1) if s % progress.loss_stride(s) == 0)
+        assert least <= rows <= most, (steps, rows)
+
+    monkeypatch.setattr(progress, "LOSS_POINTS", 4)  # windows of 2 steps from step 8, 4 from 16
+    events: list[tr.ProgressEvent] = []
+    train(toy_pairs(), None, quick(epochs=3, progress_every_s=3600.0), callback=events.append)
+    windows = [*range(1, 9), *range(10, 17, 2), *range(20, 29, 4), 30]  # 30: the end
+    assert [e.step for e in events if e.kind == "loss"] == windows
+
+
 def test_time_budget_progress_follows_the_clock() -> None:
     """Under a binding time budget, progress is the share of the clock used and the expected
     end is projected from the current speed; the run ends with the time-budget reason."""
@@ -238,6 +277,21 @@ def test_time_budget_progress_follows_the_clock() -> None:
     mid = steps[len(steps) // 2]
     assert abs(mid.fraction - mid.elapsed_s / 1.5) < 0.1
     assert events[-1].stop_reason == "time_budget"
+
+
+def test_an_open_ended_run_has_no_expected_end_before_its_speed_is_known() -> None:
+    """Issue 30 item 12: a minutes run read "step 0 of about 1,000,000,008" until its first
+    progress: the step count of an open-ended budget is no expected end. Before a step has
+    a speed the end is not known (0); after it, the clock projects it."""
+    from core_model.training.schedule import BudgetClock
+
+    budget = plan_budget(10, TrainConfig(), open_ended=True)
+    clock = BudgetClock(budget, time_budget_s=60.0, step=0)
+    assert clock.expected_total(0) == 0
+    clock.t_start -= 2.0  # 20 steps in 2 s: 10 steps/s for the 58 s left
+    assert abs(clock.expected_total(20) - 600) <= 2
+    planned = BudgetClock(plan_budget(10, TrainConfig(epochs=3)), time_budget_s=None, step=0)
+    assert planned.expected_total(0) == planned.budget.total_steps
 
 
 def test_watch_says_what_may_stop_the_run_early() -> None:

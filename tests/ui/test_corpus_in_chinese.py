@@ -36,6 +36,8 @@ def test_the_import_report_is_in_chinese(small_corpus: int) -> None:
     )
     assert rows[3] == ("错误", "源文为空")
     assert rows[4] == ("重复", "与第 1 行重复")
+    kinds = dict(zip(report["line"], report["kind"], strict=True))  # words, not codes
+    assert (kinds[2], kinds[3], kinds[4]) == ("格式不对的记录", "有一边为空", "文件中重复")
     assert corpora.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
 
 

@@ -136,7 +136,17 @@ def test_pager_waits_for_unsaved_edits_until_discarded(small_corpus: int) -> Non
     assert corpora.get_corpus(small_corpus).pair_count == 63
 
 
+def test_empty_cells_and_new_rows_read_empty(small_corpus: int) -> None:
+    """Issue 30 item 12: a new row's cells read "None" (Streamlit's text for a missing value)."""
+    at = open_page("corpus")
+    _edit(at, added_rows=[{}])
+    editor = at.data_editor[0].proto
+    assert editor.HasField("placeholder") and editor.placeholder == ""
+
+
 def test_a_half_filled_new_row_is_named_and_kept(small_corpus: int) -> None:
+    """New rows are counted as the caption counts them: a blank one is none (issue 30 item
+    12: "new row 3" named the second row with something in it)."""
     at = open_page("corpus")
     _edit(
         at,
@@ -147,7 +157,7 @@ def test_a_half_filled_new_row_is_named_and_kept(small_corpus: int) -> None:
     at.button(key="save_edits").click().run()
     assert_clean(at)
     assert (
-        "Nothing was saved: new row 3 has no target (en); new row 4 has no source (zh) and no "
+        "Nothing was saved: new row 2 has no target (en); new row 3 has no source (zh) and no "
         "target (en). Fill in both sides or delete those rows, then save again."
     ) in texts(at.error)
     assert corpora.get_corpus(small_corpus).pair_count == 3
@@ -323,7 +333,7 @@ def test_a_line_without_a_tab_is_a_skipped_row_of_the_preview(small_corpus: int)
     assert (metrics["Will be added"], metrics["Invalid rows skipped"]) == ("2", "1")
     report = next(df.value for df in at.dataframe if "message" in df.value.columns)
     [row] = report.to_dict(orient="records")
-    assert (row["line"], row["severity"], row["kind"]) == (2, "error", "malformed")
+    assert (row["line"], row["severity"], row["kind"]) == (2, "error", "malformed record")
     assert row["message"].startswith("expected 2 to 4 tab-separated columns")
     assert corpora.get_corpus(small_corpus).pair_count == 3, "a preview writes nothing"
     at.button(key="do_import").click().run()

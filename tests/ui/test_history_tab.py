@@ -3,7 +3,7 @@ changes, its filter by user, undo with a confirmation, undo since a moment, and 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
 import pytest
@@ -87,6 +87,19 @@ def test_the_history_tab_lists_filters_and_undoes_with_confirmation(edited_corpu
     assert_clean(at)
     assert corpora.get_corpus(edited_corpus).pair_count == 0
     assert "Undid 1 change" in texts(at.success)
+
+
+def test_undo_since_a_moment_without_changes_offers_nothing(edited_corpus: int) -> None:
+    """Issue 30 item 12: "Undo 0 changes … ?" behind an active button. A moment after the
+    last change: the button is off and the page says there is nothing to undo."""
+    at = _history_page()
+    tomorrow = datetime.now(UTC).date() + timedelta(days=1)
+    at.date_input(key="history_since_day").set_value(tomorrow).run()
+    assert at.button(key="history_undo_since").disabled
+    assert "No change since then: nothing to undo." in texts(at.caption)
+    at.date_input(key="history_since_day").set_value(datetime.now(UTC).date()).run()
+    assert not at.button(key="history_undo_since").disabled
+    assert "No change since then" not in texts(at.caption)
 
 
 def test_a_deleted_corpus_is_restored_from_the_trash(edited_corpus: int) -> None:

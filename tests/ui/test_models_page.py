@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+import socket
+from collections.abc import Iterator
 
+import httpx
+import pytest
+from babel.numbers import format_compact_decimal
+
+from tests.helpers import free_port, wait_for
 from tests.ui.pages import Trained, assert_clean, open_page, texts
 from workbench import settings
 from workbench.corpus import corpora, demo
 from workbench.evaluation import significance
 from workbench.models import registry
-from workbench.serving import api_keys, served
+from workbench.serving import api_keys, served, server_process
 from workbench.training import run_info, runs, worker
 
 
@@ -76,9 +82,8 @@ def test_models_show_each_versions_lineage(populated: Trained) -> None:
     newest = registry.get_version(populated.version_ids[0])
     row = table[table["id"] == newest.id].iloc[0]
     assert row["cumulative tokens"] == newest.train_tokens > 0  # a new model: its own only
-    assert f"**New model** · **trained on** {newest.cumulative_tokens / 1e6:,.2f}M tokens" in (
-        texts(at.markdown)
-    )
+    tokens = format_compact_decimal(newest.cumulative_tokens, locale="en", fraction_digits=2)
+    assert f"**New model** · **trained on** {tokens} tokens" in texts(at.markdown)
 
 
 def test_models_rename_and_notes(populated: Trained) -> None:
@@ -102,30 +107,78 @@ def test_models_and_train_pages_say_who_trained_each_version(populated: Trained)
     assert set(at.dataframe[0].value["trained by"]) == {who}
 
 
-def test_models_serve_a_version_and_show_the_request(populated: Trained) -> None:
+@pytest.fixture
+def serve_port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """A free port for the server the page starts; the server is stopped at the end (by the
+    PID the app recorded: a process this test started)."""
+    port = free_port()
+    monkeypatch.setenv(settings.ENV_SERVE_PORT, str(port))
+    yield port
+    if server_process.server_state().pid is not None:
+        server_process.stop_server()
+
+
+def test_serve_a_version_starts_the_server_that_answers_the_request(
+    populated: Trained, serve_port: int
+) -> None:
+    """Issue 30 item 11: "Serve this version" said the version answers over HTTP and showed
+    a curl command, but no server ran. The click starts the server (127.0.0.1, the app's
+    port), the request shown is answered, and the page says so; "Stop the server" ends it."""
     version_id = populated.version_ids[0]
+    url = f"http://127.0.0.1:{serve_port}"
     at = open_page("models")
     at.selectbox(key="models_version").select(version_id).run()
     assert "not served" in texts(at.markdown)
-    assert "curl -s http://127.0.0.1:5000/translate" in texts(at.code)
+    assert f"nothing answers at {url}" in texts(at.markdown)
+    assert f"curl -s {url}/translate" in texts(at.code)
     at.button(key="serve_version").click().run()
     assert_clean(at)
     try:
         assert served.serving_of(version_id) is not None
-        assert f"Version #{version_id} now answers zh→en requests" in texts(at.success)
+        assert f"Version #{version_id} now answers zh→en requests at {url}." in texts(at.success)
         assert "answers zh→en requests" in texts(at.markdown)
+        assert f"server running**] at {url}" in texts(at.markdown)
+        reply = httpx.post(
+            f"{url}/translate",
+            json={"q": "我想喝一杯茶。", "source": "zh", "target": "en"},
+            timeout=60,
+        )
+        assert reply.status_code == 200 and reply.json()["translatedText"]
         versions = at.dataframe[0].value
         assert versions.set_index("id")["served"].to_dict() == {
             v: "zh→en" if v == version_id else "" for v in populated.version_ids
         }
         table = at.dataframe[-1].value  # the HTTP API tab's served pairs
         assert table["version"].tolist() == [version_id]
+
+        at.button(key="stop_server").click().run()
+        assert_clean(at)
+        assert f"nothing answers at {url}" in texts(at.markdown)
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/health", timeout=5)
+        at.button(key="start_server").click().run()  # a served version, no server: start it
+        wait_for(lambda: server_process.server_state().status == "ok", 60, "the version")
         at.button(key="stop_serving").click().run()
         assert_clean(at)
         assert served.list_served() == []
     finally:
         for pair in served.list_served():
             served.stop_serving(pair.version_id)
+
+
+def test_serve_a_version_on_a_port_in_use_says_so_and_changes_nothing(
+    populated: Trained, serve_port: int
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", serve_port))
+        taken.listen()
+        at = open_page("models")
+        at.selectbox(key="models_version").select(populated.version_ids[0]).run()
+        at.button(key="serve_version").click().run()
+        assert_clean(at)
+        assert f"Port {serve_port} on 127.0.0.1 is in use by another program" in texts(at.error)
+        assert served.list_served() == []
+        assert server_process.server_state().status == "down"
 
 
 def test_models_api_keys_are_shown_once_and_revoked(populated: Trained) -> None:
@@ -140,6 +193,10 @@ def test_models_api_keys_are_shown_once_and_revoked(populated: Trained) -> None:
     [info] = api_keys.list_keys()
     [shown] = [c.value for c in at.code if c.value.startswith(api_keys.KEY_PREFIX)]
     assert api_keys.find_active_key(shown) == info and info.requests_per_minute == 30
+    # no limit of its own (the server's default), not revoked: empty cells, not "None"
+    keys = at.dataframe[-1]
+    assert keys.value["characters/request"].isna().all() and keys.proto.HasField("placeholder")
+    assert keys.proto.placeholder == ""
     assert "shown only this once" in texts(at.success)
     at.run()
     assert shown not in texts(at.code), "the key is shown once"

@@ -4,6 +4,7 @@ controls and explanations from the Chinese catalog, not the English message ids.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from tests.ui.test_signin import AUTH, signed_in
 from ui import i18n, navigation
 from workbench.corpus import corpora, demo
 from workbench.team import access
+from workbench.training import runs
 
 
 @pytest.fixture(autouse=True)
@@ -102,6 +104,32 @@ def test_models_page_in_chinese(populated) -> None:
     assert f"**在“{demo.DEMO_NAME}”上的分数**" in texts(at.markdown)
     assert "只有 4 个测试句对" in texts(at.warning)
     assert "**逐句对照** · 4 个句子中有" in texts(at.markdown)
+
+
+def test_train_history_and_models_leave_no_english_in_chinese(populated) -> None:
+    """Issue 30 item 13: the run history's status and budget, the preset "auto", the versions
+    table's "id", "0.31M 词元" and the loss chart's legend "version" stayed English."""
+    cancelled = runs.enqueue_training(populated.corpus_id, minutes=1)
+    runs.cancel_run(cancelled)
+    try:
+        at = open_in_chinese(navigation.TRAIN)
+        history = at.dataframe[-1].value.set_index("run")
+        assert history.loc[cancelled, ["status", "trained for", "preset"]].tolist() == [
+            "已取消",
+            "1 分钟",
+            "自动",
+        ]
+        assert set(history.loc[populated.run_ids, "status"]) == {"成功"}
+    finally:
+        runs.delete_run(cancelled)
+    at = open_in_chinese(navigation.MODELS)
+    assert json.loads(at.dataframe[0].proto.columns)["id"]["label"] == "编号"
+    lineage = next(m for m in texts(at.markdown).splitlines() if "**新模型**" in m)
+    assert "M" not in lineage and "个词元" in lineage, lineage
+    at.button(key="compare").click().run()
+    [chart] = at.get("vega_lite_chart")  # the loss curves of the versions compared
+    legends = [json.loads(chart.proto.spec)["layer"][0]["encoding"]["color"]["title"]]
+    assert legends == ["版本"]
 
 
 def test_review_page_in_chinese(populated) -> None:

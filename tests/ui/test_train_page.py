@@ -86,6 +86,41 @@ def test_train_starts_a_new_model_when_the_tokenizer_no_longer_fits(
         corpora.delete_corpus(greek.id)
 
 
+def test_the_start_follows_a_version_that_appears_while_the_page_is_open(
+    populated: Trained, no_worker: None
+) -> None:
+    """Issue 30 item 9: the page was open on a corpus without a version ("Start a new
+    model"); once a run of it registers a version (the live panel reruns the page), the start
+    is "Continue from #N", the button says so, and so does the caption under it."""
+    tea = corpora.create_corpus("tea again", "zh", "en")
+    rows = [line.split("\t") for line in demo.DEMO_FILE.read_text(encoding="utf-8").splitlines()]
+    learned = [{"source": r[0], "target": r[1]} for r in rows if r[-1] == "train"]
+    pairs.apply_edits(tea.id, added=learned[:20])  # what the demo versions learned
+    at = open_page("train")
+    at.selectbox(key="train_corpus").select(tea.id).run()
+    key = f"train_start_{tea.id}"
+    assert at.radio(key=key).value == train_page.NEW_MODEL
+    assert at.button(key="train_button").label == "Train"
+    version = registry.import_version(
+        registry.artifact_dir(populated.version_ids[0]), corpus="tea again"
+    )
+    try:
+        at.run()  # what the live panel does when the run ends
+        assert_clean(at)
+        assert at.radio(key=key).value == version
+        assert at.button(key="train_button").label == f"Continue from #{version}"
+        assert f"Version #{version} was trained on this corpus" in texts(at.caption)
+        # a start the user picked stays picked
+        at.radio(key=key).set_value(train_page.NEW_MODEL).run()
+        at.run()
+        assert at.radio(key=key).value == train_page.NEW_MODEL
+        assert at.button(key="train_button").label == "Train"
+        assert "the run builds on what it learned" not in texts(at.caption)
+    finally:
+        registry.delete_version(version)
+        corpora.delete_corpus(tea.id)
+
+
 def test_train_with_options(populated: Trained, no_worker: None) -> None:
     at = open_page("train")
     assert not [n for n in at.number_input if n.key in ("train_epochs", "train_minutes")]
@@ -226,9 +261,10 @@ def _fake_running_run(corpus_id: int, **enqueue: Any) -> int:
             "limit": "steps",
             "watch": {"rule": "memorise", "reproduced": 0.75, "pairs": 41},
         }
-        for kind, step, loss, valid in (
-            ("step", 10, 5.0, None),
-            ("step", 30, 4.0, None),
+        for kind, step, loss, valid in (  # as a worker writes them (issue 30 item 10)
+            ("loss", 10, 5.0, None),
+            ("step", 20, None, None),  # the clock's progress row: no loss
+            ("loss", 30, 4.0, None),
             ("epoch", 50, 3.2, 4.5),
         ):
             s.add(
@@ -260,7 +296,7 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
         metrics = {m.label: m.value for m in at.metric}
         assert metrics["ETA"] == "≤ 1 min 15 s"
         assert metrics["Tokens / s"] == "1,500"
-        assert metrics["Training loss"] == "4.000"  # the latest window, not the epoch's mean
+        assert metrics["Training loss"] == "4.000"  # the latest point, not the epoch's mean
         assert metrics["Validation loss"] == "4.500"
 
         with session_scope() as s:  # its clock binds: 90 s are 30 % of its 5-minute ceiling
@@ -274,6 +310,26 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
         assert {m.label: m.value for m in at.metric}["ETA"] == "1 min 15 s"
         at.button(key=f"cancel_{run_id}").click().run()
         assert run_info.get_run(run_id).cancel_requested
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_live_tiles_of_a_run_of_short_epochs(populated: Trained, no_worker: None) -> None:
+    """Epochs shorter than the progress interval leave no 'step' row: the tiles show the latest
+    loss and the speed its epoch ends measured (issue 30 item 10), not "—"."""
+    from sqlalchemy import delete
+
+    from db.models import RunMetric, TrainingRun
+    from workbench.storage import session_scope
+
+    run_id = _fake_running_run(populated.corpus_id)
+    try:
+        with session_scope() as s:
+            s.execute(delete(RunMetric).where(RunMetric.run_id == run_id, RunMetric.kind == "step"))
+        at = open_page("train")
+        metrics = {m.label: m.value for m in at.metric}
+        assert (metrics["Tokens / s"], metrics["Training loss"]) == ("1,500", "4.000")
     finally:
         with session_scope() as s:
             s.get(TrainingRun, run_id).status = "cancelled"
@@ -352,20 +408,23 @@ def test_resume_and_delete_a_run_from_the_page(populated: Trained, no_worker: No
 
 def test_curves_take_epoch_ends_from_the_row_kind() -> None:
     """Validation points are the epoch rows, even when validation repeats its loss; an epoch
-    row's whole-epoch training mean and the final 'done' row stay off the training curve."""
+    row's whole-epoch training mean and the final 'done' row stay off the training curve,
+    which is the loop's 'loss' rows (a run recorded before them: its periodic 'step' rows)."""
     from ui import charts
 
     metrics = pd.DataFrame(
         {
-            "kind": ["start", "step", "step", "epoch", "step", "epoch", "done"],
-            "step": [0, 10, 20, 20, 30, 40, 40],
-            "train_loss": [None, 5.0, 4.0, 4.6, 3.0, 3.3, 3.3],
-            "valid_loss": [None, None, None, 4.0, 4.0, 4.0, 3.8],
+            "kind": ["start", "loss", "step", "loss", "epoch", "loss", "epoch", "done"],
+            "step": [0, 10, 15, 20, 20, 30, 40, 40],
+            "train_loss": [None, 5.0, None, 4.0, 4.6, 3.0, 3.3, 3.3],
+            "valid_loss": [None, None, None, None, 4.0, 4.0, 4.0, 3.8],
         }
     )
     long = charts._long_losses(metrics, None)
     training, validation = (long[long["curve"] == c] for c in ("training", "validation"))
     assert training["step"].tolist() == [10, 20, 30]
+    older = metrics.replace({"kind": {"loss": "step"}})
+    assert charts.training_losses(older)["step"].tolist() == [10, 20, 30]
     assert validation[["step", "loss"]].values.tolist() == [[20, 4.0], [40, 4.0]]
 
 

@@ -86,7 +86,7 @@ def _filled(row: Mapping[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Draft:
     """A grid's pending edits: changed cells by row id, rows added (in the order they were
-    added, empty ones included so "new row 3" stays the third), and row ids deleted."""
+    added, blank ones included: the grid shows them where they were), and row ids deleted."""
 
     edited: dict[Any, dict[str, Any]] = field(default_factory=dict)
     added: tuple[dict[str, Any], ...] = ()
@@ -161,13 +161,14 @@ class Draft:
     def incomplete(self, table: str, corpus: Any) -> list[Message]:
         """The one rule for half-filled rows, in the grid's own words ("new row 2 has no
         target (en)"): a row needs every required column, and one only begun is named, not
-        dropped. ``corpus`` is anything with ``src_lang`` and ``tgt_lang``."""
+        dropped. New rows are counted as ``count`` counts them: a blank one is no row.
+        ``corpus`` is anything with ``src_lang`` and ``tgt_lang``."""
         out = []
         source, target = _REQUIRED[table]
-        for n, row in enumerate(self.added, start=1):
-            filled = _filled(row)
+        begun = [filled for filled in map(_filled, self.added) if filled]
+        for n, filled in enumerate(begun, start=1):
             missing = (source not in filled, target not in filled)
-            if filled and any(missing):
+            if any(missing):
                 msgid = _INCOMPLETE[(table, *missing)]
                 out.append(Message(msgid, n=n, src=corpus.src_lang, tgt=corpus.tgt_lang))
         return out

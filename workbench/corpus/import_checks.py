@@ -115,6 +115,19 @@ class ParsedImport:
 
 
 _ERROR_KINDS = {"malformed", "empty", "too_long", "bad_split"}
+# Each kind of issue in words (a page's report; the CLI's JSON keeps the codes): the checks'
+# own, then the clean-up rules' (``cleaning.REASONS``).
+KIND_LABELS = {
+    "malformed": N_("malformed record"),
+    "empty": N_("empty side"),
+    "too_long": N_("too long"),
+    "bad_split": N_("invalid split"),
+    "duplicate_in_file": N_("repeated in the file"),
+    "duplicate_in_corpus": N_("already in the corpus"),
+    "identical": N_("same text on both sides"),
+    "control_chars": N_("invisible characters removed"),
+    **REASONS,  # "ratio" among them: the length ratio, whether it drops the row or warns
+}
 
 
 @dataclass(frozen=True)

@@ -180,9 +180,7 @@ def compare(
         )
     baseline = f"#{version_ids[0]}"
     verdicts = [
-        significance.verdict(
-            f"#{version_id}", baseline, estimate["bleu"], paired.estimates[0]["bleu"], "bleu"
-        )
+        significance.verdict(f"#{version_id}", baseline, estimate, paired.estimates[0])
         for version_id, estimate in zip(version_ids[1:], paired.estimates[1:], strict=True)
         if not paired.withheld
     ]

@@ -23,7 +23,7 @@ Pure: text in, numbers and sentences out; ``workbench.evaluation.evaluation`` de
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # sacreBLEU and numpy load with the first test: the CLI's --h
 RESAMPLES = 1_000
 SIGNIFICANCE_LEVEL = 0.05  # below this p-value a difference is called significant
 METRICS = ("bleu", "chrf")
-METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF"}
 # Fewer test pairs than this: scores and intervals only, no p-value and no verdict.
 MIN_VERDICT_PAIRS = 50
 # what the 95 % interval is, for help texts (a message id: a page translates it)
@@ -142,32 +141,51 @@ def _percentile_interval(
 SAME = N_("no significant difference between {name} and {baseline} ({delta} {metric}, p = {p})")
 BETTER = N_("{name} is better than {baseline}: {delta} {metric}, p = {p}")
 WORSE = N_("{name} is worse than {baseline}: {delta} {metric}, p = {p}")
+# What a verdict adds: its BLEU difference is too small to matter, chrF says the opposite.
+NEGLIGIBLE = N_(
+    "{verdict}, but a difference below {threshold} BLEU point is negligible in practice"
+)
+DISAGREE = N_("{verdict}; chrF points the other way: {delta} chrF, p = {p}")
+# A significant BLEU difference below this many points is called negligible: people rarely
+# notice one (Mathur et al., 2020, "Tangled up in BLEU": BLEU differences of 1–2 points are
+# often not confirmed by human judgement), and a large test set makes 0.1 BLEU significant.
+NEGLIGIBLE_BLEU = 1.0
+_SHOWN_DELTA = 0.05  # a difference that rounds to ±0.0 points has no direction
 
 
 def verdict(
-    name: str, baseline: str, estimate: Estimate, baseline_estimate: Estimate, metric: str
+    name: str,
+    baseline: str,
+    estimates: Mapping[str, Estimate],
+    baseline_estimates: Mapping[str, Estimate],
 ) -> Message:
-    """The comparison in words: "#3 is better than #1: +2.1 BLEU, p = 0.01" or
-    "no significant difference between #3 and #1 (+0.4 BLEU, p = 0.41)" (a page shows it
-    through ``ui.i18n.localized``)."""
-    delta = estimate.score - baseline_estimate.score
-    p = estimate.p_value
-    if p is None or p >= SIGNIFICANCE_LEVEL or abs(delta) < 0.05:
+    """The comparison in words (a page shows it through ``ui.i18n.localized``): BLEU's
+    verdict, "#3 is better than #1: +2.1 BLEU, p = 0.01" or "no significant difference
+    between #3 and #1 (+0.4 BLEU, p = 0.41)", then what qualifies it: a significant
+    difference below NEGLIGIBLE_BLEU is negligible in practice; chrF pointing the other way
+    is named with its own difference and p-value."""
+    bleu = estimates["bleu"].score - baseline_estimates["bleu"].score
+    p = estimates["bleu"].p_value
+    if p is None or p >= SIGNIFICANCE_LEVEL or abs(bleu) < _SHOWN_DELTA:
         msgid = SAME
     else:
-        msgid = BETTER if delta > 0 else WORSE
-    return Message(
-        msgid,
-        name=name,
-        baseline=baseline,
-        delta=f"{delta:+.1f}",
-        metric=METRIC_LABELS[metric],
-        p=_p_text(p),
+        msgid = BETTER if bleu > 0 else WORSE
+    said = Message(
+        msgid, name=name, baseline=baseline, delta=f"{bleu:+.1f}", metric="BLEU", p=_p_text(p)
     )
+    if msgid != SAME and abs(bleu) < NEGLIGIBLE_BLEU:
+        said = Message(NEGLIGIBLE, verdict=said, threshold=f"{NEGLIGIBLE_BLEU:g}")
+    chrf = estimates["chrf"].score - baseline_estimates["chrf"].score
+    if min(abs(bleu), abs(chrf)) >= _SHOWN_DELTA and (bleu > 0) != (chrf > 0):
+        said = Message(
+            DISAGREE, verdict=said, delta=f"{chrf:+.1f}", p=_p_text(estimates["chrf"].p_value)
+        )
+    return said
 
 
 def tone(said: str) -> str:
-    """'better', 'worse' or 'same': which way a ``verdict`` goes."""
+    """'better', 'worse' or 'same': which way a ``verdict`` goes ('same' too when it is
+    negligible or chrF disagrees: no clear win)."""
     msgid = getattr(said, "msgid", None)
     return "better" if msgid == BETTER else "worse" if msgid == WORSE else "same"
 

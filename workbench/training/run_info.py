@@ -189,7 +189,9 @@ def version_stopped_because(version: Any) -> str | None:
 
 
 # what the patience rule watches, as a sentence names it (BLEU is a name: not translated)
-WATCHED = {"bleu": "BLEU", "loss": Message(N_("loss"))}
+# What early stopping watches, as a whole phrase: Chinese puts a space before "BLEU" but
+# none in 验证损失, which one sentence around "validation {metric}" cannot do.
+WATCHED = {"bleu": N_("validation BLEU"), "loss": N_("validation loss")}
 
 
 def describe_watch(watch: dict[str, Any]) -> Message | None:
@@ -209,10 +211,10 @@ def describe_watch(watch: dict[str, Any]) -> Message | None:
     if watch.get("rule") == "patience":
         return Message(
             N_(
-                "Stops early if validation {metric} does not improve for {patience} epochs: "
-                "{bad} without improvement so far."
+                "Stops early if {metric} does not improve for {patience} epochs: {bad} "
+                "without improvement so far."
             ),
-            metric=WATCHED.get(watch.get("metric"), Message(N_("score"))),
+            metric=Message(WATCHED.get(watch.get("metric"), N_("validation score"))),
             patience=watch.get("patience"),
             bad=watch.get("bad_epochs", 0),
         )
@@ -335,7 +337,8 @@ def _metric_rows(s: Session, *where: Any) -> pd.DataFrame:
 
 def run_metrics(run_ids: list[int] | int) -> pd.DataFrame:
     """Metric rows of one or more runs, ordered by step (for loss/lr curves). `kind` is
-    'start' | 'step' | 'epoch' (after validation) | 'done'."""
+    'start' | 'step' (progress by the clock) | 'loss' (the loss curve's points) | 'epoch'
+    (after validation) | 'done' (core_model's ProgressEvent)."""
     ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
     with session_scope() as s:
         return _metric_rows(s, RunMetric.run_id.in_(ids))

@@ -81,9 +81,10 @@ class RunSync(threading.Thread):
     """The link between a training run and its row, in a thread of its own.
 
     Training only hands it progress events (`report`, no database access). Every couple of
-    seconds, and soon after an event, it writes in one transaction the heartbeat, the latest
-    progress (step, expected final step, ETA, `progress_detail`, the stop reason at the end)
-    and the buffered metric rows, then reads the cancel flag. A write the database refuses
+    seconds, and soon after an event other than a loss-curve point, it writes in one
+    transaction the heartbeat, the latest progress (step, expected final step, ETA,
+    `progress_detail`, the stop reason at the end) and the buffered metric rows, then reads
+    the cancel flag. A write the database refuses
     (locked by a long import, say) leaves everything buffered for the next try, so neither a
     long validation nor a busy database stalls training, looks like a dead worker or fails
     the run. Writes apply only while this worker owns the run: a worker that was paused past
@@ -135,7 +136,8 @@ class RunSync(threading.Thread):
         with self._buffer_lock:
             self._rows.append(row)
             self._latest.update(latest)
-        self._wake.set()
+        if event.kind != "loss":  # loss rows (as often as every step) wait for the next beat
+            self._wake.set()
 
     def run(self) -> None:
         pause = HEARTBEAT_INTERVAL_S

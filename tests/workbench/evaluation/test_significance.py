@@ -118,19 +118,56 @@ def test_too_few_pairs_give_no_p_value_and_say_why() -> None:
     assert enough.withheld is None and enough.estimates[1]["bleu"].p_value is not None
 
 
+def _scores(bleu: float, chrf: float, p_bleu: float | None, p_chrf: float | None = None):
+    """A version's two estimates (the intervals play no part in a verdict)."""
+    return {
+        "bleu": significance.Estimate(bleu, bleu, bleu - 2, bleu + 2, p_bleu),
+        "chrf": significance.Estimate(chrf, chrf, chrf - 2, chrf + 2, p_chrf),
+    }
+
+
 def test_verdicts_in_words() -> None:
-    base = significance.Estimate(30.0, 30.0, 28.0, 32.0, None)
-    better = significance.Estimate(32.1, 32.0, 30.0, 34.0, 0.01)
-    worse = significance.Estimate(27.0, 27.0, 25.0, 29.0, 0.002)
-    same = significance.Estimate(30.4, 30.3, 28.3, 32.3, 0.41)
-    assert significance.verdict("#3", "#1", better, base, "bleu") == (
+    base = _scores(30.0, 50.0, None)
+    better, worse = _scores(32.1, 52.0, 0.01, 0.02), _scores(27.0, 48.0, 0.002, 0.01)
+    same = _scores(30.4, 50.3, 0.41, 0.5)
+    assert significance.verdict("#3", "#1", better, base) == (
         "#3 is better than #1: +2.1 BLEU, p = 0.01"
     )
-    assert significance.verdict("#3", "#1", worse, base, "bleu") == (
+    assert significance.verdict("#3", "#1", worse, base) == (
         "#3 is worse than #1: -3.0 BLEU, p = 0.002"
     )
-    assert significance.verdict("#3", "#1", same, base, "bleu") == (
+    assert significance.verdict("#3", "#1", same, base) == (
         "no significant difference between #3 and #1 (+0.4 BLEU, p = 0.41)"
+    )
+    assert [
+        significance.tone(significance.verdict("#3", "#1", v, base)) for v in (better, worse, same)
+    ] == ["better", "worse", "same"]
+
+
+def test_a_verdict_says_when_a_difference_is_negligible_or_the_metrics_disagree() -> None:
+    """Issue 30 item 15: "#1 is better than #2: +0.1 BLEU, p = 0.002" while chrF pointed the
+    other way. A significant BLEU difference under NEGLIGIBLE_BLEU is said to be negligible,
+    a chrF difference the other way is named, and neither is shown as a clear win."""
+    base = _scores(30.0, 50.0, None)
+    said = significance.verdict("#1", "#2", _scores(30.1, 49.2, 0.002, 0.04), base)
+    assert said == (
+        "#1 is better than #2: +0.1 BLEU, p = 0.002, but a difference below 1 BLEU point is "
+        "negligible in practice; chrF points the other way: -0.8 chrF, p = 0.04"
+    )
+    assert significance.tone(said) == "same"
+    said = significance.verdict("#1", "#2", _scores(33.0, 49.0, 0.01, 0.3), base)
+    assert said == (
+        "#1 is better than #2: +3.0 BLEU, p = 0.01; chrF points the other way: -1.0 chrF, p = 0.3"
+    )
+    assert significance.tone(said) == "same"
+    said = significance.verdict("#1", "#2", _scores(29.5, 50.9, 0.2, 0.01), base)
+    assert said == (
+        "no significant difference between #1 and #2 (-0.5 BLEU, p = 0.2); chrF points the "
+        "other way: +0.9 chrF, p = 0.01"
+    )
+    assert significance.verdict("#1", "#2", _scores(30.6, 50.0, 0.04, 0.9), base) == (
+        "#1 is better than #2: +0.6 BLEU, p = 0.04, but a difference below 1 BLEU point is "
+        "negligible in practice"
     )
     with pytest.raises(ValueError):
         significance.paired_bootstrap([["a"]], ["a"], "13a")

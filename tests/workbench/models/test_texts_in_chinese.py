@@ -58,16 +58,23 @@ def test_score_basis_and_notes(chinese: None) -> None:
 
 
 def test_verdicts_and_withheld_p_values(chinese: None) -> None:
-    base = significance.Estimate(20.0, 20.0, 18.0, 22.0, None)
-    better = significance.Estimate(22.1, 22.0, 20.0, 24.0, 0.01)
-    same = significance.Estimate(20.4, 20.4, 18.4, 22.4, 0.41)
-    said = significance.verdict("#3", "#1", better, base, "bleu")
+    def scores(bleu: float, chrf: float, p: float | None) -> dict:
+        return {
+            "bleu": significance.Estimate(bleu, bleu, bleu - 2, bleu + 2, p),
+            "chrf": significance.Estimate(chrf, chrf, chrf - 2, chrf + 2, p),
+        }
+
+    base = scores(20.0, 40.0, None)
+    said = significance.verdict("#3", "#1", scores(22.1, 42.0, 0.01), base)
     assert said == "#3 is better than #1: +2.1 BLEU, p = 0.01"
     assert shown(said) == "#3 优于 #1：+2.1 BLEU，p = 0.01"
     assert significance.tone(said) == "better"
-    assert shown(significance.verdict("#3", "#1", same, base, "bleu")) == (
+    assert shown(significance.verdict("#3", "#1", scores(20.4, 40.2, 0.41), base)) == (
         "#3 与 #1 之间没有显著差异（+0.4 BLEU，p = 0.41）"
     )
+    caveats = shown(significance.verdict("#3", "#1", scores(20.1, 39.0, 0.002), base))
+    assert caveats.startswith("#3 优于 #1：+0.1 BLEU，p = 0.002") and "chrF" in caveats
+    assert "negligible" not in caveats and "points the other way" not in caveats
     withheld = significance.too_few_pairs(4)
     assert withheld is not None and withheld.startswith("only 4 test pairs: below 50")
     assert shown(withheld).startswith("只有 4 个测试句对：少于 50 个时")
@@ -107,7 +114,7 @@ def test_stop_reasons_budgets_and_rules(chinese: None) -> None:
         "Stops early if validation loss does not improve for 4 epochs: 1 without improvement "
         "so far."
     )
-    assert shown(rule) == "如果验证损失连续 4 轮没有改善就提前停止：目前已有 1 轮没有改善。"
+    assert shown(rule) == "验证损失：如果连续 4 轮没有改善就提前停止，目前已有 1 轮没有改善。"
     memorise = run_info.describe_watch({"rule": "memorise", "reproduced": 0.4, "pairs": 1200})
     assert shown(memorise) == "一旦能复现每个训练句对就提前停止：目前已复现 1,200 个中的 40%。"
 
@@ -170,3 +177,17 @@ def test_refusals_of_stored_things(wb_home: Path, chinese: None) -> None:
     high = f"{api_keys.MAX_REQUESTS_PER_MINUTE:,}"
     assert str(exc.value) == f"requests per minute must be a whole number from 1 to {high}, got 0"
     assert refusal(exc) == f"每分钟请求数必须是 1 到 {high} 之间的整数，收到的是 0"
+
+
+def test_the_early_stopping_rule_spaces_latin_words_as_chinese_does(chinese: None) -> None:
+    """Issue 30 item 13: "验证BLEU" had no space between the Chinese and the Latin word."""
+    watch = {"rule": "patience", "metric": "bleu", "patience": 3, "bad_epochs": 1}
+    said = run_info.describe_watch(watch)
+    assert said == (
+        "Stops early if validation BLEU does not improve for 3 epochs: 1 without improvement "
+        "so far."
+    )
+    assert shown(said).startswith("验证 BLEU：如果连续 3 轮没有改善就提前停止")
+    loss = run_info.describe_watch({**watch, "metric": "loss"})
+    assert loss.startswith("Stops early if validation loss does not improve")
+    assert shown(loss).startswith("验证损失：如果连续 3 轮没有改善就提前停止")

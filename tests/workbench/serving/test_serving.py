@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 import torch
 from sqlalchemy import text
 
 from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
+from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import registry, translation
-from workbench.serving import api_keys, served
+from workbench.serving import api_keys, served, server_process
 from workbench.serving.batching import BatchDone, Batcher, Busy, Engine, default_engine
 from workbench.serving.limits import RateLimiter
 from workbench.serving.metrics import Metrics, percentile
@@ -307,3 +309,14 @@ def test_cli_serves_versions_and_manages_keys(clean: tuple[int, int]) -> None:
     bad = cli("serve", "--port", "70000")
     assert bad.returncode == 2 and "65535" in bad.stderr
     assert cli("serve", "--threads", "0").returncode == 2
+
+
+@pytest.mark.parametrize("value", ["http", "0", "70000"])
+def test_a_bad_serve_port_setting_is_one_clear_error(
+    value: str, wb_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(settings.ENV_SERVE_PORT, value)
+    with pytest.raises(WorkbenchError, match="must be a port number from 1 to 65535"):
+        server_process.server_state()
+    monkeypatch.setenv(settings.ENV_SERVE_PORT, "5123")
+    assert server_process.server_url() == "http://127.0.0.1:5123"

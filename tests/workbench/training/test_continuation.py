@@ -21,12 +21,12 @@ from workbench.corpus import corpora, pairs
 from workbench.models import registry
 from workbench.training import continuation, run_info, worker_process
 
-QUICK = {"preset": "tiny", "progress_every_s": 0.0}  # a progress row for every step
+QUICK = {"preset": "tiny"}
 
 
 def _first_step_loss(run_id: int) -> float:
     rows = run_info.run_metrics(run_id)
-    return float(rows[(rows["kind"] == "step") & (rows["step"] == 1)]["train_loss"].iloc[0])
+    return float(rows[(rows["kind"] == "loss") & (rows["step"] == 1)]["train_loss"].iloc[0])
 
 
 @pytest.fixture(scope="module")

@@ -104,9 +104,16 @@ def test_a_killed_rank_fails_the_run_in_words_and_a_killed_worker_takes_its_rank
 
     # 2. Resumed from its checkpoint, then the worker is killed: its rank dies with it.
     resumed_at = runs.resume_run(run_id)
+    failed_at = run_info.get_run(run_id).progress_step  # where the failed attempt ended
+
+    def resumed_progress() -> bool:
+        step = run_info.get_run(run_id).progress_step
+        return step != failed_at and step > resumed_at
+
     worker = start_worker("--once", log=tmp_path / "worker2.log")
     try:
-        wait_for(lambda: run_info.get_run(run_id).progress_step > resumed_at, 180, "progress")
+        wait_for(lambda: len(rank_children(worker.pid)) == 1, 120, "the resumed run's rank")
+        wait_for(resumed_progress, 180, "progress of the resumed run")
         [rank] = rank_children(worker.pid)
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
@@ -122,7 +129,6 @@ def test_a_killed_rank_fails_the_run_in_words_and_a_killed_worker_takes_its_rank
     try:
         wait_for(lambda: len(rank_children(worker.pid)) == 1, 120, "the resumed run's rank")
         [rank] = rank_children(worker.pid)
-        wait_for(lambda: run_info.get_run(run_id).progress_step > resumed_at, 120, "progress")
         assert runs.cancel_run(run_id) == "running"
         asked = time.monotonic()
         wait_for(lambda: run_info.get_run(run_id).status == "cancelled", 30, "the cancel")

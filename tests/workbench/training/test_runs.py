@@ -100,8 +100,12 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
     metrics = run_info.run_metrics(learned)
     kinds = metrics["kind"].tolist()
     assert kinds[0] == "start" and kinds[-1] == "done" and "epoch" in kinds
-    assert set(kinds) <= {"start", "step", "epoch", "done"}
+    assert set(kinds) <= {"start", "step", "loss", "epoch", "done"}
     assert metrics["step"].iloc[-1] == run.progress_step
+    # the loss curve: every step's loss (a short run), whatever the clock (issue 30 item 10)
+    losses = metrics[metrics["kind"].eq("loss")]
+    assert losses["step"].tolist() == list(range(1, run.progress_step + 1))
+    assert losses["train_loss"].notna().all()
     row = run_info.runs_table().iloc[0]
     assert (row["steps"], row["stopped because"]) == (run.progress_step, run.stopped_because)
 

@@ -1,0 +1,138 @@
+"""Every page in a real browser 1400 px wide with the sidebar open, in English and 简体中文
+(issue 30 items 12 and 14): no page asks for anything outside 127.0.0.1 (the page icon came
+from Google's font server: 48 console errors offline), no button label is cut ("Ren…"), and
+the tables whose columns the page talks about show them: the pairs' split, the Translate
+table's warning column, the History tab's state, the Models table's BLEU and chrF.
+
+A table's columns are drawn on a canvas; its scroller says whether they fit, and its
+accessibility table lists the columns drawn (those in view, first). The app and the browser
+are those of ``test_browser``; a version is trained beforehand with the command line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e import test_browser
+from tests.e2e.test_browser import EXPECT_TIMEOUT_MS, ROOT, App, _settle, assert_clean_log, launch
+
+pytestmark = test_browser.pytestmark
+app = test_browser.app  # the fixture: `make run`'s app on a fresh WORKBENCH_HOME
+
+WIDE = {"width": 1400, "height": 1000}
+PAGES = ("corpus", "train", "translate", "inspect", "models", "review")
+# Buttons whose label is cut carry the full label as a title (Streamlit's ellipsis).
+_CUT_BUTTONS = """() => [...document.querySelectorAll('[data-testid="stMain"] button')]
+    .filter(b => b.getBoundingClientRect().width > 0 && b.querySelector('[title]'))
+    .map(b => b.querySelector('[title]').title)"""
+# Per table: whether its columns fit its width, and the headers of the columns drawn.
+_TABLES = """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].map(f => {
+    const s = f.querySelector('.dvn-scroller');
+    return {fits: s !== null && s.scrollWidth <= s.clientWidth + 1,
+            drawn: [...f.querySelectorAll('th')].map(t => t.innerText.trim())};
+})"""
+
+
+def _cli(home: Path, *args: str) -> None:
+    env = {**os.environ, "WORKBENCH_HOME": str(home)}
+    env.pop("WORKBENCH_DB_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _open(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector('[data-testid="stMainBlockContainer"] h1')
+    _settle(page)
+
+
+def _table(page, *headers: str) -> dict:
+    """The table that draws these headers (the first columns of its kind), once drawn."""
+    tables: list[dict] = []
+    for _ in range(60):  # a table draws its canvas a moment after the script run
+        tables = page.evaluate(_TABLES)
+        found = [t for t in tables if set(headers) <= set(t["drawn"])]
+        if found:
+            return found[0]
+        page.wait_for_timeout(500)
+    raise AssertionError(f"no table draws {headers}: {tables}")
+
+
+def test_pages_fit_1400_px_and_call_nothing_outside(app: App) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    outside: list[str] = []
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            page = browser.new_page(viewport=WIDE)
+            page.set_default_timeout(60_000)
+            page.on(
+                "request",
+                lambda r: (
+                    None if r.url.startswith((app.url, "data:", "blob:")) else outside.append(r.url)
+                ),
+            )
+            _open(page, f"{app.url}/corpus")  # the demo corpus, then a version and a key
+            _cli(app.home, "train", "--corpus", "Everyday phrases (demo)", "--max-steps", "40",
+                 "--wait")  # fmt: skip
+            _cli(app.home, "api-key-create", "--name", "plugin")
+            for lang, words in (("en", _ENGLISH), ("zh_Hans", _CHINESE)):
+                for name in PAGES:
+                    _open(page, f"{app.url}/{name}?lang={lang}")
+                    assert page.evaluate(_CUT_BUTTONS) == [], (lang, name)
+                split = _table_on(page, f"{app.url}/corpus?lang={lang}", words["pairs"])
+                assert split["fits"], split
+                page.get_by_role("tab", name=re.compile(words["history_tab"])).click()
+                _settle(page)
+                assert _table(page, *words["history"])["fits"]
+
+                _open(page, f"{app.url}/translate?lang={lang}")
+                source = page.locator(".st-key-translate_input textarea")
+                source.fill("我想喝一杯茶。\nΩψξ 水")  # the second: pieces it never saw
+                source.press("Control+Enter")
+                page.locator(".st-key-translate button").click()
+                _settle(page)
+                assert _table(page, *words["translations"])["fits"]
+
+                _open(page, f"{app.url}/models?lang={lang}")
+                _table(page, *words["versions"])  # the scores the caption is about: in view
+                page.get_by_role("tab", name=re.compile(words["http_tab"])).click()
+                _settle(page)
+                assert page.evaluate(_CUT_BUTTONS) == [], (lang, "models: HTTP API")
+            assert page.locator('[data-testid="stException"]').count() == 0
+        finally:
+            browser.close()
+    assert outside == []
+    assert_clean_log(app)
+
+
+def _table_on(page, url: str, headers: tuple[str, ...]) -> dict:
+    _open(page, url)
+    return _table(page, *headers)
+
+
+_ENGLISH = {
+    "pairs": ("id", "source (zh)", "target (en)", "split", "note"),
+    "history_tab": "History",
+    "history": ("change", "who", "action", "state", "summary"),
+    "translations": ("source", "translation", "unknown", "warning"),
+    "versions": ("name", "valid BLEU", "valid chrF", "scored on"),
+    "http_tab": "HTTP API",
+}
+_CHINESE = {
+    "pairs": ("编号", "源文（zh）", "译文（en）", "划分", "备注"),
+    "history_tab": "历史",
+    "history": ("修改", "谁", "操作", "状态", "摘要"),
+    "translations": ("源文", "译文", "未知", "警告"),
+    "versions": ("名称", "验证 BLEU", "验证 chrF", "评分依据"),
+    "http_tab": "HTTP 接口",
+}

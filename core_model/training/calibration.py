@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from core_model.batching import Example, collate, make_batches
-from core_model.special_tokens import SPECIAL_PIECES
+from core_model.special_tokens import RESERVED, SpecialIds
 from core_model.training.precision import cpu_threads, resolve_precision
 from core_model.training.step import clip_and_check, forward_backward
 from core_model.transformer import ModelConfig, Transformer
@@ -44,13 +44,14 @@ class Calibration:
 
 
 def synthetic_examples(
-    vocab_size: int, sentence_tokens: int, n: int, seed: int = 0
+    vocab_size: int, sentence_tokens: int, n: int, seed: int = 0, specials: SpecialIds = RESERVED
 ) -> list[Example]:
-    """`n` random sentence pairs of `sentence_tokens` tokens a side: the cost of a step depends
-    on its shapes, not on the words, and one shape is timed at its steady speed (each new shape
-    costs a first, slower step on a CPU)."""
+    """`n` random sentence pairs of `sentence_tokens` tokens a side, none of them reserved:
+    the cost of a step depends on its shapes, not on the words, and one shape is timed at its
+    steady speed (each new shape costs a first, slower step on a CPU)."""
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(len(SPECIAL_PIECES), vocab_size, (n, 2, sentence_tokens), generator=g)
+    ids = torch.randint(len(RESERVED), vocab_size, (n, 2, sentence_tokens), generator=g)
+    ids[torch.isin(ids, torch.tensor(specials))] = len(RESERVED)  # a reserved id elsewhere
     return [Example(tuple(src.tolist()), tuple(tgt.tolist())) for src, tgt in ids]
 
 
@@ -72,9 +73,11 @@ def measure(
     threads = cpu_threads(num_threads, n_params, torch.get_num_threads())
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     vocab = min(mcfg.src_vocab_size, mcfg.tgt_vocab_size)
-    examples = synthetic_examples(vocab, sentence_tokens, batch_tokens // sentence_tokens + 1)
+    examples = synthetic_examples(
+        vocab, sentence_tokens, batch_tokens // sentence_tokens + 1, specials=mcfg.specials
+    )
     first = make_batches(examples, batch_tokens, shuffle=False)[0]
-    batch = collate(examples, first).to(device)  # a full batch of the run's size
+    batch = collate(examples, first, mcfg.specials).to(device)  # a batch of the run's size
     before = torch.get_num_threads()
     if device.type == "cpu":
         torch.set_num_threads(threads)

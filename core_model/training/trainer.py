@@ -121,6 +121,7 @@ class Trainer:
         self.stop_reason: StopReason | None = None  # set when the run ends
         self.throughput = 0.0  # tokens/s of the latest reporting window
         self.current_epoch = 0  # the epoch being trained (state.epoch counts completed ones)
+        self.pretrained: dict[str, Any] | None = None  # the public checkpoint it descends from
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(
@@ -149,8 +150,13 @@ class Trainer:
         resume_dir = ckpt.find_checkpoint(resume_from)
         if resume_from is not None and resume_dir is None:
             raise TrainingError(f"No checkpoint to resume from in {resume_from}.")
-        speed = self._speed(facts, resume_dir)
-        self.plan = recipe.resolve(self.requested, facts, gpu, fine_tune, speed)
+        # A large pretrained model (a public checkpoint, or a version fine-tuned from one)
+        # takes the recipe's gentle branch, and its descent is recorded with the result.
+        start = setup.continued(init_from) if init_from is not None else None
+        self.pretrained = start.pretrained if start is not None else None
+        pretrained = start.model if start is not None and start.pretrained else None
+        speed = self._speed(facts, resume_dir, pretrained)
+        self.plan = recipe.resolve(self.requested, facts, gpu, fine_tune, speed, pretrained)
         self.cfg = cfg = self.plan.cfg
         self.state.calibration = self.plan.metrics()["calibration"]
 
@@ -167,7 +173,8 @@ class Trainer:
         self.valid_translate = valid_clean[: max(0, cfg.valid_max_sentences)]
         # A handful of validation pairs is noise: report it, but do not stop or pick weights by it.
         use_validation = len(self.valid_ex) >= cfg.min_valid_pairs
-        self.memorise_pairs = train_clean if recipe.memorises(self.requested, facts) else []
+        memorise = pretrained is None and recipe.memorises(self.requested, facts)
+        self.memorise_pairs = train_clean if memorise else []
         metric = cfg.early_stop_metric
         if metric == "auto":
             metric = "bleu" if self.valid_translate else "loss"
@@ -208,11 +215,16 @@ class Trainer:
                 device_ids=[self.device.index] if self.device.type == "cuda" else None,
             )
 
-    def _speed(self, facts: recipe.CorpusFacts, resume_dir: Path | None) -> recipe.Speed | None:
+    def _speed(
+        self,
+        facts: recipe.CorpusFacts,
+        resume_dir: Path | None,
+        pretrained: ModelConfig | None = None,
+    ) -> recipe.Speed | None:
         """How the recipe learns this machine's speed for a minutes budget: a calibration on
-        the CPU; a resumed run reuses its first measurement, so it plans exactly as before.
-        None (the preset's typical speed) on a GPU and across data-parallel ranks, which
-        must all choose alike."""
+        the CPU (of the preset's model, or of the pretrained model being fine-tuned); a
+        resumed run reuses its first measurement, so it plans exactly as before. None (the
+        typical speed) on a GPU and across data-parallel ranks, which must all choose alike."""
         if self.device.type != "cpu" or self.ranks.on:
             return None
         if resume_dir is not None:
@@ -226,7 +238,9 @@ class Trainer:
 
         def measure_candidate(candidate: TrainConfig) -> Calibration:
             vocab = int(candidate.vocab_size or 8_000)
-            mcfg = setup.model_config(candidate, vocab, vocab, bool(candidate.joint_vocab))
+            mcfg = pretrained or setup.model_config(
+                candidate, vocab, vocab, bool(candidate.joint_vocab)
+            )
             # at most a hundredth of the clock (a few-second test budget times two steps)
             budget_s = candidate.time_budget_s or CALIBRATION_S * 100
             return measure(
@@ -397,7 +411,7 @@ class Trainer:
     def _train_step(self, idx: list[int]) -> tuple[float, int, int]:
         """One optimizer step with teacher forcing; returns (loss sum, tgt tokens, all tokens)."""
         cfg = self.cfg
-        batch = collate(self.train_ex, idx).to(self.device)
+        batch = collate(self.train_ex, idx, self.mcfg.specials).to(self.device)
         self.state.step += 1
         lr = self.schedule.lr_at(self.state.step, self.clock.progress(self.state.step))
         for g in self.optimizer.param_groups:
@@ -521,6 +535,7 @@ class Trainer:
                     "training": self.cfg.to_dict(),
                     "metrics": metrics,
                     "history": state.history,
+                    **({"pretrained": self.pretrained} if self.pretrained else {}),
                     **(extra_config or {}),
                 },
             )

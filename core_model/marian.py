@@ -109,17 +109,22 @@ def target_tokens(folder: str | Path) -> list[str]:
     return language_tokens(_read_json(Path(folder), "vocab.json"))
 
 
-def read_marian(folder: str | Path, target_token: str | None = None) -> MarianModel:
+def read_marian(
+    folder: str | Path, target_token: str | None = None, name: str | None = None
+) -> MarianModel:
     """Open the checkpoint in `folder` (see the module docstring). `target_token`: the
     target-language token every source starts with, for a multilingual model (required
-    there, refused elsewhere)."""
+    there, refused elsewhere). `name`: the checkpoint's (its folder's by default; an OPUS-MT
+    name says its languages)."""
     d = Path(folder)
+    if not d.is_dir():
+        raise MarianError(f"{d} is not a folder")
     config = _read_json(d, CONFIG_FILE)
     if not isinstance(config, dict):
         raise MarianError(f"{CONFIG_FILE} in {d} is not a JSON object")
     kind = config.get("model_type")
     if kind != MODEL_TYPE:
-        raise MarianError(f"{d} holds a {kind or 'untyped'} model, not a Marian one")
+        raise MarianError(f"{d} holds no Marian model ({CONFIG_FILE}: model_type {kind!r})")
     weights = _files(d)
     tokenizers = _tokenizers(d, target_token)
     cfg = model_config(config, tokenizers.specials.unk)
@@ -130,20 +135,23 @@ def read_marian(folder: str | Path, target_token: str | None = None) -> MarianMo
     model.eval()
     source = {
         "format": MODEL_TYPE,
-        "name": d.name,
+        "name": name or d.name,
         "target_token": target_token,
-        **_languages(d),
+        **_languages(d, name or d.name),
         "card": model_card(d),
     }
     return MarianModel(model, tokenizers, source)
 
 
 def convert_marian(
-    folder: str | Path, out_dir: str | Path, target_token: str | None = None
+    folder: str | Path,
+    out_dir: str | Path,
+    target_token: str | None = None,
+    name: str | None = None,
 ) -> MarianModel:
     """`read_marian`, then write it as a model folder of ours (`core_model.artifact`) to
     `out_dir`, with the checkpoint's description as the config's `pretrained` section."""
-    opened = read_marian(folder, target_token)
+    opened = read_marian(folder, target_token, name)
     save_model(out_dir, opened.model, opened.tokenizers, {"pretrained": opened.source})
     return opened
 
@@ -219,8 +227,6 @@ def model_config(config: dict[str, Any], unk_id: int) -> ModelConfig:
 
 def _files(d: Path) -> Path:
     """The weights file; a MarianError for a missing, linked or oversized file."""
-    if not d.is_dir():
-        raise MarianError(f"{d} is not a folder")
     total = 0
     for name in (CONFIG_FILE, *TOKENIZER_FILES):
         total += _regular_size(d, name)
@@ -299,14 +305,14 @@ def _tokenizer_config(d: Path) -> dict[str, Any]:
     return settings if isinstance(settings, dict) else {}
 
 
-def _languages(d: Path) -> dict[str, str]:
-    """The languages the folder names: tokenizer_config.json's, else an OPUS-MT folder name
+def _languages(d: Path, name: str) -> dict[str, str]:
+    """The languages the checkpoint names: tokenizer_config.json's, else an OPUS-MT name
     (opus-mt-zh-en); the caller's choice overrides them."""
     settings = _tokenizer_config(d)
     src, tgt = settings.get("source_lang"), settings.get("target_lang")
     if isinstance(src, str) and isinstance(tgt, str) and src and tgt:
         return {"src_lang": src, "tgt_lang": tgt}
-    match = re.fullmatch(r"(?:.*[-_])?opus-mt-(?:tc-[a-z]+-)?([A-Za-z]+)-([A-Za-z]+)", d.name)
+    match = re.fullmatch(r"(?:.*[-_])?opus-mt-(?:tc-[a-z]+-)?([A-Za-z]+)-([A-Za-z]+)", name)
     return {"src_lang": match[1], "tgt_lang": match[2]} if match else {}
 
 

@@ -7,6 +7,7 @@ one line, before anything is written."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from core_model.artifact import load_model
-from core_model.batching import encode_source, pad_sources
+from core_model.batching import encode_pairs, encode_source, pad_sources
 from core_model.decoding import beam_search, greedy_decode
 from core_model.marian import (
     MarianError,
@@ -25,6 +26,9 @@ from core_model.marian import (
     read_marian,
     target_tokens,
 )
+from core_model.metrics import score
+from core_model.training import TrainConfig, train
+from core_model.training.validation import evaluate_loss
 from core_model.translator import translate
 from tests.marian_checkpoint import (
     LANGUAGE_TOKENS,
@@ -231,7 +235,7 @@ def _broken(checkpoint: Path, tmp_path: Path, how: str) -> Path:
 @pytest.mark.parametrize(
     ("how", "message"),
     [
-        ("bert", r"holds a bert model, not a Marian one"),
+        ("bert", r"holds no Marian model \(config.json: model_type 'bert'\)"),
         ("no_vocab", r"has no vocab.json"),
         ("no_weights", r"has no model.safetensors or pytorch_model.bin"),
         ("shape", r"fc1.weight has shape \(64, 32\), expected \(48, 32\)"),
@@ -266,3 +270,59 @@ def test_the_model_cards_numbers_become_a_note(checkpoint: Path, tmp_path: Path)
         {"testset": "Tatoeba-test.zho.eng", "BLEU": "36.1", "chr-F": "0.548"}
     ]
     assert describe(opened.source) == "Model card: Tatoeba-test.zho.eng: BLEU 36.1, chr-F 0.548"
+
+
+def adam_step_bound(t: int, beta1: float, beta2: float) -> float:
+    """The most |m̂_t| / √v̂_t can be at Adam's step t, whatever the gradients (Cauchy-Schwarz
+    over the moving averages): one step moves a weight by at most lr_t times this (1 at t = 1,
+    at most 7.3 with β = (0.9, 0.999))."""
+    ratio = beta1**2 / beta2
+    return (
+        (1 - beta1)
+        / (1 - beta1**t)
+        * math.sqrt((1 - beta2**t) / (1 - beta2))
+        * math.sqrt(sum(ratio**k for k in range(t)))
+    )
+
+
+def test_one_epoch_on_50_pairs_nudges_the_model_within_the_schedule(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """A smoke test of the recipe's branch for pretrained models: one epoch on 50 pairs moves
+    no weight by more than its learning rates allow, and the held-out pairs of the same task
+    are not made worse (BLEU and loss before/after are printed)."""
+    convert_marian(checkpoint, tmp_path / "imported")
+    before = load_model(tmp_path / "imported")
+    task = toy_pairs(70, 11)
+    train_pairs, held_out = task[:50], task[50:]
+    cfg = TrainConfig(epochs=1, precision="fp32", device="cpu", progress_every_s=0.0)
+    result = train(
+        train_pairs, None, cfg, out_dir=tmp_path / "tuned", init_from=tmp_path / "imported"
+    )
+    after = load_model(tmp_path / "tuned")
+    metrics = result.metrics
+    assert (metrics["peak_lr"], metrics["epochs"]) == (2e-5, 1)
+    assert after.config["pretrained"] == before.config["pretrained"]
+
+    beta1, beta2 = result.train_config.adam_betas
+    allowed = metrics["peak_lr"] * sum(
+        adam_step_bound(t, beta1, beta2) for t in range(1, metrics["steps"] + 1)
+    )
+    old, new = before.model.state_dict(), after.model.state_dict()
+    moved = max(float((new[k] - old[k]).abs().max()) for k in old)
+    assert 0 < moved <= allowed + 1e-7, (moved, allowed)
+
+    def held_out_scores(loaded) -> tuple[float, float]:
+        examples = encode_pairs(held_out, loaded.tokenizers, loaded.model.cfg.max_len)
+        loss = evaluate_loss(loaded.model, examples, torch.device("cpu"), None, 10_000)
+        texts = [r.text for r in translate(loaded, [s for s, _ in held_out])]
+        return loss, score(texts, [t for _, t in held_out])["bleu"]
+
+    (loss_before, bleu_before), (loss_after, bleu_after) = map(held_out_scores, (before, after))
+    print(  # the smoke test's numbers, for the record (pytest -s)
+        f"\n50 pairs, 1 epoch, {metrics['steps']} steps, peak {metrics['peak_lr']}: largest "
+        f"weight change {moved:.2e} (allowed {allowed:.2e}); held-out loss {loss_before:.4f} "
+        f"-> {loss_after:.4f}, BLEU {bleu_before:.2f} -> {bleu_after:.2f}"
+    )
+    assert loss_after <= 1.01 * loss_before  # not destroyed: within 1 % of where it was
+    assert bleu_after >= bleu_before - 1.0

@@ -79,10 +79,10 @@ def _train_spm(texts: list[str], vocab_size: int) -> bytes:
     return buffer.getvalue()
 
 
-def _vocabulary(protos: list[bytes], extra: int, multilingual: bool, drop_every: int) -> dict:
+def _vocabulary(protos: list[bytes], size: int | None, multilingual: bool, drop_every: int) -> dict:
     """vocab.json as OPUS-MT's converter writes it: </s>, <unk>, (language tokens), the
     pieces of both models (every `drop_every`-th left out, so that some pieces SentencePiece
-    produces are unknown to the vocabulary), filler pieces up to `extra`, <pad> last."""
+    produces are unknown to the vocabulary), filler pieces up to `size` in all, <pad> last."""
     pieces: list[str] = ["</s>", "<unk>"]
     if multilingual:
         pieces += LANGUAGE_TOKENS
@@ -99,7 +99,7 @@ def _vocabulary(protos: list[bytes], extra: int, multilingual: bool, drop_every:
                 continue
             seen.add(piece)
             pieces.append(piece)
-    pieces += [f"<filler{i}>" for i in range(extra)]
+    pieces += [f"<filler{i}>" for i in range(max(0, (size or 0) - len(pieces) - 1))]
     pieces.append("<pad>")
     return {p: i for i, p in enumerate(pieces)}
 
@@ -112,7 +112,7 @@ def save_random_marian(
     heads: int = 4,
     ffn: int = 64,
     spm_size: int = 120,
-    filler: int = 0,
+    vocab_size: int | None = None,
     multilingual: bool = False,
     activation: str = "swish",
     seed: int = 0,
@@ -120,13 +120,14 @@ def save_random_marian(
     train_steps: int = 0,
 ) -> Path:
     """A random MarianMTModel with its tokenizer files in `folder` (created), trained for
-    `train_steps` steps on `toy_pairs`; returns the folder."""
+    `train_steps` steps on `toy_pairs`; returns the folder. `vocab_size`: the vocabulary's
+    size, made up with filler pieces (OPUS-MT's are about 58k: the output layer's cost)."""
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
     source = _train_spm(_sentences(_SOURCE_WORDS, 400, seed + 10), spm_size)
     target = _train_spm(_sentences(_TARGET_WORDS, 400, seed + 20), spm_size)
-    vocab = _vocabulary([source, target], filler, multilingual, drop_every=13)
+    vocab = _vocabulary([source, target], vocab_size, multilingual, drop_every=13)
     (folder / "source.spm").write_bytes(source)
     (folder / "target.spm").write_bytes(target)
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")

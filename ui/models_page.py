@@ -36,7 +36,6 @@ def render() -> None:
     feedback.page_header(
         _("Models"), _("Every trained version, its scores, and side-by-side comparisons.")
     )
-    public_model_panel.render()
     versions = registry.list_versions()
     if not versions:
         feedback.no_versions_notice(
@@ -45,6 +44,7 @@ def render() -> None:
                 "version appears here."
             )
         )
+        public_model_panel.render()
         return
 
     versions_table()
@@ -62,6 +62,7 @@ def render() -> None:
         compare(versions)
     with http_tab:
         serving_panel.http_api_tab()
+    public_model_panel.render()
 
 
 def versions_table() -> None:

@@ -29,11 +29,26 @@ def test_models_page_says_where_public_models_are_and_how_to_add_one(
     assert at.button(key="public_model_add").disabled  # until a zip is chosen
 
 
+@pytest.fixture
+def imported(wb_home: Path, no_demo: None, tmp_path: Path) -> int:
+    """A tiny random Marian checkpoint (2 layers, 2 heads), registered as a version."""
+    folder = save_random_marian(tmp_path / "opus-mt-zh-en", d_model=16, heads=2, ffn=32)
+    return registry.import_version(folder)
+
+
+def test_inspect_page_looks_inside_an_imported_model(imported: int) -> None:
+    at = open_page("inspect")
+    at.text_input(key="inspect_text").input("我 喜欢 喝 茶")
+    at.button(key="inspect").click().run()
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    assert "Attention, every layer and head" in [h.value for h in at.subheader]
+    assert "Read so far: `<pad>` → chose" in texts(at.markdown)  # Marian starts from <pad>
+
+
 def test_train_page_tells_what_fine_tuning_a_pretrained_version_costs(
-    wb_home: Path, no_demo: None, no_worker: None, tmp_path: Path
+    imported: int, no_worker: None
 ) -> None:
-    folder = save_random_marian(tmp_path / "opus-mt-zh-en", d_model=16, layers=1, ffn=32)
-    imported = registry.import_version(folder)
     corpus = corpora.create_corpus("curated", "zh", "en")
     pairs.apply_edits(corpus.id, added=[{"source": s, "target": t} for s, t in toy_pairs(40, 2)])
     at = open_page("train")

@@ -186,7 +186,7 @@ def fine_tune_note(
     return Message(
         N_(
             "Version #{id} is a pretrained model of {parameters} parameters: a token costs it "
-            "about {times}× what it costs the CPU “small” model, so it trains slowly (about "
+            "about {times}× the arithmetic of the CPU “small” model, so it trains slowly (about "
             "{speed} tokens/s here, a first guess that the run measures before it starts). "
             "This run trains about {tokens} tokens, {passes} passes over the corpus' training "
             "pairs, at a low learning rate ({rate}) that adapts the model without erasing what "

@@ -28,7 +28,10 @@ from core_model.marian import (
 )
 from core_model.metrics import score
 from core_model.training import TrainConfig, train
+from core_model.training import trainer as trainer_module
+from core_model.training.calibration import Calibration
 from core_model.training.validation import evaluate_loss
+from core_model.transformer import ModelConfig
 from core_model.translator import translate
 from tests.marian_checkpoint import (
     LANGUAGE_TOKENS,
@@ -326,3 +329,23 @@ def test_one_epoch_on_50_pairs_nudges_the_model_within_the_schedule(
     )
     assert loss_after <= 1.01 * loss_before  # not destroyed: within 1 % of where it was
     assert bleu_after >= bleu_before - 1.0
+
+
+def test_a_minutes_budget_is_calibrated_on_the_pretrained_model_itself(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The calibration that projects minutes to tokens times the model being fine-tuned, not
+    the preset's, and the 50 pairs without validation are not memorised."""
+    convert_marian(checkpoint, tmp_path / "imported")
+    timed: list[ModelConfig] = []
+
+    def fake_measure(mcfg: ModelConfig, *args, **kwargs) -> Calibration:
+        timed.append(mcfg)
+        return Calibration(50.0, 3, 1.0, 1, "fp32", 1)
+
+    monkeypatch.setattr(trainer_module, "measure", fake_measure)
+    cfg = TrainConfig(time_budget_s=2, precision="fp32", device="cpu")
+    result = train(toy_pairs(50, 12), None, cfg, init_from=tmp_path / "imported")
+    assert timed == [load_model(tmp_path / "imported").model.cfg]
+    assert result.metrics["budget_tokens"] == int(2 * 50.0 * 0.9)
+    assert result.metrics["stop_reason"] != "memorised" and result.metrics["peak_lr"] == 2e-5

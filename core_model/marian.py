@@ -106,7 +106,8 @@ def is_marian(folder: str | Path) -> bool:
 
 def target_tokens(folder: str | Path) -> list[str]:
     """The target-language tokens of a multilingual checkpoint (one must be chosen), or []."""
-    return language_tokens(_read_json(Path(folder), "vocab.json"))
+    vocab = _read_json(Path(folder), "vocab.json")
+    return language_tokens(vocab) if isinstance(vocab, dict) else []
 
 
 def read_marian(

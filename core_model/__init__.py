@@ -13,6 +13,7 @@ Pure PyTorch: usable from a notebook with no database or UI.
                   beam search history, positional encoding, embedding neighbours
 - `metrics`       sacreBLEU BLEU and chrF
 - `artifact`      a trained model on disk (safetensors + JSON, no pickle)
+- `marian`        a public Marian (OPUS-MT) checkpoint opened as this Transformer
 - `distributed`   the torchrun entry point for data-parallel training
 """
 

@@ -350,6 +350,11 @@ def load_model(
             f"{tokenizers.tgt.vocab_size} but the model expects {cfg.src_vocab_size}/"
             f"{cfg.tgt_vocab_size}"
         )
+    if tokenizers.specials != cfg.specials:
+        raise ArtifactError(
+            f"tokenizer of {d} reserves ids {tuple(tokenizers.specials)} (pad, bos, eos, unk) "
+            f"but the model {tuple(cfg.specials)}"
+        )
     weights = d / WEIGHTS_FILE
     if not weights.is_file():
         raise ArtifactError(f"model folder {d} has no {WEIGHTS_FILE}")

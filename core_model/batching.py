@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from core_model.special_tokens import PAD_ID, RESERVED, SpecialIds
 from core_model.tokenizer import TokenizerPair
 
 
@@ -31,7 +31,7 @@ def encode_source(tokenizers: TokenizerPair, text: str, max_len: int) -> list[in
     Training and translation both call this, so they see identical inputs.
     """
     ids = tokenizers.src.encode(text)[: max(0, max_len - 1)]
-    return [*ids, EOS_ID]
+    return [*ids, tokenizers.specials.eos]
 
 
 def encode_pairs(
@@ -125,31 +125,34 @@ class Batch:
         )
 
 
-def collate(examples: Sequence[Example], indices: Sequence[int]) -> Batch:
-    """Pad a batch: decoder input = BOS + target, decoder output = target + EOS."""
+def collate(
+    examples: Sequence[Example], indices: Sequence[int], specials: SpecialIds = RESERVED
+) -> Batch:
+    """Pad a batch: decoder input = BOS + target, decoder output = target + EOS (`specials`:
+    the model's reserved ids, `ModelConfig.specials`)."""
     chosen = [examples[i] for i in indices]
     b = len(chosen)
     s = max(len(ex.src) for ex in chosen)
     t = max(len(ex.tgt) for ex in chosen) + 1
-    src = torch.full((b, s), PAD_ID, dtype=torch.long)
-    tgt_in = torch.full((b, t), PAD_ID, dtype=torch.long)
-    tgt_out = torch.full((b, t), PAD_ID, dtype=torch.long)
+    src = torch.full((b, s), specials.pad, dtype=torch.long)
+    tgt_in = torch.full((b, t), specials.pad, dtype=torch.long)
+    tgt_out = torch.full((b, t), specials.pad, dtype=torch.long)
     for row, ex in enumerate(chosen):
         src[row, : len(ex.src)] = torch.tensor(ex.src)
         n = len(ex.tgt)
-        tgt_in[row, 0] = BOS_ID
+        tgt_in[row, 0] = specials.bos
         tgt_in[row, 1 : n + 1] = torch.tensor(ex.tgt)
         tgt_out[row, :n] = torch.tensor(ex.tgt)
-        tgt_out[row, n] = EOS_ID
+        tgt_out[row, n] = specials.eos
     n_tokens = sum(len(ex.tgt) + 1 for ex in chosen)
     n_src = sum(len(ex.src) for ex in chosen)
     return Batch(src, tgt_in, tgt_out, n_tokens, n_src)
 
 
-def pad_sources(seqs: Sequence[Sequence[int]]) -> torch.Tensor:
+def pad_sources(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
     """[B, S] PAD-padded tensor of source id lists (translation time)."""
     s = max(1, max((len(x) for x in seqs), default=1))
-    out = torch.full((len(seqs), s), PAD_ID, dtype=torch.long)
+    out = torch.full((len(seqs), s), pad_id, dtype=torch.long)
     for row, ids in enumerate(seqs):
         if ids:
             out[row, : len(ids)] = torch.tensor(list(ids), dtype=torch.long)

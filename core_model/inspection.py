@@ -200,6 +200,9 @@ def inspect_sentence(
     ]
 
     table = model.positions.table  # [max_len, D]
+    if cfg.sinusoid_layout == "sines_then_cosines":  # shown as the paper lays it: sin/cos pairs
+        half = (cfg.d_model + 1) // 2
+        table = table[:, [j for i in range(half) for j in (i, half + i) if j < cfg.d_model]]
     embedded = model.src_embed(src)[0]  # [S, D], scaled by √d_model
     return Inspection(
         src_ids=list(source.ids),

@@ -8,6 +8,10 @@ Two kinds, one protocol:
   segmented (``我 有 一个 苹果``) or for tests that want fully transparent ids.
 
 Both reserve PAD=0, BOS=1, EOS=2, UNK=3 so that the model config never depends on the tokenizer.
+
+A third kind reads a public checkpoint's vocabulary as it was trained (`MarianTokenizer`:
+OPUS-MT models, opened by `core_model.marian`); it keeps that vocabulary's own reserved ids,
+which every tokenizer reports as `specials`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,15 @@ from typing import Protocol, runtime_checkable
 
 import sentencepiece as spm
 
-from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
+from core_model.special_tokens import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    RESERVED,
+    SPECIAL_PIECES,
+    UNK_ID,
+    SpecialIds,
+)
 
 _META_FILE = "tokenizer.json"
 
@@ -53,6 +65,7 @@ class Tokenizer(Protocol):
     """What the training engine, translator and artifact code need from a tokenizer."""
 
     kind: str
+    specials: SpecialIds  # the reserved ids of this vocabulary (RESERVED for those trained here)
 
     @property
     def vocab_size(self) -> int: ...
@@ -82,6 +95,7 @@ class SentencePieceTokenizer:
     """SentencePiece model held in memory as its serialized proto."""
 
     kind = "sentencepiece"
+    specials = RESERVED
 
     def __init__(self, model_proto: bytes) -> None:
         self.model_proto = bytes(model_proto)
@@ -237,6 +251,7 @@ class WhitespaceTokenizer:
     """One id per whitespace-separated word; the most frequent words win the vocabulary."""
 
     kind = "whitespace"
+    specials = RESERVED
 
     def __init__(self, words: Sequence[str]) -> None:
         words = list(words)
@@ -316,9 +331,116 @@ class WhitespaceTokenizer:
         return cls(words)
 
 
+class MarianTokenizer:
+    """One side of a Marian (OPUS-MT) checkpoint's vocabulary, mapped as transformers'
+    `MarianTokenizer` maps it: pieces from this side's SentencePiece model (source.spm or
+    target.spm), ids from the vocabulary both sides share (vocab.json); a piece the
+    vocabulary lacks is <unk>. A multilingual model's source starts with the token of the
+    target language (`prefix`, e.g. >>cmn_Hans<<). Its reserved ids are the vocabulary's own
+    (</s>, <unk>, <pad>; the decoder starts from <pad>)."""
+
+    kind = "marian"
+
+    def __init__(self, model_proto: bytes, vocab: dict[str, int], prefix: str | None = None):
+        if not isinstance(vocab, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in vocab.items()
+        ):
+            raise TokenizerError("vocab.json must map pieces to integer ids")
+        if sorted(vocab.values()) != list(range(len(vocab))):
+            raise TokenizerError("vocab.json must number its pieces 0, 1, 2, ... without gaps")
+        missing = [p for p in ("<pad>", "</s>", "<unk>") if p not in vocab]
+        if missing:
+            raise TokenizerError(f"vocab.json has no {', '.join(missing)}")
+        if prefix is not None and prefix not in language_tokens(vocab):
+            raise TokenizerError(f"{prefix!r} is not a target-language token of this vocabulary")
+        try:
+            self._sp = spm.SentencePieceProcessor(model_proto=bytes(model_proto))
+        except (RuntimeError, TypeError) as exc:
+            raise TokenizerError(f"corrupt SentencePiece model ({exc})") from exc
+        self.model_proto = bytes(model_proto)
+        self.vocab = dict(vocab)
+        self.prefix = prefix
+        self._pieces = sorted(vocab, key=vocab.__getitem__)  # by id
+        pad = vocab["<pad>"]
+        self.specials = SpecialIds(pad=pad, bos=pad, eos=vocab["</s>"], unk=vocab["<unk>"])
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._pieces)
+
+    def pieces(self, text: str) -> list[str]:
+        return ([self.prefix] if self.prefix else []) + list(
+            self._sp.encode(clean_text(text), out_type=str)
+        )
+
+    def encode(self, text: str) -> list[int]:
+        unk = self.specials.unk
+        return [self.vocab.get(piece, unk) for piece in self.pieces(text)]
+
+    def ids_to_pieces(self, ids: Sequence[int]) -> list[str]:
+        n = self.vocab_size
+        return [self._pieces[int(i)] if 0 <= int(i) < n else "<unk>" for i in ids]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Pieces decoded by this side's SentencePiece model (PAD and EOS dropped; <unk> is
+        ' ⁇ ', as SentencePiece writes it)."""
+        dropped = {self.specials.pad, self.specials.eos}
+        kept = [int(i) for i in ids if int(i) not in dropped]
+        return self._sp.decode_pieces(self.ids_to_pieces(kept))
+
+    def known_characters(self) -> frozenset[str]:
+        # The pieces this side's SentencePiece model can produce that have an id.
+        sp = self._sp
+        pieces = (
+            sp.id_to_piece(i)
+            for i in range(sp.get_piece_size())
+            if not (sp.is_control(i) or sp.is_unknown(i)) and sp.id_to_piece(i) in self.vocab
+        )
+        return frozenset("".join(pieces).replace("\u2581", ""))
+
+    def save(self, directory: str | Path) -> None:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "spm.model").write_bytes(self.model_proto)
+        (d / "vocab.json").write_text(json.dumps(self.vocab, ensure_ascii=False), encoding="utf-8")
+        meta = {"kind": self.kind, "vocab_size": self.vocab_size, "prefix": self.prefix}
+        (d / _META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+    def state(self) -> dict:
+        """JSON-able content (for sending a tokenizer between processes without files)."""
+        return {
+            "kind": self.kind,
+            "model_proto": base64.b64encode(self.model_proto).decode(),
+            "vocab": self.vocab,
+            "prefix": self.prefix,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> MarianTokenizer:
+        return cls(base64.b64decode(state["model_proto"]), state["vocab"], state["prefix"])
+
+    @classmethod
+    def load(cls, directory: str | Path) -> MarianTokenizer:
+        d = Path(directory)
+        try:
+            meta = json.loads((d / _META_FILE).read_text(encoding="utf-8"))
+            vocab = json.loads((d / "vocab.json").read_text(encoding="utf-8"))
+            model_proto = (d / "spm.model").read_bytes()
+        except (OSError, ValueError) as exc:
+            raise TokenizerError(f"missing or unreadable Marian vocabulary in {d}") from exc
+        return cls(model_proto, vocab, meta.get("prefix") if isinstance(meta, dict) else None)
+
+
+def language_tokens(vocab: dict[str, int]) -> list[str]:
+    """A multilingual Marian vocabulary's target-language tokens (>>fra<<, >>cmn_Hans<<)."""
+    return sorted(p for p in vocab if p.startswith(">>") and p.endswith("<<") and len(p) > 4)
+
+
 _KINDS: dict[str, type] = {
     "sentencepiece": SentencePieceTokenizer,
     "whitespace": WhitespaceTokenizer,
+    "marian": MarianTokenizer,
 }
 
 
@@ -346,6 +468,11 @@ class TokenizerPair:
     @property
     def kind(self) -> str:
         return self.src.kind
+
+    @property
+    def specials(self) -> SpecialIds:
+        """The reserved ids the model reads and writes (both sides share them)."""
+        return self.tgt.specials
 
     def save(self, directory: str | Path) -> None:
         """Layout: tokenizer.json {kind, shared} + joint/ (shared) or src/ and tgt/."""

@@ -14,7 +14,7 @@ import torch
 from core_model.artifact import LoadedModel
 from core_model.batching import encode_source, pad_sources
 from core_model.decoding import LENGTH_PENALTIES, beam_search, greedy_decode
-from core_model.tokenizer import UNK_ID, TokenizerPair, clean_text
+from core_model.tokenizer import TokenizerPair, clean_text
 from core_model.transformer import Transformer
 
 
@@ -59,7 +59,8 @@ def encode_inputs(
             continue
         full = tokenizers.src.encode(text)  # once more, uncut, to tell the caller
         ids = encode_source(tokenizers, text, max_len)
-        out.append(EncodedInput(ids, len(full) + 1, sum(1 for t in full if t == UNK_ID)))
+        unk = tokenizers.specials.unk
+        out.append(EncodedInput(ids, len(full) + 1, sum(1 for t in full if t == unk)))
     return out
 
 
@@ -142,7 +143,7 @@ def translate_ids(
         max_sentences = max(1, max_sentences // beam)
     for batch in batches([len(inputs[i].ids) for i in todo], max_tokens, max_sentences):
         idx = [todo[j] for j in batch]
-        src = pad_sources([inputs[i].ids for i in idx]).to(device)  # [B, S]
+        src = pad_sources([inputs[i].ids for i in idx], model.cfg.pad_id).to(device)  # [B, S]
         if beam > 1:
             decoded = beam_search(
                 model,

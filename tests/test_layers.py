@@ -99,3 +99,14 @@ def test_lower_layers_never_import_the_application() -> None:
         for path in sorted((ROOT / layer).rglob("*.py")):
             bad = [m for m in imported_modules(path) if m.split(".")[0] in forbidden]
             assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def test_transformers_is_a_test_only_dependency() -> None:
+    """A Marian checkpoint is read with safetensors/torch and SentencePiece
+    (core_model.marian): `transformers` only proves, in the tests, that it is read right."""
+    app = [ROOT / "streamlit_app.py"]
+    for layer in ("core_model", "db", "workbench", "ui"):
+        app += sorted((ROOT / layer).rglob("*.py"))
+    for path in app:
+        bad = [m for m in imported_modules(path) if m.split(".")[0] == "transformers"]
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}"

@@ -1,6 +1,7 @@
-"""Models page: every stored version with its scores; rename, annotate, download, delete or
-serve one over HTTP; compare several on a corpus' held-out test pairs (loss curves, BLEU/chrF,
-side-by-side output); the served pairs and the API keys (``serving_panel``).
+"""Models page: every stored version with its scores; add a public model
+(``public_model_panel``); rename, annotate, download, delete or serve one over HTTP; compare
+several on a corpus' held-out test pairs (loss curves, BLEU/chrF, side-by-side output); the
+served pairs and the API keys (``serving_panel``).
 
 (Over 450 lines on purpose: one page of four tabs over the same version list, whose texts —
 help, captions, the significance verdicts — are most of its lines; the serving tab already
@@ -14,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, dialogs, feedback, formatting, pickers, serving_panel
+from ui import charts, dialogs, feedback, formatting, pickers, public_model_panel, serving_panel
 from ui.i18n import N_, _, choice_labels, localized, n_, translate
 from ui.signin import can
 from workbench.corpus import corpora, glossary, snapshots
@@ -43,6 +44,7 @@ def render() -> None:
                 "version appears here."
             )
         )
+        public_model_panel.render()
         return
 
     versions_table()
@@ -60,6 +62,7 @@ def render() -> None:
         compare(versions)
     with http_tab:
         serving_panel.http_api_tab()
+    public_model_panel.render()
 
 
 def versions_table() -> None:

@@ -104,6 +104,8 @@ def new_run_form(all_corpora: list[Any]) -> None:
         help=_("Only the devices this machine has are listed."),
     )
     init_version = start_choice(current)
+    if init_version is not None:
+        fine_tune_note(init_version, current, minutes, epochs, device)
     with st.expander(_("Advanced"), icon=":material/tune:"):
         max_steps = st.number_input(
             _("Stop after at most N steps"),
@@ -222,6 +224,18 @@ def start_choice(current: Any) -> int | None:
     if choice != NEW_MODEL:
         st.caption(_("Continuing keeps the version's model size and tokenizer (not the preset)."))
     return None if choice == NEW_MODEL else int(choice)
+
+
+def fine_tune_note(
+    version_id: int, current: Any, minutes: float | None, epochs: int | None, device: str
+) -> None:
+    """What continuing a large pretrained version costs and buys (nothing for others)."""
+    with feedback.error_boundary(N_("estimating the run")):
+        note = continuation.fine_tune_note(
+            version_id, current.id, minutes=minutes, epochs=epochs, device=device
+        )
+        if note is not None:
+            st.info(localized(note), icon=":material/hourglass_top:")
 
 
 # -------------------------------------------------------------------------------- history

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from core_model.batching import Example, collate, make_batches
-from core_model.special_tokens import SPECIAL_PIECES
+from core_model.special_tokens import RESERVED, SpecialIds
 from core_model.training import setup
 from core_model.training.config import TrainConfig
 from core_model.training.parallel import Layout, RankGroup, Ranks, rank_device
@@ -53,13 +53,14 @@ class Calibration:
 
 
 def synthetic_examples(
-    vocab_size: int, sentence_tokens: int, n: int, seed: int = 0
+    vocab_size: int, sentence_tokens: int, n: int, seed: int = 0, specials: SpecialIds = RESERVED
 ) -> list[Example]:
-    """`n` random sentence pairs of `sentence_tokens` tokens a side: the cost of a step depends
-    on its shapes, not on the words, and one shape is timed at its steady speed (each new shape
-    costs a first, slower step on a CPU)."""
+    """`n` random sentence pairs of `sentence_tokens` tokens a side, none of them reserved:
+    the cost of a step depends on its shapes, not on the words, and one shape is timed at its
+    steady speed (each new shape costs a first, slower step on a CPU)."""
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(len(SPECIAL_PIECES), vocab_size, (n, 2, sentence_tokens), generator=g)
+    ids = torch.randint(len(RESERVED), vocab_size, (n, 2, sentence_tokens), generator=g)
+    ids[torch.isin(ids, torch.tensor(specials))] = len(RESERVED)  # a reserved id elsewhere
     return [Example(tuple(src.tolist()), tuple(tgt.tolist())) for src, tgt in ids]
 
 
@@ -90,10 +91,15 @@ def measure(
     vocab = min(mcfg.src_vocab_size, mcfg.tgt_vocab_size)
     share = max(sentence_tokens, batch_tokens // ranks.world)
     examples = synthetic_examples(
-        vocab, sentence_tokens, share // sentence_tokens + 1, seed=ranks.rank
+        vocab,
+        sentence_tokens,
+        share // sentence_tokens + 1,
+        seed=ranks.rank,
+        specials=mcfg.specials,
     )
     first = make_batches(examples, share, shuffle=False)[0]
-    batch = collate(examples, first).to(device)  # a full batch (this rank's share) of the run's
+    # a full batch (this rank's share) of the run's size
+    batch = collate(examples, first, mcfg.specials).to(device)
     comm = ranks.comm_device(device)
     before = torch.get_num_threads()
     if device.type == "cpu":
@@ -172,13 +178,17 @@ def measure_layout(
 
 
 def measure_candidate(
-    candidate: TrainConfig, sentence_tokens: int, device: torch.device, layout: Layout
+    candidate: TrainConfig,
+    sentence_tokens: int,
+    device: torch.device,
+    layout: Layout,
+    pretrained: ModelConfig | None = None,
 ) -> Calibration:
-    """The speed of a recipe's candidate config (its preset at its vocabulary and batch) spread
-    as `layout` says; it takes at most a hundredth of a minutes budget (a test's few seconds
-    give two steps)."""
+    """The speed of a recipe's candidate config (its preset at its vocabulary and batch, or
+    the `pretrained` model it fine-tunes) spread as `layout` says; it takes at most a
+    hundredth of a minutes budget (a test's few seconds give two steps)."""
     vocab = int(candidate.vocab_size or 8_000)
-    mcfg = setup.model_config(candidate, vocab, vocab, bool(candidate.joint_vocab))
+    mcfg = pretrained or setup.model_config(candidate, vocab, vocab, bool(candidate.joint_vocab))
     budget_s = candidate.time_budget_s or CALIBRATION_S * 100
     return measure_layout(
         layout,

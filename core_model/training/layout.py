@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,6 +29,7 @@ from core_model.training.calibration import Calibration, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Layout, cpu_cores, cpu_layouts
 from core_model.training.precision import resolve_device
+from core_model.transformer import ModelConfig
 
 PARALLEL_MIN_S = 60.0  # a run expected to train for less keeps one process (not timed)
 ONE_PROCESS = Layout(1, 0)  # threads 0: the idle cores, checked every epoch
@@ -61,12 +63,13 @@ def choose_layout(
     cfg: TrainConfig,
     train_pairs: Sequence[tuple[str, str]],
     valid_pairs: Sequence[tuple[str, str]] | None,
-    fine_tune: bool = False,
+    init_from: str | Path | None = None,
     cores: int | None = None,
 ) -> LayoutChoice:
-    """The layout of a run of `cfg` on these pairs: `cfg.processes` when given (threads: the
-    config's, else the cores shared out), else the fastest of `parallel.cpu_layouts(cores)`
-    by measurement (cores: this machine's physical ones)."""
+    """The layout of a run of `cfg` on these pairs (continuing the model folder `init_from`,
+    if given): `cfg.processes` when given (threads: the config's, else the cores shared out),
+    else the fastest of `parallel.cpu_layouts(cores)` by measurement (cores: this machine's
+    physical ones)."""
     processes = cfg.processes
     device = resolve_device(cfg.device)
     if device.type == "cuda":
@@ -77,13 +80,16 @@ def choose_layout(
         return LayoutChoice(Layout(n, 0), None, (), f"one process per GPU ({n})")
     cores = cores or cpu_cores()
     facts = recipe.CorpusFacts.of(setup.clean_pairs(train_pairs), setup.clean_pairs(valid_pairs))
+    fine_tune = init_from is not None
+    start = setup.continued(init_from) if init_from is not None else None
+    pretrained = start.model if start is not None and start.pretrained else None
     if processes:
         threads = cfg.num_threads or max(1, cores // processes)
         candidates = [Layout(processes, threads)]
         reason = f"{processes} process(es) asked for"
     else:
-        estimate = recipe.resolve(cfg, facts, gpu=False, fine_tune=fine_tune)
-        seconds = _typical_seconds(estimate)
+        estimate = recipe.resolve(cfg, facts, False, fine_tune, pretrained=pretrained)
+        seconds = _typical_seconds(estimate, pretrained)
         if cores == 1 or seconds is None or seconds < PARALLEL_MIN_S:
             why = "one core" if cores == 1 else "a short run"
             return LayoutChoice(ONE_PROCESS, None, (), f"one process: {why}")
@@ -97,16 +103,18 @@ def choose_layout(
         """Time every candidate layout the first time, the chosen one after (the recipe asks
         again when its plan changes the model or batch)."""
         if chosen:
-            return measure_candidate(candidate, facts.side_tokens, device, chosen[0])
+            return measure_candidate(candidate, facts.side_tokens, device, chosen[0], pretrained)
         for layout in candidates:
-            timings.append(measure_candidate(candidate, facts.side_tokens, device, layout))
+            timings.append(
+                measure_candidate(candidate, facts.side_tokens, device, layout, pretrained)
+            )
         best = max(timings, key=lambda t: t.tokens_per_s)
         chosen.append(candidates[timings.index(best)])
         return best
 
     if processes:  # nothing to choose: time it only if the budget is minutes
         chosen.append(candidates[0])
-    plan = recipe.resolve(cfg, facts, gpu=False, fine_tune=fine_tune, speed=speed)
+    plan = recipe.resolve(cfg, facts, False, fine_tune, speed, pretrained)
     if plan.calibration is None and not processes:  # tokens or epochs: time only to choose
         speed(plan.cfg)
     if processes and plan.calibration is not None:
@@ -114,8 +122,10 @@ def choose_layout(
     return LayoutChoice(chosen[0], plan.calibration, tuple(timings), reason)
 
 
-def _typical_seconds(plan: recipe.Plan) -> float | None:
-    """About how long a plan trains at its preset's typical CPU speed (None: memorising)."""
+def _typical_seconds(plan: recipe.Plan, pretrained: ModelConfig | None) -> float | None:
+    """About how long a plan trains at its model's typical CPU speed (None: memorising)."""
     if plan.budget_tokens is None:
         return None
+    if pretrained is not None:
+        return plan.budget_tokens / recipe.estimated_tokens_per_s(pretrained, gpu=False)
     return plan.budget_tokens / recipe.CPU_TOKENS_PER_S[plan.cfg.preset]

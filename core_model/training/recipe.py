@@ -37,6 +37,15 @@ tuned on validation data only, never on a test set). In short:
   cannot teach many rare pieces, and the output layer costs less).
 - **Selection**: the average of weight snapshots taken over the last part of the decay, the
   best epoch or the last weights — whichever validates best.
+- **Fine-tuning a large pretrained model** (a public checkpoint opened by `core_model.marian`,
+  or a version fine-tuned from one): what it already knows is worth more than the user's few
+  hundred pairs can teach, so the run nudges it (`_pretrained`): a low peak rate (2e-5, the
+  rate of the Hugging Face course's fine-tuning of opus-mt-en-fr: huggingface.co/learn/
+  nlp-course/chapter7/4) after a short warm-up (a tenth of the updates, at most 50), the
+  checkpoint's own dropout, no memorising, and an automatic budget of at most
+  `PRETRAINED_PASSES` passes (an epoch is one pass, validated after each) within the clock.
+  A minutes budget is measured on the model itself: a 77M-parameter OPUS-MT model trains
+  about ten times fewer tokens per second than the CPU `small` model (`relative_cost`).
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from typing import Any
 from core_model.tokenizer import shares_alphabet
 from core_model.training.calibration import Calibration
 from core_model.training.config import TrainConfig
+from core_model.transformer import ModelConfig
 
 AUTO = "auto"
 TINY_MAX_PAIRS = 1_000  # below this the tiny model learns as well as a bigger one, faster
@@ -95,6 +105,11 @@ RUN_SHARE_OF_CALIBRATION = 0.9
 # ranks. CPU: what 2-core machines sustain in bf16 (small: 2,000-3,300 in 10-minute runs).
 CPU_TOKENS_PER_S = {"tiny": 12_000.0, "small": 2_500.0, "base": 600.0}
 GPU_TOKENS_PER_S = {"tiny": 200_000.0, "small": 150_000.0, "base": 80_000.0}
+
+# Fine-tuning a large pretrained model (module docstring): peak rate, warm-up, passes.
+PRETRAINED_PEAK_LR = 2e-5
+PRETRAINED_WARMUP_STEPS = 50  # at most; a tenth of the planned updates below that
+PRETRAINED_PASSES = 10  # the automatic budget's ceiling, in passes over the corpus
 
 
 @dataclass(frozen=True)
@@ -164,11 +179,15 @@ def resolve(
     gpu: bool,
     fine_tune: bool = False,
     speed: Speed | None = None,
+    pretrained: ModelConfig | None = None,
 ) -> Plan:
     """`cfg` with every automatic choice made (see the module docstring). `fine_tune`: the run
-    continues a trained model (a short re-warm-up, the budget's own peak rate). `speed`: how
-    fast this machine trains a candidate (a CPU run with minutes measures it; without it the
-    minutes are converted at the preset's typical speed)."""
+    continues a trained model (a short re-warm-up, the budget's own peak rate). `pretrained`:
+    the model it continues is a large pretrained one (its config): the gentle branch. `speed`:
+    how fast this machine trains a candidate (a CPU run with minutes measures it; without it
+    the minutes are converted at the preset's typical speed)."""
+    if pretrained is not None:
+        return _pretrained(cfg, facts, gpu, pretrained, speed)
     memorise = memorises(cfg, facts)
     preset = cfg.preset if cfg.preset != AUTO else _preset(facts, gpu)
     time_budget_s = cfg.time_budget_s
@@ -234,6 +253,79 @@ def _choose(
         # memorising has no budget end to average over, nor validation to check an average by
         average_last=cfg.average_last if cfg.average_last is not None else (0 if memorise else 5),
     )
+
+
+def _pretrained(
+    cfg: TrainConfig,
+    facts: CorpusFacts,
+    gpu: bool,
+    model: ModelConfig,
+    speed: Speed | None,
+) -> Plan:
+    """The fine-tuning branch for a large pretrained model (see the module docstring): the
+    budget in tokens (a minutes budget measured on `model` itself by `speed`), then a low
+    peak rate, a short warm-up and the checkpoint's dropout."""
+    automatic = cfg.epochs is None and cfg.time_budget_s is None and cfg.token_budget is None
+    preset = cfg.preset if cfg.preset != AUTO else _preset(facts, gpu)
+    time_budget_s = 60.0 * auto_minutes(facts.train_pairs, gpu) if automatic else cfg.time_budget_s
+    base = replace(
+        cfg,
+        preset=preset,
+        time_budget_s=time_budget_s,
+        # an epoch is one pass (validated, so patience can stop a run that starts to forget),
+        # and the automatic budget is at most PRETRAINED_PASSES of them
+        min_epoch_steps=1,
+        min_steps=1,
+        adaptive_passes=PRETRAINED_PASSES,
+    )
+    calibration = None
+    if time_budget_s is None or cfg.token_budget is not None:  # tokens, or epochs
+        tokens = _budget_tokens(base, facts, gpu, False, None)
+    else:  # minutes: at the measured speed of the model itself, else at a first guess
+        tokens = time_budget_s * estimated_tokens_per_s(model, gpu)
+    batch = cfg.max_tokens_per_batch or (GPU_BATCH_TOKENS if gpu else _cpu_batch(tokens))
+    if speed is not None and tokens is not None and cfg.token_budget is None and cfg.epochs is None:
+        calibration = speed(replace(base, max_tokens_per_batch=batch))
+        tokens = _budget_tokens(base, facts, gpu, False, calibration)
+    if automatic and tokens is not None:
+        tokens = min(tokens, PRETRAINED_PASSES * facts.tokens)
+    planned = updates(tokens, batch) if tokens is not None else None
+    warmup = cfg.warmup_steps
+    if warmup is None:
+        short = round(WARMUP_SHARE * planned) if planned is not None else PRETRAINED_WARMUP_STEPS
+        warmup = max(1, min(PRETRAINED_WARMUP_STEPS, short))
+    chosen = replace(
+        base,
+        dropout=cfg.dropout if cfg.dropout is not None else model.dropout,
+        lr_schedule=cfg.lr_schedule if cfg.lr_schedule != AUTO else "linear",
+        lr=cfg.lr if cfg.lr is not None else PRETRAINED_PEAK_LR,
+        warmup_steps=warmup,
+        max_tokens_per_batch=batch,
+        average_last=cfg.average_last if cfg.average_last is not None else 5,
+    )
+    return Plan(chosen, tokens, calibration)
+
+
+def relative_cost(model: ModelConfig) -> float:
+    """How many times the CPU `small` model's work one token of `model` costs: the weights a
+    token meets (every layer's matrices and the output layer), against the small preset's
+    with an 8k vocabulary (a 6+6-layer d512 OPUS-MT model with 58k pieces: about 10)."""
+    small = ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000)
+    return _token_work(model) / _token_work(small)
+
+
+def _token_work(m: ModelConfig) -> int:
+    d, f = m.d_model, m.d_ff
+    encoder = m.n_encoder_layers * (4 * d * d + 2 * d * f)  # self-attention, FFN
+    decoder = m.n_decoder_layers * (8 * d * d + 2 * d * f)  # + cross-attention
+    return encoder + decoder + d * m.tgt_vocab_size
+
+
+def estimated_tokens_per_s(model: ModelConfig, gpu: bool) -> float:
+    """A first guess of `model`'s training speed before any measurement: the `small`
+    preset's typical speed divided by `relative_cost`."""
+    typical = (GPU_TOKENS_PER_S if gpu else CPU_TOKENS_PER_S)["small"]
+    return typical / relative_cost(model)
 
 
 def _same_cost(a: TrainConfig, b: TrainConfig) -> bool:

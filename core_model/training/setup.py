@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 
-from core_model.artifact import ArtifactError, load_model
+from core_model.artifact import ArtifactError, load_model, read_config
 from core_model.tokenizer import TokenizerError, TokenizerPair, clean_text, train_tokenizers
 from core_model.training import checkpoint as ckpt
 from core_model.training.config import TrainConfig, TrainingError
@@ -39,6 +40,25 @@ def choose_device(name: str, ranks: Ranks) -> torch.device:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     return device
+
+
+class Continued(NamedTuple):
+    """The version a run continues, as far as the recipe needs to know it before loading."""
+
+    model: ModelConfig
+    pretrained: dict[str, Any] | None  # the public checkpoint it descends from, if any
+
+
+def continued(init_from: str | Path) -> Continued:
+    """What `init_from` (a model folder) is: its model config and its `pretrained` section
+    (written by `core_model.marian`, carried by every run that continues it)."""
+    try:
+        data = read_config(init_from)
+        pretrained = data.get("pretrained")
+        model = ModelConfig.from_dict(data["model"])
+        return Continued(model, pretrained if isinstance(pretrained, dict) else None)
+    except (ArtifactError, TypeError, ValueError) as exc:
+        raise TrainingError(f"Cannot fine-tune from {init_from}: {exc}") from exc
 
 
 def starting_point(

@@ -133,6 +133,7 @@ class Trainer:
         self.throughput = 0.0  # tokens/s of the latest reporting window
         self.current_epoch = 0  # the epoch being trained (state.epoch counts completed ones)
         self.loss_window = [0.0, 0]  # loss sum and target tokens since the last 'loss' event
+        self.pretrained: dict[str, Any] | None = None  # the public checkpoint it descends from
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(
@@ -161,8 +162,13 @@ class Trainer:
         resume_dir = ckpt.find_checkpoint(resume_from)
         if resume_from is not None and resume_dir is None:
             raise TrainingError(f"No checkpoint to resume from in {resume_from}.")
-        speed = self._speed(facts, resume_dir)
-        self.plan = recipe.resolve(self.requested, facts, gpu, fine_tune, speed)
+        # A large pretrained model (a public checkpoint, or a version fine-tuned from one)
+        # takes the recipe's gentle branch, and its descent is recorded with the result.
+        start = setup.continued(init_from) if init_from is not None else None
+        self.pretrained = start.pretrained if start is not None else None
+        pretrained = start.model if start is not None and start.pretrained else None
+        speed = self._speed(facts, resume_dir, pretrained)
+        self.plan = recipe.resolve(self.requested, facts, gpu, fine_tune, speed, pretrained)
         self.cfg = cfg = self.plan.cfg
         self.state.calibration = self.plan.metrics()["calibration"]
 
@@ -179,7 +185,8 @@ class Trainer:
         self.valid_translate = valid_clean[: max(0, cfg.valid_max_sentences)]
         # A handful of validation pairs is noise: report it, but do not stop or pick weights by it.
         use_validation = len(self.valid_ex) >= cfg.min_valid_pairs
-        self.memorise_pairs = train_clean if recipe.memorises(self.requested, facts) else []
+        memorise = pretrained is None and recipe.memorises(self.requested, facts)
+        self.memorise_pairs = train_clean if memorise else []
         metric = cfg.early_stop_metric
         if metric == "auto":
             metric = "bleu" if self.valid_translate else "loss"
@@ -222,12 +229,18 @@ class Trainer:
                 device_ids=[self.device.index] if self.device.type == "cuda" else None,
             )
 
-    def _speed(self, facts: recipe.CorpusFacts, resume_dir: Path | None) -> recipe.Speed | None:
+    def _speed(
+        self,
+        facts: recipe.CorpusFacts,
+        resume_dir: Path | None,
+        pretrained: ModelConfig | None = None,
+    ) -> recipe.Speed | None:
         """How the recipe learns this machine's speed for a minutes budget: a resumed run
         reuses its first measurement, so it plans exactly as before; else the measurement the
-        run's layout was chosen by, if given; else a calibration of its own on the CPU. None
-        (the preset's typical speed) on a GPU and across data-parallel ranks without a given
-        measurement: the ranks must all choose alike."""
+        run's layout was chosen by, if given; else a calibration of its own on the CPU (of
+        the preset's model, or of the pretrained model being fine-tuned). None (the typical
+        speed) on a GPU and across data-parallel ranks without a given measurement: the
+        ranks must all choose alike."""
         if resume_dir is not None and self.device.type == "cpu":
             try:
                 stored = ckpt.read_state(resume_dir).get("calibration")
@@ -240,7 +253,9 @@ class Trainer:
         if self.device.type != "cpu" or self.ranks.on:
             return None
         one = Layout(1, self.cfg.num_threads or 0)
-        return lambda candidate: measure_candidate(candidate, facts.side_tokens, self.device, one)
+        return lambda candidate: measure_candidate(
+            candidate, facts.side_tokens, self.device, one, pretrained
+        )
 
     def _set_threads(self) -> None:
         """CPU threads for the next epoch: those the run's layout chose, else (DDP ranks keep
@@ -356,7 +371,7 @@ class Trainer:
             if self.state.step >= self.budget.total_steps:
                 self.stop_reason = self._planned_end()
                 break
-            batch = collate(self.train_ex, idx).to(self.device)
+            batch = collate(self.train_ex, idx, self.mcfg.specials).to(self.device)
             # One exchange a step: the stop flags (a rank alone may see a cancel request or
             # its clock run out, and every rank must stop at the same step) and the update's
             # tokens over all ranks (the loss is the mean over them; the budget counts them).
@@ -552,6 +567,7 @@ class Trainer:
                     "training": self.cfg.to_dict(),
                     "metrics": metrics,
                     "history": state.history,
+                    **({"pretrained": self.pretrained} if self.pretrained else {}),
                     **(extra_config or {}),
                 },
             )

@@ -34,11 +34,14 @@ def evaluate_loss(
     model.eval()
     total, n = 0.0, 0
     for idx in make_batches(examples, max_tokens, shuffle=False):
-        batch = collate(examples, idx).to(device)
+        batch = collate(examples, idx, model.cfg.specials).to(device)
         with autocast(device, autocast_dtype):
             logits = model(batch.src, batch.tgt_in)  # [B, T, V]
         loss, _ = label_smoothed_nll_loss(
-            logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1), epsilon
+            logits.reshape(-1, logits.size(-1)),
+            batch.tgt_out.reshape(-1),
+            epsilon,
+            model.cfg.pad_id,
         )
         total += float(loss)
         n += batch.n_tokens

@@ -6,7 +6,14 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SpecialIds
+
+# The few places where a public checkpoint's network differs from the paper's (see
+# core_model.marian); each list's first entry is the paper's choice, the default.
+ACTIVATIONS = ("relu", "swish", "gelu")  # §3.3 FFN's max(0, ·); Marian: swish (x·sigmoid(x))
+# §3.5: PE(pos, 2i) = sin, PE(pos, 2i+1) = cos ("interleaved"); Marian stores the same
+# sinusoids as all the sines, then all the cosines.
+SINUSOID_LAYOUTS = ("interleaved", "sines_then_cosines")
 
 # Sane bounds for every integer field, inclusive (a config.json may be hand-edited: a value
 # out of range must be a one-line error, never a division by zero or a 25 GB allocation).
@@ -71,8 +78,15 @@ class ModelConfig:
     max_len: int = 1024
     norm_first: bool = False  # False = post-norm as in the paper; True = pre-norm
     shared_vocab: bool = False  # one embedding for both sides, tied with the generator (§3.4)
+    activation: str = ACTIVATIONS[0]
+    sinusoid_layout: str = SINUSOID_LAYOUTS[0]
+    scale_embeddings: bool = True  # §3.4: embeddings × √d_model (some checkpoints: × 1)
+    # Dropout on the attention weights and inside the feed-forward network (between W_1 and
+    # W_2); None: `dropout`, as the reference implementations do. Marian trains with 0 there.
+    attention_dropout: float | None = None
+    activation_dropout: float | None = None
     pad_id: int = PAD_ID
-    bos_id: int = BOS_ID
+    bos_id: int = BOS_ID  # the decoder's start token: BOS, or PAD where a checkpoint says so
     eos_id: int = EOS_ID
     unk_id: int = UNK_ID
 
@@ -84,14 +98,22 @@ class ModelConfig:
                 raise ValueError(f"{name} must be an integer, got {value!r}")
             if not low <= value <= high:
                 raise ValueError(f"{name} must be between {low} and {high}, got {value}")
-        for name in ("norm_first", "shared_vocab"):
+        for name in ("norm_first", "shared_vocab", "scale_embeddings"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        dropout = self.dropout
-        if isinstance(dropout, bool) or not isinstance(dropout, int | float):
-            raise ValueError(f"dropout must be a number, got {dropout!r}")
-        if not (math.isfinite(dropout) and 0.0 <= dropout < 1.0):
-            raise ValueError(f"dropout must be at least 0 and below 1, got {dropout}")
+        for name, choices in (("activation", ACTIVATIONS), ("sinusoid_layout", SINUSOID_LAYOUTS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}"
+                )
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            dropout = getattr(self, name)
+            if dropout is None and name != "dropout":
+                continue
+            if isinstance(dropout, bool) or not isinstance(dropout, int | float):
+                raise ValueError(f"{name} must be a number, got {dropout!r}")
+            if not (math.isfinite(dropout) and 0.0 <= dropout < 1.0):
+                raise ValueError(f"{name} must be at least 0 and below 1, got {dropout}")
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
@@ -100,7 +122,11 @@ class ModelConfig:
             raise ValueError("shared_vocab needs equal source and target vocabulary sizes")
         specials = {"pad_id": self.pad_id, "bos_id": self.bos_id}
         specials |= {"eos_id": self.eos_id, "unk_id": self.unk_id}
-        if len(set(specials.values())) != len(specials):
+        distinct = {k: v for k, v in specials.items() if k != "bos_id"}
+        if len(set(distinct.values())) != len(distinct) or self.bos_id in (
+            self.eos_id,
+            self.unk_id,
+        ):  # (the decoder may start from PAD: Marian does)
             raise ValueError(f"the special token ids must differ, got {specials}")
         smallest = min(self.src_vocab_size, self.tgt_vocab_size)
         for name, value in specials.items():
@@ -110,6 +136,18 @@ class ModelConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def specials(self) -> SpecialIds:
+        return SpecialIds(self.pad_id, self.bos_id, self.eos_id, self.unk_id)
+
+    @property
+    def attention_dropout_p(self) -> float:
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+    @property
+    def activation_dropout_p(self) -> float:
+        return self.dropout if self.activation_dropout is None else self.activation_dropout
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> ModelConfig:

@@ -59,9 +59,11 @@ class DecoderCache:
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.feed_forward = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout_p)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout_p)
+        self.feed_forward = PositionwiseFeedForward(
+            cfg.d_model, cfg.d_ff, cfg.activation_dropout_p, cfg.activation
+        )
         self.self_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.cross_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ff_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)

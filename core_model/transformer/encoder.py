@@ -14,8 +14,10 @@ from core_model.transformer.residual import ResidualSublayer
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.feed_forward = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout_p)
+        self.feed_forward = PositionwiseFeedForward(
+            cfg.d_model, cfg.d_ff, cfg.activation_dropout_p, cfg.activation
+        )
         self.attn_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ff_block = ResidualSublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
 

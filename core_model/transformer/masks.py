@@ -20,5 +20,8 @@ def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor
 
 
 def decoder_self_mask(tgt_ids: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """[B, 1, T, T]: causal and not padding."""
-    return causal_mask(tgt_ids.size(1), tgt_ids.device) & padding_mask(tgt_ids, pad_id)
+    """[B, 1, T, T]: causal and not padding. The first position is the start token, a key
+    even where the decoder starts from PAD (Marian's decoders do)."""
+    keys = padding_mask(tgt_ids, pad_id).clone()  # [B, 1, 1, T]
+    keys[..., 0] = True
+    return causal_mask(tgt_ids.size(1), tgt_ids.device) & keys

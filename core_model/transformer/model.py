@@ -38,13 +38,16 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.src_embed = TokenEmbedding(cfg.src_vocab_size, cfg.d_model, cfg.pad_id)
+        scaled = cfg.scale_embeddings
+        self.src_embed = TokenEmbedding(cfg.src_vocab_size, cfg.d_model, cfg.pad_id, scaled)
         self.tgt_embed = (
             self.src_embed
             if cfg.shared_vocab
-            else TokenEmbedding(cfg.tgt_vocab_size, cfg.d_model, cfg.pad_id)
+            else TokenEmbedding(cfg.tgt_vocab_size, cfg.d_model, cfg.pad_id, scaled)
         )
-        self.positions = PositionalEncoding(cfg.d_model, cfg.max_len, cfg.dropout)
+        self.positions = PositionalEncoding(
+            cfg.d_model, cfg.max_len, cfg.dropout, cfg.sinusoid_layout
+        )
         self.encoder = Encoder(cfg)
         self.decoder = Decoder(cfg)
         self.generator = Generator(cfg.d_model, cfg.tgt_vocab_size)

@@ -205,3 +205,55 @@ def test_a_resumed_minutes_run_plans_with_its_first_calibration(
     resumed = train(pairs, pairs[:30], replace(cfg, time_budget_s=1), resume_from=tmp_path)
     assert resumed.metrics["calibration"] == stored
     assert resumed.train_config.max_tokens_per_batch == first.train_config.max_tokens_per_batch
+
+
+# A 6+6-layer d512 OPUS-MT model (opus-mt-de-en's 58k vocabulary), as core_model.marian opens it.
+OPUS_MT = ModelConfig(
+    src_vocab_size=58_101,
+    tgt_vocab_size=58_101,
+    shared_vocab=True,
+    activation="swish",
+    sinusoid_layout="sines_then_cosines",
+    attention_dropout=0.0,
+    activation_dropout=0.0,
+    max_len=512,
+    pad_id=58_100,
+    bos_id=58_100,
+    eos_id=0,
+    unk_id=1,
+)
+FIFTY = CorpusFacts(train_pairs=50, valid_pairs=0, tokens=1_000, shared_alphabet=False)
+
+
+def test_a_pretrained_model_is_fine_tuned_gently_for_its_own_measured_speed() -> None:
+    """The branch for large pretrained models: a low peak, a short warm-up, the checkpoint's
+    dropout, never memorising, and a minutes budget measured on the model itself."""
+    calls: list[TrainConfig] = []
+    plan = resolve(
+        TrainConfig(time_budget_s=600),
+        TATOEBA,
+        gpu=False,
+        fine_tune=True,
+        speed=speed_of(100, calls),
+        pretrained=OPUS_MT,
+    )
+    cfg = plan.cfg
+    assert (cfg.lr, cfg.lr_schedule, cfg.dropout) == (2e-5, "linear", 0.1)
+    assert len(calls) == 1 and plan.budget_tokens == pytest.approx(600 * 100 * 0.9)
+    assert cfg.max_tokens_per_batch == 250 and cfg.warmup_steps == 12  # a tenth of ~123 updates
+    assert (cfg.min_epoch_steps, cfg.adaptive_passes) == (1, 10)  # an epoch is one pass
+    # 50 pairs and no validation: the automatic budget is at most 10 passes, not "memorise"
+    small = resolve(TrainConfig(), FIFTY, gpu=False, fine_tune=True, pretrained=OPUS_MT)
+    assert small.budget_tokens == 10 * FIFTY.tokens and small.cfg.lr == 2e-5
+    assert (small.cfg.lr_schedule, small.cfg.average_last) == ("linear", 5)  # (memorising:
+    # a constant rate and no averaging)
+    # what the user chose still wins
+    mine = resolve(TrainConfig(epochs=2, lr=1e-4, dropout=0.3), FIFTY, False, True, None, OPUS_MT)
+    assert (mine.cfg.lr, mine.cfg.dropout, mine.budget_tokens) == (1e-4, 0.3, 2 * FIFTY.tokens)
+
+
+def test_a_token_of_an_opus_mt_model_costs_ten_times_the_small_models_arithmetic() -> None:
+    from core_model.training.recipe import estimated_tokens_per_s, relative_cost
+
+    assert relative_cost(OPUS_MT) == pytest.approx(9.8, abs=0.1)
+    assert estimated_tokens_per_s(OPUS_MT, gpu=False) == pytest.approx(2_500 / 9.8, rel=0.02)

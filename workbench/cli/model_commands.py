@@ -54,7 +54,25 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 
 
 def _args_register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("folder", type=Path, help="model folder, e.g. from core_model.distributed")
+    p.add_argument(
+        "folder",
+        type=Path,
+        metavar="FOLDER_OR_ZIP",
+        help="a model folder (e.g. from core_model.distributed), a public Marian / OPUS-MT "
+        "model as Hugging Face saves it (config.json, model.safetensors or pytorch_model.bin, "
+        "source.spm, target.spm, vocab.json), or a zip of either",
+    )
+    p.add_argument(
+        "--marian",
+        action="store_true",
+        help="it must be a Marian model (without it, one is detected from its config.json)",
+    )
+    p.add_argument(
+        "--target-token",
+        metavar="TOKEN",
+        help="a multilingual Marian model's target language, e.g. '>>cmn_Hans<<' (an "
+        "error lists the model's choices)",
+    )
     p.add_argument(
         "--corpus",
         help=f"link the version to this corpus (and take its languages): {CORPUS_REF_HELP}",
@@ -62,13 +80,24 @@ def _args_register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--src-lang", help="source language code, e.g. de")
     p.add_argument("--tgt-lang", help="target language code, e.g. en")
     p.add_argument("--name", help="version name (default: '<corpus> v<id>')")
+    p.epilog = (
+        "OPUS-MT models (CC-BY 4.0): https://huggingface.co/Helsinki-NLP, e.g. "
+        "`git clone https://huggingface.co/Helsinki-NLP/opus-mt-zh-en`. Their languages are "
+        "read from the folder unless given."
+    )
 
 
 def _cmd_register(args: argparse.Namespace) -> int:
     from workbench.models.registry import import_version
 
     version_id = import_version(
-        args.folder, args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, name=args.name
+        args.folder,
+        args.corpus,
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+        name=args.name,
+        marian=args.marian,
+        target_token=args.target_token,
     )
     print(json.dumps({"version_id": version_id}))
     return EXIT_OK
@@ -239,7 +268,12 @@ def _test_pairs(src: Path, ref: Path) -> list[tuple[str, str]]:
 
 COMMANDS = [
     Command("versions", "list the model versions", _args_versions, _cmd_versions),
-    Command("register", "add a model folder trained elsewhere", _args_register, _cmd_register),
+    Command(
+        "register",
+        "add a model made elsewhere: a folder of ours or a public Marian (OPUS-MT) model",
+        _args_register,
+        _cmd_register,
+    ),
     Command("translate", "translate sentences with a version", _args_translate, _cmd_translate),
     Command("evaluate", "BLEU/chrF of a version on a test set", _args_evaluate, _cmd_evaluate),
     Command(

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from core_model.artifact import LoadedModel
 from core_model.batching import encode_source, pad_sources
 from core_model.constrained_decoding import constrained_beam_search
-from core_model.tokenizer import EOS_ID, UNK_ID, Tokenizer
+from core_model.tokenizer import Tokenizer
 from core_model.translator import TranslationResult
 from db.models import Corpus, GlossaryTerm
 from workbench.corpus.corpora import CorpusRef, find
@@ -98,13 +98,14 @@ def _no_spaces(ch: str) -> bool:
 
 def _word_starts(tokenizer: Tokenizer) -> torch.Tensor:
     """[V] bool: the target pieces that may follow a required term: those that begin a word
-    ("▁" in SentencePiece), punctuation, the end marker. A whitespace tokenizer's tokens are
-    all words."""
+    ("▁" in SentencePiece pieces, a Marian vocabulary's too), punctuation, the end marker. A
+    whitespace tokenizer's tokens are all words."""
     pieces = tokenizer.ids_to_pieces(range(tokenizer.vocab_size))
-    if getattr(tokenizer, "kind", "") != "sentencepiece":
+    if getattr(tokenizer, "kind", "") not in ("sentencepiece", "marian"):
         return torch.ones(len(pieces), dtype=torch.bool)
+    eos = tokenizer.specials.eos
     return torch.tensor(
-        [p.startswith("▁") or not p[:1].isalnum() or i == EOS_ID for i, p in enumerate(pieces)]
+        [p.startswith("▁") or not p[:1].isalnum() or i == eos for i, p in enumerate(pieces)]
     )
 
 
@@ -254,10 +255,11 @@ def enforce(
         if not required or all(contains_term(out[i].text, t) for t in required):
             continue
         constraints = [tokenizers.tgt.encode(t) for t in required]
-        constraints = [c for c in constraints if c and UNK_ID not in c]
+        constraints = [c for c in constraints if c and tokenizers.specials.unk not in c]
         if not constraints:
             continue
-        src = pad_sources([encode_source(tokenizers, text, model.cfg.max_len)]).to(device)
+        src = pad_sources([encode_source(tokenizers, text, model.cfg.max_len)], model.cfg.pad_id)
+        src = src.to(device)
         width = min(MAX_CONSTRAINED_BEAM, max(beam, MIN_CONSTRAINED_BEAM))
         decoded = constrained_beam_search(
             model, src, constraints, beam_size=width, may_follow=_word_starts(tokenizers.tgt)

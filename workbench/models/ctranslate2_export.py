@@ -3,12 +3,15 @@ LibreTranslate serve through.
 
 The CTranslate2 model is built directly from our weights with its model-spec API
 (`ctranslate2.specs`): no other toolkit in between. Our Transformer maps onto its
-`TransformerSpec` part by part — token embeddings scaled by √d_model, our sinusoid table as
-the position encodings, pre- or post-norm layers (pre-norm with the final LayerNorms), the
-stacked Q/K/V matrix of self-attention as one fused linear, the Q and K/V rows of
-cross-attention as two, shared embeddings aliased, and the generator as the output
-projection. PAD and BOS get a -1e4 bias in the output projection: our decoder never outputs
-them (probability zero), so neither may any consumer of the exported model.
+`TransformerSpec` part by part — token embeddings scaled by √d_model (or not, as the model
+says), our sinusoid table (in the model's layout) as the position encodings, the model's
+activation, pre- or post-norm layers (pre-norm with the final LayerNorms), the stacked Q/K/V
+matrix of self-attention as one fused linear, the Q and K/V rows of cross-attention as two,
+shared embeddings aliased, and the generator as the output projection. PAD and BOS get a
+-1e4 bias in the output projection: our decoder never outputs them (probability zero), so
+neither may any consumer of the exported model. A model opened from a Marian checkpoint
+(`core_model.marian`) exports the same way: its decoder starts from PAD, whose embedding is
+the zero vector CTranslate2's own Marian converter starts from.
 
 The output folder holds CTranslate2's files (model.bin, config.json, vocabularies), the
 SentencePiece models as `source.spm`/`target.spm`, our own `tokenizer/` folder and
@@ -31,7 +34,7 @@ import numpy as np
 import torch
 
 from core_model.artifact import ArtifactError, LoadedModel, load_model
-from core_model.tokenizer import SentencePieceTokenizer, Tokenizer
+from core_model.tokenizer import MarianTokenizer, SentencePieceTokenizer, Tokenizer
 from core_model.transformer import Transformer
 from core_model.transformer.attention import MultiHeadAttention
 from core_model.transformer.positional_encoding import sinusoid_table
@@ -43,6 +46,8 @@ from workbench.models.registry import get_version, load_model_of
 FORMAT = "ctranslate2"
 METADATA_FILE = "workbench.json"
 NEVER_OUTPUT_BIAS = -1e4  # exp(-1e4) is 0 in float32: the token's probability is zero
+# Our activations (ModelConfig.activation) by CTranslate2's name.
+ACTIVATIONS = {"relu": "RELU", "swish": "SWISH", "gelu": "GELU"}
 
 
 def require_ctranslate2() -> Any:
@@ -119,17 +124,18 @@ def build_spec(loaded: LoadedModel) -> Any:
     _check_expressible(loaded)
     model: Transformer = loaded.model
     cfg = model.cfg
-    positions = _array(sinusoid_table(cfg.max_len, cfg.d_model))  # [max_len, D]
+    positions = _array(sinusoid_table(cfg.max_len, cfg.d_model, cfg.sinusoid_layout))  # [L, D]
+    activation = getattr(specs.Activation, ACTIVATIONS[cfg.activation])
     encoder = specs.TransformerEncoderSpec(
-        cfg.n_encoder_layers, cfg.n_heads, pre_norm=cfg.norm_first
+        cfg.n_encoder_layers, cfg.n_heads, pre_norm=cfg.norm_first, activation=activation
     )
     decoder = specs.TransformerDecoderSpec(
-        cfg.n_decoder_layers, cfg.n_heads, pre_norm=cfg.norm_first
+        cfg.n_decoder_layers, cfg.n_heads, pre_norm=cfg.norm_first, activation=activation
     )
     spec = specs.TransformerSpec(encoder, decoder)
 
     # Encoder: §3.4 embeddings × √d_model (CTranslate2's scale_embeddings), §3.5 positions.
-    encoder.scale_embeddings = True
+    encoder.scale_embeddings = cfg.scale_embeddings
     encoder.embeddings[0].weight = _array(model.src_embed.lookup.weight)
     encoder.position_encodings.encodings = positions
     for layer_spec, layer in zip(encoder.layer, model.encoder.layers, strict=True):
@@ -139,7 +145,7 @@ def build_spec(loaded: LoadedModel) -> Any:
     if cfg.norm_first:
         _layer_norm(encoder.layer_norm, model.encoder.final_norm)
 
-    decoder.scale_embeddings = True
+    decoder.scale_embeddings = cfg.scale_embeddings
     decoder.embeddings.weight = _array(model.tgt_embed.lookup.weight)
     decoder.position_encodings.encodings = positions
     for layer_spec, layer in zip(decoder.layer, model.decoder.layers, strict=True):
@@ -267,5 +273,5 @@ def _write_tokenizers(loaded: LoadedModel, directory: Path) -> None:
     tokenizers = loaded.tokenizers
     tokenizers.save(directory / "tokenizer")
     for name, tokenizer in (("source.spm", tokenizers.src), ("target.spm", tokenizers.tgt)):
-        if isinstance(tokenizer, SentencePieceTokenizer):
+        if isinstance(tokenizer, SentencePieceTokenizer | MarianTokenizer):
             (directory / name).write_bytes(tokenizer.model_proto)

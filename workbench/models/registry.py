@@ -34,6 +34,7 @@ from core_model.artifact import (
     matches_recorded_sha256,
     model_files,
 )
+from core_model.marian import MarianError, convert_marian, describe, is_marian
 from db.engine import MAX_ID
 from db.models import Corpus, ModelVersion, TrainingRun
 from workbench import settings
@@ -41,6 +42,7 @@ from workbench.corpus.corpora import get_corpus, validate_lang
 from workbench.corpus.text_rules import clean_text, strip_invisible, validate_name
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
+from workbench.models.archives import is_zip, unpack_model_zip
 from workbench.storage import session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
@@ -104,15 +106,24 @@ def import_version(
     src_lang: str | None = None,
     tgt_lang: str | None = None,
     name: str | None = None,
+    *,
+    marian: bool = False,
+    target_token: str | None = None,
 ) -> int:
-    """Register a model folder trained outside the workbench (e.g. under torchrun); returns the id.
+    """Register a model made outside the workbench; returns the id. `folder` is a model
+    folder of ours (e.g. trained under torchrun), or a public Marian checkpoint in Hugging
+    Face's format (an OPUS-MT model; detected from its config.json, or required by `marian`),
+    or a zip of either (`archives`). A Marian model is converted (`core_model.marian`):
+    `target_token` picks the target language of a multilingual one, and its model card's
+    numbers become the version's notes.
 
-    Only the model files are copied (never moved: the user's folder stays theirs), links and
+    Only the model files are read (never moved: the user's folder stays theirs), links and
     special files are refused and the size is bounded (`model_files`); the copy is then
     loaded, so a corrupt, mismatched or hand-edited one is refused before the registry
     changes, and what is registered is exactly what was checked. Languages are required:
-    given, else the linked corpus's, else those recorded in the folder's config.json. The
-    folder's metrics are informative only: kept when they are plain finite values.
+    given, else the linked corpus's, else those recorded in the folder (our config.json; a
+    Marian model's tokenizer_config.json or OPUS-MT folder name). The folder's metrics are
+    informative only: kept when they are plain finite values.
 
     The corpus is read, the folder copied and checked, and the version registered in
     separate steps: no transaction is held open while a model is copied and loaded.
@@ -124,11 +135,26 @@ def import_version(
     folder = Path(folder)
     # Staged under runs/, where the worker's sweep removes what a killed import left behind.
     staging = settings.new_import_staging_dir(uuid.uuid4().hex)
+    model_dir = staging / "model"
     try:
+        if folder.is_file() and not is_zip(folder):
+            raise WorkbenchError(N_("{folder} is neither a model folder nor a zip"), folder=folder)
+        source = unpack_model_zip(folder, staging / "unpacked") if is_zip(folder) else folder
+        pretrained = marian or is_marian(source)
+        if target_token is not None and not pretrained:
+            raise WorkbenchError(
+                N_("{folder} is not a Marian model: a target-language token is only for those"),
+                folder=folder,
+            )
         try:
-            copy_model(folder, staging)
-            loaded = load_model(staging)
-        except ArtifactError as exc:
+            if pretrained:
+                # (a zip's own name names the checkpoint whose files lie at its root)
+                label = folder.stem if source == staging / "unpacked" else source.name
+                convert_marian(source, model_dir, target_token, label)
+            else:
+                copy_model(source, model_dir)
+            loaded = load_model(model_dir)
+        except (ArtifactError, MarianError) as exc:
             raise WorkbenchError(
                 N_("cannot import {folder}: {reason}"), folder=folder, reason=str(exc)
             ) from exc
@@ -138,6 +164,8 @@ def import_version(
             ) from exc
         saved = loaded.config
         recorded = saved.get("corpus") if isinstance(saved.get("corpus"), dict) else {}
+        if isinstance(saved.get("pretrained"), dict):
+            recorded = saved["pretrained"]
         langs = vars(corpus_info) if corpus_info else recorded
         src_lang, tgt_lang = src_lang or langs.get("src_lang"), tgt_lang or langs.get("tgt_lang")
         if not (src_lang and tgt_lang):
@@ -149,15 +177,17 @@ def import_version(
         tgt_lang = validate_lang(str(tgt_lang), "target")
         metrics = _plain_metrics(saved.get("metrics"))
         metrics["parameters"] = sum(p.numel() for p in loaded.model.parameters())
+        notes = describe(saved["pretrained"]) if pretrained else ""
         del loaded
         return register_version(
-            staging,
+            model_dir,
             metrics,
             corpus_id=corpus_info.id if corpus_info else None,
             src_lang=src_lang,
             tgt_lang=tgt_lang,
             name=name,
             trained_by=actor.email,
+            notes=notes,
         )
     except ArtifactError as exc:  # the checked copy could not be stored (register_version)
         raise WorkbenchError(
@@ -165,6 +195,22 @@ def import_version(
         ) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already unless storing failed
+
+
+def import_zip_upload(data: bytes, filename: str, **options: Any) -> int:
+    """`import_version` of an uploaded zip (the Models page's "Add a public model"); its
+    file name (e.g. opus-mt-zh-en.zip) names a checkpoint whose files lie at the zip's root.
+    `options`: those of `import_version`."""
+    require(Permission.TRAIN)
+    stem = "".join(c for c in Path(str(filename)).stem if c.isalnum() or c in "-_.")[:100]
+    upload = settings.new_import_staging_dir(uuid.uuid4().hex)
+    try:
+        upload.mkdir(parents=True)
+        path = upload / f"{stem or 'model'}.zip"
+        path.write_bytes(data)
+        return import_version(path, **options)
+    finally:
+        shutil.rmtree(upload, ignore_errors=True)
 
 
 def _plain_metrics(raw: Any) -> dict[str, Any]:
@@ -204,6 +250,7 @@ def register_version(
     name: str | None = None,
     parent_version_id: int | None = None,
     trained_by: str | None = None,
+    notes: str = "",
 ) -> int:
     """Record a model (a finished run's, or an imported copy) and move `model_dir` into
     models/<id>/; returns the id. ``parent_version_id``: the version the run continued; the
@@ -228,6 +275,7 @@ def register_version(
             trained_by = s.scalar(select(TrainingRun.started_by).where(TrainingRun.id == run_id))
         version = ModelVersion(
             trained_by=trained_by,
+            notes=strip_invisible(notes)[0],
             run_id=run_id,
             corpus_id=corpus.id if corpus else None,
             name="",

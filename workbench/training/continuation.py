@@ -9,18 +9,25 @@ tokenizer on the current pairs, new ones included (the recipe gives it a short r
 so successive runs add up.
 When the newest version's tokenizer no longer fits (new pairs bring characters it cannot
 write), a new model is the default, and the reason says so.
+
+A version that is a large pretrained model (a public checkpoint, or fine-tuned from one) is
+continued as gently as core_model's recipe says; ``fine_tune_note`` tells the Train page what
+such a run will cost and buy, before it is queued.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import NamedTuple
 
 from sqlalchemy import func, select
 
-from core_model.artifact import TOKENIZER_DIR, ArtifactError
+from core_model.artifact import TOKENIZER_DIR, ArtifactError, read_config
 from core_model.tokenizer import TokenizerError, TokenizerPair, character_coverage
+from core_model.training import TrainConfig, recipe
+from core_model.transformer import ModelConfig
 from db.models import Pair
 from workbench import settings
 from workbench.corpus.corpora import CorpusRef, find
@@ -100,21 +107,32 @@ def _content_marker(corpus_id: int) -> tuple:
         )
 
 
-@lru_cache(maxsize=8)
-def _corpus_characters(corpus_id: int, marker: tuple) -> tuple[Counter[str], Counter[str]]:
-    """(source, target) character counts of the corpus' training pairs."""
-    src: Counter[str] = Counter()
-    tgt: Counter[str] = Counter()
+def _training_pairs(corpus_id: int) -> Iterator[tuple[str, str]]:
+    """The corpus' training pairs, streamed (a large corpus is never held twice)."""
     with session_scope() as s:
         rows = s.execute(
             select(Pair.source, Pair.target).where(
                 Pair.corpus_id == corpus_id, Pair.split == "train"
             )
         )
-        for source, target in rows:
-            src.update(source)
-            tgt.update(target)
+        yield from rows
+
+
+@lru_cache(maxsize=8)
+def _corpus_characters(corpus_id: int, marker: tuple) -> tuple[Counter[str], Counter[str]]:
+    """(source, target) character counts of the corpus' training pairs."""
+    src: Counter[str] = Counter()
+    tgt: Counter[str] = Counter()
+    for source, target in _training_pairs(corpus_id):
+        src.update(source)
+        tgt.update(target)
     return src, tgt
+
+
+@lru_cache(maxsize=8)
+def _corpus_facts(corpus_id: int, marker: tuple) -> recipe.CorpusFacts:
+    """What core_model's recipe knows of the corpus' training pairs (counted once)."""
+    return recipe.CorpusFacts.of(list(_training_pairs(corpus_id)), None)
 
 
 def _coverage(
@@ -136,4 +154,63 @@ def _tokenizers(version_id: int, sha256: str) -> TokenizerPair | None:
         folder = settings.resolve(registry.get_version(version_id).artifact_path)
         return TokenizerPair.load(folder / TOKENIZER_DIR)
     except (ArtifactError, TokenizerError, OSError):
+        return None
+
+
+def fine_tune_note(
+    version_id: int,
+    corpus: CorpusRef,
+    *,
+    minutes: float | None = None,
+    epochs: int | None = None,
+    device: str = "cpu",
+) -> Message | None:
+    """What continuing ``version_id`` on ``corpus`` costs and buys when the version is a large
+    pretrained model: how much slower a token is than for the CPU small model, and the tokens
+    and passes over the corpus the budget (``minutes``, ``epochs`` or the automatic one)
+    projects to, as core_model's recipe plans them at its first guess of the speed (the run
+    measures it). None for any other version."""
+    version = registry.get_version(version_id)
+    model = _pretrained_model(version.id, version.sha256)
+    if model is None:
+        return None
+    with session_scope() as s:
+        corpus_id = find(s, corpus).id
+    facts = _corpus_facts(corpus_id, _content_marker(corpus_id))
+    if not facts.train_pairs:
+        return None
+    asked = TrainConfig(epochs=epochs, time_budget_s=60.0 * minutes if minutes else None)
+    gpu = device.startswith("cuda")
+    plan = recipe.resolve(asked, facts, gpu, fine_tune=True, pretrained=model)
+    tokens = plan.budget_tokens or 0.0
+    return Message(
+        N_(
+            "Version #{id} is a pretrained model of {parameters} parameters: a token costs it "
+            "about {times}× the arithmetic of the CPU “small” model, so it trains slowly (about "
+            "{speed} tokens/s here, a first guess that the run measures before it starts). "
+            "This run trains about {tokens} tokens, {passes} passes over the corpus' training "
+            "pairs, at a low learning rate ({rate}) that adapts the model without erasing what "
+            "it knows; version #{id} stays as it is."
+        ),
+        id=version.id,
+        parameters=f"{version.param_count / 1e6:.1f}M",
+        times=f"{recipe.relative_cost(model):.0f}",
+        speed=f"{recipe.estimated_tokens_per_s(model, gpu):,.0f}",
+        tokens=f"{tokens:,.0f}",
+        passes=f"{tokens / max(1, facts.tokens):.1f}",
+        rate=f"{plan.cfg.lr:g}",
+    )
+
+
+@lru_cache(maxsize=16)
+def _pretrained_model(version_id: int, sha256: str) -> ModelConfig | None:
+    """The version's model config when it is a large pretrained model (its config.json has a
+    ``pretrained`` section), else None (cached per version and digest)."""
+    try:
+        folder = settings.resolve(registry.get_version(version_id).artifact_path)
+        data = read_config(folder)
+        if not isinstance(data.get("pretrained"), dict):
+            return None
+        return ModelConfig.from_dict(data["model"])
+    except (ArtifactError, OSError, TypeError, ValueError):
         return None

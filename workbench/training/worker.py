@@ -261,7 +261,8 @@ def _train_run(
     init_id = run.init_version_id
     resume = _resume_point(run, config, out_dir)
     # how the run spreads over the cores: timed on this machine unless the user said
-    choice = choose_layout(config, frozen.train_pairs, frozen.valid_pairs, init_id is not None)
+    init_from = artifact_dir(init_id) if init_id is not None else None
+    choice = choose_layout(config, frozen.train_pairs, frozen.valid_pairs, init_from)
     log.info("run %s: %s", run.id, _layout_words(choice))
     result = train_data_parallel(
         choice.layout,
@@ -273,7 +274,7 @@ def _train_run(
         resume_from=resume,
         callback=sync.report,
         should_cancel=sync.cancel.is_set,
-        init_from=artifact_dir(init_id) if init_id is not None else None,
+        init_from=init_from,
         extra_config={
             "corpus": {
                 "id": corpus.id,

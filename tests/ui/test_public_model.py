@@ -1,0 +1,64 @@
+"""Starting from a public model on the pages: the Models page's "Add a public model" (where
+such models are found; the upload itself is the service's, tested in
+tests/workbench/models/test_public_models.py, since AppTest cannot upload files) and the
+Train page's note on what fine-tuning a pretrained version costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.marian_checkpoint import save_random_marian, toy_pairs
+from tests.ui.pages import assert_clean, open_page, texts
+from workbench.corpus import corpora, pairs
+from workbench.models import registry
+from workbench.training import run_info, runs
+
+pytest.importorskip("transformers")
+
+
+def test_models_page_says_where_public_models_are_and_how_to_add_one(
+    small_corpus: int,
+) -> None:
+    at = open_page("models")  # no version yet: the panel is there all the same
+    assert at.expander[0].label == "Add a public model"
+    shown = texts(at.markdown)
+    assert "https://huggingface.co/Helsinki-NLP" in shown and "CC-BY 4.0" in shown
+    assert "python -m workbench register FOLDER" in texts(at.caption)
+    assert at.button(key="public_model_add").disabled  # until a zip is chosen
+
+
+@pytest.fixture
+def imported(wb_home: Path, no_demo: None, tmp_path: Path) -> int:
+    """A tiny random Marian checkpoint (2 layers, 2 heads), registered as a version."""
+    folder = save_random_marian(tmp_path / "opus-mt-zh-en", d_model=16, heads=2, ffn=32)
+    return registry.import_version(folder)
+
+
+def test_inspect_page_looks_inside_an_imported_model(imported: int) -> None:
+    at = open_page("inspect")
+    at.text_input(key="inspect_text").input("我 喜欢 喝 茶")
+    at.button(key="inspect").click().run()
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    assert "Attention, every layer and head" in [h.value for h in at.subheader]
+    assert "Read so far: `<pad>` → chose" in texts(at.markdown)  # Marian starts from <pad>
+
+
+def test_train_page_tells_what_fine_tuning_a_pretrained_version_costs(
+    imported: int, no_worker: None
+) -> None:
+    corpus = corpora.create_corpus("curated", "zh", "en")
+    pairs.apply_edits(corpus.id, added=[{"source": s, "target": t} for s, t in toy_pairs(40, 2)])
+    at = open_page("train")
+    assert "is a pretrained model" not in texts(at.info)  # a new model: nothing to say
+    at.radio(key=f"train_start_{corpus.id}").set_value(imported).run()
+    assert_clean(at)
+    note = texts(at.info)
+    assert f"Version #{imported} is a pretrained model of" in note
+    assert "passes over the corpus' training pairs" in note and "(2e-05)" in note
+    at.button(key="train_button").click().run()
+    run = run_info.list_runs()[0]
+    assert run.init_version_id == imported
+    runs.cancel_run(run.id)

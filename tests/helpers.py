@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -101,6 +102,20 @@ def killed_import(home: Path, start: str, *args: str) -> None:
         timeout=120,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+
+
+def cli_that_starts_a_worker(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`cli(*args)` for a command that starts a detached worker (`train --wait`, say): the
+    worker it started, if any, is stopped by its PID afterwards, whatever the outcome."""
+    done = None
+    try:
+        done = cli(*args, timeout=timeout)
+        return done
+    finally:
+        started = re.search(r"started a worker \(pid (\d+)\)", done.stderr if done else "")
+        if started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(started.group(1)), signal.SIGTERM)
 
 
 def start_worker(*args: str, log: Path | None = None) -> subprocess.Popen:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import re
-import signal
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import TOY, add_preset, cli, make_toy_corpus, toy_pairs
+from tests.helpers import TOY, add_preset, cli, cli_that_starts_a_worker, make_toy_corpus, toy_pairs
 from workbench.corpus import corpora
 from workbench.training import run_info, worker_process
 
@@ -21,22 +17,14 @@ def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
     assert imported.returncode == 0, imported.stderr
     assert "imported 12 pairs" in imported.stdout
 
-    worker_pid = None
-    try:
-        trained = cli("train", "--corpus", "toy", "--preset", "tiny", "--wait", timeout=600)
-        started = re.search(r"started a worker \(pid (\d+)\)", trained.stderr)
-        worker_pid = int(started.group(1)) if started else None
-        assert trained.returncode == 0, trained.stderr[-2000:]
-        result = json.loads(trained.stdout.strip().splitlines()[-1])
-        assert result["status"] == "succeeded" and result["version_id"] is not None
-        assert result["run_id"] >= 1
-        # the automatic budget of 12 pairs ends when they are learned, and says so
-        assert result["stop_reason"] == "memorised" and result["steps"] > 0
-        assert "learned every training pair" in trained.stderr
-    finally:
-        if worker_pid is not None:  # the detached worker this test caused to start
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(worker_pid, signal.SIGTERM)
+    trained = cli_that_starts_a_worker("train", "--corpus", "toy", "--preset", "tiny", "--wait")
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    result = json.loads(trained.stdout.strip().splitlines()[-1])
+    assert result["status"] == "succeeded" and result["version_id"] is not None
+    assert result["run_id"] >= 1
+    # the automatic budget of 12 pairs ends when they are learned, and says so
+    assert result["stop_reason"] == "memorised" and result["steps"] > 0
+    assert "learned every training pair" in trained.stderr
     version_id = result["version_id"]
     version = str(version_id)
 
@@ -176,19 +164,11 @@ def test_train_wait_reports_what_a_token_budget_bought(wb_home: Path) -> None:
     """Every figure compares across machines only with its tokens, speed, steps, precision and
     threads: `train --tokens N --wait` ends at its budget and prints them all."""
     make_toy_corpus()
-    worker_pid = None
-    try:
-        trained = cli(
-            "train", "--corpus", "toy", "--preset", "tiny", "--tokens", "3000",
-            "--precision", "fp32", "--wait", timeout=600,
-        )  # fmt: skip
-        started = re.search(r"started a worker \(pid (\d+)\)", trained.stderr)
-        worker_pid = int(started.group(1)) if started else None
-        assert trained.returncode == 0, trained.stderr[-2000:]
-    finally:
-        if worker_pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(worker_pid, signal.SIGTERM)
+    trained = cli_that_starts_a_worker(
+        "train", "--corpus", "toy", "--preset", "tiny", "--tokens", "3000",
+        "--precision", "fp32", "--wait",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-2000:]
     result = json.loads(trained.stdout.strip().splitlines()[-1])
     assert (result["status"], result["stop_reason"], result["precision"]) == (
         "succeeded",

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, make_toy_corpus, start_worker, stop, wait_for
+from tests.helpers import (
+    cli,
+    cli_that_starts_a_worker,
+    make_toy_corpus,
+    start_worker,
+    stop,
+    wait_for,
+)
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import registry
@@ -51,8 +58,8 @@ def test_train_with_two_processes_registers_one_version_and_says_its_layout(
     wb_home: Path,
 ) -> None:
     corpus_id = make_toy_corpus()
-    done = cli("train", "--corpus", str(corpus_id), "--new", "--processes", "2",
-               "--epochs", "2", "--wait", timeout=240)  # fmt: skip
+    done = cli_that_starts_a_worker("train", "--corpus", str(corpus_id), "--new",
+                                    "--processes", "2", "--epochs", "2", "--wait")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["status"] == "succeeded"

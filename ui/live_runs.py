@@ -173,6 +173,8 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
         )
         if run.note:  # e.g. a re-queued run: its worker died, the next one resumes it
             st.caption(localized(run.note))
+        if run.layout:
+            st.caption(localized(run.layout))
         if run.status == RunStatus.QUEUED:
             st.caption(_("Waiting for the worker…"))
             return

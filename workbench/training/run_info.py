@@ -123,6 +123,28 @@ class RunInfo:
         return describe_stop(self.stop_reason, self.config)
 
     @property
+    def layout(self) -> Message | None:
+        """How the run spreads over its machine, and the layouts timed to choose it."""
+        layout = self.progress_detail.get("layout")
+        if not layout:
+            return None
+        timings = " · ".join(
+            f"{t['processes']}×{t['threads']} {t['tokens_per_s']:,.0f}"
+            for t in layout.get("layout_timings") or []
+        )
+        shape = {"processes": layout["processes"], "threads": layout["threads_per_process"] or "—"}
+        if timings:
+            return Message(
+                N_(
+                    "{processes} × {threads} (training processes × threads each) · timed at "
+                    "the start: {timings} tokens/s"
+                ),
+                **shape,
+                timings=timings,
+            )
+        return Message(N_("{processes} × {threads} (training processes × threads each)"), **shape)
+
+    @property
     def early_stop_rule(self) -> Message | None:
         """What may end the run before its budget, in words, with how close it is now."""
         return describe_watch(self.progress_detail.get("watch") or {})

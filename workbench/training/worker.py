@@ -98,7 +98,8 @@ class RunSync(threading.Thread):
         self.cancel = threading.Event()  # cancel requested, or the run is no longer ours
         self.owned = True
         self.last_error: BaseException | None = None
-        self._kept_detail = kept_detail  # the reaper's bookkeeping of earlier attempts
+        # the reaper's bookkeeping of earlier attempts, and this attempt's layout
+        self._kept_detail = kept_detail
         self._closing = threading.Event()
         self._wake = threading.Event()
         self._buffer_lock = threading.Lock()
@@ -138,6 +139,11 @@ class RunSync(threading.Thread):
             self._latest.update(latest)
         if event.kind != "loss":  # loss rows (as often as every step) wait for the next beat
             self._wake.set()
+
+    def keep(self, **detail: Any) -> None:
+        """Facts of this attempt that every progress write carries (its layout)."""
+        with self._buffer_lock:
+            self._kept_detail.update(detail)
 
     def run(self) -> None:
         pause = HEARTBEAT_INTERVAL_S
@@ -264,6 +270,7 @@ def _train_run(
     init_from = artifact_dir(init_id) if init_id is not None else None
     choice = choose_layout(config, frozen.train_pairs, frozen.valid_pairs, init_from)
     log.info("run %s: %s", run.id, _layout_words(choice))
+    sync.keep(layout=choice.metrics())
     result = train_data_parallel(
         choice.layout,
         frozen.train_pairs,

@@ -69,6 +69,10 @@ def test_train_with_two_processes_registers_one_version_and_says_its_layout(
     assert version.id == result["version_id"]
     assert (version.metrics["world_size"], version.metrics["processes"]) == (2, 2)
     assert version.metrics["layout_reason"] == "2 process(es) asked for"
+    # the run says how it spread over the machine (the Train page's run card shows it)
+    assert run_info.get_run(result["run_id"]).layout == (
+        "2 × 1 (training processes × threads each)"
+    )
     rows = run_info.run_metrics(result["run_id"])
     assert set(rows["kind"]) >= {"start", "epoch", "done"}  # rank 0 reported as one run does
     assert rows["step"].is_monotonic_increasing

@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import io
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -338,6 +339,15 @@ def test_an_archive_over_the_size_cap_is_refused_before_it_is_written(
         restore(matching, force=True)
     assert str(refused.value) == (
         f"{matching} holds more than 16 MiB of data, the most a restore takes"
+    )
+    # The free space of the data folder's disk caps it too.
+    monkeypatch.setattr(backups, "MAX_RESTORE_BYTES", 1 << 40)
+    usage = shutil.disk_usage(wb_home)
+    monkeypatch.setattr(backups.shutil, "disk_usage", lambda _: usage._replace(free=20 << 20))
+    with pytest.raises(WorkbenchError) as refused:
+        restore(matching, force=True)
+    assert str(refused.value) == (
+        f"{matching} holds more data than the 20 MiB free on the disk of the data folder"
     )
     assert staged == [] and _untouched_target() == target and db_fingerprint() == fingerprint
 

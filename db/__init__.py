@@ -24,11 +24,14 @@ def init(
     *,
     sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
     after_upgrade: Callable[[Engine], object] | None = None,
+    before_open: Callable[[], object] | None = None,
 ) -> Engine:
     """The engine for ``url``, created and migrated to the newest revision once per process
     (cached afterwards: every later call is a dictionary lookup). ``after_upgrade``: the
     application's data steps, run once per process right after migrating (a migration that
-    needs application rules leaves its rows flagged for them; ``db`` imports no such rule)."""
+    needs application rules leaves its rows flagged for them; ``db`` imports no such rule).
+    ``before_open``: called first, each time the engine is created (the application takes
+    its lock on the data folder there)."""
     engine = _engines.get(url)
     if engine is not None:
         return engine
@@ -38,6 +41,8 @@ def init(
             # Imported here: a process that never opens a database (`--help`) skips Alembic.
             from db.migrate import upgrade
 
+            if before_open is not None:
+                before_open()
             engine = create_workbench_engine(url, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
             try:
                 upgrade(engine)

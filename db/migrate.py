@@ -49,6 +49,13 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
+def known_revision(revision: str) -> bool:
+    """Whether ``revision`` is one of this code's migrations (a database at another was
+    written by a newer workbench, or is no workbench's)."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return revision in {s.revision for s in script.walk_revisions()}
+
+
 def current_revision(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 

@@ -77,7 +77,7 @@ TOP_LEVEL_EXCEPTIONS = {
 
 
 def test_the_top_level_modules_import_no_package() -> None:
-    """settings, storage, errors, job_rows, worker_lock and backup are what every package
+    """The top-level modules (settings, storage, errors, locks, backups) are what every package
     stands on (__main__ only starts the CLI)."""
     for path in sorted((ROOT / "workbench").glob("*.py")):
         if path.name == "__main__.py":

@@ -38,6 +38,8 @@ The data folder::
       worker.lock, spawn.lock   a live worker's lock; the lock that serialises starting one
                                 (or the page's server)
       server.lock, server.json  the lock of the HTTP server the page started; its PID and port
+      database.lock             held by every process that has the database open, and by a
+                                restore alone (workbench.database_lock)
 """
 
 from __future__ import annotations
@@ -163,6 +165,14 @@ def resolve(stored_path: str) -> Path:
     return path if path.is_absolute() else home() / path
 
 
+def version_folder(stored_path: str) -> Path | None:
+    """The folder a version row's stored path names, when it is a folder directly inside
+    ``models/`` (links followed); None for any other place, which the workbench neither
+    restores a version into nor deletes."""
+    folder = resolve(stored_path).resolve()
+    return folder if folder.parent == models_dir().resolve() else None
+
+
 def ctranslate2_folder(stored_path: str, quantization: str) -> Path:
     """Where the CTranslate2 engine keeps a version's export (inside the version's folder:
     deleting the version deletes it; the version's digest never covers it)."""
@@ -208,6 +218,12 @@ def _logs_dir() -> Path:
 def worker_lock_path() -> Path:
     """A live worker holds a shared lock on this file for as long as it runs."""
     return home() / "worker.lock"
+
+
+def database_lock_path() -> Path:
+    """Every process with the database open holds a shared lock on it; a restore holds it
+    alone."""
+    return home() / "database.lock"
 
 
 def spawn_lock_path() -> Path:

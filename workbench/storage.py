@@ -1,9 +1,11 @@
 """The workbench's database: the one place the application opens it and starts a session.
 
 ``engine()`` is the engine for ``settings.database_url()``, migrated to the newest revision
-the first time this process opens that database (``db.init``). ``session_scope()`` is the
-unit of work a service opens: one per public function, handed to its private helpers
-(functions that take a ``session`` argument never open one of their own).
+the first time this process opens that database (``db.init``); from then on the process
+holds the data folder's shared lock (``database_lock``), so that no restore replaces the
+database under it. ``session_scope()`` is the unit of work a service opens: one per public
+function, handed to its private helpers (functions that take a ``session`` argument never
+open one of their own).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 import db
-from workbench import settings
+from workbench import database_lock, settings
 from workbench.corpus import splits
 
 
@@ -25,6 +27,7 @@ def engine() -> Engine:
         settings.database_url(),
         sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms(),
         after_upgrade=splits.group_old_corpora,  # the data step of migration 0008
+        before_open=database_lock.hold_shared,
     )
 
 

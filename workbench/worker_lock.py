@@ -1,5 +1,6 @@
 """The lock a live worker holds on ``<WORKBENCH_HOME>/worker.lock``: whether a worker runs on
-this data folder, asked by the pages, the backups and the worker's own starter.
+this data folder, asked by the pages and the worker's own starter (a restore asks
+``database_lock``, which every process holds).
 
 A live worker holds a shared lock on the file (``hold_worker_lock``) for as long as it runs;
 the OS drops the lock when the process dies, so ``worker_alive`` needs no PID file. Top-level,

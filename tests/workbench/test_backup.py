@@ -22,7 +22,7 @@ from core_model.artifact import matches_recorded_sha256, model_files, sha256_fil
 from db import dispose_engines
 from db.models import GlossaryTerm, ModelVersion, Pair, TrainingRun
 from tests.helpers import cli, make_toy_corpus, start_worker, stop, train_version, wait_for
-from workbench import settings
+from workbench import database_lock, settings
 from workbench.backup import DATABASE_MEMBERS, MANIFEST, backup, restore
 from workbench.corpus import glossary, pairs
 from workbench.models import registry
@@ -52,9 +52,16 @@ def _home() -> Path:
     return Path(os.environ[settings.ENV_HOME])
 
 
+def _let_go() -> None:
+    """Close this process' connections and let its lock on the data folder go, as a process
+    that stops does (a restore refuses while any other process has the database open)."""
+    dispose_engines()
+    database_lock.release()
+
+
 def _wipe(db_url: str) -> None:
     """Lose everything: the data folder's contents and the database."""
-    dispose_engines()
+    _let_go()
     home = _home()
     shutil.rmtree(home)
     home.mkdir()
@@ -67,11 +74,12 @@ def _wipe(db_url: str) -> None:
 
 
 def _untouched_target() -> tuple[list[str], list[str]]:
-    """What a refused restore must leave as it was: the data folder's entries and, without
-    creating anything, the database's tables."""
+    """What a refused restore must leave as it was: the data folder's entries (but the lock
+    file that every process takes) and, without creating anything, the database's tables."""
     dispose_engines()  # (this process' open SQLite connections keep -wal and -shm files)
     home = _home()
-    entries = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+    lock = settings.database_lock_path()
+    entries = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p != lock)
     url = make_url(settings.database_url())
     if url.get_backend_name() == "sqlite":
         return entries, []
@@ -86,7 +94,7 @@ def _untouched_target() -> tuple[list[str], list[str]]:
 
 
 def _restore(archive: Path, *args: str) -> Any:
-    dispose_engines()  # the restore replaces the database under this process' pool
+    _let_go()  # the restore replaces the database under this process' pool
     done = cli("restore", str(archive), *args, timeout=300)
     dispose_engines()
     return done

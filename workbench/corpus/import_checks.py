@@ -167,8 +167,13 @@ class Validator:
 
     def __init__(self, cleaner: Cleaner | None = None) -> None:
         self.parsed = ParsedImport(pairs=[], report=[])
-        self.seen: dict[str, int] = {}  # content hash -> first line
+        # content hash (its 16 bytes: half the memory of its hex text) -> first line
+        self._first_lines: dict[bytes, int] = {}
         self.cleaner = cleaner
+
+    def first_line(self, content_hash: str) -> int:
+        """The line of the file's pair with this content hash (0: none)."""
+        return self._first_lines.get(bytes.fromhex(content_hash), 0)
 
     def check(self, raw: Record) -> ParsedPair | None:
         """The validated pair, or None (and a report entry) for a skipped row.
@@ -219,12 +224,13 @@ class Validator:
             split = None
         sb, tb = src.encode(), tgt.encode()
         h = hash_encoded(sb, tb)
-        first = self.seen.get(h)
+        key = bytes.fromhex(h)
+        first = self._first_lines.get(key)
         if first is not None:
             msg = Message(N_("duplicate of line {line}"), line=first)
             parsed.add(ValidationIssue(n, "duplicate_in_file", msg, "duplicate"))
             return None
-        self.seen[h] = n
+        self._first_lines[key] = n
         if len(src) == len(tgt) and src.casefold() == tgt.casefold():
             msg = Message(N_("source and target are identical"))
             parsed.add(ValidationIssue(n, "identical", msg))

@@ -187,7 +187,7 @@ def _publish(
         .where(staged.c.corpus_id == staging.id)
     ).all()
     for _sid, content_hash, pair_id in clashes:  # added to the corpus during the import
-        validator.parsed.add(in_corpus(validator.seen.get(content_hash, 0), pair_id))
+        validator.parsed.add(in_corpus(validator.first_line(content_hash), pair_id))
     ids = [sid for sid, _h, _p in clashes]
     for start in range(0, len(ids), 900):
         conn.execute(delete(Pair).where(Pair.id.in_(ids[start : start + 900])))
@@ -202,7 +202,8 @@ def _record(
     s: Session, cid: int, staging_id: int, created: dict[int, dict[str, Any]], added: int
 ) -> None:
     """Record the import (``history.record_import``): the staged pairs are all its own."""
-    ids = s.scalars(select(Pair.id).where(Pair.corpus_id == staging_id))
+    staged = select(Pair.id).where(Pair.corpus_id == staging_id).order_by(Pair.id)
+    ids = s.scalars(staged.execution_options(yield_per=10_000))  # streamed: a million ids
     summary = f"imported {added:,} pairs"
     history.record_import(s, cid, ids, created_corpus=created, summary=summary)
 

@@ -248,7 +248,8 @@ def _import_at_once(
     if isinstance(writer, CoreWriter):
         new = new.where(Pair.created_at == writer.now)
     summary = f"imported {added:,} pairs"
-    history.record_import(s, cid, s.scalars(new), created_corpus=created, summary=summary)
+    ids = s.scalars(new.order_by(Pair.id).execution_options(yield_per=10_000))  # streamed
+    history.record_import(s, cid, ids, created_corpus=created, summary=summary)
     return cid, added
 
 

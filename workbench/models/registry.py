@@ -399,13 +399,23 @@ def set_notes(version_id: int, notes: str) -> None:
 
 
 def delete_version(version_id: int) -> None:
-    """Delete the row and its files (the row first: a half-deleted folder is never listed)."""
+    """Delete the row and its files (the row first: a half-deleted folder is never listed);
+    refused for a row whose folder is not one of ``models/`` (nothing else is ever deleted)."""
     require(Permission.DELETE)
     with session_scope() as s:
         version = s.get(ModelVersion, version_id)
         if version is None:
             raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
-        folder = settings.resolve(version.artifact_path)
+        folder = settings.version_folder(version.artifact_path)
+        if folder is None:  # only a hand-edited or restored row can name one
+            raise WorkbenchError(
+                N_(
+                    "version {id}'s folder {path} is not inside the data folder's models/: "
+                    "not deleting it"
+                ),
+                id=version_id,
+                path=version.artifact_path,
+            )
         before = history.capture(s, ModelVersion, [version.id])
         # lineage has no foreign key (migration 0008): the children lose their parent here,
         # their cumulative numbers stay

@@ -222,3 +222,31 @@ def test_an_import_says_what_moved(wb_home: Path, tmp_path: Path, capsys) -> Non
     # following its group is not an edit: the import can still be undone
     history.undo_change(history.list_changes(corpus.id)[0].id)
     assert ("另一句", held_out[1]) not in S.split_pairs(corpus.id, "test")
+
+
+def test_regrouping_a_whole_corpus_keeps_only_shared_sentences_in_memory(
+    wb_home: Path,
+) -> None:
+    """After an import the whole corpus is regrouped: it used to hold tuples and dictionaries
+    of every pair (~520 bytes each: 560 MB at 1.3M pairs); now the pairs that share no
+    sentence, nearly all, cost a few bytes each (what grows with the corpus is measured)."""
+    import tracemalloc
+
+    from workbench.storage import session_scope
+
+    peaks = []
+    for n in (10_000, 50_000):
+        rows = [f"句子{i}\tSentence {i}." for i in range(n)]
+        rows += ["句子1\tAnother one.", "又一句\tSentence 7."]  # two groups of two pairs
+        corpus = C.create_corpus(f"c{n}", "zh", "en")
+        I.import_file(corpus.id, "\n".join(rows).encode(), "tsv")
+        with session_scope() as s:
+            tracemalloc.start()
+            try:
+                assert splits.settle_splits(s, corpus.id) == {}  # (the import settled them)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+        assert _leaks(corpus.id) == []
+    per_pair = (peaks[1] - peaks[0]) / 40_000
+    assert per_pair < 100, f"{per_pair:.0f} bytes per pair"

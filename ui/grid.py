@@ -53,7 +53,12 @@ def browser_key() -> str:
 
 def keep_drafts() -> None:
     """Copy the edits of every grid drawn on the last run into its draft, before anything on
-    this run can drop the widget's state (a switch of corpus or page, another view)."""
+    this run can drop the widget's state (a switch of corpus or page, another view). Only
+    for someone who may edit: a draft is an edit not saved yet (the grid drawn last was
+    editable, and its user has become a viewer since: its edits are not kept)."""
+    if not can(Permission.EDIT):
+        st.session_state.pop(_LIVE, None)
+        return
     with feedback.error_boundary(N_("keeping the unsaved edits")):
         key = browser_key()
         lives: dict[str, dict[str, Any]] = st.session_state.get(_LIVE, {})
@@ -77,7 +82,10 @@ def _store(key: str, live: dict[str, Any]) -> Draft:
 
 
 def pending(table: str, corpus: CorpusInfo) -> Draft:
-    """The grid's unsaved edits, as stored (``keep_drafts`` stored this run's first)."""
+    """The grid's unsaved edits, as stored (``keep_drafts`` stored this run's first); none
+    for someone who may not edit (a viewer neither saves nor discards a draft)."""
+    if not can(Permission.EDIT):
+        return Draft()
     return drafts.load(browser_key(), corpus.id, table)
 
 
@@ -306,7 +314,10 @@ def drafts_elsewhere(
 ) -> None:
     """The browser's unsaved edits that are not on screen (another corpus, another tab), each
     with an Open button (``open_grid(corpus_id, table)``, an on-click callback): nothing typed
-    is forgotten out of sight."""
+    is forgotten out of sight. Not shown to someone who may not edit: they could not save
+    them."""
+    if not can(Permission.EDIT):
+        return
     with feedback.error_boundary(N_("listing the unsaved edits")):
         others = [
             d

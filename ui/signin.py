@@ -4,7 +4,9 @@ Off by default: without an ``[auth]`` section in ``.streamlit/secrets.toml`` the
 this machine is the local admin (the UI listens on loopback only, ``.streamlit/config.toml``).
 With ``[auth]`` (OpenID Connect: ``st.login`` / ``st.user``), an anonymous visitor sees only
 the sign-in button, and a signed-in person acts with the role the team gave their e-mail
-(``workbench.team.access``). The services check that role; pages only hide what it cannot use.
+(``workbench.team.access``), once their provider says the address is verified
+(``access.unverified_email``: else the page says why, and nobody acts). The services check
+that role; pages only hide what it cannot use.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.feedback import error_boundary
-from ui.i18n import N_, _, translate
+from ui.i18n import N_, _, localized, translate
 from workbench.team import access
 from workbench.team.access import Actor, Permission
 
@@ -45,7 +47,10 @@ def session_actor() -> Actor | None:
         return access.local_admin()
     if not st.user.is_logged_in or not st.user.get("email"):
         return None
-    return access.member_actor(str(st.user.email))
+    email = str(st.user.email)
+    if access.unverified_email(email, st.user.get("email_verified")) is not None:
+        return None
+    return access.member_actor(email)
 
 
 def install() -> None:
@@ -73,6 +78,11 @@ def gate() -> Actor:
             else _("Signed in as **{email}**", email=st.user.email)
         )
         st.button(_("Sign out"), icon=":material/logout:", on_click=st.logout, key="sign_out")
+    unverified = access.unverified_email(str(st.user.email), st.user.get("email_verified"))
+    if unverified is not None:
+        st.title(_("Translation workbench"))
+        st.error(localized(unverified), icon=":material/gpp_bad:")
+        st.stop()
     if actor is None:
         st.title(_("Translation workbench"))
         st.warning(

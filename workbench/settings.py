@@ -16,6 +16,10 @@ Environment:
   ones found on the machine are older than the PostgreSQL server (``workbench.backup``).
 * ``WORKBENCH_ADMINS``: comma-separated e-mails that are always admins when sign-in is on
   (the first admin of a team; ``workbench.team.access``).
+* ``WORKBENCH_PROVIDER_VERIFIES_EMAILS``: ``1`` when the sign-in provider verifies every
+  e-mail it sends without saying so (no ``email_verified`` claim, e.g. Microsoft Entra ID with
+  only the organisation's own domains); otherwise such a sign-in is refused
+  (``workbench.team.access.unverified_email``).
 * ``WORKBENCH_LOCAL_ADMIN``: the name the command line (and the UI without sign-in) acts
   under, recorded as who started a run (default ``<OS user>@localhost``).
 * ``WORKBENCH_DEBUG``: when set, the CLI prints the traceback of an internal error.
@@ -60,6 +64,7 @@ ENV_SERVE_CONFIG = "WORKBENCH_SERVE_CONFIG"
 ENV_SERVE_PORT = "WORKBENCH_SERVE_PORT"
 ENV_ADMINS = "WORKBENCH_ADMINS"
 ENV_LOCAL_ADMIN = "WORKBENCH_LOCAL_ADMIN"
+ENV_PROVIDER_VERIFIES_EMAILS = "WORKBENCH_PROVIDER_VERIFIES_EMAILS"
 DEFAULT_HOME = "./workbench_data"
 # Longer than SQLite's busy timeout: a heartbeat may wait that long behind a big import.
 HEARTBEAT_TIMEOUT_S = 90.0
@@ -114,6 +119,12 @@ def configured_admins() -> frozenset[str]:
     """The e-mails that ``WORKBENCH_ADMINS`` makes admins (lower case)."""
     raw = os.environ.get(ENV_ADMINS, "")
     return frozenset(e.strip().lower() for e in raw.split(",") if e.strip())
+
+
+def provider_verifies_emails() -> bool:
+    """Whether ``WORKBENCH_PROVIDER_VERIFIES_EMAILS`` says the sign-in provider verifies
+    every e-mail it sends, even without an ``email_verified`` claim."""
+    return os.environ.get(ENV_PROVIDER_VERIFIES_EMAILS, "").strip().lower() in ("1", "true", "yes")
 
 
 def local_admin_name() -> str:

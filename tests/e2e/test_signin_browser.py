@@ -3,8 +3,9 @@
 `make run` does, with ``[auth]`` in a secrets file of the test's own (``--secrets.files``).
 
 An anonymous visitor sees only the sign-in button; a viewer signs in at the provider and reads
-the corpus, offered no control that writes; sign-out brings the sign-in back; an editor signs
-in and creates a corpus from the page. Needs /usr/bin/chromium; processes are stopped by PID.
+the corpus, offered no control that writes; sign-out brings the sign-in back; an account whose
+provider has not verified its e-mail (the editor's) is refused; an editor signs in and creates
+a corpus from the page. Needs /usr/bin/chromium; processes are stopped by PID.
 """
 
 from __future__ import annotations
@@ -39,14 +40,20 @@ pytestmark = [
 VIEWER, EDITOR = "vera@example.org", "ed@example.org"
 
 
+# An account at the provider that claims the editor's address without having verified it.
+MALLORY = "mallory"
+
+
 @pytest.fixture
 def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A real OIDC provider: any client id is accepted, the user typed in is the subject
-    (and, with the ``email`` scope, the e-mail)."""
-    from oidc_provider_mock import run_server_in_thread
+    """A real OIDC provider: any client id is accepted, the user typed in is the subject.
+    The team's members have verified e-mails; mallory's e-mail is the editor's, unverified."""
+    from oidc_provider_mock import User, run_server_in_thread
 
+    users = [User(sub=e, claims={"email": e, "email_verified": True}) for e in (VIEWER, EDITOR)]
+    users.append(User(sub=MALLORY, claims={"email": EDITOR, "email_verified": False}))
     monkeypatch.setenv("AUTHLIB_INSECURE_TRANSPORT", "1")  # plain http on loopback
-    with run_server_in_thread(port=_free_port()) as server:
+    with run_server_in_thread(port=_free_port(), user_claims=users) as server:
         yield f"http://127.0.0.1:{server.server_port}"
 
 
@@ -88,11 +95,11 @@ def team_app(wb_home: Path, tmp_path: Path, provider: str) -> Iterator[str]:
         log.close()
 
 
-def _sign_in(page, expect, email: str) -> None:
+def _sign_in(page, expect, subject: str, email: str | None = None) -> None:
     page.get_by_role("button", name="Sign in").click()
-    page.locator('input[name="sub"]').fill(email)  # the provider's own form
+    page.locator('input[name="sub"]').fill(subject)  # the provider's own form
     page.get_by_role("button", name="Authorize").click()
-    expect(page.get_by_text(f"Signed in as {email}")).to_be_visible()
+    expect(page.get_by_text(f"Signed in as {email or subject}")).to_be_visible()
 
 
 def _sign_out(page, expect) -> None:
@@ -137,6 +144,14 @@ def test_sign_in_roles_and_sign_out_in_a_browser(team_app: str, tmp_path: Path) 
             # Sign-out works: the sign-in is all there is again.
             _sign_out(page, expect)
             assert page.get_by_role("heading", name="Corpus").count() == 0
+
+            # Mallory's account claims the editor's address, unverified: refused, and told so.
+            _sign_in(page, expect, MALLORY, EDITOR)
+            expect(page.get_by_text(f"says that {EDITOR} is not verified")).to_be_visible()
+            assert page.get_by_role("heading", name="Corpus").count() == 0
+            assert page.locator('[data-testid="stDataFrame"]').count() == 0
+            _no_traceback(page)
+            _sign_out(page, expect)
 
             # An editor may: creates a corpus from the page.
             _sign_in(page, expect, EDITOR)

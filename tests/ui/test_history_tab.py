@@ -135,6 +135,6 @@ def test_the_history_tab_names_actions_and_refusals_in_chinese(edited_corpus: in
     at.button(key="history_undo").click().run()
     at.button(key="history_undo_one_confirm").click().run()
     assert_clean(at)
-    assert f"在修改 #{added.id} 之后又被改动过" in texts(at.error), texts(at.error)
-    assert "was changed after" not in texts(at.error)
+    assert f"在修改 #{added.id} 之后又被修改 #" in texts(at.error), texts(at.error)
+    assert "was changed by" not in texts(at.error)
     assert corpora.get_corpus(edited_corpus).pair_count == 1  # nothing changed

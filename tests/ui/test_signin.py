@@ -5,6 +5,7 @@ without ``[auth]`` the person at the machine is the local admin."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
+from tests.conftest import fingerprint_database
 from tests.helpers import ROOT, make_toy_corpus
-from ui import i18n, navigation
-from workbench.corpus import corpora, demo
+from ui import grid, i18n, navigation
+from workbench import settings
+from workbench.corpus import corpora, demo, drafts
 from workbench.team import access
+from workbench.team.access import acting_as
 
 APP = ROOT / "streamlit_app.py"
 AUTH = {  # what .streamlit/secrets.toml [auth] holds (the provider is never called here)
@@ -39,14 +43,20 @@ def team(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 def run_as(
-    user: dict[str, Any], page: navigation.PageRef = navigation.CORPUS, lang: str | None = None
+    user: dict[str, Any],
+    page: navigation.PageRef = navigation.CORPUS,
+    lang: str | None = None,
+    drafts_key: str | None = None,
 ) -> AppTest:
-    """The app as ``user`` sees ``page`` (in ``lang``, else the browser's language)."""
+    """The app as ``user`` sees ``page`` (in ``lang``, else the browser's language; with
+    ``drafts_key``, an address holding that browser's drafts)."""
     at = AppTest.from_file(str(APP), default_timeout=120)
     at.secrets["auth"] = AUTH
     at.user = user
     if lang is not None:
         at.query_params[i18n.PARAM] = lang
+    if drafts_key is not None:
+        at.query_params[grid.PARAM] = drafts_key
     at.run()
     if page != navigation.CORPUS:
         at._page_hash = calc_hash(page.url_path)
@@ -55,8 +65,11 @@ def run_as(
     return at
 
 
-def signed_in(email: str) -> dict[str, Any]:
-    return {"is_logged_in": True, "email": email, "name": email.split("@")[0]}
+def signed_in(email: str, verified: object = True) -> dict[str, Any]:
+    """What ``st.user`` holds for ``email`` (its provider's ``email_verified``: ``verified``,
+    left out when None)."""
+    user = {"is_logged_in": True, "email": email, "name": email.split("@")[0]}
+    return user if verified is None else user | {"email_verified": verified}
 
 
 def _keys(elements: Any) -> set[str]:
@@ -148,3 +161,64 @@ def test_the_team_page_says_in_chinese_what_it_did_and_what_it_refused(team: int
     assert not at.exception
     [error] = [e.value for e in at.error]
     assert error.endswith("@example.org 是由配置（WORKBENCH_ADMINS）指定的管理员。"), error
+
+
+def test_a_viewer_keeps_no_draft_and_browses_without_errors(team: int) -> None:
+    """Issue 30, item 8: a draft is an edit not saved yet (the edit role's). An editor made
+    a viewer in the middle of a session, and a viewer who opens an address holding a
+    browser's drafts, read the corpus without an error, a pending-edits warning or a
+    draft kept for them; the editor's draft waits, untouched, for an editor."""
+    at = run_as(signed_in("ed@example.org"))
+    key = at.session_state[grid._BROWSER_KEY]
+    editor = at.data_editor[0]
+    at.session_state[editor.key] = {
+        "edited_rows": {0: {"target": "changed"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    at.run()
+    assert drafts.load(key, team, "pairs").count == 1
+    with acting_as(access.local_admin()):
+        access.set_role("ed@example.org", "viewer")
+    stored = fingerprint_database()
+    at.session_state[editor.key] = {
+        "edited_rows": {0: {"target": "changed again"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    at.run()  # the grid drawn on the last run was editable: its edits are not kept now
+    for page in (at, run_as(signed_in("vera@example.org"), drafts_key=key)):
+        assert not page.exception and not page.error, [e.value for e in page.error]
+        assert page.data_editor[0].proto.disabled
+        shown = [e.value for e in [*page.warning, *page.caption]]
+        assert not [t for t in shown if "unsaved" in t], shown
+        assert "Open" not in [b.label for b in page.button]
+    assert fingerprint_database() == stored
+
+
+@pytest.mark.parametrize("verified", [False, "false", None], ids=["false", "'false'", "absent"])
+def test_an_e_mail_its_provider_has_not_verified_is_refused(
+    team: int, verified: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30, item 8: sign-in trusted the e-mail claim without ``email_verified``; with
+    an account at the provider under a member's unverified address, anyone had their role.
+    A provider that does not say the address is verified (OIDC's claim false, or absent)
+    vouches for nothing: refused, with the reason on the page."""
+    at = run_as(signed_in("ed@example.org", verified))
+    [error] = [e.value for e in at.error]
+    assert "ed@example.org" in error and "verified" in error, error
+    assert not at.data_editor and not at.tabs
+    assert [b.label for b in at.button] == ["Sign out"]
+    if verified is None:  # an admin whose provider verifies every address may say so
+        assert settings.ENV_PROVIDER_VERIFIES_EMAILS in error
+        monkeypatch.setenv(settings.ENV_PROVIDER_VERIFIES_EMAILS, "1")
+        at = run_as(signed_in("ed@example.org", verified))
+        assert not at.error and not at.data_editor[0].proto.disabled
+        at = run_as(signed_in("ed@example.org", False))  # a false claim is refused still
+        assert at.error and not at.data_editor
+
+
+def test_the_refusal_of_an_unverified_e_mail_reads_chinese(team: int) -> None:
+    at = run_as(signed_in("ed@example.org", False), lang="zh_Hans")
+    [error] = [e.value for e in at.error]
+    assert "ed@example.org" in error and re.search(r"[\u4e00-\u9fff]", error), error

@@ -12,6 +12,10 @@ One rule for half-filled rows, for every grid (``Draft.incomplete``): a new row 
 something in it but an empty required column is named and refused, never dropped.
 Each public function is one transaction; ``apply_pairs`` and ``apply_glossary`` write the
 edits and forget the draft in the same one, so a refused save keeps the draft whole.
+
+A draft is an edit of pairs or glossary terms not saved yet, so every write of one (keeping,
+forgetting, saving it) needs the role that may save it, ``Permission.EDIT``: a viewer or
+nobody signed in stores nothing. Reading a draft needs no role, like every read.
 """
 
 from __future__ import annotations
@@ -206,6 +210,7 @@ def load(browser_key: str, corpus_id: CorpusRef, table: str) -> Draft:
 def save(browser_key: str, corpus_id: CorpusRef, table: str, draft: Draft) -> None:
     """Keep ``draft`` as the grid's pending edits (an empty draft forgets them)."""
     _check(browser_key, table)
+    require(Permission.EDIT)
     with session_scope() as s:
         corpus = find(s, corpus_id)
         row = _row(s, browser_key, corpus.id, table)
@@ -229,6 +234,7 @@ def save(browser_key: str, corpus_id: CorpusRef, table: str, draft: Draft) -> No
 def discard(browser_key: str, corpus_id: CorpusRef, table: str) -> None:
     """Forget a grid's pending edits."""
     _check(browser_key, table)
+    require(Permission.EDIT)
     with session_scope() as s:
         _forget(s, browser_key, find(s, corpus_id), table)
 

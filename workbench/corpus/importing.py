@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -164,7 +165,7 @@ def import_file(
     regrouped = 0
     if added:  # a new pair may share a sentence with a pair of another split
         with session_scope() as s:
-            regrouped = len(splits.settle_splits(s, cid, why="an import"))
+            regrouped = _settle_after_import(s, cid)
     parsed = validator.parsed
     return ImportResult(
         added=added,
@@ -176,6 +177,24 @@ def import_file(
         rows=parsed.rows,
         issue_counts=dict(parsed.issue_counts),
     )
+
+
+def _settle_after_import(s: Session, corpus_id: int) -> int:
+    """Move the groups an import left spanning two splits, and record the moves as a change
+    of their own (the import's is committed by then): undoing it moves them back, and
+    until then the import's undo is refused when it moved one of the import's pairs.
+    Returns how many pairs moved."""
+    moves = splits.settle_splits(s, corpus_id, why="an import")
+    if moves:
+        after = history.capture(s, Pair, moves)
+        history.record(
+            s,
+            "split",
+            history.diff(Pair, splits.rows_before_moves(after, moves), after),
+            corpus_id=corpus_id,
+            summary=splits.describe_moves(Counter(moves.values()), "an import"),
+        )
+    return len(moves)
 
 
 def _cleaner(options: CleaningOptions | None, src_lang: str, tgt_lang: str) -> Cleaner | None:

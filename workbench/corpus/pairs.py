@@ -404,7 +404,7 @@ def edit_pairs(
     ids_added = [o.id for o in objs]
     kept = [i for i in ids if i not in deleted_ids]
     after = history.capture(s, Pair, [*ids_added, *kept, *moves])
-    before |= _before_moves(after, moves, written={*before, *ids_added})
+    before |= splits.rows_before_moves(after, moves, written={*before, *ids_added})
     counts = ((len(objs), "added"), (len(changed), "edited"), (len(deleted_ids), "deleted"))
     history.record(
         s,
@@ -414,17 +414,6 @@ def edit_pairs(
         summary=", ".join(f"{n} {what}" for n, what in counts if n),
     )
     return EditResult(len(objs), len(changed), len(deleted_ids), ids_added, cleaned, len(moves))
-
-
-def _before_moves(
-    after: dict[int, dict[str, Any]],
-    moves: dict[int, tuple[str, str]],
-    written: set[int],
-) -> dict[int, dict[str, Any]]:
-    """The rows (``history.capture``) of the pairs that only moved with their sentence group
-    (``splits.settle_splits``), as they were before: recorded with the write, an undo moves
-    them back with it, so no group is left spanning two splits."""
-    return {i: after[i] | {"split": left} for i, (left, _) in moves.items() if i not in written}
 
 
 def add_pair(
@@ -465,7 +454,9 @@ def set_split(corpus_id: CorpusRef, pair_ids: Sequence[int], split: str) -> int:
         history.record(
             s,
             "split",
-            history.diff(Pair, mine | _before_moves(after, moves, written=set(mine)), after),
+            history.diff(
+                Pair, mine | splits.rows_before_moves(after, moves, written=set(mine)), after
+            ),
             corpus_id=corpus.id,
             summary=f"{changed} moved to {value}",
         )

@@ -3,11 +3,11 @@
 The rule for one pair is ``text_rules.default_split`` (by its source's group key); pairs that
 share a target join one group as well (``text_rules.split_groups``), and a group may span
 two splits only until ``settle_splits`` runs, which every write of pairs calls (edits before
-they commit, an import right after). A group found in several splits moves, whole, to the
-split of the pair that pulls it (a split chosen explicitly in the data editor or with
-``pairs.set_split``), or else to the split of its oldest pair: the sentence stays where it
-was first seen, and a newly imported paraphrase joins it, whatever an import's split column
-said for it.
+they commit, an import right after, as a change of its own in the history). A group found
+in several splits moves, whole, to the split of the pair that pulls it (a split chosen
+explicitly in the data editor or with ``pairs.set_split``), or else to the split of its
+oldest pair: the sentence stays where it was first seen, and a newly imported paraphrase
+joins it, whatever an import's split column said for it.
 
 What moved is logged and kept on the corpus (``Corpus.split_note``) for the Corpus page (in
 English: a stored text, written once for every later reader).
@@ -21,7 +21,7 @@ import logging
 from array import array
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, Row, select, update
 from sqlalchemy.orm import Session
@@ -68,6 +68,18 @@ def settle_splits(
         s.execute(update(Corpus).where(Corpus.id == corpus_id).values(split_note=note))
         log.info("corpus %s: %s", corpus_id, note)
     return moves
+
+
+def rows_before_moves(
+    after: Mapping[int, dict[str, Any]],
+    moves: Mapping[int, tuple[str, str]],
+    written: Collection[int] = (),
+) -> dict[int, dict[str, Any]]:
+    """The rows (``history.capture``: ``after``, as they are now) of the pairs that only moved
+    with their sentence group, as they were before the move: a writer records them with its
+    change, so that an undo moves them back and no group is left spanning two splits.
+    ``written``: the pairs the write itself changed (their rows before are the writer's)."""
+    return {i: after[i] | {"split": left} for i, (left, _) in moves.items() if i not in written}
 
 
 def _sharing_pairs(

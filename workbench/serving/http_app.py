@@ -8,7 +8,9 @@ decoding runs on the batcher's thread, so the event loop keeps accepting request
 Errors are ``{"error": message}`` with LibreTranslate's codes: 400 bad request, 403 bad key,
 429 too many requests, 500 a translation failure; besides 404 unknown version, 408/413 slow
 or oversized bodies, 415 neither JSON nor a form, 503 busy or timed out. Bad input is never a
-500, and an unexpected failure answers 500 without stopping the server. Keys are never logged.
+500, and an unexpected failure answers 500 without stopping the server. A client that closes
+its connection before its body arrived is counted and logged as 499 (nginx's "client closed
+request"), not as an error of the server. Keys are never logged.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl
 
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from starlette.requests import ClientDisconnect
 
 from workbench.models.engines import ENGINE_LABELS, ENGINES
 from workbench.models.translation import MAX_BEAM
@@ -28,6 +29,9 @@ LANGUAGE_NAMES = {  # ISO 639-1 codes LibreTranslate's clients show by name; oth
     "ru": "Russian", "sv": "Swedish", "th": "Thai", "tr": "Turkish", "uk": "Ukrainian",
     "vi": "Vietnamese", "zh": "Chinese",
 }  # fmt: skip
+
+
+CLIENT_CLOSED = 499  # nginx's "client closed request": not an error of the server
 
 
 class ApiError(Exception):
@@ -65,9 +69,12 @@ async def _read_body(request: Request, max_bytes: int, timeout_s: float) -> byte
     too_big = ApiError(413, f"The request body is larger than {max_bytes:,} bytes")
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        # ASCII digits only ("²".isdigit() too), and no int() of thousands of them: past
+        # Python's digit limit (uvicorn refuses both first; another server may not)
+        if not (declared.isascii() and declared.isdigit()):
             raise ApiError(400, "Invalid Content-Length header")
-        if int(declared) > max_bytes:
+        digits = declared.lstrip("0") or "0"
+        if len(digits) > len(str(max_bytes)) or int(digits) > max_bytes:
             raise too_big
 
     async def read() -> bytes:
@@ -83,6 +90,10 @@ async def _read_body(request: Request, max_bytes: int, timeout_s: float) -> byte
         return await asyncio.wait_for(read(), timeout_s)
     except TimeoutError:
         raise ApiError(408, f"The request body did not arrive within {timeout_s:g} s") from None
+    except ClientDisconnect:  # nobody is left to answer: counted and logged as nginx does
+        raise ApiError(
+            CLIENT_CLOSED, "The client closed the connection during its request"
+        ) from None
 
 
 def _json_fields(body: bytes) -> dict[str, Any]:
@@ -92,9 +103,12 @@ def _json_fields(body: bytes) -> dict[str, Any]:
         raise ApiError(400, "Invalid request: the body is not UTF-8 text") from None
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        message = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-        raise ApiError(400, f"Invalid JSON format: {message}") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"Invalid JSON format: {exc.msg}") from None
+    except RecursionError:
+        raise ApiError(400, "Invalid JSON format: nested too deeply") from None
+    except ValueError:  # an integer past Python's digit limit (sys.get_int_max_str_digits)
+        raise ApiError(400, "Invalid JSON format: a number has too many digits") from None
     if not isinstance(data, dict):
         raise ApiError(400, "Invalid JSON format: expected an object")
     return data

@@ -31,7 +31,7 @@ from sqlalchemy import select
 from db.models import Role, User
 from workbench import settings
 from workbench.errors import PermissionDenied, WorkbenchError
-from workbench.messages import N_, MessageId
+from workbench.messages import N_, Message, MessageId
 from workbench.storage import session_scope
 
 ROLES: tuple[Role, ...] = (Role.VIEWER, Role.EDITOR, Role.ADMIN)  # weakest first
@@ -211,6 +211,42 @@ def parse_role(role: object) -> Role:
             role=str(role)[:40],
             roles=", ".join(ROLES),
         ) from None
+
+
+def unverified_email(email: str, email_verified: object) -> Message | None:
+    """Why the e-mail a sign-in provider sent cannot be trusted, or None when it can.
+
+    Members are known by e-mail, so a sign-in must not take a member's role from an account
+    that merely claims the address: OpenID Connect's ``email_verified`` claim says whether the
+    provider checked that the user controls it (Core §5.1; Apple and Cognito send it as text).
+    False is refused. Absent is refused too: the providers that verify addresses say so
+    (Google, Keycloak, Okta, Auth0, Cognito, Apple), and one that does not (Microsoft Entra ID;
+    an Entra account's e-mail could be set to anyone's, "nOAuth") vouches for nothing,
+    unless the admin says their provider only sends addresses it controls
+    (``settings.provider_verifies_emails``)."""
+    if isinstance(email_verified, str):
+        email_verified = {"true": True, "false": False}.get(email_verified.strip().lower())
+    if email_verified is True:
+        return None
+    if email_verified is None and settings.provider_verifies_emails():
+        return None
+    if email_verified is None:
+        return Message(
+            N_(
+                "Your sign-in provider does not say that {email} is verified, so this "
+                "workbench cannot trust it. An admin whose provider verifies every address "
+                "it sends can set {variable}=1."
+            ),
+            email=email,
+            variable=settings.ENV_PROVIDER_VERIFIES_EMAILS,
+        )
+    return Message(
+        N_(
+            "Your sign-in provider says that {email} is not verified: verify the address "
+            "there, then sign out and sign in again."
+        ),
+        email=email,
+    )
 
 
 def role_of(email: str) -> Role | None:

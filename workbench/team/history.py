@@ -8,17 +8,19 @@
   puts rows back byte for byte, ids included.
 * **Imports** are recorded as one change listing the new pairs' ids as ranges
   (``record_import``), not their text: the text is in the pairs table, and a million-pair
-  import stays a small row. Undoing an import deletes those pairs (refused if one of them
-  was edited since: undo that edit first) and records their full rows, so the undo itself
-  can be undone.
+  import stays a small row. Undoing an import deletes those pairs and records their full
+  rows, so the undo itself can be undone.
 * **Reading**: ``list_changes`` (filter by actor and time), ``actors``, ``changes_since``.
 * **Undo**: ``undo_change`` (one change) and ``undo_since`` (every change of a corpus since a
   moment, newest first, in one transaction). An undo is a new change (``undoes`` names the
   one it reversed), itself undoable. Undo never removes a corpus row (that would take its
   pairs by cascade, and its History tab with it): the corpus an import created stays, empty;
-  deleting a corpus is Delete's job, which goes through the trash. An undo checks first
-  that every row is still as the change left it, else changes nothing and says which row
-  moved on.
+  deleting a corpus is Delete's job, which goes through the trash. An undo is refused,
+  changing nothing, when a later change whose effect still holds touched one of its rows,
+  whatever kind that change is (a delete, an import, a change of split, a clean-up, an
+  undo …), naming the row and that change; and when a row is not as the change left it
+  (a write that was not recorded). So undos in any order never bring back what a later
+  change removed, nor throw away what it made.
 
 Append-only: nothing updates or deletes a ``changes`` row. Who acts comes from
 ``current_actor`` (the one seam for sign-in to fill in).
@@ -93,8 +95,28 @@ _CHANGED_SINCE = {
     "glossary_terms": N_("term {row} was changed after change #{id}; undo the later changes first"),
     "pairs": N_("pair {row} was changed after change #{id}; undo the later changes first"),
 }
+# An undo refused because a later change that still holds touched a row, per table.
+_CHANGED_LATER = {
+    "corpora": N_(
+        "corpus {row} was changed by change #{later} after change #{id}; undo change #{later} first"
+    ),
+    "model_versions": N_(
+        "version {row} was changed by change #{later} after change #{id}; "
+        "undo change #{later} first"
+    ),
+    "glossary_terms": N_(
+        "term {row} was changed by change #{later} after change #{id}; undo change #{later} first"
+    ),
+    "pairs": N_(
+        "pair {row} was changed by change #{later} after change #{id}; undo change #{later} first"
+    ),
+}
 # A unique text column per table: an undo parks it on a placeholder first, so rows may swap.
 _UNIQUE_TEXT = {"pairs": "content_hash", "glossary_terms": "source_term", "corpora": "name"}
+# Columns that are not part of a row's record: what the latest regrouping of a corpus' splits
+# moved is a note any write of pairs rewrites; undoing a rename must neither restore it nor
+# be refused because it changed. (Older records may hold it: an undo ignores it there too.)
+_UNRECORDED = {"corpora": frozenset({"split_note"})}
 
 
 def current_actor() -> str:
@@ -133,9 +155,15 @@ def _plain(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
+def _recorded(table: Table, values: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's values without the columns that are not recorded (``_UNRECORDED``)."""
+    unrecorded = _UNRECORDED.get(table.name, frozenset())
+    return {k: v for k, v in values.items() if k not in unrecorded}
+
+
 def _stored(table: Table, values: Mapping[str, Any]) -> dict[str, Any]:
     """JSON values back as column values (ISO text → aware datetime)."""
-    out = dict(values)
+    out = _recorded(table, values)
     for col in table.columns:
         if isinstance(col.type, UTCDateTime) and isinstance(out.get(col.name), str):
             out[col.name] = datetime.fromisoformat(out[col.name])
@@ -153,8 +181,11 @@ def capture(
     ids: Iterable[int] | None = None,
     where: ColumnElement[bool] | None = None,
 ) -> dict[int, dict[str, Any]]:
-    """id -> the row's stored values as JSON, for the rows ``ids`` or ``where`` select."""
+    """id -> the row's stored values as JSON, for the rows ``ids`` or ``where`` select
+    (the recorded columns: ``_UNRECORDED``)."""
     table = _table(model)
+    unrecorded = _UNRECORDED.get(table.name, frozenset())
+    columns = select(*(c for c in table.columns if c.name not in unrecorded))
     rows: dict[int, dict[str, Any]] = {}
 
     def add(stmt: Any) -> None:
@@ -162,10 +193,10 @@ def capture(
             rows[row["id"]] = {k: _plain(v) for k, v in row.items()}
 
     if where is not None:
-        add(select(table).where(where))
+        add(columns.where(where))
     if ids is not None:
         for chunk in _chunks(sorted({int(i) for i in ids})):
-            add(select(table).where(table.c.id.in_(chunk)))
+            add(columns.where(table.c.id.in_(chunk)))
     return rows
 
 
@@ -347,28 +378,100 @@ def _get(s: Session, change_id: int) -> Change:
 
 
 def _to_undo_since(s: Session, corpus_id: int, since: datetime) -> list[Change]:
-    """The changes whose undo returns the corpus to its state at ``since``, newest first.
-
-    Undos form chains (a change, its undo, the undo of that …; each change is undone at
-    most once, and always later, so inside the window). Within the window only the newest
-    link of a chain counts: undone once when the chain has an odd number of links in the
-    window (their effects do not cancel out), left alone when even."""
-    window = s.scalars(
-        select(Change)
+    """The changes whose undo returns the corpus to its state at ``since``, newest first:
+    those of the window whose effect still holds (``_standing``), but for the ones that
+    cannot be undone."""
+    window = s.execute(
+        select(Change.id, Change.undoes)
         .where(Change.corpus_id == corpus_id, Change.at >= since)
         .order_by(Change.id.desc())
     ).all()
-    by_id = {c.id: c for c in window}
-    undone = {c.undoes for c in window if c.undoes is not None}
-    todo = []
-    for newest in (c for c in window if c.id not in undone):
+    return [c for c in _changes(s, _standing(window)) if c.reversible]
+
+
+def _standing(window: Sequence[tuple[int, int | None]]) -> list[int]:
+    """Of a window of changes (id, the change it undoes; newest first), the ones whose effect
+    still holds at its end, newest first.
+
+    Undos form chains (a change, its undo, the undo of that …; each change is undone at
+    most once, and always later). Within the window only the newest link of a chain counts:
+    its effect holds when the chain has an odd number of links in the window, and cancels
+    out when even."""
+    in_window = dict(window)
+    undone = {undoes for undoes in in_window.values() if undoes is not None}
+    standing = []
+    for newest, _ in window:
+        if newest in undone:
+            continue
         links, link = 1, newest
-        while link.undoes in by_id:
-            link = by_id[link.undoes]
+        while in_window.get(link) in in_window:
+            link = in_window[link]  # type: ignore[assignment]
             links += 1
-        if links % 2 and newest.reversible:
-            todo.append(newest)
-    return todo
+        if links % 2:
+            standing.append(newest)
+    return standing
+
+
+def _changes(s: Session, ids: Sequence[int]) -> list[Change]:
+    """The changes ``ids``, in that order."""
+    found: dict[int, Change] = {}
+    for chunk in _chunks(list(ids)):
+        found.update((c.id, c) for c in s.scalars(select(Change).where(Change.id.in_(chunk))))
+    return [found[i] for i in ids]
+
+
+def _rows_of(change: Change, undone: bool = False) -> dict[str, list[list[int]]]:
+    """The rows a change recorded, per table, as merged [first, last] id ranges. ``undone``:
+    only those its undo would put back (a corpus the change created stays, see ``_undo``)."""
+    ranges: dict[str, list[list[int]]] = {}
+    for item in change.items:
+        if "id_ranges" in item:
+            ranges.setdefault("pairs", []).extend(item["id_ranges"])
+        elif not (undone and item["table"] == "corpora" and item["before"] is None):
+            ranges.setdefault(item["table"], []).append([item["id"], item["id"]])
+    merged: dict[str, list[list[int]]] = {}
+    for table, runs in ranges.items():
+        out = merged[table] = []
+        for first, last in sorted(runs):
+            if out and first <= out[-1][1] + 1:
+                out[-1][1] = max(out[-1][1], last)
+            else:
+                out.append([first, last])
+    return merged
+
+
+def _first_shared(a: list[list[int]], b: list[list[int]]) -> int | None:
+    """The smallest id in both lists of merged ranges (None: none)."""
+    i = j = 0
+    while i < len(a) and j < len(b):
+        low, high = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if low <= high:
+            return low
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return None
+
+
+def _refuse_if_touched_later(s: Session, change: Change) -> None:
+    """Refuse (a ``WorkbenchError`` naming the row and the later change) when a later change
+    of the corpus whose effect still holds touched a row that undoing ``change`` would put
+    back, whatever kind it is: undoing ``change`` would throw that change's effect away on
+    the row, and undoing that change afterwards would bring back what ``change`` made (an
+    import's pairs that a later delete removed). A later change and its undo cancel out."""
+    mine = _rows_of(change, undone=True)
+    later = s.execute(
+        select(Change.id, Change.undoes)
+        .where(Change.corpus_id == change.corpus_id, Change.id > change.id)
+        .order_by(Change.id.desc())
+    ).all()
+    for other in _changes(s, _standing(later)):  # the newest first: the one to undo first
+        theirs = _rows_of(other)
+        for table in _TABLES:
+            row = _first_shared(mine.get(table, []), theirs.get(table, []))
+            if row is not None:
+                raise WorkbenchError(_CHANGED_LATER[table], row=row, id=change.id, later=other.id)
 
 
 def _undo(s: Session, change: Change) -> int:
@@ -383,6 +486,7 @@ def _undo(s: Session, change: Change) -> int:
         raise WorkbenchError(
             N_("change #{id} was already undone (change #{undo})"), id=change.id, undo=later
         )
+    _refuse_if_touched_later(s, change)
     items: list[dict[str, Any]] = []
     for item in change.items:
         if item.get("table") == "corpora" and item["before"] is None:
@@ -403,20 +507,8 @@ def _undo(s: Session, change: Change) -> int:
 
 
 def _import_undo_items(s: Session, change: Change, ranges: list[list[int]]) -> list[dict[str, Any]]:
-    """Deleting an import's pairs that are still there, unless one was edited since."""
+    """Deleting an import's pairs (nothing later touched them: ``_refuse_if_touched_later``)."""
     pairs = _table(Pair)
-    edited = s.scalar(
-        select(pairs.c.id)
-        .where(pairs.c.corpus_id == change.corpus_id, pairs.c.updated_at != pairs.c.created_at)
-        .where(_in_ranges(pairs.c.id, ranges))
-        .limit(1)
-    )
-    if edited is not None:
-        raise WorkbenchError(
-            N_("pair {pair} was edited after import #{id}; undo that change first"),
-            pair=edited,
-            id=change.id,
-        )
     current = capture(
         s, Pair, where=(pairs.c.corpus_id == change.corpus_id) & _in_ranges(pairs.c.id, ranges)
     )
@@ -434,9 +526,11 @@ def _apply(s: Session, change_id: int, items: list[dict[str, Any]]) -> None:
     for item in items:
         by_table.setdefault(item["table"], []).append(item)
     for name, group in by_table.items():
+        table = _table(_TABLES[name])
         current = capture(s, _TABLES[name], (item["id"] for item in group))
         for item in group:
-            if current.get(item["id"]) != item["before"]:
+            was = item["before"] and _recorded(table, item["before"])
+            if current.get(item["id"]) != was:
                 raise WorkbenchError(_CHANGED_SINCE[name], row=item["id"], id=change_id)
     for name in reversed(_TABLES):  # deletes: pairs and terms before their corpus
         doomed = [item["id"] for item in by_table.get(name, []) if item["after"] is None]

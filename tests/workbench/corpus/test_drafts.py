@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import fingerprint_database
+from tests.workbench.team.test_access import VIEWER
 from workbench.corpus import corpora, drafts, glossary, pairs
 from workbench.corpus.drafts import Draft
-from workbench.errors import WorkbenchError
+from workbench.errors import PermissionDenied, WorkbenchError
+from workbench.team import access
+from workbench.team.access import Actor, acting_as
 
 A, B = drafts.new_browser_key(), drafts.new_browser_key()
 
@@ -142,3 +145,29 @@ def test_a_browser_key_is_checked() -> None:
         drafts.load("../etc", 1, "pairs")
     with pytest.raises(WorkbenchError, match="no drafts for a table"):
         drafts.load(A, 1, "runs")
+
+
+@pytest.mark.parametrize("who", [VIEWER, None], ids=["viewer", "nobody"])
+def test_only_a_role_that_may_edit_keeps_or_forgets_a_draft(
+    kitchen: int, who: Actor | None
+) -> None:
+    """Issue 30, item 8: a viewer (or nobody signed in) could store draft rows. A draft is
+    an edit not saved yet: every draft write needs the role that may save it (edit)."""
+    rice = _ids(kitchen)[0]
+    drafts.save(A, kitchen, "pairs", Draft(edited={rice: {"target": "cooked rice"}}))
+    before = fingerprint_database()
+    refused = "vera@example.org is a viewer" if who else "Sign in to edit corpora"
+    with acting_as(who):
+        if who is None:
+            access.use_actor_source(None)
+        for write in (
+            lambda: drafts.save(B, kitchen, "pairs", Draft(deleted=(rice,))),
+            lambda: drafts.save(A, kitchen, "glossary", Draft(added=({"source term": "茶"},))),
+            lambda: drafts.save(A, kitchen, "pairs", Draft()),  # forgetting is a write too
+            lambda: drafts.discard(A, kitchen, "pairs"),
+            lambda: drafts.apply_pairs(A, kitchen),
+        ):
+            with pytest.raises(PermissionDenied, match=refused):
+                write()
+        assert drafts.load(A, kitchen, "pairs").count == 1  # reading needs no role
+    assert fingerprint_database() == before

@@ -219,9 +219,15 @@ def test_an_import_says_what_moved(wb_home: Path, tmp_path: Path, capsys) -> Non
     assert "1 pair moved to another split with their sentence group" in out
     assert ("另一句", held_out[1]) in S.split_pairs(corpus.id, "test")
     assert _leaks(corpus.id) == []
-    # following its group is not an edit: the import can still be undone
-    history.undo_change(history.list_changes(corpus.id)[0].id)
-    assert ("另一句", held_out[1]) not in S.split_pairs(corpus.id, "test")
+    # the move is a change of its own, after the import's: undone first, then the import
+    regroup, imported = history.list_changes(corpus.id)[:2]
+    assert (regroup.action, regroup.rows, imported.action) == ("split", 1, "import")
+    with pytest.raises(WorkbenchError, match=f"changed by change #{regroup.id}"):
+        history.undo_change(imported.id)
+    history.undo_change(regroup.id)
+    assert ("另一句", held_out[1]) in S.split_pairs(corpus.id, "train")
+    history.undo_change(imported.id)
+    assert C.get_corpus(corpus.id).pair_count == 40
 
 
 def test_regrouping_a_whole_corpus_keeps_only_shared_sentences_in_memory(

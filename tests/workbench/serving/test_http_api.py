@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,6 +281,22 @@ def raw(body: bytes, headers: dict[str, str] = JSON) -> dict:
         (raw(b"q=\xff&source=zh&target=en", FORM), 400, "not UTF-8"),
         (raw(b"<q/>", {"content-type": "application/xml"}), 415, "send JSON or a form"),
         (raw(b"x" * 1_000_000), 413, "larger than"),
+        # numbers and nesting past what Python converts (issue 30, item 7)
+        (
+            raw(
+                b'{"q": "x", "source": "zh", "target": "en", "alternatives": ' + b"9" * 5000 + b"}"
+            ),
+            400,
+            "digits",
+        ),
+        (raw(b"q=x&source=zh&target=en&alternatives=" + b"9" * 5000, FORM), 400, "alternatives"),
+        (lt(alternatives=1e308), 400, "alternatives"),
+        (
+            raw(b'{"q": "x", "source": "zh", "target": "en", "alternatives": 1e999}'),
+            400,
+            "alternatives",
+        ),
+        (raw(b'{"q": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"), 400, "nested too deeply"),
     ],
 )
 def test_bad_input_is_a_clear_4xx_and_the_server_goes_on(
@@ -301,6 +319,20 @@ def test_native_bad_input_and_unknown_routes(api: Api) -> None:
             400,
             "engine: unknown engine 'marian': choose one of handwritten, ctranslate2",
         ),
+        # ids past what the database holds, however they are written (issue 30, item 7)
+        (post(api, "/v1/translate", json={"q": "好", "version": 2**63}), 404, "does not exist"),
+        (post(api, "/v1/translate", json={"q": "好", "version": 1e300}), 400, "version"),
+        (
+            post(api, "/v1/translate", **raw(b'{"q": "x", "version": 1' + b"0" * 5000 + b"}")),
+            400,
+            "digits",
+        ),
+        (post(api, "/v1/translate", json={"q": "好", "version": "9" * 5000}), 400, "version"),
+        (
+            post(api, "/v1/translate", **raw(b'{"q": "x", "version": 1, "beam": 1e999}')),
+            400,
+            "beam",
+        ),
         (httpx.get(f"{api.url}/translate"), 405, "Method Not Allowed"),
         (httpx.get(f"{api.url}/nowhere"), 404, "Not Found"),
     ]
@@ -316,6 +348,64 @@ def test_a_chunked_oversized_body_is_refused(api: Api) -> None:
 
     answer = post(api, "/translate", content=chunks(), headers={"content-type": "application/json"})
     assert answer.status_code == 413
+
+
+def _sent_and_closed(api: Api, head: bytes) -> None:
+    """Send ``head`` on a connection of our own and close it without reading an answer."""
+    host, port = api.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(head)
+
+
+def _requests_counted(api: Api, path: str) -> Counter[str]:
+    """/metrics' request counts of ``path`` by status."""
+    counted: Counter[str] = Counter()
+    for line in httpx.get(f"{api.url}/metrics").text.splitlines():
+        if line.startswith(f'workbench_http_requests_total{{path="{path}",'):
+            labels, n = line.rsplit(" ", 1)
+            counted[labels.split('status="')[1].rstrip('"}')] += int(float(n))
+    return counted
+
+
+def test_a_client_that_leaves_mid_body_is_no_server_error(api: Api) -> None:
+    """Issue 30, item 7: a client that closed its connection before sending the whole body
+    was logged as an internal error with a traceback, and counted as a 500. It is counted
+    as 499, nginx's "client closed request", and logged as one access line."""
+    logged, before = len(api.log.read_bytes()), _requests_counted(api, "/translate")
+    _sent_and_closed(
+        api,
+        b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 1000\r\n\r\n{"q": "',
+    )
+    wait_for(
+        lambda: _requests_counted(api, "/translate")["499"] == before["499"] + 1,
+        30,
+        "the closed request to be counted",
+    )
+    after = _requests_counted(api, "/translate")
+    assert after["500"] == before["500"]
+    log = api.log.read_bytes()[logged:].decode()
+    assert "internal error" not in log and "Traceback" not in log, log
+    assert '"POST /translate" 499' in log
+    assert httpx.get(f"{api.url}/health").status_code == 200
+
+
+def test_a_content_length_python_cannot_read_is_a_4xx(api: Api) -> None:
+    """A Content-Length of 5,000 digits (or of digits other than 0-9) is refused before
+    the body is read, never a 500."""
+    for length in (b"9" * 5000, "\u00b2".encode("latin-1")):
+        host, port = api.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(
+                b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Connection: close\r\nContent-Length: " + length + b"\r\n\r\n{}"
+            )
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        status = int(answer.split(b" ", 2)[1])
+        assert 400 <= status < 500, answer[:300]
+    assert _requests_counted(api, "/translate")["500"] == 0
 
 
 # ----------------------------------------------------------------- keys and limits

@@ -17,6 +17,7 @@ import pytest
 from db.models import Role
 from tests.helpers import cli, make_toy_corpus, toy_pairs
 from ui import i18n
+from workbench import settings
 from workbench.corpus import corpora, glossary, importing, pairs
 from workbench.errors import PermissionDenied, WorkbenchError
 from workbench.messages import Message
@@ -310,3 +311,21 @@ def test_a_refused_team_change_reads_chinese_on_a_page() -> None:
         with pytest.raises(WorkbenchError) as err:
             access.remove_member("nobody@example.org")
         assert in_chinese(err.value) == "nobody@example.org 不是团队成员。"
+
+
+def test_a_signed_in_e_mail_counts_only_when_its_provider_verified_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OpenID Connect's ``email_verified``, as a boolean or as text (Apple, Cognito): true
+    is trusted; false never; absent only when the admin says the provider verifies every
+    address it sends."""
+    monkeypatch.delenv(settings.ENV_PROVIDER_VERIFIES_EMAILS, raising=False)
+    for claim in (True, "true", " TRUE "):
+        assert access.unverified_email("ed@example.org", claim) is None, claim
+    for claim in (False, "false", 0, 1, "yes", None):
+        refusal = access.unverified_email("ed@example.org", claim)
+        assert refusal is not None and "ed@example.org" in refusal, claim
+        in_chinese(refusal)
+    monkeypatch.setenv(settings.ENV_PROVIDER_VERIFIES_EMAILS, "1")
+    assert access.unverified_email("ed@example.org", None) is None
+    assert access.unverified_email("ed@example.org", False) is not None

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from db.models import Change, utcnow
+from tests.conftest import fingerprint_database
 from tests.helpers import ROOT
 from tests.workbench.models.test_registry import outside_folder  # noqa: F401 (a fixture)
 from tests.workbench.team.test_access import in_chinese
@@ -115,9 +116,18 @@ def test_undo_refuses_a_row_changed_since_and_changes_nothing(wb_home: Path) -> 
     pid = pairs.add_pair(info.id, "一", "one")
     first = _latest().id
     pairs.apply_edits(info.id, edited={pid: {"target": "uno"}})
+    edit = _latest().id
     before = (_raw("pairs"), len(_changes()))
-    with pytest.raises(WorkbenchError, match=f"pair {pid} was changed after change #{first}"):
+    message = f"pair {pid} was changed by change #{edit} after change #{first}; undo change #{edit}"
+    with pytest.raises(WorkbenchError, match=message):
         history.undo_change(first)
+    assert (_raw("pairs"), len(_changes())) == before
+    # a write that bypassed the history: the row is not as the edit left it
+    with engine().begin() as conn:
+        conn.exec_driver_sql("UPDATE pairs SET note = 'by hand'")
+    before = (_raw("pairs"), len(_changes()))
+    with pytest.raises(WorkbenchError, match=f"pair {pid} was changed after change #{edit}"):
+        history.undo_change(edit)
     assert (_raw("pairs"), len(_changes())) == before
     with pytest.raises(WorkbenchError, match="does not exist"):
         history.undo_change(999)
@@ -133,7 +143,7 @@ def test_undo_and_trash_refusals_and_the_history_labels_read_chinese(wb_home: Pa
     with pytest.raises(WorkbenchError) as err:
         history.undo_change(first)
     assert in_chinese(err.value) == (
-        f"句对 {pid} 在修改 #{first} 之后又被改动过；请先撤销后来的修改"
+        f"句对 {pid} 在修改 #{first} 之后又被修改 #{first + 1} 改动过；请先撤销修改 #{first + 1}"
     )
     undo = history.undo_change(_latest().id)
     with pytest.raises(WorkbenchError) as err:
@@ -198,7 +208,7 @@ def test_an_import_is_one_change_of_id_ranges_and_can_be_undone(wb_home: Path) -
 
     pid = pairs.search_pairs(result.corpus_id, "target 7").rows["id"].iloc[0]
     pairs.apply_edits(result.corpus_id, edited={int(pid): {"note": "checked"}})
-    with pytest.raises(WorkbenchError, match=f"pair {pid} was edited after import"):
+    with pytest.raises(WorkbenchError, match=f"pair {pid} was changed by change #{change.id + 1}"):
         history.undo_change(change.id)
     history.undo_change(_latest().id)
     history.undo_change(change.id)  # its pairs; the corpus it created stays, empty
@@ -318,7 +328,7 @@ def test_version_changes_are_recorded_and_renames_undone(request: pytest.Fixture
     registry.set_notes(version, "good on menus")
     rename = history.list_changes(info.id)[1]
     assert (rename.entity, rename.entity_id, rename.action) == ("version", version, "rename")
-    with pytest.raises(WorkbenchError, match="changed after"):  # the notes came later
+    with pytest.raises(WorkbenchError, match="changed by change #4"):  # the notes came later
         history.undo_change(rename.id)
     history.undo_since(info.id, rename.at)
     assert (registry.get_version(version).name, registry.get_version(version).notes) == (
@@ -373,3 +383,23 @@ def test_a_pool_sentence_accepted_into_the_corpus_is_recorded(wb_home: Path) -> 
     assert (change.action, change.entity, change.entity_id) == ("edit", "pair", pair_id)
     history.undo_change(change.id)
     assert corpora.get_corpus(info.id).pair_count == 0
+
+
+def test_an_import_is_not_undone_while_a_later_delete_of_its_pairs_stands(wb_home: Path) -> None:
+    """Issue 30, item 4: undoing the import while the bulk delete of two of its pairs stands
+    was accepted, and undoing the delete afterwards brought the two pairs back."""
+    data = "\n".join(f"源{i}\ttarget {i}" for i in range(5)).encode()
+    corpus = importing.import_file("menus", data, "tsv", create_langs=("zh", "en")).corpus_id
+    imported = _latest().id
+    ids = [row[0] for row in _raw("pairs")]
+    pairs.apply_edits(corpus, deleted=ids[:2])
+    deletion = _latest().id
+    state = fingerprint_database()
+    message = f"pair {ids[0]} was changed by change #{deletion} after change #{imported}"
+    with pytest.raises(WorkbenchError, match=message):
+        history.undo_change(imported)
+    assert fingerprint_database() == state
+
+    history.undo_change(deletion)
+    history.undo_change(imported)  # now nothing later touches its pairs
+    assert _raw("pairs") == []

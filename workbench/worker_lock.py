@@ -1,6 +1,7 @@
 """The lock a live worker holds on ``<WORKBENCH_HOME>/worker.lock``: whether a worker runs on
 this data folder, asked by the pages and the worker's own starter (a restore asks
-``database_lock``, which every process holds).
+``database_lock``, which every process holds); and how the app starts such a background
+process (the worker, its HTTP server) holding its lock from its first instant.
 
 A live worker holds a shared lock on the file (``hold_worker_lock``) for as long as it runs;
 the OS drops the lock when the process dies, so ``worker_alive`` needs no PID file. Top-level,
@@ -11,10 +12,15 @@ training package for it.
 from __future__ import annotations
 
 import fcntl
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import IO
 
 from workbench import settings
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository: background processes run from it
 
 
 def worker_alive() -> bool:
@@ -32,6 +38,28 @@ def lock_held(path: Path) -> bool:
             return True
         fcntl.flock(f, fcntl.LOCK_UN)
         return False
+
+
+def spawn_holding(lock: Path, log: Path, *command: str) -> int:
+    """Start ``python -m workbench *command`` detached (its own session: it outlives the app and
+    is not stopped with its process group), on this data folder, writing to ``log`` and holding
+    a shared lock on ``lock`` from its first instant (inherited, not only once it has imported
+    torch), so that two quick clicks never start two; returns its PID. The caller holds
+    spawn.lock."""
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, settings.ENV_HOME: str(settings.home()), "PYTHONPATH": python_path}
+    with open(lock, "a+") as held, open(log, "ab") as out:
+        fcntl.flock(held, fcntl.LOCK_SH)
+        return subprocess.Popen(
+            [sys.executable, "-m", "workbench", *command],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            pass_fds=(held.fileno(),),  # the child keeps the shared lock alive
+            start_new_session=True,
+        ).pid
 
 
 def hold_worker_lock() -> IO[str]:

@@ -28,13 +28,10 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from workbench import settings, worker_lock
 from workbench.errors import WorkbenchError
@@ -43,7 +40,6 @@ from workbench.serving.config import DEFAULT_HOST, DEFAULT_PORT
 from workbench.serving.served import base_url
 from workbench.team.access import Permission, require
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: the server runs from it
 HEALTH_TIMEOUT_S = 1.0  # a loopback server answers /health in milliseconds
 START_WAIT_S = 60.0  # importing torch and FastAPI on a busy laptop takes seconds
 STOP_WAIT_S = 15.0
@@ -187,35 +183,18 @@ def _port_free(port: int) -> bool:
 def _spawn(port: int) -> None:
     """A detached ``python -m workbench serve`` holding the lock from its first instant (the
     caller holds spawn.lock)."""
-    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, settings.ENV_HOME: str(settings.home()), "PYTHONPATH": python_path}
     record = settings.server_record_path()
     record.unlink(missing_ok=True)  # a dead server's record is never read for this one
-    with (
-        open(settings.server_lock_path(), "a+") as held,
-        open(settings.server_log_path(), "ab") as log,
-    ):
-        fcntl.flock(held, fcntl.LOCK_SH)
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "workbench",
-                "serve",
-                "--host",
-                DEFAULT_HOST,
-                "--port",
-                str(port),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(held.fileno(),),  # the child keeps the shared lock alive
-            start_new_session=True,  # not stopped with the app's process group
-        )
-        record.write_text(json.dumps({"pid": proc.pid, "port": port}))
+    pid = worker_lock.spawn_holding(
+        settings.server_lock_path(),
+        settings.server_log_path(),
+        "serve",
+        "--host",
+        DEFAULT_HOST,
+        "--port",
+        str(port),
+    )
+    record.write_text(json.dumps({"pid": pid, "port": port}))
 
 
 def _last_log_line() -> str:

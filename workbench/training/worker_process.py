@@ -8,17 +8,11 @@ training loop itself is ``workbench.training.worker``.
 from __future__ import annotations
 
 import fcntl
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from workbench import settings
 from workbench.curation import pool_jobs
 from workbench.training import runs
-from workbench.worker_lock import worker_alive
-
-ROOT = Path(__file__).resolve().parents[2]  # the repository: the worker runs from it
+from workbench.worker_lock import spawn_holding, worker_alive
 
 
 def ensure_worker(idle_exit_s: float = 600.0) -> int | None:
@@ -33,26 +27,14 @@ def ensure_worker(idle_exit_s: float = 600.0) -> int | None:
     """
     runs.reap_stale_runs()
     pool_jobs.reap_stale_jobs()
-    home = settings.home()
     with open(settings.spawn_lock_path(), "a+") as spawn_lock:
         fcntl.flock(spawn_lock, fcntl.LOCK_EX)
         if worker_alive():
             return None
-        python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, settings.ENV_HOME: str(home), "PYTHONPATH": python_path}
-        with (
-            open(settings.worker_lock_path(), "a+") as held,
-            open(settings.worker_log_path(), "ab") as log,
-        ):
-            fcntl.flock(held, fcntl.LOCK_SH)
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "workbench", "worker", "--idle-exit", str(idle_exit_s)],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(held.fileno(),),  # the child keeps the shared lock alive
-                start_new_session=True,  # not killed with the UI's process group
-            )
-        return proc.pid
+        return spawn_holding(
+            settings.worker_lock_path(),
+            settings.worker_log_path(),
+            "worker",
+            "--idle-exit",
+            str(idle_exit_s),
+        )

@@ -450,7 +450,7 @@ def _one_line(exc: BaseException) -> str:
     return text[:200] if text else type(exc).__name__
 
 
-def describe(source: dict[str, Any]) -> str:
+def card_summary(source: dict[str, Any]) -> str:
     """The model card's numbers in one line, for a version's notes ('' without a card)."""
     rows = source.get("card") or []
     parts = []

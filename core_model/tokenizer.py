@@ -12,6 +12,10 @@ Both reserve PAD=0, BOS=1, EOS=2, UNK=3 so that the model config never depends o
 A third kind reads a public checkpoint's vocabulary as it was trained (`MarianTokenizer`:
 OPUS-MT models, opened by `core_model.marian`); it keeps that vocabulary's own reserved ids,
 which every tokenizer reports as `specials`.
+
+(Over 450 lines on purpose: the three kinds answer one protocol and are loaded by one
+`load_tokenizer`, beside the pair of them a model uses and the coverage and alphabet checks
+that choose between them; apart, each would import the others back.)
 """
 
 from __future__ import annotations

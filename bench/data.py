@@ -22,7 +22,7 @@ DATASETS = {"multi30k": ("de", "en"), "tatoeba": ("zh", "en")}
 Pairs = list[tuple[str, str]]
 
 
-def require(path: Path) -> None:
+def require_file(path: Path) -> None:
     if not path.exists():
         raise SystemExit(f"error: {path} not found (the shared data; see ../shared/data/README.md)")
 
@@ -34,7 +34,7 @@ def read_gz_lines(path: Path) -> list[str]:
 
 def multi30k(split: str) -> Pairs:
     """Pairs of one Multi30k split: 'train', 'val' or 'test_2016_flickr'."""
-    require(MULTI30K)
+    require_file(MULTI30K)
     src, tgt = (
         read_gz_lines(MULTI30K / f"{split}.de.gz"),
         read_gz_lines(MULTI30K / f"{split}.en.gz"),
@@ -50,7 +50,7 @@ def tatoeba() -> dict[str, Pairs]:
     from workbench.corpus.splits import fresh_splits
     from workbench.corpus.text_rules import normalize_text
 
-    require(TATOEBA)
+    require_file(TATOEBA)
     pairs: dict[tuple[str, str], None] = {}
     for line in read_gz_lines(TATOEBA):
         cols = line.lstrip("\ufeff").split("\t")

@@ -231,7 +231,7 @@ def main() -> None:
         raise SystemExit(f"error: unknown engines {unknown}; choose from {', '.join(ENGINES)}")
     from bench import data
 
-    data.require(data.MULTI30K)
+    data.require_file(data.MULTI30K)
     common = ["--model", args.model, "--sentences", str(args.sentences), "--threads", str(threads)]
     result: dict = {
         "bench": "decode_speed",

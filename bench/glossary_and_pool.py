@@ -6,7 +6,7 @@ pool takes — both through the product's services.
 
 A trained de→en model folder (e.g. a `small` Multi30k version, the product's default size,
 trained on Multi30k's training split only) is registered in a fresh WORKBENCH_HOME
-(`registry.import_version`) and linked to a de→en corpus.
+(`model_import.import_version`) and linked to a de→en corpus.
 
 **Glossary.** A glossary is built deterministically from the validation pairs
 (`build_glossary`): German nouns (capitalised words not opening the sentence) seen in at least
@@ -97,10 +97,10 @@ def main() -> None:
     from workbench.corpus import corpora, glossary
     from workbench.curation import pool, pool_jobs
     from workbench.evaluation import evaluation
-    from workbench.models import registry
+    from workbench.models import model_import, registry
 
     corpus = corpora.create_corpus("multi30k", "de", "en").id
-    version = registry.import_version(args.model, "multi30k")
+    version = model_import.import_version(args.model, "multi30k")
     config = json.loads((args.model / "config.json").read_text(encoding="utf-8"))
     valid = data.multi30k("val")
 

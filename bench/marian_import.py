@@ -7,7 +7,7 @@ Builds a **random** MarianMTModel of OPUS-MT's size (6+6 layers, d_model 512, 8 
 pieces make 77M; tests/marian_checkpoint.py, nothing is downloaded) and measures, in a fresh
 WORKBENCH_HOME:
 
-- import: `registry.import_version` of the folder (convert, check, digest, register), and
+- import: `model_import.import_version` of the folder (convert, check, digest, register), and
   `core_model.marian.read_marian` alone (target: under 10 s);
 - translate: one 10-word sentence through the CLI (`python -m workbench translate`, a new
   process: Python and torch start-up included) and through the Translate page (AppTest);
@@ -54,7 +54,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from core_model.marian import read_marian
     from tests.marian_checkpoint import save_random_marian
-    from workbench.models import registry
+    from workbench.models import model_import, registry
     from workbench.team import access
 
     access.use_actor_source(access.local_admin)
@@ -80,11 +80,11 @@ def main() -> None:
     del opened
     registry.list_versions()  # the database exists before the clock starts
     started = time.perf_counter()
-    version_id = registry.import_version(folder)
+    version_id = model_import.import_version(folder)
     report["import_s"] = round(time.perf_counter() - started, 2)
 
     report |= translate_cli(version_id)
-    report |= pages(version_id)
+    report |= time_pages(version_id)
     report |= throughput(args.seconds, args.threads)
     print(json.dumps(report))
 
@@ -112,7 +112,7 @@ def translate_cli(version_id: int) -> dict:
     }
 
 
-def pages(version_id: int) -> dict:
+def time_pages(version_id: int) -> dict:
     """The Translate and Inspect pages under AppTest, and the inspection service."""
     from streamlit.testing.v1 import AppTest
     from streamlit.util import calc_hash

@@ -35,15 +35,15 @@ from pathlib import Path
 import httpx
 
 from bench import data
-from workbench.serving.metrics import percentile as nearest_rank
+from workbench.serving.metrics import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 4.0
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile_ms(values: list[float], q: float) -> float:
     """The q-quantile of latencies in seconds, in milliseconds."""
-    return round(nearest_rank(values, q) * 1000, 1)
+    return round(percentile(values, q) * 1000, 1)
 
 
 def free_port() -> int:
@@ -106,7 +106,7 @@ def decoder_counters(url: str, version_id: int) -> tuple[float, float]:
     )
 
 
-async def load(url: str, pool: list[str], clients: int, seconds: float) -> dict:
+async def send_load(url: str, pool: list[str], clients: int, seconds: float) -> dict:
     """`clients` concurrent clients, each sending its next sentence when answered."""
     latencies: list[float] = []
     errors: list[str] = []
@@ -147,18 +147,18 @@ async def load(url: str, pool: list[str], clients: int, seconds: float) -> dict:
         "requests": len(latencies),
         "requests_per_s": round(len(latencies) / elapsed, 2),
         "sentences_per_s": round(len(latencies) / elapsed, 2),  # one sentence per request
-        "p50_ms": percentile(latencies, 0.5),
-        "p95_ms": percentile(latencies, 0.95),
-        "p99_ms": percentile(latencies, 0.99),
+        "p50_ms": percentile_ms(latencies, 0.5),
+        "p95_ms": percentile_ms(latencies, 0.95),
+        "p99_ms": percentile_ms(latencies, 0.99),
         "errors": len(errors),
         "error_examples": sorted(set(errors))[:3],
     }
 
 
 def measure(url: str, version_id: int, pool: list[str], clients: int, seconds: float) -> dict:
-    asyncio.run(load(url, pool[:64], 1, 3.0))  # warm-up: first calls, allocator, caches
+    asyncio.run(send_load(url, pool[:64], 1, 3.0))  # warm-up: first calls, allocator, caches
     before = decoder_counters(url, version_id)
-    result = asyncio.run(load(url, pool, clients, seconds))
+    result = asyncio.run(send_load(url, pool, clients, seconds))
     after = decoder_counters(url, version_id)
     batches, sentences = after[0] - before[0], after[1] - before[1]
     result["mean_decoder_batch"] = round(sentences / batches, 2) if batches else None

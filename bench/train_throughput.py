@@ -55,8 +55,7 @@ from torch.nn import functional as F
 from bench.data import DATASETS, splits
 from bench.reference import ReferenceModel
 from core_model import ModelConfig, Transformer
-from core_model.batching import collate
-from core_model.batching import make_batches as bucket_batches
+from core_model.batching import collate, make_batches
 from core_model.training import TrainConfig, recipe, setup
 from core_model.training.calibration import measure_layout, synthetic_examples
 from core_model.training.parallel import cpu_cores, cpu_layouts
@@ -96,7 +95,7 @@ def layouts_on_the_whole_machine(
         examples = synthetic_examples(
             cfg.src_vocab_size, sentence_tokens, share // sentence_tokens + 1
         )
-        batch = collate(examples, bucket_batches(examples, share, shuffle=False)[0])
+        batch = collate(examples, make_batches(examples, share, shuffle=False)[0])
         per_token = step_flops(cfg, batch.src, batch.tgt_in) / (batch.n_tokens + batch.n_src_tokens)
         speed = measure_layout(
             layout, cfg, batch_tokens, sentence_tokens, torch.device("cpu"), "fp32", seconds=5.0
@@ -153,7 +152,7 @@ def gemm_flops_per_s(n: int, dtype: torch.dtype, device: str, reps: int = 8) -> 
     return 2 * n**3 / best
 
 
-def make_batches(n: int, tokens: int, vocab: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
+def random_batches(n: int, tokens: int, vocab: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
     """Batches of ~`tokens` padded tokens (max(source, target) length × sentences, as the
     product counts a batch) with caption-like lengths (8–30)."""
     gen = torch.Generator().manual_seed(seed)
@@ -231,7 +230,7 @@ def main() -> None:
     batch_tokens = args.batch_tokens or int(train_cfg.max_tokens_per_batch or 1250)
     ours = Transformer(cfg).to(args.device)
     reference = ReferenceModel(Transformer(cfg)).to(args.device)
-    batches = make_batches(args.steps, batch_tokens, cfg.src_vocab_size, seed=1)
+    batches = random_batches(args.steps, batch_tokens, cfg.src_vocab_size, seed=1)
     flops = sum(step_flops(cfg, src, tgt[:, :-1]) for src, tgt in batches)
     result: dict[str, object] = {
         "bench": "train_throughput",

@@ -44,6 +44,9 @@ another `model_type`, a missing file, a variant we do not express (separate voca
 untied output layer, pre-norm, different encoder/decoder widths), a tensor whose shape does
 not match the config, a pickle that `weights_only` refuses, a multilingual model without its
 target-language token (the error lists them).
+
+(Over 450 lines on purpose: one concept, reading a checkpoint into our Transformer; its
+parameter-name table and the checks of each variation, each with its reason, are most of it.)
 """
 
 from __future__ import annotations
@@ -450,7 +453,7 @@ def _one_line(exc: BaseException) -> str:
     return text[:200] if text else type(exc).__name__
 
 
-def describe(source: dict[str, Any]) -> str:
+def card_summary(source: dict[str, Any]) -> str:
     """The model card's numbers in one line, for a version's notes ('' without a card)."""
     rows = source.get("card") or []
     parts = []

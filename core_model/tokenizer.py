@@ -12,6 +12,10 @@ Both reserve PAD=0, BOS=1, EOS=2, UNK=3 so that the model config never depends o
 A third kind reads a public checkpoint's vocabulary as it was trained (`MarianTokenizer`:
 OPUS-MT models, opened by `core_model.marian`); it keeps that vocabulary's own reserved ids,
 which every tokenizer reports as `specials`.
+
+(Over 450 lines on purpose: the three kinds answer one protocol and are loaded by one
+`load_tokenizer`, beside the pair of them a model uses and the coverage and alphabet checks
+that choose between them; apart, each would import the others back.)
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ class TokenizerError(ValueError):
     """A tokenizer could not be trained or loaded; the message is meant for the user."""
 
 
-def clean_text(text: str) -> str:
+def tokenizer_safe(text: str) -> str:
     """Make any Python string safe for the tokenizers.
 
     Why: lone surrogates cannot be encoded to UTF-8 (SentencePiece would raise) and control
@@ -133,7 +137,7 @@ class SentencePieceTokenizer:
         full-width '？' into '?', so a model could never reproduce its own training targets);
         pass 'nmt_nfkc' for SentencePiece's usual normalisation.
         """
-        sentences = [t for t in (clean_text(x).strip() for x in texts) if t]
+        sentences = [t for t in (tokenizer_safe(x).strip() for x in texts) if t]
         if not sentences:
             raise TokenizerError("cannot train a tokenizer on an empty corpus")
         size = max(int(vocab_size), len(SPECIAL_PIECES) + 1)
@@ -181,14 +185,14 @@ class SentencePieceTokenizer:
         return int(self._sp.get_piece_size())
 
     def encode(self, text: str) -> list[int]:
-        return list(self._sp.encode(clean_text(text)))
+        return list(self._sp.encode(tokenizer_safe(text)))
 
     def decode(self, ids: Sequence[int]) -> str:
         n = self.vocab_size
         return self._sp.decode([int(i) for i in ids if 0 <= int(i) < n and int(i) > EOS_ID])
 
     def pieces(self, text: str) -> list[str]:
-        return list(self._sp.encode(clean_text(text), out_type=str))
+        return list(self._sp.encode(tokenizer_safe(text), out_type=str))
 
     def ids_to_pieces(self, ids: Sequence[int]) -> list[str]:
         n = self.vocab_size
@@ -268,7 +272,7 @@ class WhitespaceTokenizer:
         seen), capped at `vocab_size` including the 4 specials."""
         counts: Counter[str] = Counter()
         for t in texts:
-            counts.update(clean_text(t).split())
+            counts.update(tokenizer_safe(t).split())
         if not counts:
             raise TokenizerError("cannot train a tokenizer on an empty corpus")
         ranked = [w for w, c in counts.most_common() if c >= min_freq and w not in SPECIAL_PIECES]
@@ -281,7 +285,7 @@ class WhitespaceTokenizer:
         return len(self.words)
 
     def encode(self, text: str) -> list[int]:
-        return [self._index.get(w, UNK_ID) for w in clean_text(text).split()]
+        return [self._index.get(w, UNK_ID) for w in tokenizer_safe(text).split()]
 
     def decode(self, ids: Sequence[int]) -> str:
         n = len(self.words)
@@ -294,7 +298,7 @@ class WhitespaceTokenizer:
         return " ".join(out)
 
     def pieces(self, text: str) -> list[str]:
-        return clean_text(text).split()
+        return tokenizer_safe(text).split()
 
     def ids_to_pieces(self, ids: Sequence[int]) -> list[str]:
         n = len(self.words)
@@ -371,7 +375,7 @@ class MarianTokenizer:
 
     def pieces(self, text: str) -> list[str]:
         return ([self.prefix] if self.prefix else []) + list(
-            self._sp.encode(clean_text(text), out_type=str)
+            self._sp.encode(tokenizer_safe(text), out_type=str)
         )
 
     def encode(self, text: str) -> list[int]:

@@ -14,7 +14,7 @@ import torch
 from core_model.artifact import LoadedModel
 from core_model.batching import encode_source, pad_sources
 from core_model.decoding import LENGTH_PENALTIES, beam_search, greedy_decode
-from core_model.tokenizer import TokenizerPair, clean_text
+from core_model.tokenizer import TokenizerPair, tokenizer_safe
 from core_model.transformer import Transformer
 
 
@@ -54,7 +54,7 @@ def encode_inputs(
     """Encode texts for any decoder of this model (ours or an exported one)."""
     out = []
     for text in texts:
-        if not clean_text(text).strip():
+        if not tokenizer_safe(text).strip():
             out.append(EncodedInput([]))
             continue
         full = tokenizers.src.encode(text)  # once more, uncut, to tell the caller

@@ -1,7 +1,7 @@
 """The Models page's "Add a public model": upload a zipped Marian / OPUS-MT model (as Hugging
 Face saves it) or a model folder of ours, and it becomes a version like any trained here
-(``workbench.models.registry.import_zip_upload``). Larger models go through the command line,
-which has no upload limit."""
+(``workbench.models.model_import.import_zip_upload``). Larger models go through the command
+line, which has no upload limit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import streamlit as st
 from ui import feedback
 from ui.i18n import N_, _
 from ui.signin import can
-from workbench.models import registry
+from workbench.models import model_import
 from workbench.team.access import Permission
 
 OPUS_MT = "https://huggingface.co/Helsinki-NLP"
@@ -69,7 +69,7 @@ def render() -> None:
                 feedback.error_boundary(N_("adding the model")),
                 st.spinner(_("Checking and converting the model…")),
             ):
-                version_id = registry.import_zip_upload(
+                version_id = model_import.import_zip_upload(
                     upload.getvalue(),
                     upload.name,
                     src_lang=src_lang.strip() or None,

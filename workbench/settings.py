@@ -144,7 +144,7 @@ def serve_config() -> str | None:
     return os.environ.get(ENV_SERVE_CONFIG) or None
 
 
-def serve_port() -> str | None:
+def serve_port_as_set() -> str | None:
     """The port of the HTTP server the Models page starts (``WORKBENCH_SERVE_PORT``, as set:
     ``serving.server_process`` checks it)."""
     return os.environ.get(ENV_SERVE_PORT, "").strip() or None

@@ -2,6 +2,7 @@
 
 - `config`          `TrainConfig`, every knob of a run, and `TrainingError`
 - `recipe`          the automatic choices (model, budget, rate, batches, vocabulary, dropout)
+- `recipe_table`    the recipe's numbers as docs/TRAINING.md's table, generated from them
 - `precision`       device, number precision (bf16 autocast) and CPU-thread policy
 - `schedule`        the budget (steps, epochs, the clock) and the §5.3 learning-rate schedule
 - `label_smoothing` §5.4 label-smoothed cross-entropy

@@ -68,7 +68,7 @@ class TrainConfig:
     valid_max_sentences: int = 200  # validation pairs translated per epoch (speed)
     valid_beam: int = 1
     average_last: int | None = None  # >1: also try the average of N snapshots of the
-    # weights taken over the last quarter of the budget (None => the recipe's)
+    # weights taken over the budget's last selection.AVERAGE_TAIL (None => the recipe's)
     # tokenizer
     tokenizer: str = "sentencepiece"  # 'sentencepiece' | 'whitespace'
     vocab_size: int | None = None  # SentencePiece pieces (per vocabulary); None => recipe

@@ -9,43 +9,47 @@ the budget; given minutes (or the automatic budget's clock), the trainer times a
 steps of the candidate model on this machine (`calibration`, ~2 s) and the budget is projected
 as seconds x tokens/s; both are recorded in the run's metrics.
 
-The values are the product's tuned defaults (evidence in docs/TRAINING.md: every figure was
-tuned on validation data only, never on a test set). In short:
+The values are the product's tuned defaults, each a constant below (the one copy of them: the
+table "The recipe's numbers" in docs/TRAINING.md is generated from them by `recipe_table`; the
+evidence is there too, every figure tuned on validation data only, never on a test set). The
+rules, in short:
 
-- **Model**: the `small` preset (d_model 256, 3+3 layers, pre-norm) for real corpora; `tiny` for
-  a few hundred pairs, which it memorises in seconds; the paper's `base` only on a GPU with a
-  large corpus. Pre-norm trains stably at the high rates that short CPU budgets need. (Not
-  varied with the budget yet: a narrower model for short budgets is unmeasured.)
+- **Model**: the `small` preset (pre-norm) for real corpora; `tiny` for a few hundred pairs
+  (up to `TINY_MAX_PAIRS`), which it memorises in seconds; the paper's `base` only on a GPU
+  with a large corpus (`BASE_MIN_PAIRS`). Pre-norm trains stably at the high rates that short
+  CPU budgets need. (Not varied with the budget yet: a narrower model for short budgets is
+  unmeasured.)
 - **Budget** ('automatic'): a small corpus without validation pairs trains until every pair is
-  reproduced; anything else gets a wall-clock ceiling that grows with the corpus (CPU: a
-  minute per thousand pairs, 5 to 60 minutes) and a pass ceiling, and stops earlier when
-  validation stops improving.
-- **Schedule**: linear warm-up over a tenth of the updates the budget buys (at least 50, at
-  most 200 steps; 50 when the run continues a trained model), then linear decay to zero where
-  the budget ends (the clock, the tokens or the steps, whichever binds first); peak rate 7e-4
-  with the 625-token CPU batches, 5e-4 with the 250-token batches of short budgets, 1e-3
-  (pre-norm) with larger ones (a GPU's).
-- **Regularisation**: dropout only when the budget allows many passes over the corpus; short
-  runs over large corpora cannot overfit and dropout would only slow them down.
-- **Batches**: on a CPU the largest batch that still buys about 1,500 updates (625 padded
-  tokens from ~1.6M tokens up, 250 below: a short budget needs updates more
-  than it needs accurate gradients; with the warm-up below, Multi30k at 1.1M tokens in fp32
-  went from 7.9 valid BLEU (1,250, 200 warm-up steps) to 18.2 (625), 20.4 (400) and 21.8
-  (250), Tatoeba from 11.8 (400) to 13.5 (250)); large ones on a GPU.
+  reproduced; anything else gets a wall-clock ceiling that grows with the corpus
+  (`auto_minutes`) and a pass ceiling, and stops earlier when validation stops improving.
+- **Schedule**: linear warm-up over a share of the updates the budget buys (`WARMUP_SHARE`
+  within `WARMUP_STEPS`; `CONTINUE_WARMUP_STEPS` when the run continues a trained model), then
+  linear decay to zero where the budget ends (the clock, the tokens or the steps, whichever
+  binds first); the peak rate follows the batch: gentler for the small CPU batches of short
+  budgets (`SMALL_BATCH_LRS`), `PEAK_LR` with larger ones (a GPU's), `BASE_PEAK_LR` for the
+  post-norm base, `MEMORISE_PEAK_LR` while memorising.
+- **Regularisation**: dropout only when the budget allows many passes over the corpus
+  (`NO_DROPOUT_MAX_PASSES`); short runs over large corpora cannot overfit and dropout would
+  only slow them down.
+- **Batches**: on a CPU the largest batch that still buys `MIN_UPDATES` updates
+  (`CPU_BATCH_TOKENS`): a short budget needs updates more than it needs accurate gradients;
+  large ones on a GPU (`GPU_BATCH_TOKENS`).
 - **Vocabulary**: SentencePiece; joint (tied embeddings) when both languages share an alphabet,
-  one per side otherwise; sized to the corpus, and halved for short budgets (few tokens
-  cannot teach many rare pieces, and the output layer costs less).
-- **Selection**: the average of weight snapshots taken over the last part of the decay, the
-  best epoch or the last weights — whichever validates best.
+  one per side otherwise; sized to the corpus (`JOINT_VOCAB`, `SMALL_CORPUS_PAIRS`,
+  `LARGE_CORPUS_PAIRS`), and halved for short budgets (`SHORT_BUDGET_TOKENS`: few tokens cannot
+  teach many rare pieces, and the output layer costs less).
+- **Selection**: the average of `AVERAGE_LAST` weight snapshots taken over the last part of the
+  decay, the best epoch or the last weights — whichever validates best.
 - **Fine-tuning a large pretrained model** (a public checkpoint opened by `core_model.marian`,
   or a version fine-tuned from one): what it already knows is worth more than the user's few
-  hundred pairs can teach, so the run nudges it (`_pretrained`): a low peak rate (2e-5, the
-  rate of the Hugging Face course's fine-tuning of opus-mt-en-fr: huggingface.co/learn/
-  nlp-course/chapter7/4) after a short warm-up (a tenth of the updates, at most 50), the
-  checkpoint's own dropout, no memorising, and an automatic budget of at most
-  `PRETRAINED_PASSES` passes (an epoch is one pass, validated after each) within the clock.
-  A minutes budget is measured on the model itself: a 77M-parameter OPUS-MT model trains
-  about ten times fewer tokens per second than the CPU `small` model (`relative_cost`).
+  hundred pairs can teach, so the run nudges it (`_pretrained`): a low peak rate
+  (`PRETRAINED_PEAK_LR`, the rate of the Hugging Face course's fine-tuning of opus-mt-en-fr:
+  huggingface.co/learn/nlp-course/chapter7/4) after a short warm-up (a share of the updates, at
+  most `PRETRAINED_WARMUP_STEPS`), the checkpoint's own dropout, no memorising, and an
+  automatic budget of at most `PRETRAINED_PASSES` passes (an epoch is one pass, validated after
+  each) within the clock. A minutes budget is measured on the model itself: a 77M-parameter
+  OPUS-MT model trains about ten times fewer tokens per second than the CPU `small` model
+  (`relative_cost`).
 """
 
 from __future__ import annotations
@@ -89,12 +93,24 @@ CPU_BATCH_TOKENS = (625, 250)
 MIN_UPDATES = 1_500
 # Peak rate of the small CPU batches of short budgets, by the most padded tokens a batch has:
 # the smaller the batch, the noisier its gradient and the gentler the step it wants (see
-# _peak_lr); larger batches take 1e-3.
+# _peak_lr); larger batches take PEAK_LR.
 SMALL_BATCH_LRS = ((250, 5e-4), (625, 7e-4))
+PEAK_LR = 1e-3  # pre-norm tiny/small with larger batches (2e-3 learned less at equal data)
+BASE_PEAK_LR = 7e-4  # the post-norm base: the paper's gentler peak (d_model^-0.5 · 4000^-0.5)
+MEMORISE_PEAK_LR = 4e-3  # memorising a few pairs: twice as fast as PEAK_LR (16 pairs: 75 steps)
 REAL_TOKENS_PER_PADDED = 1.75  # source + target tokens per padded batch token (Multi30k 1.8,
 # Tatoeba 1.7: a batch is counted as max(src, tgt) x sentences)
 GPU_BATCH_TOKENS = 8192  # (not tuned here: no GPU was available)
-SHORT_BUDGET_TOKENS = 4_000_000  # below: vocabularies are halved (8k joint -> 4k, 4k -> 2k)
+SHORT_BUDGET_TOKENS = 4_000_000  # below: vocabularies are halved (see _vocab_size)
+# SentencePiece pieces of a joint vocabulary for tens of thousands of pairs (one per side: half
+# that each); halved for a corpus below SMALL_CORPUS_PAIRS, doubled from LARGE_CORPUS_PAIRS.
+JOINT_VOCAB = 8_000
+SMALL_CORPUS_PAIRS = 5_000
+LARGE_CORPUS_PAIRS = 200_000
+# Dropout: none while the budget sees the corpus at most this many times, else the paper's.
+NO_DROPOUT_MAX_PASSES = 8
+DROPOUT = 0.1
+AVERAGE_LAST = 5  # weight snapshots averaged at the end of the decay (training.selection)
 # A run's tokens/s (validation, batching and reporting included) against the calibration's
 # full-step speed: the share of the clock that trains.
 RUN_SHARE_OF_CALIBRATION = 0.9
@@ -251,7 +267,9 @@ def _choose(
         joint_vocab=joint,
         vocab_size=cfg.vocab_size or _vocab_size(facts, joint, tokens),
         # memorising has no budget end to average over, nor validation to check an average by
-        average_last=cfg.average_last if cfg.average_last is not None else (0 if memorise else 5),
+        average_last=(
+            cfg.average_last if cfg.average_last is not None else 0 if memorise else AVERAGE_LAST
+        ),
     )
 
 
@@ -301,7 +319,7 @@ def _pretrained(
         lr=cfg.lr if cfg.lr is not None else PRETRAINED_PEAK_LR,
         warmup_steps=warmup,
         max_tokens_per_batch=batch,
-        average_last=cfg.average_last if cfg.average_last is not None else 5,
+        average_last=cfg.average_last if cfg.average_last is not None else AVERAGE_LAST,
     )
     return Plan(chosen, tokens, calibration)
 
@@ -385,10 +403,10 @@ def _preset(facts: CorpusFacts, gpu: bool) -> str:
 
 def _dropout(passes: float, memorise: bool) -> float:
     """No dropout when the budget sees the corpus only a few times: it cannot overfit then, and
-    dropout slows learning; the paper's 0.1 beyond that, against memorising the corpus."""
+    dropout slows learning; the paper's beyond that, against memorising the corpus."""
     if memorise:
         return 0.0  # memorising is the goal
-    return 0.0 if passes <= 8 else 0.1
+    return 0.0 if passes <= NO_DROPOUT_MAX_PASSES else DROPOUT
 
 
 def _schedule(memorise: bool) -> str:
@@ -397,31 +415,28 @@ def _schedule(memorise: bool) -> str:
 
 
 def _peak_lr(preset: str, memorise: bool, batch_tokens: int) -> float:
-    """Pre-norm small/tiny models: 1e-3 (2e-3 learned less at equal data), gentler with the
-    small CPU batches, whose noisier gradients want a gentler step (SMALL_BATCH_LRS; 1.1M
-    tokens, fp32, valid BLEU: Multi30k at 625 tokens 7e-4 18.2, 1e-3 15.4, 2e-3 7.9, 5e-4
-    17.4; at 250 tokens 5e-4 22.5, 7e-4 21.8; Tatoeba at 250 5e-4 13.7, 7e-4 13.5, at 400 1e-3
-    10.5, 7e-4 11.8); memorising a few pairs goes twice as
-    fast at 4e-3 (16 pairs: 75 steps instead of 150). The post-norm base needs the paper's
-    gentler peak (d_model^-0.5 · 4000^-0.5 ≈ 7e-4)."""
+    """Pre-norm small/tiny models: PEAK_LR, gentler with the small CPU batches, whose noisier
+    gradients want a gentler step (SMALL_BATCH_LRS; the measurements are docs/TRAINING.md's
+    "peak rate"); memorising a few pairs goes faster at MEMORISE_PEAK_LR; the post-norm base
+    needs the paper's gentler BASE_PEAK_LR."""
     if preset == "base":
-        return 7e-4
+        return BASE_PEAK_LR
     if memorise:
-        return 4e-3
-    return next((lr for most, lr in SMALL_BATCH_LRS if batch_tokens <= most), 1e-3)
+        return MEMORISE_PEAK_LR
+    return next((lr for most, lr in SMALL_BATCH_LRS if batch_tokens <= most), PEAK_LR)
 
 
 def _vocab_size(facts: CorpusFacts, joint: bool, tokens: float | None) -> int:
-    """Pieces per SentencePiece vocabulary: 8k joint (tied embeddings, de/en) or 4k per side
-    (zh/en: 4k beat 8k by 7 valid BLEU on Tatoeba) for tens of thousands of pairs; half that
-    for small corpora (their rare pieces are seen too seldom to learn), twice for big ones.
-    A short budget halves either: few tokens cannot teach many rare pieces (4k joint: 23.6
-    valid BLEU against 23.4 for 8k at 2M tokens, with a cheaper output layer; Tatoeba zh→en
-    at 1.1M tokens: 2k per side 11.8 valid BLEU, 4k 8.4, 1k 11.3). A Chinese side keeps
-    every character whatever the size (SentencePiece grows the vocabulary to them)."""
-    per_side = 4_000 if facts.train_pairs < 200_000 else 8_000
-    if facts.train_pairs < 5_000:
-        per_side //= 2
-    short = tokens is not None and tokens < SHORT_BUDGET_TOKENS
-    size = per_side if joint else per_side // 2
-    return size * (1 if short else 2)
+    """Pieces per SentencePiece vocabulary: JOINT_VOCAB joint (tied embeddings, de/en) or half
+    that per side (zh/en) for tens of thousands of pairs; half for small corpora (their rare
+    pieces are seen too seldom to learn), twice for big ones. A short budget halves either:
+    few tokens cannot teach many rare pieces (docs/TRAINING.md's "vocabulary"). A Chinese side
+    keeps every character whatever the size (SentencePiece grows the vocabulary to them)."""
+    size = JOINT_VOCAB if joint else JOINT_VOCAB // 2
+    if facts.train_pairs < SMALL_CORPUS_PAIRS:
+        size //= 2
+    elif facts.train_pairs >= LARGE_CORPUS_PAIRS:
+        size *= 2
+    if tokens is not None and tokens < SHORT_BUDGET_TOKENS:
+        size //= 2
+    return size

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import torch
 
 from core_model.artifact import ArtifactError, load_model, read_config
-from core_model.tokenizer import TokenizerError, TokenizerPair, clean_text, train_tokenizers
+from core_model.tokenizer import TokenizerError, TokenizerPair, tokenizer_safe, train_tokenizers
 from core_model.training import checkpoint as ckpt
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Ranks
@@ -26,7 +26,7 @@ def clean_pairs(pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]
     for pair in pairs or []:
         if len(pair) < 2:
             continue
-        s, t = clean_text(pair[0]).strip(), clean_text(pair[1]).strip()
+        s, t = tokenizer_safe(pair[0]).strip(), tokenizer_safe(pair[1]).strip()
         if s and t:
             out.append((s, t))
     return out

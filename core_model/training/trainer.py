@@ -6,7 +6,7 @@ choice of the final weights.
 a `Trainer`, whose changing state is one `TrainerState` — what a checkpoint stores and a resume
 restores. Everything the loop reports goes through `ProgressEvent`s.
 
-(About 500 lines on purpose: the loop reads top to bottom in one class — setup, epochs, step,
+(Over 450 lines on purpose: the loop reads top to bottom in one class — setup, epochs, step,
 validation, selection, the end — as nanoGPT's train.py does; its parts live in the modules
 it imports.)
 """

@@ -20,8 +20,8 @@ from core_model.batching import encode_pairs, encode_source, pad_sources
 from core_model.decoding import beam_search, greedy_decode
 from core_model.marian import (
     MarianError,
+    card_summary,
     convert_marian,
-    describe,
     is_marian,
     read_marian,
     target_tokens,
@@ -30,6 +30,7 @@ from core_model.metrics import score
 from core_model.training import TrainConfig, train
 from core_model.training import calibration as calibration_module
 from core_model.training.calibration import Calibration
+from core_model.training.recipe import PRETRAINED_PEAK_LR
 from core_model.training.validation import evaluate_loss
 from core_model.transformer import ModelConfig
 from core_model.translator import translate
@@ -272,7 +273,7 @@ def test_the_model_cards_numbers_become_a_note(checkpoint: Path, tmp_path: Path)
     assert opened.source["card"] == [
         {"testset": "Tatoeba-test.zho.eng", "BLEU": "36.1", "chr-F": "0.548"}
     ]
-    assert describe(opened.source) == "Model card: Tatoeba-test.zho.eng: BLEU 36.1, chr-F 0.548"
+    assert card_summary(opened.source) == "Model card: Tatoeba-test.zho.eng: BLEU 36.1, chr-F 0.548"
 
 
 def adam_step_bound(t: int, beta1: float, beta2: float) -> float:
@@ -304,7 +305,7 @@ def test_one_epoch_on_50_pairs_nudges_the_model_within_the_schedule(
     )
     after = load_model(tmp_path / "tuned")
     metrics = result.metrics
-    assert (metrics["peak_lr"], metrics["epochs"]) == (2e-5, 1)
+    assert (metrics["peak_lr"], metrics["epochs"]) == (PRETRAINED_PEAK_LR, 1)
     assert after.config["pretrained"] == before.config["pretrained"]
 
     beta1, beta2 = result.train_config.adam_betas
@@ -348,4 +349,7 @@ def test_a_minutes_budget_is_calibrated_on_the_pretrained_model_itself(
     result = train(toy_pairs(50, 12), None, cfg, init_from=tmp_path / "imported")
     assert timed == [load_model(tmp_path / "imported").model.cfg]
     assert result.metrics["budget_tokens"] == int(2 * 50.0 * 0.9)
-    assert result.metrics["stop_reason"] != "memorised" and result.metrics["peak_lr"] == 2e-5
+    assert (
+        result.metrics["stop_reason"] != "memorised"
+        and result.metrics["peak_lr"] == PRETRAINED_PEAK_LR
+    )

@@ -257,3 +257,14 @@ def test_a_token_of_an_opus_mt_model_costs_ten_times_the_small_models_arithmetic
 
     assert relative_cost(OPUS_MT) == pytest.approx(9.8, abs=0.1)
     assert estimated_tokens_per_s(OPUS_MT, gpu=False) == pytest.approx(2_500 / 9.8, rel=0.02)
+
+
+def test_the_docs_table_of_the_recipes_numbers_is_generated_from_its_constants() -> None:
+    """docs/TRAINING.md's "What the recipe chooses" holds `recipe_table.table()`: the numbers
+    are written once (the constants); a changed constant fails here until
+    `python -m core_model.training.recipe_table` has rewritten the docs."""
+    from core_model.training import recipe_table
+
+    doc = recipe_table.DOC.read_text("utf-8")
+    assert doc.count(recipe_table.BEGIN) == 1 and doc.count(recipe_table.END) == 1
+    assert recipe_table.with_table(doc) == doc, "run python -m core_model.training.recipe_table"

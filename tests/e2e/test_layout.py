@@ -19,12 +19,13 @@ from pathlib import Path
 
 from tests.e2e import test_browser
 from tests.e2e.test_browser import EXPECT_TIMEOUT_MS, ROOT, App, _settle, assert_clean_log, launch
+from ui import navigation
 
 pytestmark = test_browser.pytestmark
 app = test_browser.app  # the fixture: `make run`'s app on a fresh WORKBENCH_HOME
 
 WIDE = {"width": 1400, "height": 1000}
-PAGES = ("corpus", "train", "translate", "inspect", "models", "review")
+PAGES = tuple(ref.url_path for ref in navigation.PAGES)  # every page of the navigation
 # Buttons whose label is cut carry the full label as a title (Streamlit's ellipsis).
 _CUT_BUTTONS = """() => [...document.querySelectorAll('[data-testid="stMain"] button')]
     .filter(b => b.getBoundingClientRect().width > 0 && b.querySelector('[title]'))

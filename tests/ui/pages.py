@@ -9,28 +9,27 @@ from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
 from tests.helpers import ROOT
-from ui import navigation
+from ui import i18n, navigation
 
 APP = ROOT / "streamlit_app.py"
 
 
-PAGES = {
-    "corpus": navigation.CORPUS,
-    "train": navigation.TRAIN,
-    "translate": navigation.TRANSLATE,
-    "inspect": navigation.INSPECT,
-    "models": navigation.MODELS,
-    "review": navigation.REVIEW,
-}
+# Every page of the navigation by its address ("corpus", "train", …): a test that iterates over
+# them covers a new page without being told.
+PAGES = {ref.url_path: ref for ref in navigation.PAGES}
 
 
 TIMEOUT = 120
 
 
-def open_page(name: str) -> AppTest:
+def open_page(name: str, lang: str | None = None) -> AppTest:
+    """The page at address ``name`` as a browser opens it (in ``lang`` when given, as
+    ``?lang=`` in the address gives it)."""
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    at.run()
-    if name != "corpus":
+    if lang is not None:
+        at.query_params[i18n.PARAM] = lang
+    at.run()  # the root address: it opens the first page
+    if PAGES[name] is not navigation.PAGES[0]:
         # The pages are callables, which `AppTest.switch_page` cannot address (it knows page
         # files): ask for the page's script hash, the hash of its URL path, as a browser that
         # opens /<url_path> does.

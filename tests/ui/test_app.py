@@ -60,10 +60,32 @@ def test_empty_database_says_what_to_do(wb_home: Path, no_demo: None, page: str)
     }[page] in hint
 
 
-def test_populated_pages_render(populated: Trained) -> None:
-    for page in PAGES:
-        at = open_page(page)
-        assert not at.error, texts(at.error)
+# Each page's picker of what it works on, and whether it lists the corpora or the versions.
+PICKERS = {
+    "corpus": ("corpus_page_corpus", "corpora"),
+    "train": ("train_corpus", "corpora"),
+    "translate": ("translate_version", "versions"),
+    "inspect": ("inspect_version", "versions"),
+    "models": ("models_version", "versions"),
+    "review": ("review_corpus", "corpora"),
+}
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_populated_pages_show_their_title_and_what_they_work_on(
+    populated: Trained, page: str
+) -> None:
+    """Each page under its navigation title, its picker listing the demo corpus or the two
+    versions (newest first)."""
+    at = open_page(page)
+    assert not at.error, texts(at.error)
+    assert [t.value for t in at.title] == [PAGES[page].title]
+    key, lists = PICKERS[page]
+    options = at.selectbox(key=key).options
+    if lists == "corpora":
+        assert options == [f"{demo.DEMO_NAME} · zh→en · 48 pairs (all splits)"]
+    else:
+        assert [o.split(" ")[0] for o in options] == [f"#{i}" for i in populated.version_ids]
 
 
 def test_unexpected_error_is_one_line(populated: Trained, monkeypatch) -> None:

@@ -12,7 +12,7 @@ import pytest
 from tests.marian_checkpoint import save_random_marian, toy_pairs
 from tests.ui.pages import assert_clean, open_page, texts
 from workbench.corpus import corpora, pairs
-from workbench.models import registry
+from workbench.models import model_import
 from workbench.training import run_info, runs
 
 pytest.importorskip("transformers")
@@ -33,7 +33,7 @@ def test_models_page_says_where_public_models_are_and_how_to_add_one(
 def imported(wb_home: Path, no_demo: None, tmp_path: Path) -> int:
     """A tiny random Marian checkpoint (2 layers, 2 heads), registered as a version."""
     folder = save_random_marian(tmp_path / "opus-mt-zh-en", d_model=16, heads=2, ffn=32)
-    return registry.import_version(folder)
+    return model_import.import_version(folder)
 
 
 def test_inspect_page_looks_inside_an_imported_model(imported: int) -> None:

@@ -14,7 +14,7 @@ from tests.ui.pages import Trained, assert_clean, open_page, texts
 from ui import train_page
 from workbench import settings
 from workbench.corpus import corpora, demo, pairs
-from workbench.models import registry
+from workbench.models import model_import, registry
 from workbench.training import run_info, runs, train_options, worker_process
 
 
@@ -65,7 +65,7 @@ def test_train_starts_a_new_model_when_the_tokenizer_no_longer_fits(
     greek = corpora.create_corpus("greek letters", "zh", "en")
     added = [{"source": f"αβγδεζηθ {i}", "target": f"letters {i}"} for i in range(25)]
     pairs.apply_edits(greek.id, added=added)
-    copy = registry.import_version(
+    copy = model_import.import_version(
         registry.artifact_dir(populated.version_ids[0]), corpus="greek letters"
     )
     try:
@@ -101,7 +101,7 @@ def test_the_start_follows_a_version_that_appears_while_the_page_is_open(
     key = f"train_start_{tea.id}"
     assert at.radio(key=key).value == train_page.NEW_MODEL
     assert at.button(key="train_button").label == "Train"
-    version = registry.import_version(
+    version = model_import.import_version(
         registry.artifact_dir(populated.version_ids[0]), corpus="tea again"
     )
     try:

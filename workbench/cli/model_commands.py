@@ -88,7 +88,7 @@ def _args_register(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_register(args: argparse.Namespace) -> int:
-    from workbench.models.registry import import_version
+    from workbench.models.model_import import import_version
 
     version_id = import_version(
         args.folder,

@@ -2,7 +2,7 @@
 
 Services (each one unit of work): create, get-or-create, rename, delete, list, get. The
 functions that take a ``session`` are the building blocks other modules use inside their own
-unit of work: ``find`` a corpus by reference, ``describe`` it.
+unit of work: ``find`` a corpus by reference, ``corpus_info`` (its plain record).
 
 A corpus is addressed by a *reference* (``CORPUS_REF_HELP``): its name, ``#ID``, or a plain
 number taken as an id when no corpus has that name. A corpus hidden by a large import in
@@ -75,7 +75,7 @@ def get_or_create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
     try:
         with session_scope() as s:
             try:
-                info = describe(s, find(s, name))
+                info = corpus_info(s, find(s, name))
             except WorkbenchError:
                 clean = validate_name(name)
                 src, tgt = validate_lang(src_lang, "source"), validate_lang(tgt_lang, "target")
@@ -119,7 +119,7 @@ def rename_corpus(corpus_id: CorpusRef, new_name: str) -> CorpusInfo:
                 corpus_id=corpus.id,
                 summary=f"renamed the corpus to {clean!r}",
             )
-            return describe(s, corpus)
+            return corpus_info(s, corpus)
     except IntegrityError:
         raise WorkbenchError(N_("a corpus named {name!r} already exists"), name=clean) from None
 
@@ -150,7 +150,7 @@ def list_corpora() -> list[CorpusInfo]:
 
 def get_corpus(id_or_name: CorpusRef) -> CorpusInfo:
     with session_scope() as s:
-        return describe(s, find(s, id_or_name))
+        return corpus_info(s, find(s, id_or_name))
 
 
 # ------------------------------------------------------------------------ building blocks
@@ -171,7 +171,7 @@ def validate_lang(lang: str, what: str) -> str:
     return value
 
 
-def describe(session: Session, corpus: Corpus) -> CorpusInfo:
+def corpus_info(session: Session, corpus: Corpus) -> CorpusInfo:
     """The corpus as a plain record, with its pair count."""
     count = session.scalar(select(func.count()).where(Pair.corpus_id == corpus.id)) or 0
     return CorpusInfo(

@@ -26,7 +26,7 @@ from workbench.corpus.cleaning import DROP_REASONS, REASONS, Cleaner
 from workbench.corpus.formats import Data, Malformed, Record, read_rows
 from workbench.corpus.text_rules import (
     MAX_CHARS,
-    clean_text,
+    clean_and_count,
     hash_encoded,
     removed_characters,
     rough_token_count,
@@ -179,7 +179,7 @@ class Validator:
         """The validated pair, or None (and a report entry) for a skipped row.
 
         The hot path of million-row imports: text goes through the one text rule
-        (``text_rules.clean_text``), so imported pairs are stored exactly as edited ones.
+        (``text_rules.clean_and_count``), so imported pairs are stored exactly as edited ones.
         """
         parsed = self.parsed
         parsed.rows += 1
@@ -187,8 +187,8 @@ class Validator:
             parsed.add(ValidationIssue(raw.line, "malformed", raw.reason, "error"))
             return None
         n, source, target, split, note = raw
-        src, removed_src = clean_text(source)
-        tgt, removed_tgt = clean_text(target)
+        src, removed_src = clean_and_count(source)
+        tgt, removed_tgt = clean_and_count(target)
         if not src or not tgt:
             removed = removed_src if not src else removed_tgt
             parsed.add(ValidationIssue(n, "empty", _empty(not src, removed), "error"))
@@ -245,7 +245,9 @@ class Validator:
                         N_("extreme length ratio ({a} vs {b} tokens): misaligned?"), a=a, b=b
                     )
                     parsed.add(ValidationIssue(n, "ratio", msg))
-        note_text, removed_note = clean_text(note) if note and isinstance(note, str) else ("", 0)
+        note_text, removed_note = (
+            clean_and_count(note) if note and isinstance(note, str) else ("", 0)
+        )
         removed = removed_src + removed_tgt + removed_note
         if removed:
             names = removed_characters(f"{source}{target}{note if removed_note else ''}")

@@ -9,14 +9,14 @@
 
 Every write applies the text rule of ``workbench.corpus.text_rules`` (cleaning, normalisation,
 identity, length limit and split rule), so stored text is always canonical.
-(Near 500 lines on purpose: every read and write of pair rows lives here, so the text rule and
-the split rule are applied in one place; the import's bulk writes are ``pair_writer``.)
 ``edit_pairs`` and ``existing_hashes`` take a session: the building blocks that other
 modules (a saved correction, an import) use inside their own unit of work.
 
-(A little over 400 lines, on purpose: these are the four operations on the pairs of one
-corpus, and half of the module is the edit path — validate a whole change set, then write it
-so that pairs may even swap content — which reads best in one piece.)
+(Over 450 lines on purpose: every read and write of the pair rows of one corpus lives here, so
+the text rule and the split rule are applied in one place; the import's bulk writes are
+``pair_writer``. Two thirds of the module is the edit path — validate a whole change set, then
+write it so that pairs may even swap content — which reads best in one piece; the search and
+the statistics beside it are a page each.)
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.import_checks import message_of, too_long
 from workbench.corpus.text_rules import (
     MAX_CHARS,
-    clean_text,
+    clean_and_count,
     default_split,
     is_blank,
     loose_key,
@@ -177,8 +177,8 @@ def _clean_pair(
     """(row, None) or (None, error message); ``row.removed`` counts the characters that the
     text rule took out of the source, target and note."""
     source, target = ("" if is_blank(v) else v for v in (source, target))
-    (src, n_src), (tgt, n_tgt) = clean_text(str(source)), clean_text(str(target))
-    clean_note, n_note = ("", 0) if is_blank(note) else clean_text(str(note))
+    (src, n_src), (tgt, n_tgt) = clean_and_count(str(source)), clean_and_count(str(target))
+    clean_note, n_note = ("", 0) if is_blank(note) else clean_and_count(str(note))
     if not src:
         return None, _at(where, Message(N_("source is empty")))
     if not tgt:

@@ -2,8 +2,9 @@
 identified and which split it goes to, and how text shown on a terminal is made safe.
 
 Every write path (import, data editor, API, saved corrections, corpus and version names)
-calls ``clean_text`` / ``normalize_text``, and the import's hot path calls the same function,
-so a pair is stored identically whichever way it arrives.
+calls ``normalize_text`` (or ``clean_and_count``, which also counts what cleaning removed), and
+the import's hot path calls the same function, so a pair is stored identically whichever way it
+arrives.
 
 * **Cleaning** — removed, and counted so that reports can say so: control characters
   (C0 except the whitespace ones, DEL, C1 except NEL), NUL included; the bidirectional
@@ -73,7 +74,7 @@ _CJK_RE = re.compile(
 )
 
 
-def clean_text(text: str) -> tuple[str, int]:
+def clean_and_count(text: str) -> tuple[str, int]:
     """(the stored form of ``text``, how many characters cleaning removed)."""
     text, removed = _REMOVED.subn("", text)
     if not text.isascii():
@@ -86,7 +87,7 @@ def clean_text(text: str) -> tuple[str, int]:
 
 def normalize_text(text: str) -> str:
     """The stored form of ``text`` (see the module docstring)."""
-    return clean_text(text)[0]
+    return clean_and_count(text)[0]
 
 
 def strip_invisible(text: str) -> tuple[str, int]:

@@ -24,7 +24,7 @@ from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.formats import Data, sentence_lines
 from workbench.corpus.import_checks import message_of
 from workbench.corpus.pairs import NEW_ROW_PROBLEM, edit_pairs
-from workbench.corpus.text_rules import MAX_CHARS, clean_text, hash_encoded
+from workbench.corpus.text_rules import MAX_CHARS, hash_encoded, normalize_text
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.storage import session_scope
@@ -95,7 +95,7 @@ def add_to_pool(corpus_id: CorpusRef, data: Data) -> PoolAddResult:
 
             now = utcnow()
             for _line, text in sentence_lines(data):
-                source, _removed = clean_text(text)
+                source = normalize_text(text)
                 if not source or len(source) > MAX_CHARS:
                     skipped += 1
                     continue

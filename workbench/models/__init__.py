@@ -1,6 +1,8 @@
 """Model versions: what training produced, and translating with it.
 
 - ``registry``: a version is a database row plus a folder of weights and tokenizer.
+- ``model_import``: a model made elsewhere (ours, or a public Marian checkpoint) checked and
+  registered; ``archives``: a zip of one, unpacked safely.
 - ``translation``: translate with a stored version, flag inputs it cannot be trusted on,
   turn a corrected output into a pair.
 - ``engines`` (who decodes: the hand-written decoder or CTranslate2), ``ctranslate2_export``

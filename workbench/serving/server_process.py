@@ -62,7 +62,7 @@ class ServerState:
 
 def serve_port() -> int:
     """The port of the server the app starts (``WORKBENCH_SERVE_PORT``, else 5000)."""
-    raw = settings.serve_port()
+    raw = settings.serve_port_as_set()
     if raw is None:
         return DEFAULT_PORT
     if not raw.isdigit() or not 1 <= int(raw) <= 65535:

@@ -13,21 +13,21 @@ NASTY = ["\x00", "\x07", "\x1b", "\x7f", "\x9b", "\u202e", "\u2066", "\ufeff", "
 
 
 def test_clean_text_removes_and_counts_control_and_invisible_characters() -> None:
-    assert T.clean_text("a\x07b\x1b[31mc") == ("ab[31mc", 2)
-    assert T.clean_text("\ufeffabc\u202edef\u202c") == ("abcdef", 3)
-    assert T.clean_text("x\x00y\ud800z") == ("xyz", 2)
-    assert T.clean_text("a\tb\nc\r\nd\x1fe\x85f") == ("a b c d e f", 0)  # whitespace controls
-    assert T.clean_text("e\x00\u0301") == ("\u00e9", 1)  # NFC after removal
-    assert T.clean_text("\u200b\u200d \u2060") == ("", 3)  # zero-width only: empty
+    assert T.clean_and_count("a\x07b\x1b[31mc") == ("ab[31mc", 2)
+    assert T.clean_and_count("\ufeffabc\u202edef\u202c") == ("abcdef", 3)
+    assert T.clean_and_count("x\x00y\ud800z") == ("xyz", 2)
+    assert T.clean_and_count("a\tb\nc\r\nd\x1fe\x85f") == ("a b c d e f", 0)  # whitespace controls
+    assert T.clean_and_count("e\x00\u0301") == ("\u00e9", 1)  # NFC after removal
+    assert T.clean_and_count("\u200b\u200d \u2060") == ("", 3)  # zero-width only: empty
     family = "\U0001f468\u200d\U0001f469"  # ZWJ inside text is meaningful: kept
-    assert T.clean_text(family) == (family, 0)
+    assert T.clean_and_count(family) == (family, 0)
     assert T.normalize_text("  a\t b\n\u3000c  ") == "a b c"
 
 
 @given(st.text(alphabet=st.characters() | st.sampled_from([*NASTY, "\u200b", " ", "\t"])))
 def test_cleaned_text_is_stable_storable_and_printable_safe(raw: str) -> None:
-    clean, removed = T.clean_text(raw)
-    assert T.clean_text(clean) == (clean, 0)  # idempotent
+    clean, removed = T.clean_and_count(raw)
+    assert T.clean_and_count(clean) == (clean, 0)  # idempotent
     clean.encode("utf-8")  # no lone surrogates: every database stores it
     assert not any(ch in clean for ch in NASTY)
     assert "\t" not in clean and "\n" not in clean and clean == clean.strip()

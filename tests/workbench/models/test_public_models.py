@@ -16,12 +16,13 @@ import pytest
 from core_model.artifact import TOKENIZER_DIR, load_model
 from core_model.batching import encode_source
 from core_model.marian import read_marian
+from core_model.training import recipe
 from tests.helpers import cli, module_home, train_version
 from tests.marian_checkpoint import sample_sentences, save_random_marian, toy_pairs
 from workbench import settings
 from workbench.corpus import corpora, pairs
 from workbench.errors import WorkbenchError
-from workbench.models import archives, registry, translation
+from workbench.models import archives, model_import, registry, translation
 from workbench.training import continuation
 
 pytest.importorskip("transformers")
@@ -108,11 +109,11 @@ def test_a_zip_of_the_folder_is_the_same_version(
                 zf.write(path, path.name)
     first = registry.get_version(public["version_id"])
     for path in (nested, flat):
-        version = registry.get_version(registry.import_version(path, name=path.stem))
+        version = registry.get_version(model_import.import_version(path, name=path.stem))
         assert version.sha256 == first.sha256  # the same model, weights and vocabulary
         assert (version.src_lang, version.tgt_lang) == ("zh", "en")
         registry.delete_version(version.id)
-    upload = registry.import_zip_upload(flat.read_bytes(), "opus-mt-zh-en.zip", marian=True)
+    upload = model_import.import_zip_upload(flat.read_bytes(), "opus-mt-zh-en.zip", marian=True)
     assert registry.get_version(upload).sha256 == first.sha256
     registry.delete_version(upload)
 
@@ -176,7 +177,7 @@ def test_bad_input_is_one_error_and_changes_nothing(
         shutil.copytree(checkpoint, path)
         (path / "model.safetensors").unlink()
     with pytest.raises(WorkbenchError, match=message) as caught:
-        registry.import_version(path, src_lang="zh", tgt_lang="en", **options)
+        model_import.import_version(path, src_lang="zh", tgt_lang="en", **options)
     assert "\n" not in str(caught.value)
     assert [v.id for v in registry.list_versions()] == before
     assert not settings.import_staging_dirs()
@@ -225,8 +226,10 @@ def test_continue_from_the_imported_version_fine_tunes_it_gently(public: dict) -
     assert continuation.fine_tune_note(imported, corpus_id, minutes=5) != note
     _, tuned = train_version(corpus_id, init_version_id=imported, epochs=1, precision="fp32")
     version = registry.get_version(tuned)
-    assert (version.metrics["peak_lr"], version.metrics["lr_schedule"]) == (2e-5, "linear")
-    assert version.metrics["epochs"] == 1 and version.metrics["warmup_steps"] <= 50
+    peak = version.metrics["peak_lr"]
+    assert (peak, version.metrics["lr_schedule"]) == (recipe.PRETRAINED_PEAK_LR, "linear")
+    warmup = version.metrics["warmup_steps"]
+    assert version.metrics["epochs"] == 1 and warmup <= recipe.PRETRAINED_WARMUP_STEPS
     assert version.parent_version_id == imported
     loaded = registry.load_version(tuned)
     assert loaded.config["pretrained"]["name"] == "opus-mt-zh-en"  # carried on

@@ -21,7 +21,7 @@ from workbench import settings
 from workbench.corpus import pairs
 from workbench.errors import WorkbenchError
 from workbench.evaluation import comparison_report, evaluation, significance
-from workbench.models import registry, translation
+from workbench.models import model_import, registry, translation
 
 
 @pytest.fixture(scope="module")
@@ -232,10 +232,10 @@ def test_a_model_folder_from_elsewhere_is_imported_as_a_copy(trained: dict, tmp_
     shutil.copytree(registry.artifact_dir(trained["v1"]), folder)
     before = registry.list_versions()
     with pytest.raises(WorkbenchError, match="no corpus"):
-        registry.import_version(folder, corpus="no such corpus")
+        model_import.import_version(folder, corpus="no such corpus")
     assert registry.list_versions() == before
 
-    new = registry.import_version(folder, corpus="toy")
+    new = model_import.import_version(folder, corpus="toy")
     try:
         info = registry.get_version(new)
         assert (info.corpus_name, info.src_lang, info.tgt_lang) == ("toy", "zh", "en")
@@ -287,7 +287,7 @@ def test_register_copies_only_the_model_files(outside_folder: Path, tmp_path: Pa
     (outside_folder / "notes.txt").symlink_to(secret)
     (outside_folder / "system").symlink_to(big_dir, target_is_directory=True)
     (outside_folder / "README.md").write_text("not part of the model")
-    version = registry.import_version(outside_folder, name="from outside")
+    version = model_import.import_version(outside_folder, name="from outside")
     stored = registry.artifact_dir(version)
     assert _files(stored) == model_files
     assert not any(p.is_symlink() for p in stored.rglob("*"))
@@ -320,7 +320,7 @@ def test_register_refuses_links_and_special_files_among_model_files(
         (outside_folder / "tokenizer" / "tgt" / "spm.model").unlink()
         os.mkfifo(outside_folder / "tokenizer" / "tgt" / "spm.model")  # reading would block
     with pytest.raises(WorkbenchError, match=r"link|not a regular file"):
-        registry.import_version(outside_folder)
+        model_import.import_version(outside_folder)
     assert registry.list_versions() == []
     assert not list((settings.home() / "runs").glob("import-*"))
 
@@ -333,19 +333,19 @@ def test_register_bounds_the_size_and_checks_names_languages_metrics(
     from core_model import artifact
 
     with pytest.raises(WorkbenchError, match="control or invisible"):
-        registry.import_version(outside_folder, name="v\x1b[2J")
+        model_import.import_version(outside_folder, name="v\x1b[2J")
     with pytest.raises(WorkbenchError, match="language"):
-        registry.import_version(outside_folder, src_lang="zh\x1b", tgt_lang="en")
+        model_import.import_version(outside_folder, src_lang="zh\x1b", tgt_lang="en")
     config = json.loads((outside_folder / "config.json").read_text())
     config["metrics"] = {"parameters": "many", "train_pairs": 1e300, "bleu": 2.5, "x\x00": 1}
     (outside_folder / "config.json").write_text(json.dumps(config))
-    version = registry.import_version(outside_folder)
+    version = model_import.import_version(outside_folder)
     info = registry.get_version(version)
     assert info.param_count > 1000 and info.train_pair_count == 0  # counted, not trusted
     assert info.metrics["bleu"] == 2.5 and "x" in info.metrics
     monkeypatch.setattr(artifact, "MAX_ARTIFACT_BYTES", 10_000)
     with pytest.raises(WorkbenchError, match="larger than"):
-        registry.import_version(outside_folder)
+        model_import.import_version(outside_folder)
     assert [v.id for v in registry.list_versions()] == [version]
 
 
@@ -358,7 +358,7 @@ def test_the_recorded_checksum_covers_the_model_config(outside_folder: Path) -> 
     from db.models import ModelVersion
     from workbench.storage import session_scope
 
-    version = registry.import_version(outside_folder)
+    version = model_import.import_version(outside_folder)
     folder = registry.artifact_dir(version)
     registry.load_version(version)
     config_path = folder / "config.json"

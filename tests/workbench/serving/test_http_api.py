@@ -38,7 +38,7 @@ from tests.helpers import (
     wait_for,
 )
 from workbench import settings as workbench_settings
-from workbench.models import registry
+from workbench.models import model_import, registry
 from workbench.models.engines import ENGINE_QUANTIZATION
 from workbench.serving import api_keys, served
 
@@ -452,7 +452,7 @@ def test_required_keys_and_a_revoked_key(api: Api, tmp_path: Path) -> None:
 
 
 def test_health_reports_a_served_version_that_cannot_load(api: Api) -> None:
-    broken = registry.import_version(
+    broken = model_import.import_version(
         registry.artifact_dir(api.v2), src_lang="en", tgt_lang="de", name="broken copy"
     )
     weights = registry.artifact_dir(broken) / "model.safetensors"

@@ -18,7 +18,7 @@ from core_model.artifact import TOKENIZER_DIR
 from tests.helpers import make_toy_corpus, module_home, toy_pairs, train_version
 from workbench import cli as workbench_cli
 from workbench.corpus import corpora, pairs
-from workbench.models import registry
+from workbench.models import model_import, registry
 from workbench.training import continuation, run_info, worker_process
 
 QUICK = {"preset": "tiny"}
@@ -154,7 +154,7 @@ def test_a_tokenizer_that_no_longer_fits_starts_a_new_model(
     added = [{"source": s, "target": t} for s, t in toy_pairs()]
     added += [{"source": f"αβγδεζηθικλμ {i}", "target": f"greek {i}"} for i in range(12)]
     pairs.apply_edits(other.id, added=added)
-    copy = registry.import_version(
+    copy = model_import.import_version(
         registry.artifact_dir(chain["versions"][1]), corpus="toy and greek"
     )
     start = continuation.default_start(other.id)

@@ -27,9 +27,9 @@ from sqlalchemy.engine import make_url
 from db.models import ModelVersion, Pair
 from tests.helpers import ROOT, cli, make_toy_corpus, subprocess_env
 from tests.workbench.test_backup import _home, _restore, _untouched_target, _wipe
-from workbench import backup as backups
 from workbench import database_lock, settings
-from workbench.backup import DATABASE_MEMBERS, MANIFEST, backup, restore
+from workbench.backup import backup as backups
+from workbench.backup.backup import DATABASE_MEMBERS, MANIFEST, backup, restore
 from workbench.errors import WorkbenchError
 from workbench.models import registry
 from workbench.storage import engine, session_scope
@@ -199,7 +199,7 @@ def test_a_version_folder_outside_the_data_folder_is_refused(
 def _dump_at_revision(db_url: str, revision: str, out: Path) -> bytes:
     """The test's database, dumped as a backup would, with its schema revision set to
     ``revision`` (SQLite: a copy; PostgreSQL: ``pg_dump``); the database itself is kept."""
-    from workbench import pg_tools
+    from workbench.backup import pg_tools
 
     if make_url(db_url).get_backend_name() == "sqlite":
         copy = sqlite3.connect(out)

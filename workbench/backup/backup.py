@@ -71,7 +71,8 @@ from core_model.artifact import ArtifactError, model_files
 from db.engine import create_workbench_engine
 from db.migrate import current_revision
 from db.models import Base, Corpus, GlossaryTerm, ModelVersion, Pair, TrainingRun, utcnow
-from workbench import database_lock, pg_tools, restore_checks, settings
+from workbench import database_lock, settings
+from workbench.backup import pg_tools, restore_checks
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.storage import engine as workbench_engine

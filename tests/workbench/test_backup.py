@@ -23,7 +23,9 @@ from db import dispose_engines
 from db.models import GlossaryTerm, ModelVersion, Pair, TrainingRun
 from tests.helpers import cli, make_toy_corpus, start_worker, stop, train_version, wait_for
 from workbench import database_lock, settings
-from workbench.backup.backup import DATABASE_MEMBERS, MANIFEST, backup, restore
+from workbench.backup.archive import DATABASE_MEMBERS, MANIFEST
+from workbench.backup.backup import backup
+from workbench.backup.restore import restore
 from workbench.corpus import glossary, pairs
 from workbench.models import registry
 from workbench.storage import engine

@@ -40,7 +40,7 @@ def _args_restore(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
-    from workbench.backup.backup import restore
+    from workbench.backup.restore import restore
 
     print_json(restore(args.file, force=args.force).as_dict())
     return EXIT_OK

@@ -12,8 +12,8 @@ reading it (its undo is ``undo``).
   import stays a small row.
 * **Reading**: ``list_changes`` (filter by actor and time), ``actors``.
 
-Append-only: nothing updates or deletes a ``changes`` row. Who acts comes from
-``current_actor`` (the one seam for sign-in to fill in).
+Append-only: nothing updates or deletes a ``changes`` row. A change names who made it
+(``actor_name``: the e-mail of ``access.current_actor()``, else ``LOCAL_ACTOR``).
 
 Imports only ``db`` and the top-level ``settings``/``storage``/``errors``/``messages``
 modules: the corpus services call into this module, never the other way round.
@@ -37,7 +37,7 @@ from workbench.team import access
 LOCAL_ACTOR = "local"  # who acts when nobody signs in (one person on their own machine)
 SYSTEM_ACTOR = "system"  # housekeeping, e.g. emptying the trash
 LIST_LIMIT = 500
-_CHUNK = 900  # ids per IN (...) (SQLite's bound-parameter limit)
+_IDS_PER_QUERY = 900  # ids per IN (...) (SQLite's bound-parameter limit)
 
 # The tables whose writes are recorded, in the order rows are inserted (deleted: reverse).
 RECORDED_TABLES: dict[str, type[Base]] = {
@@ -79,7 +79,7 @@ ACTION_LABELS = {
 _UNRECORDED = {"corpora": frozenset({"split_note"})}
 
 
-def current_actor() -> str:
+def actor_name() -> str:
     """Who is making the change now: the acting user of ``workbench.team.access`` (its
     e-mail, or the local admin's name); ``LOCAL_ACTOR`` for the workbench's own upkeep."""
     actor = access.current_actor()
@@ -131,8 +131,8 @@ def stored_values(table: Table, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def id_chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
-    for start in range(0, len(ids), _CHUNK):
-        yield ids[start : start + _CHUNK]
+    for start in range(0, len(ids), _IDS_PER_QUERY):
+        yield ids[start : start + _IDS_PER_QUERY]
 
 
 def capture(
@@ -192,7 +192,7 @@ def record(
     entity = ENTITIES[next(t for t in RECORDED_TABLES if t in tables)]
     ids = {item.get("id") for item in items}
     change = Change(
-        actor=actor or current_actor(),
+        actor=actor or actor_name(),
         corpus_id=corpus_id,
         entity=entity,
         entity_id=next(iter(ids)) if len(ids) == 1 else None,

@@ -231,11 +231,11 @@ def test_clean_ups_and_versions_are_recorded(wb_home: Path) -> None:
 def test_changes_are_filtered_by_actor_and_time(
     wb_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(history, "current_actor", lambda: "ana@example.org")
+    monkeypatch.setattr(history, "actor_name", lambda: "ana@example.org")
     info = corpora.create_corpus("team", "zh", "en")
     pairs.add_pair(info.id, "一", "one")
     middle = utcnow()
-    monkeypatch.setattr(history, "current_actor", lambda: "bo@example.org")
+    monkeypatch.setattr(history, "actor_name", lambda: "bo@example.org")
     pairs.add_pair(info.id, "二", "two")
     assert history.actors(info.id) == ["ana@example.org", "bo@example.org"]
     assert [c.summary for c in history.list_changes(info.id, actor="bo@example.org")] == ["1 added"]

@@ -14,6 +14,7 @@ from tests.helpers import ROOT
 
 # Lowest first: a package may import the top-level modules and the packages before it.
 WORKBENCH_ORDER = (
+    "backup",
     "team",
     "corpus",
     "models",
@@ -77,7 +78,7 @@ TOP_LEVEL_EXCEPTIONS = {
 
 
 def test_the_top_level_modules_import_no_package() -> None:
-    """The top-level modules (settings, storage, errors, locks, backups) are what every package
+    """The top-level modules (settings, storage, errors, locks) are what every package
     stands on (__main__ only starts the CLI)."""
     for path in sorted((ROOT / "workbench").glob("*.py")):
         if path.name == "__main__.py":

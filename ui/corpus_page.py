@@ -26,7 +26,7 @@ from ui import (
 )
 from ui.i18n import N_, _, n_, translate
 from ui.signin import READ_ONLY, can
-from workbench.corpus import corpora, exporting, pairs
+from workbench.corpus import corpora, exporting, formats, pairs
 from workbench.corpus.corpora import CorpusInfo
 from workbench.corpus.pairs import SPLITS
 from workbench.team import trash
@@ -197,9 +197,7 @@ def export_panel(current: CorpusInfo) -> None:
             _("Download {format}", format=fmt.upper()),
             data=lambda: exporting.export_bytes(current.id, fmt),
             file_name=f"{_slug(current.name)}.{fmt}",
-            mime={"tsv": "text/tab-separated-values", "csv": "text/csv"}.get(
-                fmt, "application/jsonl"
-            ),
+            mime=formats.FORMATS[fmt].media_type,
             icon=":material/download:",
             key="export_download",
             on_click="ignore",

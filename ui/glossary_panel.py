@@ -8,7 +8,7 @@ import streamlit as st
 
 from ui import feedback, grid
 from ui.i18n import N_, _, n_
-from workbench.corpus import drafts, glossary
+from workbench.corpus import drafts, formats, glossary
 from workbench.corpus.corpora import CorpusInfo
 
 
@@ -49,12 +49,12 @@ def glossary_panel(current: CorpusInfo) -> None:
     with st.expander(_("Import terms from a file"), icon=":material/upload_file:"):
         upload = st.file_uploader(
             _("TSV or CSV: source term, target term per line"),
-            type=["tsv", "csv", "txt"],
+            type=formats.file_types(formats.COLUMN_FORMATS),
             key=f"glossary_upload_{nonce}",
         )
         if st.button(_("Import terms"), key="glossary_import", disabled=upload is None):
             with feedback.error_boundary(N_("importing the glossary")):
-                fmt = "csv" if upload.name.lower().endswith(".csv") else "tsv"
+                fmt = formats.infer_format(upload.name)
                 n = glossary.import_terms(current.id, upload, fmt)
                 st.session_state["glossary_nonce"] = nonce + 1  # the grid shows the new terms
                 feedback.flash(

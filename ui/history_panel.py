@@ -2,8 +2,8 @@
 user and time; undo one change, or everything since a moment (asking first when that is
 more than one row); and the trash, where deleted corpora wait to be restored.
 
-Everything here is view code: the history and its undo are ``workbench.team.history``, the
-trash ``workbench.team.trash``. Times are shown and entered in UTC.
+Everything here is view code: the history is ``workbench.team.history``, its undo
+``workbench.team.undo``, the trash ``workbench.team.trash``. Times are shown and entered in UTC.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ui import dialogs, feedback, formatting
 from ui.i18n import N_, _, n_, translate
 from ui.signin import can
 from workbench.corpus.corpora import CorpusInfo
-from workbench.team import history, trash
+from workbench.team import history, trash, undo
 from workbench.team.access import Permission
 from workbench.team.history import ChangeInfo
 
@@ -170,7 +170,7 @@ def _undo_one(current: CorpusInfo, changes: list[ChangeInfo]) -> None:
 
 
 def _undo(change: ChangeInfo) -> str:
-    new_id = history.undo_change(change.id)
+    new_id = undo.undo_change(change.id)
     return _("Undid change #{id} (recorded as change #{new_id}).", id=change.id, new_id=new_id)
 
 
@@ -182,7 +182,7 @@ def _undo_since(current: CorpusInfo) -> None:
         )
         moment = middle.time_input(_("Time (UTC)"), value=time(0, 0), key="history_since_time")
         since = datetime.combine(day, moment, tzinfo=UTC)
-        count = history.changes_since(current.id, since)
+        count = undo.changes_since(current.id, since)
         if right.button(
             _("Undo since…"), key="history_undo_since", width="stretch", disabled=not count
         ):
@@ -207,7 +207,7 @@ def _undo_since(current: CorpusInfo) -> None:
 
 
 def _undo_all(current: CorpusInfo, since: datetime) -> str:
-    done = history.undo_since(current.id, since)
+    done = undo.undo_since(current.id, since)
     if not done:
         return _("Nothing to undo since then.")
     return n_(

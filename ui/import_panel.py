@@ -42,21 +42,23 @@ def import_panel(current: CorpusInfo) -> None:
             ),
         )
     guessed = _guess_format(upload)
+    names = list(formats.FORMATS)
     with right:
         fmt = st.selectbox(
             _("Format"),
-            formats.FORMATS,
-            index=formats.FORMATS.index(guessed),
+            names,
+            index=names.index(guessed),
             key=f"upload_format_{nonce}_{upload.file_id if upload else ''}",
             help="\n".join(
-                f"- **{k}**: {translate(v)}" for k, v in formats.FORMAT_DESCRIPTIONS.items()
+                f"- **{name}**: {translate(f.description)}" for name, f in formats.FORMATS.items()
             ),
         )
-        st.caption(translate(formats.FORMAT_DESCRIPTIONS[fmt]))
+        st.caption(translate(formats.FORMATS[fmt].description))
     with st.expander(_("Clean up while importing"), icon=":material/cleaning_services:"):
         options = cleaning_panel.options_form(f"import_clean_{nonce}", current)
     target = None
-    if fmt == "aligned":
+    two_files = formats.FORMATS[fmt].two_files
+    if two_files:
         target = st.file_uploader(
             _("Target-language file ({lang})", lang=current.tgt_lang),
             type=formats.FILE_TYPES,
@@ -73,7 +75,7 @@ def import_panel(current: CorpusInfo) -> None:
             icon=":material/upload_file:",
         )
         return
-    if fmt == "aligned" and target is None:
+    if two_files and target is None:
         st.info(_("Now choose the target-language file."), icon=":material/upload_file:")
         return
 

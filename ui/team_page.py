@@ -1,8 +1,9 @@
 """The Team page (admins, when sign-in is on): who may use this workbench, and as what.
 
 The roles and what each allows come from ``workbench.team.access`` (``ROLES``,
-``permissions_of``); the page only lists members and calls ``set_role`` / ``remove_member``,
-which check that the person acting is an admin.
+``permissions_of``; each ``Permission``'s value is its label, a message id); the page only
+lists members and calls ``set_role`` / ``remove_member``, which check that the person acting
+is an admin.
 """
 
 from __future__ import annotations
@@ -15,19 +16,6 @@ from ui.i18n import N_, _, translate
 from ui.signin import role_label, role_labels
 from workbench import settings
 from workbench.team import access
-from workbench.team.access import Permission
-
-# What each permission lets a member do, as the page names it (the values are the English
-# names that refusals use in the command line and the logs).
-PERMISSION_LABELS = {
-    Permission.EDIT: N_("edit corpora"),
-    Permission.TRAIN: N_("train"),
-    Permission.REVIEW: N_("review the pool"),
-    Permission.DELETE: N_("delete corpora and versions"),
-    Permission.SERVE: N_("serve versions"),
-    Permission.API_KEYS: N_("manage API keys"),
-    Permission.USERS: N_("manage users"),
-}
 
 # After a role is saved: a whole sentence per role ("an editor", "a viewer").
 NOW_A = {
@@ -46,10 +34,7 @@ def render() -> None:
             [
                 {
                     "role": role_label(role),
-                    "may also": _(", ").join(
-                        translate(PERMISSION_LABELS[p]) for p in access.permissions_of(role)
-                    )
-                    or "—",
+                    "may": _(", ").join(translate(p) for p in access.permissions_of(role)),
                 }
                 for role in access.ROLES
             ]
@@ -58,7 +43,7 @@ def render() -> None:
         width="stretch",
         column_config={
             "role": st.column_config.TextColumn(_("role")),
-            "may also": st.column_config.TextColumn(_("besides reading and translating")),
+            "may": st.column_config.TextColumn(_("may")),
         },
     )
     members = access.list_members()

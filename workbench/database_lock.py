@@ -10,7 +10,7 @@ process dies: a killed process never leaves the data folder locked.
 
 What it covers: the processes on this machine that use this data folder. A PostgreSQL
 database may also be used from other machines, which no file lock here sees; a restore there
-also refuses while any other client is connected to the database (``workbench.backup``).
+also refuses while any other client is connected to the database (``workbench.backup.restore``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Environment:
 * ``WORKBENCH_HEARTBEAT_TIMEOUT``: seconds without a heartbeat after which a running run's
   worker is taken for dead (default 90).
 * ``WORKBENCH_PG_BINDIR``: the folder of ``pg_dump`` / ``pg_restore`` for backups, when the
-  ones found on the machine are older than the PostgreSQL server (``workbench.backup``).
+  ones found on the machine are older than the PostgreSQL server (``workbench.backup.pg_tools``).
 * ``WORKBENCH_ADMINS``: comma-separated e-mails that are always admins when sign-in is on
   (the first admin of a team; ``workbench.team.access``).
 * ``WORKBENCH_PROVIDER_VERIFIES_EMAILS``: ``1`` when the sign-in provider verifies every
@@ -38,7 +38,7 @@ The data folder::
       runs/import-<hex>/        a model folder being copied in by `register`
       logs/worker.log           what a worker started on demand prints
       logs/server.log           what the HTTP server the Models page started prints
-      .restore-<hex>/           a backup being checked before a restore (workbench.backup)
+      .restore-<hex>/           a backup being checked before a restore (workbench.backup.restore)
       worker.lock, spawn.lock   a live worker's lock; the lock that serialises starting one
                                 (or the page's server)
       server.lock, server.json  the lock of the HTTP server the page started; its PID and port

@@ -239,12 +239,12 @@ def test_a_cleanup_asks_first_and_can_be_undone(small_corpus: int) -> None:
 def test_the_upload_size_is_limited_on_purpose() -> None:
     import tomllib
 
-    from workbench.corpus import formats
+    from workbench.corpus import text_files
 
     config = tomllib.loads((APP.parent / ".streamlit" / "config.toml").read_text("utf-8"))
     limit = config["server"]["maxUploadSize"]  # MB; Streamlit's default (200) is not a choice
     assert isinstance(limit, int) and 1 <= limit < 200
-    assert limit << 20 < formats.MAX_INPUT_BYTES
+    assert limit << 20 < text_files.MAX_INPUT_BYTES
 
 
 def test_unreadable_import_is_one_error_line(small_corpus: int) -> None:

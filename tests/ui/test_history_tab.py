@@ -21,7 +21,7 @@ HISTORY_TAB = ":material/history: History"
 def edited_corpus(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     """A corpus that ana made with three pairs, two of which bo then deleted."""
     monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
-    monkeypatch.setattr(history, "current_actor", lambda: "ana@example.org")
+    monkeypatch.setattr(history, "actor_name", lambda: "ana@example.org")
     info = corpora.create_corpus("Menus", "zh", "en")
     ids = pairs.apply_edits(
         info.id,
@@ -30,9 +30,9 @@ def edited_corpus(wb_home: Path, monkeypatch: pytest.MonkeyPatch) -> int:
             for s, t in [("汤", "soup"), ("面", "noodles"), ("茶", "tea")]
         ],
     ).added_ids
-    monkeypatch.setattr(history, "current_actor", lambda: "bo@example.org")
+    monkeypatch.setattr(history, "actor_name", lambda: "bo@example.org")
     pairs.apply_edits(info.id, deleted=ids[:2])
-    monkeypatch.setattr(history, "current_actor", lambda: history.LOCAL_ACTOR)
+    monkeypatch.setattr(history, "actor_name", lambda: history.LOCAL_ACTOR)
     return info.id
 
 

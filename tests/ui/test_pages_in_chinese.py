@@ -153,8 +153,9 @@ def test_team_page_in_chinese(wb_home: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert "**添加成员或更改角色**" in texts(at.markdown)
     assert at.text_input(key="team_email").label == "电子邮箱"
     assert at.button(key="team_remove").label == "移除"
-    roles = at.dataframe[0].value.set_index("role")["may also"]
-    assert roles["编辑者"] == "编辑语料库，训练，审校待审池"
+    roles = at.dataframe[0].value.set_index("role")["may"]
+    assert roles["查看者"] == "查看和翻译"
+    assert roles["编辑者"] == "查看和翻译，编辑语料库，训练，审校待审池"
     assert list(at.dataframe[1].value["role"]) == ["管理员", "编辑者"]
     assert at.selectbox(key="team_role").options == ["查看者", "编辑者", "管理员"]
     at.text_input(key="team_email").set_value("vera@example.org")

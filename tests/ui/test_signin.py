@@ -125,7 +125,13 @@ def test_an_editor_edits_but_cannot_delete(team: int) -> None:
 def test_an_admin_manages_the_team_on_its_page(team: int) -> None:
     at = run_as(signed_in("ada@example.org"), navigation.TEAM)
     assert "team_email" in _keys(at.text_input)
-    shown = at.dataframe[1].value  # the members (the first lists what each role may do)
+    allowed = at.dataframe[0].value.set_index("role")["may"]  # labels from access.Permission
+    assert allowed.to_dict() == {
+        "viewer": "read and translate",
+        "editor": "read and translate, edit corpora, train, review the pool",
+        "admin": ", ".join(access.Permission),
+    }
+    shown = at.dataframe[1].value  # the members
     assert list(shown["e-mail"]) == ["ada@example.org", "ed@example.org", "vera@example.org"]
     at.text_input(key="team_email").set_value("New.Person@example.org")
     at.selectbox(key="team_role").set_value("editor")

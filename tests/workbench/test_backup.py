@@ -23,7 +23,9 @@ from db import dispose_engines
 from db.models import GlossaryTerm, ModelVersion, Pair, TrainingRun
 from tests.helpers import cli, make_toy_corpus, start_worker, stop, train_version, wait_for
 from workbench import database_lock, settings
-from workbench.backup import DATABASE_MEMBERS, MANIFEST, backup, restore
+from workbench.backup.archive import DATABASE_MEMBERS, MANIFEST
+from workbench.backup.backup import backup
+from workbench.backup.restore import restore
 from workbench.corpus import glossary, pairs
 from workbench.models import registry
 from workbench.storage import engine
@@ -299,7 +301,7 @@ def test_a_gz_name_compresses_the_archive_and_restore_reads_it(db_url: str, tmp_
 def test_a_version_whose_folder_is_gone_is_recorded_and_a_bad_file_name_refused(
     wb_home: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    from workbench import backup as backups
+    from workbench.backup import backup as backups
     from workbench.errors import WorkbenchError
     from workbench.storage import session_scope
 

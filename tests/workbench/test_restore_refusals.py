@@ -27,9 +27,12 @@ from sqlalchemy.engine import make_url
 from db.models import ModelVersion, Pair
 from tests.helpers import ROOT, cli, make_toy_corpus, subprocess_env
 from tests.workbench.test_backup import _home, _restore, _untouched_target, _wipe
-from workbench import backup as backups
 from workbench import database_lock, settings
-from workbench.backup import DATABASE_MEMBERS, MANIFEST, backup, restore
+from workbench.backup import archive as archives
+from workbench.backup import backup as backups
+from workbench.backup.archive import DATABASE_MEMBERS, MANIFEST
+from workbench.backup.backup import backup
+from workbench.backup.restore import restore
 from workbench.errors import WorkbenchError
 from workbench.models import registry
 from workbench.storage import engine, session_scope
@@ -199,7 +202,7 @@ def test_a_version_folder_outside_the_data_folder_is_refused(
 def _dump_at_revision(db_url: str, revision: str, out: Path) -> bytes:
     """The test's database, dumped as a backup would, with its schema revision set to
     ``revision`` (SQLite: a copy; PostgreSQL: ``pg_dump``); the database itself is kept."""
-    from workbench import pg_tools
+    from workbench.backup import pg_tools
 
     if make_url(db_url).get_backend_name() == "sqlite":
         copy = sqlite3.connect(out)
@@ -334,16 +337,16 @@ def test_an_archive_over_the_size_cap_is_refused_before_it_is_written(
         restore(lying, force=True)
     assert staged == []  # checked whole before a byte was written
 
-    monkeypatch.setattr(backups, "MAX_RESTORE_BYTES", 16 << 20)
+    monkeypatch.setattr(archives, "MAX_RESTORE_BYTES", 16 << 20)
     with pytest.raises(WorkbenchError) as refused:
         restore(matching, force=True)
     assert str(refused.value) == (
         f"{matching} holds more than 16 MiB of data, the most a restore takes"
     )
     # The free space of the data folder's disk caps it too.
-    monkeypatch.setattr(backups, "MAX_RESTORE_BYTES", 1 << 40)
+    monkeypatch.setattr(archives, "MAX_RESTORE_BYTES", 1 << 40)
     usage = shutil.disk_usage(wb_home)
-    monkeypatch.setattr(backups.shutil, "disk_usage", lambda _: usage._replace(free=20 << 20))
+    monkeypatch.setattr(archives.shutil, "disk_usage", lambda _: usage._replace(free=20 << 20))
     with pytest.raises(WorkbenchError) as refused:
         restore(matching, force=True)
     assert str(refused.value) == (

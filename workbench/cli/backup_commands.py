@@ -1,5 +1,5 @@
 """``backup`` and ``restore``: the database and the model folders in one checksummed archive
-(the work is ``workbench.backup``)."""
+(the work is the ``workbench.backup`` package)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _args_backup(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_backup(args: argparse.Namespace) -> int:
-    from workbench.backup import backup
+    from workbench.backup.backup import backup
 
     summary = backup(args.file)
     if summary.missing_model_folders:
@@ -40,7 +40,7 @@ def _args_restore(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
-    from workbench.backup import restore
+    from workbench.backup.restore import restore
 
     print_json(restore(args.file, force=args.force).as_dict())
     return EXIT_OK

@@ -9,13 +9,16 @@ from pathlib import Path
 from workbench.cli.common import EXIT_OK, Command, print_json, print_text
 from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.corpus.exporting import EXPORT_FORMATS
-from workbench.corpus.formats import FORMATS
+from workbench.corpus.formats import FORMATS, TWO_FILE_FORMATS
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 
 
 def _args_import(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", type=Path, help="pairs file (for --format aligned: the source side)")
+    two_files = "|".join(TWO_FILE_FORMATS)
+    p.add_argument(
+        "file", type=Path, help=f"pairs file (for --format {two_files}: the source side)"
+    )
     p.add_argument(
         "--corpus", required=True, help=f"{CORPUS_REF_HELP}; a new name creates the corpus"
     )
@@ -23,10 +26,11 @@ def _args_import(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tgt-lang", required=True, help="target language code, e.g. en")
     p.add_argument(
         "--format",
-        choices=FORMATS,
-        help="file format (default: from the file extension; aligned when --tgt-file)",
+        choices=list(FORMATS),
+        help=f"file format (default: from the file extension; {two_files} when --tgt-file): "
+        + " ".join(f"{name}: {f.description}." for name, f in FORMATS.items()),
     )
-    p.add_argument("--tgt-file", type=Path, help="target-side file for --format aligned")
+    p.add_argument("--tgt-file", type=Path, help=f"target-side file for --format {two_files}")
     p.add_argument("--strict", action="store_true", help="abort on any invalid row")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
 
@@ -38,8 +42,6 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     if not args.file.is_file():
         raise WorkbenchError(N_("file not found: {path}"), path=args.file)
-    if args.tgt_file is not None and args.format not in (None, "aligned"):
-        raise WorkbenchError(N_("--tgt-file is only used with --format aligned"))
     # A new corpus is created together with its pairs: a bad file, or an import killed
     # half-way, leaves no empty corpus behind.
     result = import_file(
@@ -68,7 +70,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _args_export(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", type=Path, help="output file (.tsv, .jsonl or .csv)")
+    endings = ", ".join(f".{FORMATS[name].extensions[0]}" for name in EXPORT_FORMATS)
+    p.add_argument("file", type=Path, help=f"output file ({endings})")
     p.add_argument("--corpus", required=True, help=CORPUS_REF_HELP)
     p.add_argument("--format", choices=EXPORT_FORMATS, help="default: from extension")
 
@@ -83,5 +86,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 COMMANDS = [
     Command("import", "import sentence pairs into a corpus", _args_import, _cmd_import),
-    Command("export", "export a corpus as TSV/JSONL/CSV", _args_export, _cmd_export),
+    Command(
+        "export",
+        f"export a corpus as {'/'.join(name.upper() for name in EXPORT_FORMATS)}",
+        _args_export,
+        _cmd_export,
+    ),
 ]

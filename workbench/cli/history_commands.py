@@ -51,14 +51,14 @@ def _args_undo(p: argparse.ArgumentParser) -> None:
 
 def _cmd_undo(args: argparse.Namespace) -> int:
     from workbench.corpus.corpora import get_corpus
-    from workbench.team import history
+    from workbench.team import undo
 
     if (args.change is None) == (args.since is None) or (args.since and not args.corpus):
         raise WorkbenchError(N_("give a change id, or --corpus and --since"))
     if args.change is not None:
-        print_text(f"undid #{args.change} as change #{history.undo_change(args.change)}")
+        print_text(f"undid #{args.change} as change #{undo.undo_change(args.change)}")
         return EXIT_OK
-    done = history.undo_since(get_corpus(args.corpus).id, args.since)
+    done = undo.undo_since(get_corpus(args.corpus).id, args.since)
     print_text(f"undid {len(done)} changes")
     return EXIT_OK
 

@@ -23,7 +23,13 @@ def _args_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on ({DEFAULT_HOST})")
     p.add_argument("--port", type=positive_int, default=DEFAULT_PORT, help="port (5000)")
     p.add_argument("--workers", type=positive_int, default=1, help="server processes (1)")
-    p.add_argument("--require-keys", action="store_true", help="every request needs an API key")
+    p.add_argument(
+        "--require-keys",
+        action="store_true",
+        help="translations, /v1/versions and /metrics need an API key (?api_key= on a GET); "
+        "/health and LibreTranslate's /languages and /frontend/settings stay public, as "
+        "LibreTranslate's do",
+    )
     p.add_argument(
         "--requests-per-minute",
         type=positive_int,

@@ -1,15 +1,13 @@
-"""Exporting a corpus: every pair (id order, with split and note) as TSV, JSONL or CSV.
+"""Exporting a corpus: every pair (id order, with split and note) as TSV, CSV or JSONL.
 
-``EXPORT_FORMATS`` are the choices (tsv with a header, jsonl, csv); ``export_format`` picks one
-from a file name, ``format_lines`` writes rows in it. A TSV export can be imported again as it
-is. Rows are streamed from the database, never held whole.
+``EXPORT_FORMATS`` are the choices: the formats of the registry (``formats.FORMATS``) that
+have a writer (tsv and csv with a header, jsonl); ``export_format`` picks one from a file
+name. A TSV export can be imported again as it is. Rows are streamed from the database, never
+held whole.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -20,19 +18,19 @@ from sqlalchemy.orm import Session
 
 from db.models import Pair
 from workbench.corpus.corpora import CorpusRef, find
+from workbench.corpus.formats import FORMATS, Format, file_extension
 from workbench.corpus.text_rules import normalize_text
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.storage import session_scope
 
-EXPORT_FORMATS = ("tsv", "jsonl", "csv")
-COLUMNS = ["source", "target", "split", "note"]
+EXPORT_FORMATS = tuple(name for name, f in FORMATS.items() if f.write is not None)
 
 
 def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None) -> int:
     """Write all pairs (id order) to ``path`` as TSV (with header), JSONL or CSV; the format
     comes from the extension when not given. Written atomically; returns the pair count."""
-    fmt = export_format(path, fmt)
+    chosen = export_format(path, fmt)
     path = Path(path)
     with session_scope() as s:
         corpus = find(s, corpus_id)
@@ -41,25 +39,42 @@ def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None)
         if not path.parent.exists():
             raise WorkbenchError(N_("folder does not exist: {path}"), path=str(path.parent))
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        count = 0
+        rows = _Counted(_stored_rows(s, corpus.id))
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                for chunk in format_lines(_stored_rows(s, corpus.id), fmt):
+                for chunk in _written(chosen, rows):
                     fh.write(chunk)
-                    count += chunk.count("\n")
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-    return count - (1 if fmt in ("tsv", "csv") else 0)
+    return rows.count
 
 
 def export_bytes(corpus_id: CorpusRef, fmt: str = "tsv") -> bytes:
     """The export as bytes (for a download button)."""
-    fmt = export_format(None, fmt)
+    chosen = export_format(None, fmt)
     with session_scope() as s:
         corpus = find(s, corpus_id)
-        return "".join(format_lines(_stored_rows(s, corpus.id), fmt)).encode("utf-8")
+        return "".join(_written(chosen, _stored_rows(s, corpus.id))).encode("utf-8")
+
+
+def _written(chosen: Format, rows: Iterable[list[str]]) -> Iterator[str]:
+    """The rows as text in an exported format (``export_format`` chose it)."""
+    assert chosen.write is not None
+    return chosen.write(rows)
+
+
+class _Counted:
+    """Rows that count themselves as they pass (a header is not a row)."""
+
+    def __init__(self, rows: Iterable[list[str]]) -> None:
+        self.rows, self.count = rows, 0
+
+    def __iter__(self) -> Iterator[list[str]]:
+        for row in self.rows:
+            self.count += 1
+            yield row
 
 
 def _stored_rows(s: Session, corpus_id: int) -> Iterator[list[str]]:
@@ -82,42 +97,17 @@ def _stored(value: str | None) -> str:
     return value if value.isprintable() else normalize_text(value)
 
 
-def export_format(path: str | Path | None, fmt: str | None) -> str:
-    """``fmt`` checked, or the format a file name asks for (default tsv)."""
+def export_format(path: str | Path | None, fmt: str | None) -> Format:
+    """The exported format ``fmt`` (checked), or the one a file name's ending asks for
+    (``Format.extensions``), else tsv."""
     if fmt is None:
-        if path is None:
-            return "tsv"
-        name = Path(path).name.lower()
-        fmt = "jsonl" if name.endswith((".jsonl", ".ndjson", ".json")) else "tsv"
-        fmt = "csv" if name.endswith(".csv") else fmt
-    fmt = fmt.lower()
-    if fmt not in EXPORT_FORMATS:
+        ext = file_extension(path) if path is not None else ""
+        fmt = next((n for n in EXPORT_FORMATS if ext in FORMATS[n].extensions), "tsv")
+    chosen = FORMATS.get(fmt.lower())
+    if chosen is None or chosen.write is None:
         raise WorkbenchError(
             N_("cannot export as {format!r}: use one of {formats}"),
-            format=fmt,
+            format=fmt.lower(),
             formats=", ".join(EXPORT_FORMATS),
         )
-    return fmt
-
-
-def format_lines(rows: Iterable[Iterable[str]], fmt: str) -> Iterator[str]:
-    """(source, target, split, note) rows as text in an export format, in pieces of about a
-    line (csv: about a megabyte); a tsv or csv starts with its header line."""
-    if fmt == "tsv":
-        yield "\t".join(COLUMNS) + "\n"
-        for row in rows:
-            yield "\t".join(row) + "\n"
-    elif fmt == "jsonl":
-        for row in rows:
-            yield json.dumps(dict(zip(COLUMNS, row, strict=True)), ensure_ascii=False) + "\n"
-    else:
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(COLUMNS)
-        for row in rows:
-            writer.writerow(list(row))
-            if buf.tell() > 1 << 20:
-                yield buf.getvalue()
-                buf.seek(0)
-                buf.truncate()
-        yield buf.getvalue()
+    return chosen

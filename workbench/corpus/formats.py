@@ -1,7 +1,10 @@
-"""File formats of sentence pairs, read as rows.
+"""File formats of sentence pairs: the one registry (``FORMATS``) that the import (its readers),
+the export (its writers), the CLI's ``--format`` choices, the import page and the help texts
+all read.
 
-Pure parsing: no database, no validation of the pairs themselves (``workbench.corpus.import_checks``
-does that). Formats (UTF-8, optional BOM, optionally gzip-compressed):
+Text in, text out: no database, no validation of the pairs themselves
+(``workbench.corpus.import_checks`` does that). Files are read as text by ``text_files``
+(UTF-8, optional BOM, optionally gzip-compressed, streamed, within its limits). Formats:
 
 * ``tsv``      ``source<TAB>target[<TAB>split[<TAB>note]]``; a ``source<TAB>target…`` header
                line is recognised and skipped. This is also the export format.
@@ -13,293 +16,39 @@ does that). Formats (UTF-8, optional BOM, optionally gzip-compressed):
                source follows the corpus languages (for a zh→en corpus: source = column 2,
                target = column 1); the attribution (CC-BY) is kept as the pair's note.
 
-Files are read as a stream, in blocks: memory does not grow with the file. A file may
-decompress to at most ``MAX_INPUT_BYTES``, checked before the first row is parsed (a gzip file
-is decompressed once just to count its bytes), and no line may be longer than
-``MAX_LINE_BYTES``: a gzip "bomb" or a binary file is refused early, by name, instead of
-exhausting memory or spending minutes on rows.
+Adding a format is adding one ``Format`` to ``FORMATS``; a format the registry does not name
+is refused (``format_named``), never read as another. (Over 450 lines on purpose: each
+format's reader and writer sit here beside the registry entry that names them, so that one
+file says all a format is; reading bytes as text lines is ``text_files``'.)
+
 Two kinds of problems, in every format alike:
 
 * **A malformed record** (a line with the wrong number of columns, invalid JSON or a JSON
   value that is not a pair, broken CSV quoting) is yielded as ``Malformed(line, reason)``:
   the import skips it and lists it in its report with the other invalid rows
   (``workbench.corpus.import_checks``), so one bad line never rejects the whole file.
-* **A file that cannot be read as pairs at all** (not UTF-8, a NUL byte, not gzip although
-  named ``.gz``, over the limits, aligned files of different length — every line after the
-  missing one would be misaligned) raises ``WorkbenchError`` naming the line, when that
-  line is reached.
-
-Writing pairs in a format is ``workbench.corpus.exporting``'s.
+* **A file that cannot be read as pairs at all** (one ``text_files`` refuses, aligned files
+  of different length — every line after the missing one would be misaligned) raises
+  ``WorkbenchError`` naming the line, when that line is reached.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import gzip
 import io
 import json
-import os
-import re
-import stat
-import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from workbench.corpus.text_files import Data, file_role, head_text, numbered_lines, opened
 from workbench.errors import WorkbenchError
-from workbench.messages import N_, Message
+from workbench.messages import N_, Message, MessageId
 
-FORMATS = ("tsv", "csv", "jsonl", "aligned", "tatoeba")
-FORMAT_DESCRIPTIONS = {  # one line each (message ids), for the import page and help texts
-    "tsv": N_("source ⇥ target [⇥ split [⇥ note]] per line; a header line is optional"),
-    "csv": N_("source, target [, split [, note]] with standard quoting; a header is optional"),
-    "jsonl": N_('one JSON object per line: {"source": …, "target": …, "split"?: …, "note"?: …}'),
-    "aligned": N_("two plain-text files: line N of one translates line N of the other"),
-    "tatoeba": N_("the Tatoeba export: English ⇥ other language ⇥ attribution"),
-}
-# The file name endings ``infer_format`` knows (a ``.gz`` after them is looked through).
-EXTENSIONS = {"jsonl": ("jsonl", "ndjson", "json"), "csv": ("csv",), "tsv": ("tsv", "tab", "txt")}
-FILE_TYPES = [ext for exts in EXTENSIONS.values() for ext in exts] + ["gz"]
-MAX_INPUT_BYTES = 1 << 30  # decompressed size of one file (a million pairs is ~150 MB)
-MAX_LINE_BYTES = 1 << 20  # one line; a pair's sides are at most MAX_CHARS characters each
+COLUMNS = ("source", "target", "split", "note")  # of a row, and of an export's header
 ENGLISH = {"en", "eng"}
-# What the messages call a file they read, by the ``what`` of ``sentence_lines`` (message ids).
-FILE_ROLES = {
-    "file": N_("file"),
-    "source file": N_("source file"),
-    "target file": N_("target file"),
-    "glossary file": N_("glossary file"),
-}
-_BLOCK = 1 << 20  # bytes read at a time
-
-Data = bytes | str | Path | IO[bytes]  # content, a path, or an open binary file (an upload)
-
-
-def infer_format(path: str | Path, head: bytes = b"") -> str:
-    """Format from the file name (``.tsv``, ``.csv``, ``.jsonl``/``.ndjson``, ``.txt``; a
-    ``.gz`` suffix is looked through); a 3-column TSV whose third column is a Tatoeba
-    attribution is ``tatoeba``."""
-    name = Path(path).name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
-    ext = name.rsplit(".", 1)[-1] if "." in name else ""
-    if ext in EXTENSIONS["jsonl"]:
-        return "jsonl"
-    if ext in EXTENSIONS["csv"]:
-        return "csv"
-    if ext in EXTENSIONS["tsv"]:
-        first = _head_text(head).split("\n", 1)[0]
-        cols = first.split("\t")
-        if len(cols) == 3 and ("tatoeba" in cols[2].lower() or "cc-by" in cols[2].lower()):
-            return "tatoeba"
-        return "tsv"
-    raise WorkbenchError(
-        N_("cannot tell the format of {name!r}: pass --format ({formats})"),
-        name=Path(path).name,
-        formats="|".join(FORMATS),
-    )
-
-
-def _head_text(head: bytes) -> str:
-    """The readable start of a (possibly gzip-compressed) file, for sniffing only."""
-    if head[:2] == b"\x1f\x8b":
-        try:
-            head = zlib.decompressobj(wbits=31).decompress(head, 65536)
-        except zlib.error as exc:
-            raise WorkbenchError(N_("not a valid gzip file ({error})"), error=str(exc)) from None
-    return head.decode("utf-8", "replace")
-
-
-@contextlib.contextmanager
-def _opened(data: Data, what: str) -> Iterator[tuple[IO[bytes], str | None]]:
-    """(binary stream at its start, file name or None). ``str`` means a path."""
-    if isinstance(data, bytes | bytearray | memoryview):
-        yield io.BytesIO(data), None
-        return
-    if not isinstance(data, str | Path):  # an open file, e.g. Streamlit's UploadedFile
-        data.seek(0)
-        name = getattr(data, "name", None)
-        yield data, name if isinstance(name, str) else None
-        return
-    path, role = Path(data), _role(what)
-    try:
-        fh = path.open("rb")
-    except FileNotFoundError:
-        raise WorkbenchError(N_("{what} not found: {path}"), what=role, path=str(path)) from None
-    except IsADirectoryError:
-        raise WorkbenchError(
-            N_("{what} is a directory: {path}"), what=role, path=str(path)
-        ) from None
-    except OSError as exc:
-        raise WorkbenchError(
-            N_("cannot read {path}: {error}"), path=str(path), error=exc.strerror
-        ) from None
-    with fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise WorkbenchError(
-                N_("{what} is not a regular file: {path}"), what=role, path=str(path)
-            )
-        yield fh, path.name
-
-
-def _role(what: str) -> str:
-    """A file's role as a message (``FILE_ROLES``), so that a page translates it."""
-    return Message(FILE_ROLES[what]) if what in FILE_ROLES else what
-
-
-def _blocks(stream: IO[bytes], name: str | None, what: str) -> Iterator[bytes]:
-    """The decompressed bytes of ``stream`` in blocks, at most ``MAX_INPUT_BYTES`` in all.
-
-    The size is known before the first block: a plain file's from its end, a gzip file's by
-    decompressing it once without parsing anything (a few seconds for the largest allowed),
-    so that a file over the cap never costs the minutes that parsing and checking its rows
-    would (a 4.7 MB "bomb" decompressing to 1.5 GiB took 566 s of CPU before it was refused).
-    """
-    role = _role(what)
-    magic = stream.read(2)
-    compressed = magic == b"\x1f\x8b"
-    if not compressed and name and name.lower().endswith(".gz"):
-        raise WorkbenchError(
-            N_("{what} {name!r} is not a gzip file, although its name ends in .gz"),
-            what=role,
-            name=name,
-        )
-    if compressed:
-        stream.seek(0)
-        for _ in _capped(gzip.GzipFile(fileobj=stream, mode="rb"), role, compressed):
-            pass
-    elif stream.seek(0, os.SEEK_END) > MAX_INPUT_BYTES:
-        raise _too_large(role, compressed)
-    stream.seek(0)
-    source: IO[bytes] = gzip.GzipFile(fileobj=stream, mode="rb") if compressed else stream
-    yield from _capped(source, role, compressed)  # (a file may grow while it is read)
-
-
-def _capped(source: IO[bytes], role: str, compressed: bool) -> Iterator[bytes]:
-    """The blocks of ``source``; ``WorkbenchError`` past ``MAX_INPUT_BYTES`` or for a read
-    that fails (gzip's errors among them)."""
-    total = 0
-    size = min(_BLOCK, MAX_LINE_BYTES)  # so a line inside a block is never over the limit
-    while True:
-        try:
-            block = source.read(size)
-        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-            raise WorkbenchError(
-                N_("{what} is not a valid gzip file ({error})"), what=role, error=str(exc)
-            ) from None
-        except OSError as exc:
-            raise WorkbenchError(
-                N_("cannot read {what}: {error}"), what=role, error=exc.strerror or str(exc)
-            ) from None
-        if not block:
-            return
-        total += len(block)
-        if total > MAX_INPUT_BYTES:
-            raise _too_large(role, compressed)
-        yield block
-
-
-def _too_large(role: str, compressed: bool) -> WorkbenchError:
-    return WorkbenchError(
-        N_("{what} is larger than {size} uncompressed: split it into smaller files")
-        if compressed
-        else N_("{what} is larger than {size}: split it into smaller files"),
-        what=role,
-        size=_size(MAX_INPUT_BYTES),
-    )
-
-
-def _size(n: int) -> Message:
-    if n >= 1 << 20:
-        return Message(N_("{n} MiB"), n=n >> 20)
-    return Message(N_("{n} bytes"), n=f"{n:,}")
-
-
-_NONBLANK = re.compile(r"[^\n]+")
-
-
-def _lines(data: Data, what: str = "file", skip_blank: bool = True) -> Iterator[tuple[int, str]]:
-    """(line number, line without its ``\\n`` / ``\\r\\n``) of a UTF-8 file, read as a stream.
-
-    Lines are split on ``\\n`` only (other Unicode line breaks may be part of a sentence).
-    ``skip_blank`` leaves out empty lines at C speed (a file of a billion newlines is read
-    in seconds, not minutes). Raises ``WorkbenchError`` naming the line for invalid UTF-8,
-    a NUL byte (a binary file) or a line over ``MAX_LINE_BYTES``.
-    """
-    with _opened(data, what) as (stream, name):
-        pending = b""  # the unfinished last line of the bytes read so far
-        done = 0  # lines yielded or skipped so far
-        first = True
-        for block in _blocks(stream, name, what):
-            buf = pending + block if pending else block
-            cut = buf.rfind(b"\n")
-            head_end = buf.find(b"\n") if cut >= 0 else len(buf)
-            if head_end > MAX_LINE_BYTES:
-                raise WorkbenchError(
-                    N_("{what} line {line}: longer than {size} (is this a text file?)"),
-                    what=_role(what),
-                    line=done + 1,
-                    size=_size(MAX_LINE_BYTES),
-                )
-            if cut < 0:
-                pending = buf
-                continue
-            pending = buf[cut + 1 :]
-            chunk = _decode(buf[: cut + 1], done, what, first)
-            first = False
-            yield from _split(chunk, done, skip_blank)
-            done += chunk.count("\n")
-        if pending:
-            chunk = _decode(pending, done, what, first)
-            yield from _split(chunk + "\n", done, skip_blank)
-
-
-def sentence_lines(data: Data, what: str = "file") -> Iterator[tuple[int, str]]:
-    """(line number, line) of a monolingual file: one sentence per line, blank lines left
-    out (a pool of sentences to translate; the same reading rules as every import)."""
-    return _lines(data, what)
-
-
-def _decode(data: bytes, lines_before: int, what: str, first: bool) -> str:
-    try:
-        text = data.decode("utf-8-sig" if first else "utf-8")
-    except UnicodeDecodeError as exc:
-        line = lines_before + data.count(b"\n", 0, exc.start) + 1
-        raise WorkbenchError(
-            N_("{what} line {line}: not valid UTF-8 (byte 0x{byte}); save the file as UTF-8"),
-            what=_role(what),
-            line=line,
-            byte=f"{data[exc.start]:02x}",
-        ) from None
-    nul = text.find("\x00")
-    if nul >= 0:
-        line = lines_before + text.count("\n", 0, nul) + 1
-        raise WorkbenchError(
-            N_("{what} line {line}: contains a NUL byte (is this a text file?)"),
-            what=_role(what),
-            line=line,
-        )
-    return text
-
-
-def _split(text: str, lines_before: int, skip_blank: bool) -> Iterator[tuple[int, str]]:
-    """The lines of ``text`` (which ends with ``\\n``) numbered from ``lines_before + 1``."""
-    if skip_blank:
-        n, pos = lines_before + 1, 0  # n: the number of the line at pos
-        for m in _NONBLANK.finditer(text):
-            n += text.count("\n", pos, m.start())
-            pos = m.start()
-            line = m.group()
-            yield n, line[:-1] if line.endswith("\r") else line
-        return
-    for n, line in enumerate(text.split("\n")[:-1], start=lines_before + 1):
-        yield n, line[:-1] if line.endswith("\r") else line
-
-
-def _is_header(cols: list[str]) -> bool:
-    return [c.strip().lower() for c in cols[:2]] == ["source", "target"]
-
+_SNIFF_BYTES = 65536  # of a file's start, to tell a format from its content
 
 RawRow = tuple[int, str, str, Any, Any]  # (line, source, target, split, note)
 
@@ -312,6 +61,48 @@ class Malformed(NamedTuple):
 
 
 Record = RawRow | Malformed
+Columns = tuple[int, list[str]]  # (line, the record's columns) of a tsv or csv file
+
+
+class Files(NamedTuple):
+    """What a reader reads: the file, a two-file format's target file, the corpus' languages
+    and what the messages call the file (``text_files.FILE_ROLES``)."""
+
+    data: Data
+    target: Data | None
+    src_lang: str | None
+    tgt_lang: str | None
+    what: str = "file"
+
+    def lines(self) -> Iterator[tuple[int, str]]:
+        return numbered_lines(self.data, self.what)
+
+
+@dataclass(frozen=True)
+class Format:
+    """One file format of sentence pairs, with everything the front ends and services need."""
+
+    name: str
+    description: MessageId  # one line, for the import page and help texts
+    read: Callable[[Files], Iterator[Record]]
+    # The file name endings that name it (``infer_format``; a ``.gz`` after them is looked
+    # through). Two formats may share endings when ``recognise`` tells one by its first line.
+    extensions: tuple[str, ...] = ()
+    recognise: Callable[[str], bool] | None = None
+    two_files: bool = False  # a source file and a target file (else one file of records)
+    # A format of columns (tsv, csv): its records as (line, columns), header left out; what a
+    # glossary file is read with (``read_columns``).
+    columns: Callable[[Files], Iterator[Columns | Malformed]] | None = None
+    # Exported formats: (source, target, split, note) rows as text, in pieces of about a line.
+    write: Callable[[Iterable[Iterable[str]]], Iterator[str]] | None = None
+    media_type: str | None = None  # of an export, for a download
+
+
+# -------------------------------------------------------------------------- readers
+
+
+def _is_header(cols: list[str]) -> bool:
+    return [c.strip().lower() for c in cols[:2]] == list(COLUMNS[:2])
 
 
 def _row(n: int, cols: list[str], tabs: bool) -> Record:
@@ -333,21 +124,26 @@ def _row(n: int, cols: list[str], tabs: bool) -> Record:
     return n, cols[0], cols[1], cols[2], cols[3]
 
 
-def _rows_tsv(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
-    for n, line in lines:
+def _tsv_columns(files: Files) -> Iterator[Columns]:
+    for n, line in files.lines():
         if not line.strip():
             continue
         cols = line.split("\t")
         if n == 1 and _is_header(cols):
             continue
+        yield n, cols
+
+
+def _rows_tsv(files: Files) -> Iterator[Record]:
+    for n, cols in _tsv_columns(files):
         yield _row(n, cols, tabs=True)
 
 
-def _rows_csv(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
+def _csv_columns(files: Files) -> Iterator[Columns | Malformed]:
     where = {"start": 0, "last": 0}  # the first and the last line of the record being read
 
     def feed() -> Iterator[str]:
-        for n, line in lines:
+        for n, line in files.lines():
             where["start"] = where["start"] or n
             where["last"] = n
             yield line + "\n"
@@ -383,11 +179,16 @@ def _rows_csv(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
             first = False
             continue
         first = False
-        yield _row(n, cols, tabs=False)
+        yield n, cols
 
 
-def _rows_jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[Record]:
-    for n, line in lines:
+def _rows_csv(files: Files) -> Iterator[Record]:
+    for record in _csv_columns(files):
+        yield record if isinstance(record, Malformed) else _row(*record, tabs=False)
+
+
+def _rows_jsonl(files: Files) -> Iterator[Record]:
+    for n, line in files.lines():
         if not line.strip():
             continue
         try:
@@ -417,9 +218,10 @@ def _json_problem(obj: Any) -> Message | None:
     return None
 
 
-def _rows_aligned(src: Data, tgt: Data) -> Iterator[Record]:
-    src_lines = _lines(src, "source file", skip_blank=False)
-    tgt_lines = _lines(tgt, "target file", skip_blank=False)
+def _rows_aligned(files: Files) -> Iterator[Record]:
+    assert files.target is not None  # (``read_rows`` checks it)
+    src_lines = numbered_lines(files.data, "source file", skip_blank=False)
+    tgt_lines = numbered_lines(files.target, "target file", skip_blank=False)
     n = 0
     while True:
         a, b = next(src_lines, None), next(tgt_lines, None)
@@ -442,9 +244,14 @@ def _rows_aligned(src: Data, tgt: Data) -> Iterator[Record]:
         )
 
 
-def _rows_tatoeba(
-    lines: Iterator[tuple[int, str]], src_lang: str | None, tgt_lang: str | None
-) -> Iterator[Record]:
+def _is_tatoeba(first_line: str) -> bool:
+    """A Tatoeba export's first line: three columns, the third an attribution."""
+    cols = first_line.split("\t")
+    return len(cols) == 3 and ("tatoeba" in cols[2].lower() or "cc-by" in cols[2].lower())
+
+
+def _rows_tatoeba(files: Files) -> Iterator[Record]:
+    src_lang, tgt_lang = files.src_lang, files.tgt_lang
     src_is_en = (src_lang or "en").lower() in ENGLISH
     tgt_is_en = (tgt_lang or "").lower() in ENGLISH
     if not src_is_en and not tgt_is_en:
@@ -456,7 +263,7 @@ def _rows_tatoeba(
             src=src_lang,
             tgt=tgt_lang,
         )
-    for n, line in lines:
+    for n, line in files.lines():
         if not line.strip():
             continue
         cols = line.split("\t")
@@ -479,6 +286,135 @@ def _rows_tatoeba(
             yield n, other, english, None, attribution
 
 
+# -------------------------------------------------------------------------- writers
+
+
+def _write_tsv(rows: Iterable[Iterable[str]]) -> Iterator[str]:
+    yield "\t".join(COLUMNS) + "\n"
+    for row in rows:
+        yield "\t".join(row) + "\n"
+
+
+def _write_jsonl(rows: Iterable[Iterable[str]]) -> Iterator[str]:
+    for row in rows:
+        yield json.dumps(dict(zip(COLUMNS, row, strict=True)), ensure_ascii=False) + "\n"
+
+
+def _write_csv(rows: Iterable[Iterable[str]]) -> Iterator[str]:
+    """A header, then the rows, in pieces of about a megabyte."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        writer.writerow(list(row))
+        if buf.tell() > 1 << 20:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
+
+
+# ------------------------------------------------------------------------- registry
+
+_TEXT_ENDINGS = ("tsv", "tab", "txt")
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format(
+            "tsv",
+            N_("source ⇥ target [⇥ split [⇥ note]] per line; a header line is optional"),
+            _rows_tsv,
+            extensions=_TEXT_ENDINGS,
+            columns=_tsv_columns,
+            write=_write_tsv,
+            media_type="text/tab-separated-values",
+        ),
+        Format(
+            "csv",
+            N_("source, target [, split [, note]] with standard quoting; a header is optional"),
+            _rows_csv,
+            extensions=("csv",),
+            columns=_csv_columns,
+            write=_write_csv,
+            media_type="text/csv",
+        ),
+        Format(
+            "jsonl",
+            N_('one JSON object per line: {"source": …, "target": …, "split"?: …, "note"?: …}'),
+            _rows_jsonl,
+            extensions=("jsonl", "ndjson", "json"),
+            write=_write_jsonl,
+            media_type="application/jsonl",
+        ),
+        Format(
+            "aligned",
+            N_("two plain-text files: line N of one translates line N of the other"),
+            _rows_aligned,
+            two_files=True,  # chosen by giving a target file, whatever the names
+        ),
+        Format(
+            "tatoeba",
+            N_("the Tatoeba export: English ⇥ other language ⇥ attribution"),
+            _rows_tatoeba,
+            extensions=_TEXT_ENDINGS,
+            recognise=_is_tatoeba,
+        ),
+    )
+}  # in the order the import page lists them
+COLUMN_FORMATS = tuple(name for name, f in FORMATS.items() if f.columns is not None)
+TWO_FILE_FORMATS = tuple(name for name, f in FORMATS.items() if f.two_files)
+
+
+def file_types(names: Iterable[str]) -> list[str]:
+    """The file name endings of these formats, each once, and ``gz`` (any of them compressed):
+    what an upload of them may be called."""
+    return [*dict.fromkeys(ext for name in names for ext in FORMATS[name].extensions), "gz"]
+
+
+FILE_TYPES = file_types(FORMATS)  # an upload of pairs
+
+
+def format_named(name: str) -> Format:
+    """The format called ``name`` (any case); else a one-line ``WorkbenchError`` naming the
+    formats there are."""
+    key = name.lower()
+    if key not in FORMATS:
+        raise WorkbenchError(
+            N_("unknown format {format!r}: use one of {formats}"),
+            format=key,
+            formats=", ".join(FORMATS),
+        )
+    return FORMATS[key]
+
+
+def file_extension(path: str | Path) -> str:
+    """A file name's last ending, lower case, without its dot ("" for none)."""
+    name = Path(path).name.lower()
+    return name.rsplit(".", 1)[-1] if "." in name else ""
+
+
+def infer_format(path: str | Path, head: bytes = b"") -> str:
+    """The format a file name names (``Format.extensions``; a ``.gz`` suffix is looked
+    through); of two formats that share an ending, the one whose ``recognise`` knows the
+    first line of ``head`` (a Tatoeba export is a ``.tsv`` too)."""
+    name = Path(path).name
+    ext = file_extension(name[:-3] if name.lower().endswith(".gz") else name)
+    candidates = [f for f in FORMATS.values() if ext in f.extensions]
+    if not candidates:
+        raise WorkbenchError(
+            N_("cannot tell the format of {name!r}: pass --format ({formats})"),
+            name=name,
+            formats="|".join(FORMATS),
+        )
+    recognisers = [f for f in candidates if f.recognise is not None]
+    if recognisers:
+        first_line = head_text(head).split("\n", 1)[0]
+        recognised = [f for f in recognisers if f.recognise(first_line)]  # type: ignore[misc]
+        if recognised:
+            return recognised[0].name
+    return next(f for f in candidates if f.recognise is None).name
+
+
 def read_rows(
     data: Data,
     fmt: str | None,
@@ -488,42 +424,46 @@ def read_rows(
 ) -> Iterator[Record]:
     """The records of a file, parsed lazily as it is read: a pair's row, or ``Malformed``
     for a record that does not fit the format; a file that cannot be read raises
-    ``WorkbenchError`` when its line is reached (the format is decided up front)."""
-    fmt = _format_of(data, fmt, tgt_data)
-    if fmt == "aligned":
-        if tgt_data is None:
-            raise WorkbenchError(N_("the aligned format needs a target file (--tgt-file)"))
-        return _rows_aligned(data, tgt_data)
-    if tgt_data is not None:
+    ``WorkbenchError`` when its line is reached (the format is decided up front, and one
+    the registry does not name is refused)."""
+    chosen = _format_of(data, fmt, tgt_data)
+    if chosen.two_files and tgt_data is None:
         raise WorkbenchError(
-            N_("a target file only makes sense with --format aligned, not {format}"), format=fmt
+            N_("the {format} format needs a target file (--tgt-file)"), format=chosen.name
         )
-    lines = _lines(data)
-    if fmt == "tsv":
-        return _rows_tsv(lines)
-    if fmt == "csv":
-        return _rows_csv(lines)
-    if fmt == "jsonl":
-        return _rows_jsonl(lines)
-    return _rows_tatoeba(lines, src_lang, tgt_lang)
-
-
-def _format_of(data: Data, fmt: str | None, tgt_data: Data | None) -> str:
-    if fmt is None:
-        if tgt_data is not None:
-            return "aligned"
-        with _opened(data, "file") as (stream, name):
-            if name is None:
-                raise WorkbenchError(
-                    N_("format is required for uploaded data ({formats})"),
-                    formats="|".join(FORMATS),
-                )
-            fmt = infer_format(name, stream.read(65536))
-    fmt = fmt.lower()
-    if fmt not in FORMATS:
+    if not chosen.two_files and tgt_data is not None:
         raise WorkbenchError(
-            N_("unknown format {format!r}: use one of {formats}"),
+            N_("a target file only makes sense with --format {formats}, not {format}"),
+            formats="|".join(TWO_FILE_FORMATS),
+            format=chosen.name,
+        )
+    return chosen.read(Files(data, tgt_data, src_lang, tgt_lang))
+
+
+def read_columns(data: Data, fmt: str, what: str = "file") -> Iterator[Columns | Malformed]:
+    """The records of a file in a format of columns (``COLUMN_FORMATS``) as (line, columns),
+    however many columns each has, its header left out: how a glossary file is read, by the
+    rules of the pairs' import (``what`` names the file in messages)."""
+    chosen = FORMATS.get(fmt.lower())
+    if chosen is None or chosen.columns is None:
+        raise WorkbenchError(
+            N_("{what} {format!r}: not a format of columns, use one of {formats}"),
+            what=file_role(what),
             format=fmt,
-            formats=", ".join(FORMATS),
+            formats=", ".join(COLUMN_FORMATS),
         )
-    return fmt
+    return chosen.columns(Files(data, None, None, None, what))
+
+
+def _format_of(data: Data, fmt: str | None, tgt_data: Data | None) -> Format:
+    if fmt is not None:
+        return format_named(fmt)
+    if tgt_data is not None:
+        return FORMATS[TWO_FILE_FORMATS[0]]
+    with opened(data, "file") as (stream, name):
+        if name is None:
+            raise WorkbenchError(
+                N_("format is required for uploaded data ({formats})"),
+                formats="|".join(FORMATS),
+            )
+        return FORMATS[infer_format(name, stream.read(_SNIFF_BYTES))]

@@ -19,8 +19,6 @@ substrings in Chinese and Japanese; a longer term wins over a shorter one inside
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -36,7 +34,8 @@ from core_model.tokenizer import Tokenizer
 from core_model.translator import TranslationResult
 from db.models import Corpus, GlossaryTerm
 from workbench.corpus.corpora import CorpusRef, find
-from workbench.corpus.formats import Data, sentence_lines
+from workbench.corpus.formats import Malformed, read_columns
+from workbench.corpus.text_files import Data
 from workbench.corpus.text_rules import normalize_text
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
@@ -177,21 +176,21 @@ def replace_terms(s: Session, corpus: Corpus, rows: list[tuple[object, object]])
 
 
 def import_terms(corpus_id: CorpusRef, data: Data, fmt: str = "tsv") -> int:
-    """Add the terms of a TSV or CSV file (source term, target term per line; a header
-    ``source, target`` is skipped) to a corpus' glossary; a term already there takes the
-    file's translation. Returns how many terms the glossary holds."""
+    """Add the terms of a file in a format of columns (``formats.COLUMN_FORMATS``: tsv, csv;
+    source term, target term per record, more columns ignored; a header ``source, target`` is
+    skipped), read as the pairs' import reads it, to a corpus' glossary; a term already there
+    takes the file's translation. Any line that is not a term refuses the whole file. Returns
+    how many terms the glossary holds."""
     require(Permission.EDIT)
-    if fmt not in ("tsv", "csv"):
-        raise WorkbenchError(N_("a glossary file is tsv or csv, not {format!r}"), format=fmt)
     rows: list[tuple[object, object]] = []
-    for line_no, line in sentence_lines(data, "glossary file"):
-        cols = next(csv.reader(io.StringIO(line))) if fmt == "csv" else line.split("\t")
-        if len(cols) < 2:
+    for record in read_columns(data, fmt, "glossary file"):
+        if isinstance(record, Malformed):
             raise WorkbenchError(
-                N_("glossary file line {line}: expected two columns"), line=line_no
+                N_("glossary file line {line}: {reason}"), line=record.line, reason=record.reason
             )
-        if line_no == 1 and [c.strip().lower() for c in cols[:2]] == ["source", "target"]:
-            continue
+        line, cols = record
+        if len(cols) < 2:
+            raise WorkbenchError(N_("glossary file line {line}: expected two columns"), line=line)
         rows.append((cols[0], cols[1]))
     new = dict(_clean_terms(rows))
     kept = [

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from workbench.corpus.cleaning import DROP_REASONS, REASONS, Cleaner
-from workbench.corpus.formats import Data, Malformed, Record, read_rows
+from workbench.corpus.formats import Malformed, Record, read_rows
+from workbench.corpus.text_files import Data
 from workbench.corpus.text_rules import (
     MAX_CHARS,
     clean_and_count,

@@ -7,9 +7,9 @@ accepted row is written or none is.
 
 Two kinds of problems:
 
-* **A file that cannot be read** (``workbench.corpus.formats``: not UTF-8, not gzip, over the
-  limits, aligned files of different length): ``WorkbenchError`` naming the line, and
-  nothing is written.
+* **A file that cannot be read** (``workbench.corpus.text_files``: not UTF-8, not gzip, over
+  the limits; ``formats``: an unknown format, aligned files of different length):
+  ``WorkbenchError`` naming the line, and nothing is written.
 * **Row issues**, collected in the report that the preview shows: errors (a malformed
   record such as a line without a tab, an empty or over-long side, a bad split) skip the
   row, or with ``strict`` abort the import; duplicates are skipped and counted; warnings
@@ -45,7 +45,7 @@ from workbench.corpus.corpora import (
     find_by_name,
     validate_lang,
 )
-from workbench.corpus.formats import Data, Record, read_rows
+from workbench.corpus.formats import Record, read_rows
 from workbench.corpus.import_checks import (
     ImportResult,
     ParsedImport,
@@ -62,6 +62,7 @@ from workbench.corpus.pair_writer import (
     new_writer,
     target_id_now,
 )
+from workbench.corpus.text_files import Data
 from workbench.corpus.text_rules import looks_like_id, validate_name
 from workbench.errors import WorkbenchError
 from workbench.messages import N_

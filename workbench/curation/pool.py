@@ -20,8 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.models import PoolJob, PoolSentence, PoolStatus, utcnow
+from workbench.corpus import text_files
 from workbench.corpus.corpora import CorpusRef, find
-from workbench.corpus.formats import Data, sentence_lines
 from workbench.corpus.import_checks import message_of
 from workbench.corpus.pairs import NEW_ROW_PROBLEM, edit_pairs
 from workbench.corpus.text_rules import MAX_CHARS, hash_encoded, normalize_text
@@ -62,7 +62,7 @@ class PoolItem:
     job_id: int | None
 
 
-def add_to_pool(corpus_id: CorpusRef, data: Data) -> PoolAddResult:
+def add_to_pool(corpus_id: CorpusRef, data: text_files.Data) -> PoolAddResult:
     """Add a file of source sentences (UTF-8, one per line, optionally gzip) to the corpus'
     pool, all or nothing."""
     require(Permission.REVIEW)
@@ -94,7 +94,7 @@ def add_to_pool(corpus_id: CorpusRef, data: Data) -> PoolAddResult:
                 batch.clear()
 
             now = utcnow()
-            for _line, text in sentence_lines(data):
+            for _line, text in text_files.numbered_lines(data):
                 source = normalize_text(text)
                 if not source or len(source) > MAX_CHARS:
                     skipped += 1

@@ -18,7 +18,8 @@ DEFAULT_PORT = 5000  # LibreTranslate's
 
 @dataclass(frozen=True)
 class ServeConfig:
-    require_keys: bool = False  # every /translate needs a valid api_key
+    # Translations need a valid api_key, and GET /v1/versions and /metrics one that may read.
+    require_keys: bool = False
     # Requests a client (a key, else an address) may make per minute; a key's own limit wins.
     # None: no limit.
     requests_per_minute: int | None = None

@@ -5,6 +5,15 @@ a pair), ``api_keys``, ``registry`` and ``translation`` (through the ``Batcher``
 decoder batches between concurrent requests). Blocking service calls run in the thread pool;
 decoding runs on the batcher's thread, so the event loop keeps accepting requests.
 
+Who may call what: without ``--require-keys`` every route is open (the server then listens
+on 127.0.0.1 unless told otherwise). With it, ``/translate`` and ``/v1/translate`` need a key
+in their fields, and the GET routes that show stored data or the server's traffic
+(``/v1/versions``, ``/metrics``) a key that may read (``Permission.READ``, every key's role
+holds it) as ``?api_key=``; ``/languages``, ``/frontend/settings`` (LibreTranslate's, public
+in LibreTranslate too: a client reads them before it has a key), ``/health`` (for load
+balancers and the Models page) and the API's docs stay public. Writes go through the
+services, which check the key's role.
+
 Errors are ``{"error": message}`` with LibreTranslate's codes: 400 bad request, 403 bad key,
 429 too many requests, 500 a translation failure; besides 404 unknown version, 408/413 slow
 or oversized bodies, 415 neither JSON nor a form, 503 busy or timed out. Bad input is never a
@@ -167,6 +176,7 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         summary="The languages of the served pairs",
     )
     async def languages() -> list[Language]:
+        """Public even with ``--require-keys``, as LibreTranslate's ``/languages`` is."""
         pairs = await run_in_threadpool(served.list_served)
         targets: dict[str, list[str]] = {}
         for p in pairs:
@@ -250,7 +260,9 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         tags=["native"],
         summary="Every stored version, and whether it is served",
     )
-    async def v1_versions() -> list[V1Version]:
+    async def v1_versions(request: Request) -> list[V1Version]:
+        await server.authorize_read(request)
+
         def read() -> list[V1Version]:
             served_ids = {p.version_id for p in served.list_served()}
             return [
@@ -291,7 +303,8 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         tags=["operations"],
         summary="Prometheus text format",
     )
-    async def metrics() -> PlainTextResponse:
+    async def metrics(request: Request) -> PlainTextResponse:
+        await server.authorize_read(request)
         assert server.batcher is not None
         return PlainTextResponse(
             server.metrics.render(server.batcher.queued_sentences),

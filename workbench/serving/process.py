@@ -17,7 +17,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 
 from core_model.translator import TranslationResult
-from workbench.errors import WorkbenchError
+from workbench.errors import PermissionDenied, WorkbenchError
 from workbench.models import engines
 from workbench.serving import api_keys
 from workbench.serving.batching import Batcher, Busy, Engine
@@ -29,6 +29,7 @@ from workbench.serving.protocol import (
     Texts,
 )
 from workbench.team import access
+from workbench.team.access import Permission
 
 log = logging.getLogger("workbench.serving")
 
@@ -90,19 +91,9 @@ class Server:
     # --------------------------------------------------------------------- requests
 
     async def authorize(self, request: Request, key: str | None) -> int:
-        """Check the key and the client's rate; returns the characters this request may hold."""
-        info = None
-        if key:
-            info = await run_in_threadpool(api_keys.find_active_key, key)
-            if info is None:
-                raise ApiError(403, "Invalid API key")
-        elif self.config.require_keys:
-            raise ApiError(
-                400, "An API key is required (api_key): ask this server's operator for one"
-            )
-        # The rest of this request acts with the key's role; without a key, as nobody (reads
-        # and translations only: every write service refuses).
-        access.act_in_this_task(api_keys.key_actor(info) if info else None)
+        """Check the key (``identify``) and the client's rate; returns the characters this
+        request may hold."""
+        info = await self.identify(key)
         per_minute = (info and info.requests_per_minute) or self.config.requests_per_minute
         if per_minute:
             host = request.client.host if request.client else "unknown"
@@ -115,6 +106,36 @@ class Server:
                     {"Retry-After": str(max(1, math.ceil(retry)))},
                 )
         return (info and info.chars_per_request) or self.config.chars_per_request
+
+    async def identify(self, key: str | None) -> api_keys.ApiKeyInfo | None:
+        """The request's key, checked; the rest of the request acts with its role (without a
+        key, as nobody: reading and translating only, every write service refuses). With
+        ``--require-keys`` a key is required and must hold ``Permission.READ`` (400 without
+        one, as LibreTranslate answers; 403 for a key that is unknown, revoked or may not
+        read)."""
+        info = None
+        if key:
+            info = await run_in_threadpool(api_keys.find_active_key, key)
+            if info is None:
+                raise ApiError(403, "Invalid API key")
+        elif self.config.require_keys:
+            raise ApiError(
+                400, "An API key is required (api_key): ask this server's operator for one"
+            )
+        access.act_in_this_task(api_keys.key_actor(info) if info else None)
+        if self.config.require_keys:
+            try:
+                access.require(Permission.READ)
+            except PermissionDenied as exc:
+                raise ApiError(403, str(exc)) from None
+        return info
+
+    async def authorize_read(self, request: Request) -> None:
+        """A GET route that shows stored data or the server's traffic: with
+        ``--require-keys``, a key that may read (``?api_key=``, ``identify``); without, open
+        to whoever reaches the server, as before."""
+        if self.config.require_keys:
+            await self.identify(request.query_params.get("api_key"))
 
     def texts(self, q: Texts, max_chars: int) -> list[str]:
         texts = [q] if isinstance(q, str) else q

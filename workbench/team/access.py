@@ -1,8 +1,9 @@
 """Who is acting, what each role allows, and the team's members with their roles.
 
-One source for the roles: ``MIN_ROLE`` says which role each ``Permission`` needs; pages, the
-CLI, the HTTP API and the Team page read it. Every write service starts with
-``require(Permission.…)``, so no front end can skip the check.
+One source for the roles: each ``Permission`` says which role it needs, how a refusal says
+so and how the Team page names it; pages, the CLI, the HTTP API and the Team page read it.
+Every write service starts with ``require(Permission.…)``, so no front end can skip the
+check.
 
 Who acts is said by the front end, never guessed here:
 
@@ -19,12 +20,13 @@ that forgets to say who acts fails closed. Reading services need no actor.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import NoReturn
 
 from sqlalchemy import select
 
@@ -38,76 +40,101 @@ ROLES: tuple[Role, ...] = (Role.VIEWER, Role.EDITOR, Role.ADMIN)  # weakest firs
 
 
 class Permission(StrEnum):
-    """What a write service needs; the value is how a refusal names it."""
+    """What a service needs, and all that is said of it: one row each, the only table of
+    permissions. The value names it in English and is its message id (the Team page's
+    label); ``min_role`` is the weakest role that holds it; ``sign_in`` refuses nobody acting,
+    ``refused[role]`` each role below ``min_role`` (whole sentences with the actor as a
+    parameter, so that a page shows them translated; the CLI and the HTTP API answer the
+    English).
 
-    EDIT = "edit corpora"  # create/rename corpora, pairs, imports, glossaries, clean-ups
-    TRAIN = "train"  # queue, cancel, resume, delete runs; register versions; rename them
-    REVIEW = "review the pool"
-    DELETE = "delete corpora and versions"
-    SERVE = "serve versions"
-    API_KEYS = "manage API keys"
-    USERS = "manage users"
+    READ is every member's: reading services need no actor (a page is shown to members only,
+    ``ui.signin``), and the HTTP API asks it of a request's key when it runs with
+    ``--require-keys`` (``serving.process.Server.identify``). Every other permission guards
+    writes: a viewer holds none of them (a translation saved into a corpus is an edit).
+    """
 
+    min_role: Role
+    sign_in: MessageId
+    refused: Mapping[Role, MessageId]
 
-# The weakest role that holds each permission. A viewer holds none: reading, translating and
-# comparing write nothing (a translation saved into a corpus is an edit).
-MIN_ROLE: dict[Permission, Role] = {
-    Permission.EDIT: Role.EDITOR,
-    Permission.TRAIN: Role.EDITOR,
-    Permission.REVIEW: Role.EDITOR,
-    Permission.DELETE: Role.ADMIN,
-    Permission.SERVE: Role.ADMIN,
-    Permission.API_KEYS: Role.ADMIN,
-    Permission.USERS: Role.ADMIN,
-}
+    def __new__(
+        cls,
+        label: MessageId,
+        min_role: Role,
+        sign_in: MessageId,
+        refused: Mapping[Role, MessageId],
+    ) -> Permission:
+        member = str.__new__(cls, label)
+        member._value_ = label
+        member.min_role, member.sign_in, member.refused = min_role, sign_in, refused
+        return member
 
-
-# A refusal is one whole sentence per permission (and per role refused), so that a page can
-# show it translated (``PermissionDenied``'s message id); the command line and the HTTP API
-# answer the English. ``tests/workbench/team/test_access.py`` checks these against MIN_ROLE.
-SIGN_IN: dict[Permission, MessageId] = {
-    Permission.EDIT: N_("Sign in to edit corpora."),
-    Permission.TRAIN: N_("Sign in to train."),
-    Permission.REVIEW: N_("Sign in to review the pool."),
-    Permission.DELETE: N_("Sign in to delete corpora and versions."),
-    Permission.SERVE: N_("Sign in to serve versions."),
-    Permission.API_KEYS: N_("Sign in to manage API keys."),
-    Permission.USERS: N_("Sign in to manage users."),
-}
-REFUSED: dict[tuple[Permission, Role], MessageId] = {
-    (Permission.EDIT, Role.VIEWER): N_(
-        "{actor} is a viewer: only an editor or admin may edit corpora."
-    ),
-    (Permission.TRAIN, Role.VIEWER): N_("{actor} is a viewer: only an editor or admin may train."),
-    (Permission.REVIEW, Role.VIEWER): N_(
-        "{actor} is a viewer: only an editor or admin may review the pool."
-    ),
-    (Permission.DELETE, Role.VIEWER): N_(
-        "{actor} is a viewer: only an admin may delete corpora and versions."
-    ),
-    (Permission.DELETE, Role.EDITOR): N_(
-        "{actor} is an editor: only an admin may delete corpora and versions."
-    ),
-    (Permission.SERVE, Role.VIEWER): N_("{actor} is a viewer: only an admin may serve versions."),
-    (Permission.SERVE, Role.EDITOR): N_("{actor} is an editor: only an admin may serve versions."),
-    (Permission.API_KEYS, Role.VIEWER): N_(
-        "{actor} is a viewer: only an admin may manage API keys."
-    ),
-    (Permission.API_KEYS, Role.EDITOR): N_(
-        "{actor} is an editor: only an admin may manage API keys."
-    ),
-    (Permission.USERS, Role.VIEWER): N_("{actor} is a viewer: only an admin may manage users."),
-    (Permission.USERS, Role.EDITOR): N_("{actor} is an editor: only an admin may manage users."),
-}
+    READ = (N_("read and translate"), Role.VIEWER, N_("Sign in to read and translate."), {})
+    # create/rename corpora, pairs, imports, glossaries, clean-ups, drafts, undo
+    EDIT = (
+        N_("edit corpora"),
+        Role.EDITOR,
+        N_("Sign in to edit corpora."),
+        {Role.VIEWER: N_("{actor} is a viewer: only an editor or admin may edit corpora.")},
+    )
+    # queue, cancel, resume, delete runs; register versions; rename them
+    TRAIN = (
+        N_("train"),
+        Role.EDITOR,
+        N_("Sign in to train."),
+        {Role.VIEWER: N_("{actor} is a viewer: only an editor or admin may train.")},
+    )
+    REVIEW = (
+        N_("review the pool"),
+        Role.EDITOR,
+        N_("Sign in to review the pool."),
+        {Role.VIEWER: N_("{actor} is a viewer: only an editor or admin may review the pool.")},
+    )
+    DELETE = (
+        N_("delete corpora and versions"),
+        Role.ADMIN,
+        N_("Sign in to delete corpora and versions."),
+        {
+            Role.VIEWER: N_("{actor} is a viewer: only an admin may delete corpora and versions."),
+            Role.EDITOR: N_("{actor} is an editor: only an admin may delete corpora and versions."),
+        },
+    )
+    SERVE = (
+        N_("serve versions"),
+        Role.ADMIN,
+        N_("Sign in to serve versions."),
+        {
+            Role.VIEWER: N_("{actor} is a viewer: only an admin may serve versions."),
+            Role.EDITOR: N_("{actor} is an editor: only an admin may serve versions."),
+        },
+    )
+    API_KEYS = (
+        N_("manage API keys"),
+        Role.ADMIN,
+        N_("Sign in to manage API keys."),
+        {
+            Role.VIEWER: N_("{actor} is a viewer: only an admin may manage API keys."),
+            Role.EDITOR: N_("{actor} is an editor: only an admin may manage API keys."),
+        },
+    )
+    USERS = (
+        N_("manage users"),
+        Role.ADMIN,
+        N_("Sign in to manage users."),
+        {
+            Role.VIEWER: N_("{actor} is a viewer: only an admin may manage users."),
+            Role.EDITOR: N_("{actor} is an editor: only an admin may manage users."),
+        },
+    )
 
 
 def allows(role: Role, permission: Permission) -> bool:
     """Whether ``role`` holds ``permission`` (a stronger role holds all a weaker one does)."""
-    return ROLES.index(role) >= ROLES.index(MIN_ROLE[permission])
+    return ROLES.index(role) >= ROLES.index(permission.min_role)
 
 
 def permissions_of(role: Role) -> list[Permission]:
-    """What a role may do beyond reading (for the Team page)."""
+    """What a role may do (for the Team page)."""
     return [p for p in Permission if allows(role, p)]
 
 
@@ -173,10 +200,15 @@ def require(permission: Permission) -> Actor:
     """The current actor, if it holds ``permission``; else a one-line ``PermissionDenied``."""
     actor = current_actor()
     if actor is None:
-        raise PermissionDenied(SIGN_IN[permission])
+        _refuse(permission.sign_in)
     if not actor.can(permission):
-        raise PermissionDenied(REFUSED[permission, actor.role], actor=actor.email)
+        _refuse(permission.refused[actor.role], actor=actor.email)
     return actor
+
+
+def _refuse(refusal: MessageId, **params: object) -> NoReturn:
+    """Raise one of a ``Permission``'s refusals (each a message id, see the class)."""
+    raise PermissionDenied(refusal, **params)
 
 
 # ------------------------------------------------------------------------ the members

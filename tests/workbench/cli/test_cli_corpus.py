@@ -17,6 +17,7 @@ TSV = (
     "外面在下雨。\tIt is raining outside.\n"
     "请把门关上。\tPlease close the door.\n"
 )
+IMPORT_C = ["import", "--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en"]
 
 
 def run(home: Path, *args: str, db_url: str | None = None) -> subprocess.CompletedProcess:
@@ -101,6 +102,11 @@ def test_aligned_and_tatoeba(tmp_path: Path) -> None:
         ),
         (["import", "--corpus", "c", "--src-lang", "zh", "{good}"], "--tgt-lang"),
         (["import", "--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en", "{docx}"], "--format"),
+        ([*IMPORT_C, "--format", "docx", "{good}"], "argument --format: invalid choice: 'docx'"),
+        (
+            [*IMPORT_C, "--format", "tsv", "--tgt-file", "{good}", "{good}"],
+            "a target file only makes sense with --format aligned, not tsv",
+        ),
         (["export", "--corpus", "nope", "{out}"], "no corpus"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),

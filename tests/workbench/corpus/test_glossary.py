@@ -108,3 +108,32 @@ def test_the_command_line_enforces_and_reports_terms(trained: dict, tmp_path) ->
     assert json.loads(on.stdout.splitlines()[-1])["term_hit_rate"] == 1.0
     bad = cli("evaluate", "--version", version, *files, "--enforce-glossary")
     assert bad.returncode == 2 and "needs --glossary" in bad.stderr
+
+
+@pytest.mark.usefixtures("wb_home")
+def test_a_glossary_file_is_read_by_the_import_s_rules(db_fingerprint) -> None:
+    """A glossary file is read as the pairs' import reads its format (``formats.read_columns``):
+    gzip, a header, quoting; any record that is not a term refuses the whole file, naming its
+    line (in Chinese on a page), and changes nothing."""
+    import gzip
+
+    from tests.workbench.team.test_access import in_chinese
+
+    corpus = make_toy_corpus()
+    data = gzip.compress("source\ttarget\textra\n茶\ttea\tignored\n".encode())
+    assert glossary.import_terms(corpus, data, "tsv") == 1
+    csv = '"纽约","New York, NY"\n'.encode()
+    assert glossary.import_terms(corpus, csv, "CSV") == 2
+    before = db_fingerprint()
+    for data, fmt, message in [
+        (b'a,b\n"x"y,b\n', "csv", "glossary file line 2: malformed CSV (',' expected after '\"')"),
+        (b"a\tb\n\xff\tc\n", "tsv", "glossary file line 2: not valid UTF-8 (byte 0xff)"),
+        (b"a\tb\nc\n", "tsv", "glossary file line 2: expected two columns"),
+        (b"{}", "jsonl", "glossary file 'jsonl': not a format of columns, use one of tsv, csv"),
+    ]:
+        with pytest.raises(WorkbenchError) as refused:
+            glossary.import_terms(corpus, data, fmt)
+        assert str(refused.value).startswith(message)
+        in_chinese(refused.value)
+    assert db_fingerprint() == before
+    assert glossary.list_terms(corpus) == [("纽约", "New York, NY"), ("茶", "tea")]

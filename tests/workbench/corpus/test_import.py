@@ -9,18 +9,23 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from tests.helpers import ROOT
+from tests.workbench.team.test_access import in_chinese
+from ui import i18n
 from workbench.corpus import corpora as C
 from workbench.corpus import exporting as E
 from workbench.corpus import formats as F
 from workbench.corpus import import_checks as K
 from workbench.corpus import importing as I
 from workbench.corpus import pairs as P
+from workbench.corpus import text_files
 from workbench.corpus import text_rules as T
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 
 TSV = "我今天很忙。\tI am busy today.\n外面在下雨。\tIt is raining outside.\n"
 ATTR = "CC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #2 (b)"
@@ -102,6 +107,61 @@ def test_gzip_and_format_inference(tmp_path: Path) -> None:
     assert F.infer_format("x.tsv", TSV.encode()) == "tsv"
     with pytest.raises(WorkbenchError, match="--format"):
         F.infer_format("x.docx")
+
+
+def test_the_format_registry_is_the_one_source() -> None:
+    """Every format has its reader, a description a page shows translated, and a way to be
+    chosen (a file name ending, or a target file); inference, the upload's file types, the
+    export's choices and the CLI's --format choices all come from ``FORMATS``."""
+    from workbench.cli.dispatch import build_parser
+
+    for name, fmt in F.FORMATS.items():
+        assert fmt.name == name and callable(fmt.read)
+        with mock.patch.object(i18n, "current", lambda: "zh_Hans"):
+            assert re.search(r"[\u4e00-\u9fff]", i18n.translate(fmt.description)), name
+        assert fmt.extensions or fmt.two_files, name
+        for ext in fmt.extensions:
+            assert ext in F.FILE_TYPES
+            assert ext in F.FORMATS[F.infer_format(f"pairs.{ext}.gz")].extensions
+    assert set(F.FILE_TYPES) == {e for f in F.FORMATS.values() for e in f.extensions} | {"gz"}
+    assert tuple(n for n, f in F.FORMATS.items() if f.write is not None) == E.EXPORT_FORMATS
+    assert all(F.FORMATS[n].media_type for n in E.EXPORT_FORMATS)
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    for command, choices in (("import", list(F.FORMATS)), ("export", list(E.EXPORT_FORMATS))):
+        (option,) = [a for a in commands[command]._actions if a.dest == "format"]
+        assert list(option.choices) == choices
+    readme = (ROOT / "README.md").read_text("utf-8")
+    assert f"[--format {'|'.join(F.FORMATS)} --tgt-file FILE]" in readme
+
+
+def test_an_unknown_format_is_refused_not_read_as_another(
+    wb_home: Path, tmp_path: Path, db_fingerprint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A format the registry does not name is one error line and changes nothing (before, a
+    format without its branch was read as Tatoeba); one added to it is read by its own
+    reader."""
+    path = tmp_path / "pairs.tsv"
+    path.write_text(TSV, encoding="utf-8")
+    corpus = C.create_corpus("c", "zh", "en")
+    before = db_fingerprint()
+    for fmt in ("docx", "Tatoeba2"):
+        with pytest.raises(WorkbenchError) as refused:
+            I.import_file(corpus.id, path, fmt)
+        assert str(refused.value) == (
+            f"unknown format {fmt.lower()!r}: use one of tsv, csv, jsonl, aligned, tatoeba"
+        )
+        assert in_chinese(refused.value).startswith("未知格式")
+    assert db_fingerprint() == before
+
+    def pipes(files: F.Files):
+        for n, line in files.lines():
+            source, target = line.split("|")
+            yield n, source, target, None, None
+
+    monkeypatch.setitem(F.FORMATS, "pipe", F.Format("pipe", N_("a|b per line"), pipes))
+    assert list(F.read_rows("你好|Hello\n".encode(), "pipe", None, "zh", "en")) == [
+        (1, "你好", "Hello", None, None)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -364,12 +424,12 @@ def test_a_file_named_gz_must_be_gzip(tmp_path: Path, content: bytes) -> None:
 
 
 def test_size_and_line_length_are_capped_while_streaming(monkeypatch) -> None:
-    monkeypatch.setattr(F, "MAX_INPUT_BYTES", 1000)
+    monkeypatch.setattr(text_files, "MAX_INPUT_BYTES", 1000)
     with pytest.raises(WorkbenchError, match="larger than 1,000 bytes uncompressed"):
         K.parse_pairs(gzip.compress(b"a\tb\n" * 1000), "tsv")
     with pytest.raises(WorkbenchError, match="larger than 1,000 bytes: split"):
         K.parse_pairs(b"a\tb\n" * 1000, "tsv")
-    monkeypatch.setattr(F, "MAX_LINE_BYTES", 100)
+    monkeypatch.setattr(text_files, "MAX_LINE_BYTES", 100)
     with pytest.raises(WorkbenchError, match="line 3: longer than 100 bytes"):
         K.parse_pairs(b"a\tb\n\n" + b"x" * 150 + b"\ty\n", "tsv")
     with pytest.raises(WorkbenchError, match="line 1: longer than 100 bytes"):
@@ -379,7 +439,7 @@ def test_size_and_line_length_are_capped_while_streaming(monkeypatch) -> None:
 
 def test_line_numbers_survive_block_boundaries(monkeypatch) -> None:
     """Blank lines are skipped in bulk; errors still name the right line across blocks."""
-    monkeypatch.setattr(F, "_BLOCK", 16)
+    monkeypatch.setattr(text_files, "_BLOCK", 16)
     data = "a\tb\n\n\r\n中文\t句子\n" + "\n" * 40 + "c\td\nbroken\n"
     parsed_lines = [p.line for p in K.parse_pairs(data.encode()[:-7], "tsv").pairs]
     assert parsed_lines == [1, 4, 45]
@@ -471,7 +531,7 @@ def test_a_file_over_the_size_cap_is_refused_before_a_row_is_read(
 ) -> None:
     """A 4.7 MB gzip of rows that decompress to 1.5 GiB ran 566 s of CPU, every row parsed and
     checked, before the cap refused it: the size is now known before the first row."""
-    monkeypatch.setattr(F, "MAX_INPUT_BYTES", 4 << 20)
+    monkeypatch.setattr(text_files, "MAX_INPUT_BYTES", 4 << 20)
     checked: list[int] = []
     check = K.Validator.check
     monkeypatch.setattr(

@@ -24,7 +24,7 @@ from workbench.corpus import pairs as P
 from workbench.corpus import snapshots as S
 from workbench.corpus import splits
 from workbench.errors import WorkbenchError
-from workbench.team import history
+from workbench.team import history, undo
 
 # Few distinct sentences, so that pairs share sources and targets often.
 SOURCES = st.sampled_from([f"句子{i}" for i in range(12)] + ["句子1 ", "ＡＢ", "ab"])
@@ -70,7 +70,7 @@ def test_no_valid_or_test_sentence_is_in_train(
     # to the corpus as imported: the pairs an edit moved with their group move back
     edit_ids = [c.id for c in history.list_changes(corpus.id) if c.action == "edit"]
     for change_id in edit_ids:
-        history.undo_change(change_id)
+        undo.undo_change(change_id)
         assert _leaks(corpus.id) == []
     assert _splits_by_pair(corpus.id) == imported
 
@@ -108,7 +108,7 @@ def test_undoing_a_change_of_split_moves_the_group_back(wb_home: Path) -> None:
         ("句子0", "sentence 0"),  # moved along: same source
         ("句子0", "another translation"),
     }
-    history.undo_change(history.list_changes(corpus.id)[0].id)
+    undo.undo_change(history.list_changes(corpus.id)[0].id)
     assert S.split_pairs(corpus.id, "test") == []  # both back in train: no group left split
     assert _leaks(corpus.id) == []
 
@@ -223,10 +223,10 @@ def test_an_import_says_what_moved(wb_home: Path, tmp_path: Path, capsys) -> Non
     regroup, imported = history.list_changes(corpus.id)[:2]
     assert (regroup.action, regroup.rows, imported.action) == ("split", 1, "import")
     with pytest.raises(WorkbenchError, match=f"changed by change #{regroup.id}"):
-        history.undo_change(imported.id)
-    history.undo_change(regroup.id)
+        undo.undo_change(imported.id)
+    undo.undo_change(regroup.id)
     assert ("另一句", held_out[1]) in S.split_pairs(corpus.id, "train")
-    history.undo_change(imported.id)
+    undo.undo_change(imported.id)
     assert C.get_corpus(corpus.id).pair_count == 40
 
 

@@ -440,8 +440,24 @@ def test_required_keys_and_a_revoked_key(api: Api, tmp_path: Path) -> None:
         long = httpx.post(f"{url}/translate", json={**body, "q": "好好好好", "api_key": new.key})
         assert long.status_code == 400 and "limit of 3 characters" in long.json()["error"]
         assert httpx.get(f"{url}/frontend/settings").json()["keyRequired"] is True
+        # The GET routes that show stored data or the traffic ask for a key that may read
+        # (a viewer's); LibreTranslate's /languages and /health stay public.
+        for path in ("/v1/versions", "/metrics"):
+            missing = httpx.get(f"{url}{path}")
+            assert missing.status_code == 400, (path, missing.text)
+            assert "API key is required" in missing.json()["error"]
+            wrong = httpx.get(f"{url}{path}", params={"api_key": "wbk_wrong"})
+            assert wrong.status_code == 403 and wrong.json() == {"error": "Invalid API key"}
+            assert httpx.get(f"{url}{path}", params={"api_key": new.key}).status_code == 200
+        versions = httpx.get(f"{url}/v1/versions", params={"api_key": new.key}).json()
+        assert {v["id"] for v in versions} == {api.v1, api.v2}
+        languages = httpx.get(f"{url}/languages")
+        assert languages.status_code == 200 and {x["code"] for x in languages.json()} >= {"zh"}
+        assert httpx.get(f"{url}/health").status_code == 200
         api_keys.revoke_key(new.info.id)
         revoked = httpx.post(f"{url}/translate", json={**body, "api_key": new.key})
+        assert revoked.status_code == 403
+        revoked = httpx.get(f"{url}/v1/versions", params={"api_key": new.key})
         assert revoked.status_code == 403
     finally:
         stop(proc)

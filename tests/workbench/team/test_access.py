@@ -1,7 +1,7 @@
 """Roles are checked in the services (real SQLite): a viewer is refused every write and
 nothing changes, an editor edits, imports and trains but cannot delete, serve or manage keys
-and users, an admin can; the command line acts as the local admin; API keys carry a role;
-a run records who started it and its version who trained it."""
+and users, an admin can; the permissions are one table; the command line acts as the local
+admin; API keys carry a role; a run records who started it and its version who trained it."""
 
 from __future__ import annotations
 
@@ -273,7 +273,8 @@ def test_the_command_line_sets_up_a_team() -> None:
 
 def test_every_refusal_is_one_sentence_translated_and_english_on_the_cli() -> None:
     """Each refusal is a message id of its own (no fragments glued together): English as
-    before (``MIN_ROLE`` names who may), Chinese on a page, the actor as a parameter."""
+    before (each permission's ``min_role`` names who may), Chinese on a page, the actor as a
+    parameter."""
     for permission in Permission:
         access.use_actor_source(None)
         with pytest.raises(PermissionDenied) as err:
@@ -292,9 +293,23 @@ def test_every_refusal_is_one_sentence_translated_and_english_on_the_cli() -> No
             )
             shown = in_chinese(err.value)
             assert shown.startswith("pat@example.org 是") and "只有" in shown, shown
-    assert len(access.REFUSED) == sum(
-        not access.allows(r, p) for p in Permission for r in access.ROLES
-    )
+
+
+def test_the_permissions_are_one_complete_table() -> None:
+    """Every permission has its weakest role, a refusal for nobody acting and one for each
+    role below it (no more), and a label the Team page shows translated; a stronger role
+    holds all a weaker one does, every member may read (the HTTP API's GET routes ask it
+    of a key), and only the writes are refused to a viewer."""
+    for permission in Permission:
+        assert permission.min_role in access.ROLES
+        below = {r for r in access.ROLES if not access.allows(r, permission)}
+        assert set(permission.refused) == below, permission
+        assert permission.sign_in and all(permission.refused.values())
+        in_chinese(Message(permission.value))  # the Team page's label
+    for weaker, stronger in zip(access.ROLES, access.ROLES[1:], strict=False):
+        assert set(access.permissions_of(weaker)) < set(access.permissions_of(stronger))
+    assert access.permissions_of(Role.VIEWER) == [Permission.READ]
+    assert access.permissions_of(Role.ADMIN) == list(Permission)
 
 
 @pytest.mark.usefixtures("wb_home")

@@ -22,7 +22,7 @@ from workbench.errors import WorkbenchError
 from workbench.messages import Message
 from workbench.models import registry
 from workbench.storage import engine, session_scope
-from workbench.team import access, history, trash
+from workbench.team import access, history, trash, undo
 
 
 def _raw(table: str, where: str = "") -> list[tuple[Any, ...]]:
@@ -64,15 +64,15 @@ def test_undo_of_a_bulk_delete_restores_1000_pairs_byte_for_byte(db_url: str) ->
     assert (deletion.action, deletion.rows) == ("edit", 1000)
     assert deletion.actor == access.local_admin().email  # who the tests act as
 
-    undo_id = history.undo_change(deletion.id)
+    undo_id = undo.undo_change(deletion.id)
     assert _raw("pairs") == stored  # every column of every row, ids and timestamps too
     assert pairs.search_pairs(info.id, "sentence 99").total == 11  # the search index too
     listed = history.list_changes(info.id)
     assert (listed[0].id, listed[0].undoes, listed[0].rows) == (undo_id, deletion.id, 1000)
     assert listed[1].undone_by == undo_id
     with pytest.raises(WorkbenchError, match="already undone"):
-        history.undo_change(deletion.id)
-    history.undo_change(undo_id)  # an undo is a change like any other: undo it again
+        undo.undo_change(deletion.id)
+    undo.undo_change(undo_id)  # an undo is a change like any other: undo it again
     assert _raw("pairs") == []
 
 
@@ -97,18 +97,18 @@ def test_undo_since_a_time_returns_the_corpus_to_that_moment(wb_home: Path) -> N
     pairs.add_pair(info.id, "新", "new")
     glossary.set_terms(info.id, [("句", "clause"), ("词", "word")])
     corpora.rename_corpus(info.id, "since renamed")
-    history.undo_change(_latest().id)  # the rename, undone already: left alone
+    undo.undo_change(_latest().id)  # the rename, undone already: left alone
     corpora.rename_corpus(info.id, "renamed again")
     pairs.add_pair(info.id, "再", "again")
-    history.undo_change(history.undo_change(_latest().id))  # added, removed, added again
+    undo.undo_change(undo.undo_change(_latest().id))  # added, removed, added again
     pairs.deduplicate(info.id)  # changes nothing: records nothing
 
-    assert history.changes_since(info.id, moment) == 7
-    undone = history.undo_since(info.id, moment)
+    assert undo.changes_since(info.id, moment) == 7
+    undone = undo.undo_since(info.id, moment)
     assert len(undone) == 7
     assert (_raw("pairs"), _raw("glossary_terms"), _raw("corpora")) == snapshot
-    assert history.changes_since(info.id, moment) == 0  # the undos cancel the window out
-    assert history.undo_since(info.id, moment) == []
+    assert undo.changes_since(info.id, moment) == 0  # the undos cancel the window out
+    assert undo.undo_since(info.id, moment) == []
 
 
 def test_undo_refuses_a_row_changed_since_and_changes_nothing(wb_home: Path) -> None:
@@ -120,17 +120,17 @@ def test_undo_refuses_a_row_changed_since_and_changes_nothing(wb_home: Path) -> 
     before = (_raw("pairs"), len(_changes()))
     message = f"pair {pid} was changed by change #{edit} after change #{first}; undo change #{edit}"
     with pytest.raises(WorkbenchError, match=message):
-        history.undo_change(first)
+        undo.undo_change(first)
     assert (_raw("pairs"), len(_changes())) == before
     # a write that bypassed the history: the row is not as the edit left it
     with engine().begin() as conn:
         conn.exec_driver_sql("UPDATE pairs SET note = 'by hand'")
     before = (_raw("pairs"), len(_changes()))
     with pytest.raises(WorkbenchError, match=f"pair {pid} was changed after change #{edit}"):
-        history.undo_change(edit)
+        undo.undo_change(edit)
     assert (_raw("pairs"), len(_changes())) == before
     with pytest.raises(WorkbenchError, match="does not exist"):
-        history.undo_change(999)
+        undo.undo_change(999)
 
 
 def test_undo_and_trash_refusals_and_the_history_labels_read_chinese(wb_home: Path) -> None:
@@ -141,17 +141,17 @@ def test_undo_and_trash_refusals_and_the_history_labels_read_chinese(wb_home: Pa
     first = _latest().id
     pairs.apply_edits(info.id, edited={pid: {"target": "uno"}})
     with pytest.raises(WorkbenchError) as err:
-        history.undo_change(first)
+        undo.undo_change(first)
     assert in_chinese(err.value) == (
         f"句对 {pid} 在修改 #{first} 之后又被修改 #{first + 1} 改动过；请先撤销修改 #{first + 1}"
     )
-    undo = history.undo_change(_latest().id)
+    undo_id = undo.undo_change(_latest().id)
     with pytest.raises(WorkbenchError) as err:
-        history.undo_change(undo - 1)
-    assert str(err.value) == f"change #{undo - 1} was already undone (change #{undo})"
-    assert in_chinese(err.value) == f"修改 #{undo - 1} 已经撤销过了（修改 #{undo}）"
+        undo.undo_change(undo_id - 1)
+    assert str(err.value) == f"change #{undo_id - 1} was already undone (change #{undo_id})"
+    assert in_chinese(err.value) == f"修改 #{undo_id - 1} 已经撤销过了（修改 #{undo_id}）"
     with pytest.raises(WorkbenchError) as err:
-        history.undo_change(999)
+        undo.undo_change(999)
     assert in_chinese(err.value) == "修改 #999 不存在"
     with pytest.raises(WorkbenchError) as err:
         trash.restore_corpus(info.id)
@@ -209,9 +209,9 @@ def test_an_import_is_one_change_of_id_ranges_and_can_be_undone(wb_home: Path) -
     pid = pairs.search_pairs(result.corpus_id, "target 7").rows["id"].iloc[0]
     pairs.apply_edits(result.corpus_id, edited={int(pid): {"note": "checked"}})
     with pytest.raises(WorkbenchError, match=f"pair {pid} was changed by change #{change.id + 1}"):
-        history.undo_change(change.id)
-    history.undo_change(_latest().id)
-    history.undo_change(change.id)  # its pairs; the corpus it created stays, empty
+        undo.undo_change(change.id)
+    undo.undo_change(_latest().id)
+    undo.undo_change(change.id)  # its pairs; the corpus it created stays, empty
     assert _raw("pairs") == [] and corpora.get_corpus("imported").pair_count == 0
 
 
@@ -224,18 +224,18 @@ def test_clean_ups_and_versions_are_recorded(wb_home: Path) -> None:
     cleanups.apply_cleanup(info.id, CleaningOptions(drop_copies=True))
     change = _latest()
     assert (change.action, change.rows) == ("cleanup", 1)
-    history.undo_change(change.id)
+    undo.undo_change(change.id)
     assert _raw("pairs") == stored
 
 
 def test_changes_are_filtered_by_actor_and_time(
     wb_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(history, "current_actor", lambda: "ana@example.org")
+    monkeypatch.setattr(history, "actor_name", lambda: "ana@example.org")
     info = corpora.create_corpus("team", "zh", "en")
     pairs.add_pair(info.id, "一", "one")
     middle = utcnow()
-    monkeypatch.setattr(history, "current_actor", lambda: "bo@example.org")
+    monkeypatch.setattr(history, "actor_name", lambda: "bo@example.org")
     pairs.add_pair(info.id, "二", "two")
     assert history.actors(info.id) == ["ana@example.org", "bo@example.org"]
     assert [c.summary for c in history.list_changes(info.id, actor="bo@example.org")] == ["1 added"]
@@ -271,7 +271,7 @@ def test_a_deleted_corpus_waits_in_the_trash_then_is_swept(wb_home: Path) -> Non
     purge = history.list_changes(info.id)[0]
     assert (purge.action, purge.actor, purge.reversible) == ("purge", "system", False)
     with pytest.raises(WorkbenchError, match="cannot be undone"):
-        history.undo_change(purge.id)
+        undo.undo_change(purge.id)
 
 
 def test_undo_of_a_corpus_delete_restores_it_from_the_trash(wb_home: Path) -> None:
@@ -279,7 +279,7 @@ def test_undo_of_a_corpus_delete_restores_it_from_the_trash(wb_home: Path) -> No
     pairs.add_pair(info.id, "一", "one")
     stored = _raw("corpora")
     corpora.delete_corpus(info.id)
-    history.undo_change(history.list_changes(info.id)[0].id)
+    undo.undo_change(history.list_changes(info.id)[0].id)
     assert _raw("corpora") == stored
 
 
@@ -329,8 +329,8 @@ def test_version_changes_are_recorded_and_renames_undone(request: pytest.Fixture
     rename = history.list_changes(info.id)[1]
     assert (rename.entity, rename.entity_id, rename.action) == ("version", version, "rename")
     with pytest.raises(WorkbenchError, match="changed by change #4"):  # the notes came later
-        history.undo_change(rename.id)
-    history.undo_since(info.id, rename.at)
+        undo.undo_change(rename.id)
+    undo.undo_since(info.id, rename.at)
     assert (registry.get_version(version).name, registry.get_version(version).notes) == (
         "first",
         "",
@@ -381,7 +381,7 @@ def test_a_pool_sentence_accepted_into_the_corpus_is_recorded(wb_home: Path) -> 
     pair_id = pool.review(sentence_id, "accept")
     change = history.list_changes(info.id)[0]
     assert (change.action, change.entity, change.entity_id) == ("edit", "pair", pair_id)
-    history.undo_change(change.id)
+    undo.undo_change(change.id)
     assert corpora.get_corpus(info.id).pair_count == 0
 
 
@@ -397,9 +397,9 @@ def test_an_import_is_not_undone_while_a_later_delete_of_its_pairs_stands(wb_hom
     state = fingerprint_database()
     message = f"pair {ids[0]} was changed by change #{deletion} after change #{imported}"
     with pytest.raises(WorkbenchError, match=message):
-        history.undo_change(imported)
+        undo.undo_change(imported)
     assert fingerprint_database() == state
 
-    history.undo_change(deletion)
-    history.undo_change(imported)  # now nothing later touches its pairs
+    undo.undo_change(deletion)
+    undo.undo_change(imported)  # now nothing later touches its pairs
     assert _raw("pairs") == []

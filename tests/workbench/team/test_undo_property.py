@@ -34,7 +34,7 @@ from workbench.corpus import cleanups, corpora, glossary, importing, pairs
 from workbench.corpus.cleaning import CleaningOptions
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
-from workbench.team import history
+from workbench.team import history, undo
 
 Row = tuple[str, int]  # (table, id)
 Values = dict[str, Any]  # a row's stored values, as ``history.capture`` gives them
@@ -207,11 +207,11 @@ class Run:
         elif kind == "rename":
             corpora.rename_corpus(cid, f"{self.name}-{args[0]}")
         elif kind == "undo":
-            history.undo_change(changes[args[0] % len(changes)])
+            undo.undo_change(changes[args[0] % len(changes)])
         elif kind == "undo since":
             with session_scope() as s:
                 since = s.get(Change, changes[args[0] % len(changes)]).at
-            history.undo_since(cid, since)
+            undo.undo_since(cid, since)
 
 
 FILLER = [(f"填充{i}", f"filler {i}") for i in range(24)]  # so that not everything is in train
@@ -233,11 +233,11 @@ def test_undo_in_any_order_leaves_what_the_other_changes_made(
     [created] = run.new_changes()
     for op in [("import", FILLER), *writes, *(("undo", index) for index in undos)]:
         run.step(op)
-    history.undo_change(run.change_ids()[-1])  # the latest change can always be undone
+    undo.undo_change(run.change_ids()[-1])  # the latest change can always be undone
     with session_scope() as s:
         after_creation = select(Change.at).where(
             Change.corpus_id == corpus_id, Change.id > created.id
         )
         start = s.scalar(after_creation.order_by(Change.id).limit(1))
-    history.undo_since(corpus_id, start)  # (the creation cannot be undone: left alone)
+    undo.undo_since(corpus_id, start)  # (the creation cannot be undone: left alone)
     assert _rows(corpus_id) == run.model.base  # the corpus as it was created

@@ -17,7 +17,8 @@ import sqlite3
 from pathlib import Path
 
 from db.migrate import known_revision
-from workbench import pg_tools, settings
+from workbench import settings
+from workbench.backup import pg_tools
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 

@@ -217,6 +217,9 @@ def main() -> None:
     )
     parser.add_argument("--gemm", type=int, default=2048, help="n of the n³ peak GEMM")
     parser.add_argument(
+        "--fp32", action="store_true", help="fp32 only, as on a CPU without bf16 (AVX2)"
+    )
+    parser.add_argument(
         "--threads", type=int, help="CPU threads (default: what a training run would take now)"
     )
     args = parser.parse_args()
@@ -248,9 +251,13 @@ def main() -> None:
     }
     # bf16 only where a run would train in it: without native bf16 (an AVX2-only CPU) it is
     # emulated, many times slower than fp32, and no run uses it (precision "auto" is fp32)
-    native_bf16 = args.device == "cuda" or cpu_supports_bf16()
+    native_bf16 = not args.fp32 and (args.device == "cuda" or cpu_supports_bf16())
     if not native_bf16:
-        result["bf16"] = "not measured: no native bf16 on this CPU (training runs in fp32)"
+        result["bf16"] = (
+            "not measured: --fp32 (as a CPU without bf16)"
+            if args.fp32
+            else "not measured: no native bf16 on this CPU (training runs in fp32)"
+        )
     for precision in ("fp32", "bf16") if native_bf16 else ("fp32",):
         bf16 = precision == "bf16"
         dtype = torch.bfloat16 if bf16 else torch.float32

@@ -26,7 +26,7 @@ from core_model.batching import Example, collate, make_batches
 from core_model.special_tokens import RESERVED, SpecialIds
 from core_model.training import setup
 from core_model.training.config import TrainConfig
-from core_model.training.parallel import Layout, RankGroup, Ranks, rank_device
+from core_model.training.parallel import Layout, RankGroup, Ranks, data_parallel, rank_device
 from core_model.training.precision import cpu_threads, resolve_precision
 from core_model.training.step import clip_and_check, forward_backward
 from core_model.transformer import ModelConfig, Transformer
@@ -85,9 +85,7 @@ def measure(
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     net: nn.Module = model
     if ranks.on:
-        net = nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None
-        )
+        net = data_parallel(model, device)
     vocab = min(mcfg.src_vocab_size, mcfg.tgt_vocab_size)
     share = max(sentence_tokens, batch_tokens // ranks.world)
     examples = synthetic_examples(

@@ -32,7 +32,9 @@ from typing import Any
 
 import torch
 from torch import distributed as dist
+from torch import nn
 
+from core_model.training import shared_memory
 from core_model.training.config import TrainingError
 
 # Ranks wait for each other at every step; rank 0 alone validates and checkpoints meanwhile,
@@ -41,6 +43,8 @@ COLLECTIVE_TIMEOUT = timedelta(minutes=30)
 START_TIMEOUT_S = 120.0  # a child imports torch and reads its spec: seconds, even when busy
 STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 CHILD_MODULE = "core_model.distributed"  # a child rank's entry point (not imported by the package)
+SHARED_MEMORY = Path("/dev/shm")  # a group's folder lives here where it exists: memory, not disk
+_group_folder: Path | None = None  # the folder of the RankGroup this process is in
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,8 @@ def backend_for(device: torch.device) -> str:
 
 
 def _join_group(folder: Path, rank: int, world: int, backend: str) -> None:
+    global _group_folder
+    _group_folder = folder
     store = dist.FileStore(str(folder / "store"), world)
     dist.init_process_group(
         backend, store=store, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT
@@ -139,7 +145,8 @@ class RankGroup:
 
     def __enter__(self) -> RankGroup:
         world = self.layout.processes
-        self.folder = Path(tempfile.mkdtemp(prefix="ranks-"))
+        memory = SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK)
+        self.folder = Path(tempfile.mkdtemp(prefix="ranks-", dir=SHARED_MEMORY if memory else None))
         spec_path = self.folder / "spec.json"
         backend = backend_for(self.device)
         group = {"world": world, "backend": backend}
@@ -214,6 +221,8 @@ class RankGroup:
         return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
 
     def __exit__(self, *exc: object) -> None:
+        global _group_folder
+        _group_folder = None
         if dist.is_initialized():
             dist.destroy_process_group()
         for child in self.children:
@@ -228,6 +237,27 @@ class RankGroup:
                 child.wait()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def data_parallel(model: nn.Module, device: torch.device) -> nn.Module:
+    """`model` wrapped by DistributedDataParallel for the group this process is in; between
+    the CPU processes of a RankGroup with room in its folder, gradients are summed through
+    shared memory (`shared_memory`), else by the backend's all-reduce. Every rank must
+    decide alike, so they vote."""
+    net = nn.parallel.DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None
+    )
+    if device.type != "cpu" or _group_folder is None:
+        return net
+    parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    here = float(shared_memory.fits(_group_folder, world, parameters))
+    votes = torch.tensor([here])
+    dist.all_reduce(votes)
+    if votes.item() == world:
+        state = shared_memory.SharedMemoryAllReduce(_group_folder, rank, world, parameters)
+        net.register_comm_hook(state, shared_memory.shared_memory_hook)
+    return net
 
 
 class Ranks:

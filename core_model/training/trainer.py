@@ -30,7 +30,7 @@ from core_model.training import checkpoint as ckpt
 from core_model.training import progress, recipe, setup
 from core_model.training.calibration import Calibration, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
-from core_model.training.parallel import Layout, Ranks
+from core_model.training.parallel import Layout, Ranks, data_parallel
 from core_model.training.precision import (
     cpu_threads,
     is_out_of_memory,
@@ -224,10 +224,7 @@ class Trainer:
                 raise TrainingError(f"Cannot resume from {resume_from}: {exc}") from exc
         self.net: nn.Module = self.model
         if ranks.on:
-            self.net = nn.parallel.DistributedDataParallel(
-                self.model,
-                device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            )
+            self.net = data_parallel(self.model, self.device)
 
     def _speed(
         self,

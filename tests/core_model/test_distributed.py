@@ -13,12 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 from core_model.artifact import WEIGHTS_FILE, load_model
 from core_model.distributed import train_data_parallel
 from core_model.training import TrainConfig
 from core_model.training.checkpoint import find_checkpoint, read_state
 from core_model.training.layout import ONE_PROCESS, choose_layout
 from core_model.training.parallel import Layout
+from core_model.training.shared_memory import SharedMemoryAllReduce
 from tests.helpers import ROOT, TOY, cli, toy_pairs
 from workbench.models import registry
 
@@ -149,3 +153,43 @@ def test_a_long_run_times_every_layout_and_takes_the_fastest() -> None:
     assert (choice.layout.processes, choice.layout.threads) == best
     metrics = choice.metrics()
     assert metrics["processes"] == best[0] and len(metrics["layout_timings"]) == 3
+
+
+def _reduce_both_ways(rank: int, world: int, folder: str, out: str) -> None:
+    """One rank: the same buckets summed through shared memory and by Gloo's all-reduce."""
+    store = torch.distributed.FileStore(f"{folder}/store", world)
+    torch.distributed.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    try:
+        sizes = [1, 1_000, 77_777]  # buckets of a step, in index order; one shorter than world
+        state = SharedMemoryAllReduce(Path(folder), rank, world, sum(sizes))
+        torch.manual_seed(rank)
+        for step in range(2):  # the second step reuses the buffer from its start
+            for index, n in enumerate(sizes):
+                grads = torch.randn(n)
+                ours = state.reduce(grads.clone(), first=index == 0)
+                gloo = grads.clone()
+                torch.distributed.all_reduce(gloo)
+                gloo.div_(world)
+                torch.save((ours, gloo), f"{out}/rank{rank}_step{step}_bucket{index}.pt")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_gradients_summed_through_shared_memory_equal_gloos_on_every_rank(
+    tmp_path: Path, world: int
+) -> None:
+    shared = tmp_path / "group"
+    shared.mkdir()
+    torch.multiprocessing.start_processes(
+        _reduce_both_ways, args=(world, str(shared), str(tmp_path)), nprocs=world,
+        start_method="spawn",
+    )  # fmt: skip
+    for step in range(2):
+        for index in range(3):
+            results = [torch.load(tmp_path / f"rank{r}_step{step}_bucket{index}.pt")
+                       for r in range(world)]  # fmt: skip
+            first_ours = results[0][0]
+            for ours, gloo in results:
+                assert torch.equal(ours, first_ours)  # every rank reads the same sums
+                torch.testing.assert_close(ours, gloo, rtol=1e-6, atol=1e-7)

@@ -4,7 +4,6 @@ rests on; a change of default has to change a line here."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -201,8 +200,8 @@ def test_a_resumed_minutes_run_plans_with_its_first_calibration(
         raise AssertionError("a resumed run must not measure again")
 
     monkeypatch.setattr(trainer_module, "measure_candidate", no_new_timing)
-    calls["n"] = -(10**9)  # the resumed attempt is not cancelled... until its clock ends
-    resumed = train(pairs, pairs[:30], replace(cfg, time_budget_s=1), resume_from=tmp_path)
+    calls["n"] = 0  # the same run (its minutes too) resumed, cancelled as soon as it trains
+    resumed = train(pairs, pairs[:30], cfg, resume_from=tmp_path, should_cancel=cancel_in_epoch_2)
     assert resumed.metrics["calibration"] == stored
     assert resumed.train_config.max_tokens_per_batch == first.train_config.max_tokens_per_batch
 

@@ -32,12 +32,10 @@ from workbench.storage import engine
 
 @pytest.fixture(scope="module")
 def versions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    """Two real tiny zh→en versions on the toy corpus."""
+    """Two real tiny zh→en versions on the toy corpus (those of the pool's and the HTTP API's
+    tests)."""
     built = trained_home(
-        tmp_path_factory,
-        "toy",
-        training(preset="tiny", max_steps=30),
-        training(preset="tiny", max_steps=10),
+        tmp_path_factory, "toy", training(preset="tiny"), training(preset="tiny", max_steps=15)
     )
     with module_home(built.home):
         v1, v2 = built.version_ids

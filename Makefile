@@ -15,8 +15,11 @@ $(STAMP): requirements.txt
 run: $(STAMP)
 	$(PY) -m streamlit run streamlit_app.py
 
+# The suite in parallel, one pytest-xdist worker per core (tests/conftest.py gives each worker,
+# and every process its tests start, its share of the cores for torch's threads; the tests of a
+# module that share a module-scoped fixture stay on one worker); the 15 slowest tests at the end.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadgroup --durations=15
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -34,6 +34,40 @@ from db import dispose_engines
 from workbench.settings import ENV_DB_URL, ENV_HOME
 from workbench.team import access
 
+
+def _share_the_cores_among_xdist_workers() -> None:
+    """Under pytest-xdist (`make test`: a worker per core) each worker gets its share of the
+    cores for torch's threads, and so does every process a test starts (the CLI, workers,
+    servers, ranks inherit OMP_NUM_THREADS): otherwise each would take every core, and
+    OpenMP threads that wait on each other on a shared core slow everything down."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    import torch
+
+    threads = max(1, (os.cpu_count() or 1) // int(workers))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    torch.set_num_threads(threads)
+
+
+_share_the_cores_among_xdist_workers()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` spreads single tests over pytest-xdist's workers (`--dist loadgroup`),
+    except that the tests of a module which share a module-scoped fixture (a trained home, a
+    running server, a converted checkpoint) stay together on one worker: each worker would
+    otherwise build that fixture again."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        if any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 # Tests (and module-scoped fixtures, set up before any function-scoped one) call services as
 # the command line does: as the local admin. A test of roles says who acts (``acting_as``);
 # whatever a test installs (an AppTest run installs the UI's source) is undone after it.

@@ -1,22 +1,30 @@
 """Helpers shared by the tests (import them: ``from tests.helpers import …``): the toy corpus,
-the CLI and real worker processes, waiting for a condition.
+the CLI and real worker processes, waiting for a condition, trained data folders.
 
 The toy corpus is ``fixtures/toy_zh_en.tsv``, a dozen unsegmented Chinese → English pairs:
 ``toy_pairs()`` reads it and ``make_toy_corpus()`` stores it as a corpus: the one definition
 every test uses.
+
+``trained_home()`` gives a test module a data folder of its own with real tiny versions in it,
+each distinct one trained once per test run (see its docstring).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +187,101 @@ def train_version(corpus_id: int, **options: Any) -> tuple[int, int]:
     run = run_info.get_run(run_id)
     assert run.version_id is not None, run.error
     return run_id, run.version_id
+
+
+# --------------------------------------------------------------- trained homes, once a run
+
+
+@dataclass(frozen=True)
+class Training:
+    """One training of a trained home: ``train_version``'s options; ``init``: it continues
+    the version of an earlier training of the same home (that training's index)."""
+
+    options: tuple[tuple[str, Any], ...]
+    init: int | None = None
+
+
+def training(init: int | None = None, **options: Any) -> Training:
+    return Training(tuple(sorted(options.items())), init)
+
+
+@dataclass(frozen=True)
+class TrainedHome:
+    """A data folder of one module's own: a corpus and the versions trained on it (in the
+    order of the trainings), with their runs."""
+
+    home: Path
+    corpus_id: int
+    version_ids: list[int]
+    run_ids: list[int]
+
+
+def _demo_corpus() -> int:
+    from workbench.corpus import demo
+
+    info = demo.ensure_demo_corpus()
+    assert info is not None
+    return info.id
+
+
+CORPORA: dict[str, Callable[[], int]] = {"toy": make_toy_corpus, "demo": _demo_corpus}
+
+
+def trained_home(
+    tmp_path_factory: pytest.TempPathFactory, corpus: str, *trainings: Training
+) -> TrainedHome:
+    """A copy, for one test module, of a data folder holding the corpus ``corpus`` (a key
+    of ``CORPORA``) and one version per training, trained by the real worker code
+    (``train_version``), in order.
+
+    Why a cache: many modules need the same tiny versions, and training them is most of the
+    suite's time. Each distinct state is built once per test run, under the run's temporary
+    folder (which pytest-xdist's workers share; a file lock makes the others wait for the one
+    that builds it), keyed by a hash of its corpus and trainings; a state starts from a copy
+    of the state of its first trainings, so modules that begin alike share that training too.
+    The module's copy holds the SQLite file and the model folders (the database stores their
+    paths relative to the data folder), so no module sees another's changes. Use it in a
+    ``module_home(th.home)``."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    cache = root / "trained-homes"
+    cache.mkdir(exist_ok=True)
+    folder, state = _cached_state(cache, corpus, trainings)
+    home = tmp_path_factory.mktemp(f"{corpus}_home")
+    shutil.copytree(folder, home, dirs_exist_ok=True)
+    return TrainedHome(home, state["corpus_id"], state["version_ids"], state["run_ids"])
+
+
+def _cached_state(cache: Path, corpus: str, trainings: tuple[Training, ...]) -> tuple[Path, dict]:
+    """The folder of a state (built if it is not cached yet) and its ids."""
+    key = hashlib.sha256(repr((corpus, trainings)).encode()).hexdigest()[:16]
+    folder, ids = cache / key, cache / f"{key}.json"
+    with open(cache / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if ids.exists():
+            return folder, json.loads(ids.read_text())
+        staging = cache / f"{key}.building"  # a build that failed half-way is started over
+        shutil.rmtree(staging, ignore_errors=True)
+        if trainings:
+            start, state = _cached_state(cache, corpus, trainings[:-1])
+            shutil.copytree(start, staging)
+        else:
+            staging.mkdir()
+        with module_home(staging):
+            if not trainings:
+                state = {"corpus_id": CORPORA[corpus](), "version_ids": [], "run_ids": []}
+            else:
+                last = trainings[-1]
+                options = dict(last.options)
+                if last.init is not None:
+                    options["init_version_id"] = state["version_ids"][last.init]
+                run_id, version_id = train_version(state["corpus_id"], **options)
+                state = {
+                    **state,
+                    "version_ids": [*state["version_ids"], version_id],
+                    "run_ids": [*state["run_ids"], run_id],
+                }
+        staging.rename(folder)  # complete before its ids say it exists
+        ids.write_text(json.dumps(state))
+        return folder, state

@@ -1,6 +1,6 @@
 """Fixtures of the page tests: no demo corpus, no worker process, and a populated database
-with two real tiny versions (trained once per test module, so no page's tests see another's
-changes)."""
+with two real tiny versions (trained once per test run, copied for each test module, so no
+page's tests see another's changes)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import module_home, train_version
+from tests.helpers import module_home, trained_home, training
 from tests.ui.pages import Trained
 from workbench.corpus import corpora, demo, pairs
 from workbench.models import registry
@@ -46,12 +46,15 @@ def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
     """The demo corpus and two real tiny versions (a short and a shorter training)."""
-    with module_home(tmp_path_factory.mktemp("ui_trained")) as home:
-        info = demo.ensure_demo_corpus()
-        assert info is not None
-        run_ids = [train_version(info.id, preset="tiny", max_steps=steps)[0] for steps in (60, 30)]
+    built = trained_home(
+        tmp_path_factory,
+        "demo",
+        training(preset="tiny", max_steps=60),
+        training(preset="tiny", max_steps=30),
+    )
+    with module_home(built.home) as home:
         versions = [v.id for v in registry.list_versions()]
-        yield Trained(home, info.id, versions, run_ids)
+        yield Trained(home, built.corpus_id, versions, built.run_ids)
 
 
 @pytest.fixture

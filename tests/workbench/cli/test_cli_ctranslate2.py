@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from core_model.artifact import model_files
-from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
+from tests.helpers import (
+    cli,
+    module_home,
+    toy_pairs,
+    trained_home,
+    training,
+)
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import registry, translation
@@ -26,9 +32,9 @@ pytest.importorskip("ctranslate2")
 @pytest.fixture(scope="module")
 def version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """A tiny version trained through the services on the toy corpus (it learns it)."""
-    with module_home(tmp_path_factory.mktemp("ct2_home")):
-        _, version_id = train_version(make_toy_corpus(), preset="tiny")
-        yield version_id
+    built = trained_home(tmp_path_factory, "toy", training(preset="tiny"))
+    with module_home(built.home):
+        yield built.version_ids[0]
 
 
 def test_export_version_writes_the_engine_folder(version: int, tmp_path: Path) -> None:

@@ -10,7 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
+from tests.helpers import (
+    cli,
+    module_home,
+    toy_pairs,
+    trained_home,
+    training,
+)
 from workbench.corpus import glossary
 from workbench.errors import WorkbenchError
 from workbench.evaluation import evaluation
@@ -22,10 +28,9 @@ COFFEE = "我每天早上喝一杯咖啡。"  # -> "I drink a cup of coffee ever
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    with module_home(tmp_path_factory.mktemp("glossary_home")) as home:
-        corpus_id = make_toy_corpus()
-        _, version = train_version(corpus_id, preset="tiny")
-        yield {"home": home, "corpus_id": corpus_id, "version": version}
+    built = trained_home(tmp_path_factory, "toy", training(preset="tiny"))
+    with module_home(built.home) as home:
+        yield {"home": home, "corpus_id": built.corpus_id, "version": built.version_ids[0]}
 
 
 def test_required_terms_appear_and_other_outputs_do_not_change(trained: dict) -> None:

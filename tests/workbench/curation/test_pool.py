@@ -12,12 +12,12 @@ from sqlalchemy import update
 
 from db.models import PoolJob, RunStatus, utcnow
 from tests.helpers import (
-    make_toy_corpus,
     module_home,
     start_worker,
     stop,
     toy_pairs,
-    train_version,
+    trained_home,
+    training,
     wait_for,
 )
 from workbench.corpus import corpora, pairs
@@ -33,11 +33,12 @@ UNSEEN = ["他们明天去北京开会。", "这个问题非常复杂。", "电�
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """The toy corpus and two tiny versions (the second trained much less)."""
-    with module_home(tmp_path_factory.mktemp("pool_home")) as home:
-        corpus_id = make_toy_corpus()
-        _, v1 = train_version(corpus_id, preset="tiny")
-        _, v2 = train_version(corpus_id, preset="tiny", max_steps=15)
-        yield {"home": home, "corpus_id": corpus_id, "v1": v1, "v2": v2}
+    built = trained_home(
+        tmp_path_factory, "toy", training(preset="tiny"), training(preset="tiny", max_steps=15)
+    )
+    with module_home(built.home) as home:
+        v1, v2 = built.version_ids
+        yield {"home": home, "corpus_id": built.corpus_id, "v1": v1, "v2": v2}
 
 
 @pytest.fixture

@@ -16,7 +16,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
+from tests.helpers import (
+    cli,
+    module_home,
+    toy_pairs,
+    train_version,
+    trained_home,
+    training,
+)
 from workbench import settings
 from workbench.corpus import pairs
 from workbench.errors import WorkbenchError
@@ -27,11 +34,15 @@ from workbench.models import model_import, registry, translation
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """One home with two versions: v1 trained from scratch, v2 fine-tuned from v1."""
-    with module_home(tmp_path_factory.mktemp("registry_home")) as home:
-        corpus_id = make_toy_corpus()
-        _, v1 = train_version(corpus_id, preset="tiny")  # the adaptive budget
-        _, v2 = train_version(corpus_id, init_version_id=v1, max_steps=20)
-        yield {"home": home, "corpus_id": corpus_id, "v1": v1, "v2": v2}
+    built = trained_home(
+        tmp_path_factory,
+        "toy",
+        training(preset="tiny"),  # the adaptive budget
+        training(init=0, max_steps=20),
+    )
+    with module_home(built.home) as home:
+        v1, v2 = built.version_ids
+        yield {"home": home, "corpus_id": built.corpus_id, "v1": v1, "v2": v2}
 
 
 def test_a_small_corpus_is_learned_by_one_click(trained: dict) -> None:

@@ -14,7 +14,7 @@ from core_model import ModelConfig, Transformer
 from core_model.tokenizer import TokenizerPair, WhitespaceTokenizer
 from core_model.translator import translate_ids
 from db.models import ModelVersion
-from tests.helpers import module_home, train_version
+from tests.helpers import module_home, trained_home, training
 from workbench.corpus import corpora, demo, pairs
 from workbench.errors import WorkbenchError
 from workbench.evaluation import evaluation
@@ -79,11 +79,10 @@ def test_input_check_tells_longer_than_trained_from_cut() -> None:
 
 @pytest.fixture(scope="module")
 def version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """One real tiny version trained on the demo corpus."""
-    with module_home(tmp_path_factory.mktemp("translation_checks")):
-        info = demo.ensure_demo_corpus()
-        assert info is not None
-        yield train_version(info.id, preset="tiny", max_steps=20)[1]
+    """One real tiny version trained on the demo corpus (the page tests' first one)."""
+    built = trained_home(tmp_path_factory, "demo", training(preset="tiny", max_steps=60))
+    with module_home(built.home):
+        yield built.version_ids[0]
 
 
 def test_checks_use_the_longest_trained_source_else_max_len(version: int) -> None:

@@ -29,12 +29,12 @@ from tests.conftest import _free_port
 from tests.helpers import (
     ROOT,
     cli,
-    make_toy_corpus,
     module_home,
     stop,
     subprocess_env,
     toy_pairs,
-    train_version,
+    trained_home,
+    training,
     wait_for,
 )
 from workbench import settings as workbench_settings
@@ -83,11 +83,15 @@ def start_server(log: Path, *args: str) -> tuple[subprocess.Popen, str]:
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    home = tmp_path_factory.mktemp("http_api")
+    built = trained_home(
+        tmp_path_factory,
+        "toy",
+        training(preset="tiny"),  # learns the toy corpus by heart
+        training(preset="tiny", max_steps=15),
+    )
+    home = built.home
     with module_home(home):
-        corpus_id = make_toy_corpus()
-        _, v1 = train_version(corpus_id, preset="tiny")  # learns the toy corpus by heart
-        _, v2 = train_version(corpus_id, preset="tiny", max_steps=15)
+        v1, v2 = built.version_ids
         served.serve_version(v1)
         key = api_keys.create_key("tests", requests_per_minute=RATE).key
         log = home / "server.log"

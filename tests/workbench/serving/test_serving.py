@@ -12,7 +12,14 @@ import pytest
 import torch
 from sqlalchemy import text
 
-from tests.helpers import cli, make_toy_corpus, module_home, toy_pairs, train_version
+from tests.helpers import (
+    cli,
+    module_home,
+    toy_pairs,
+    train_version,
+    trained_home,
+    training,
+)
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import registry, translation
@@ -25,13 +32,14 @@ from workbench.storage import engine
 
 @pytest.fixture(scope="module")
 def versions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    """Two real tiny zh→en versions on the toy corpus."""
-    with module_home(tmp_path_factory.mktemp("serving")):
-        corpus_id = make_toy_corpus()
-        yield (
-            train_version(corpus_id, preset="tiny", max_steps=30)[1],
-            train_version(corpus_id, preset="tiny", max_steps=10)[1],
-        )
+    """Two real tiny zh→en versions on the toy corpus (those of the pool's and the HTTP API's
+    tests)."""
+    built = trained_home(
+        tmp_path_factory, "toy", training(preset="tiny"), training(preset="tiny", max_steps=15)
+    )
+    with module_home(built.home):
+        v1, v2 = built.version_ids
+        yield v1, v2
 
 
 @pytest.fixture

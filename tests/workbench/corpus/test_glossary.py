@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers import (
     cli,
+    make_toy_corpus,
     module_home,
     toy_pairs,
     trained_home,

@@ -155,6 +155,35 @@ def test_a_long_run_times_every_layout_and_takes_the_fastest() -> None:
     assert metrics["processes"] == best[0] and len(metrics["layout_timings"]) == 3
 
 
+def test_layouts_are_compared_on_the_batch_the_run_will_train(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The recipe plans twice when the measured speed buys a larger batch: every layout is
+    timed again on that batch, and the fastest there is chosen (two ranks lose on a 250-token
+    batch, split in two, and can win on a 625-token one)."""
+    from core_model.training import layout as layout_module
+    from core_model.training.calibration import Calibration
+
+    asked: list[tuple[int, Layout]] = []
+
+    def timed(candidate: TrainConfig, _tokens, _device, layout: Layout, _pretrained):
+        batch = int(candidate.max_tokens_per_batch)
+        asked.append((batch, layout))
+        fast = (layout.processes == 2) == (batch > 250)  # two ranks win only on large batches
+        tokens_per_s = 20_000.0 if fast else 15_000.0
+        return Calibration(tokens_per_s, 5, 2.0, layout.threads, "fp32", 1, layout.processes)
+
+    monkeypatch.setattr(layout_module, "measure_candidate", timed)
+    cfg = TrainConfig(time_budget_s=600, device="cpu", precision="fp32")
+    choice = choose_layout(cfg, _numbers_corpus(2_000), None, cores=2)  # `small`
+    every_layout = {Layout(1, 2), Layout(2, 1), Layout(1, 1)}
+    first, last = asked[0][0], asked[-1][0]
+    assert first == 250 and last == 625, asked
+    assert {layout for batch, layout in asked if batch == last} == every_layout
+    assert choice.layout == Layout(2, 1) and len(choice.timings) == len(every_layout)
+    assert choice.speed is not None and choice.speed.processes == 2
+
+
 def _reduce_both_ways(rank: int, world: int, folder: str, out: str) -> None:
     """One rank: the same buckets summed through shared memory and by Gloo's all-reduce."""
     store = torch.distributed.FileStore(f"{folder}/store", world)

@@ -35,7 +35,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCE = "我 每天 早上 在 学校 和 朋友 喝 一杯 咖啡"  # 10 words
-OPUS_MT_VOCABULARY = 58_101  # opus-mt-de-en's
 
 
 def main() -> None:
@@ -53,7 +52,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from core_model.marian import read_marian
-    from tests.marian_checkpoint import save_random_marian
+    from tests.marian_checkpoint import OPUS_MT_VOCABULARY, save_random_marian
     from workbench.models import model_import, registry
     from workbench.team import access
 
@@ -159,21 +158,9 @@ def throughput(seconds: float, threads: int) -> dict:
     from core_model.training import recipe
     from core_model.training.calibration import measure
     from core_model.transformer import ModelConfig
+    from tests.marian_checkpoint import opus_mt_config
 
-    marian = ModelConfig(
-        src_vocab_size=OPUS_MT_VOCABULARY,
-        tgt_vocab_size=OPUS_MT_VOCABULARY,
-        shared_vocab=True,
-        activation="swish",
-        sinusoid_layout="sines_then_cosines",
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-        max_len=512,
-        pad_id=OPUS_MT_VOCABULARY - 1,
-        bos_id=OPUS_MT_VOCABULARY - 1,
-        eos_id=0,
-        unk_id=1,
-    )
+    marian = opus_mt_config()
     small = ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000)
     cpu = torch.device("cpu")
     out: dict = {}

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,8 @@ def train_data_parallel(
     it. `speed` is the measurement the layout was chosen by: every rank plans its budget with
     it, so all choose alike. A rank that dies ends the run with a TrainingError saying which
     and how; the others are stopped."""
-    if layout.processes == 1:
+
+    def run() -> TrainResult:
         return train(
             train_pairs,
             valid_pairs,
@@ -80,6 +81,9 @@ def train_data_parallel(
             threads=layout.threads or None,
             **train_kwargs,
         )
+
+    if layout.processes == 1:
+        return run()
     device = resolve_device(cfg.device)
     init_from, resume_from = train_kwargs.get("init_from"), train_kwargs.get("resume_from")
     spec = {
@@ -94,14 +98,7 @@ def train_data_parallel(
     }
     with RankGroup(layout, spec, device) as group:
         try:
-            return train(
-                train_pairs,
-                valid_pairs,
-                cfg,
-                speed=speed,
-                threads=layout.threads or None,
-                **train_kwargs,
-            )
+            return run()
         except RuntimeError as exc:  # a collective failed: did a rank die?
             deadline = time.monotonic() + CHILD_DEATH_WAIT_S
             while (why := group.failure()) is None and time.monotonic() < deadline:
@@ -127,11 +124,16 @@ def _train_as_rank(spec: dict[str, Any]) -> None:
 
 def _child(spec_path: str, rank: str) -> int:
     spec = join_as_child(Path(spec_path), int(rank))
+    if spec["task"] == "measure":
+        return _exit_status(int(rank), lambda: measure_as_rank(spec, int(rank)))
+    return _exit_status(int(rank), lambda: _train_as_rank(spec))
+
+
+def _exit_status(rank: int, work: Callable[[], None]) -> int:
+    """A rank's exit status: 0, or 1 with its TrainingError on stderr in one line that names
+    the rank; the process group is left either way, so no peer waits on it."""
     try:
-        if spec["task"] == "measure":
-            measure_as_rank(spec, int(rank))
-        else:
-            _train_as_rank(spec)
+        work()
         return 0
     except TrainingError as exc:
         print(f"rank {rank}: {exc}", file=sys.stderr)
@@ -181,7 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "RANK" in os.environ:
         dist.init_process_group(backend=backend, timeout=timedelta(minutes=30))
     rank = dist.get_rank() if dist.is_initialized() else 0
-    try:
+
+    def work() -> None:
         valid = read_tsv(args.valid) if args.valid else None
         result = train(read_tsv(args.train), valid, cfg, out_dir=args.out)
         if args.hash_dir:
@@ -190,13 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             (Path(args.hash_dir) / f"rank{rank}.sha256").write_text(digest + "\n")
         if rank == 0:
             print(json.dumps({"metrics": result.metrics}, default=str))
-        return 0
-    except TrainingError as exc:
-        print(f"rank {rank}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+
+    return _exit_status(rank, work)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ from pathlib import Path
 import sentencepiece as spm
 import torch
 
+from core_model.marian import model_config
+from core_model.transformer import ModelConfig
+
 # Words the SentencePiece models learn from: Chinese, English, accented Latin.
 _SOURCE_TEXT = (
     "我 你 他 她 们 的 是 不 在 有 这 那 一 个 很 好 喝 茶 咖啡 书 猫 狗 家 门 天 早上 明天 "
@@ -102,6 +105,32 @@ def _vocabulary(protos: list[bytes], size: int | None, multilingual: bool, drop_
     pieces += [f"<filler{i}>" for i in range(max(0, (size or 0) - len(pieces) - 1))]
     pieces.append("<pad>")
     return {p: i for i, p in enumerate(pieces)}
+
+
+OPUS_MT_VOCABULARY = 58_101  # opus-mt-de-en's
+
+
+def opus_mt_config() -> ModelConfig:
+    """Our ModelConfig of an OPUS-MT model (6+6 layers, d_model 512, 8 heads, FFN 2,048,
+    opus-mt-de-en's 58k vocabulary), as `core_model.marian` opens its config.json: the size
+    the recipe's pretrained branch and the benchmark's fine-tuning speed are about."""
+    return model_config(
+        {
+            "d_model": 512,
+            "encoder_layers": 6,
+            "decoder_layers": 6,
+            "encoder_attention_heads": 8,
+            "decoder_attention_heads": 8,
+            "encoder_ffn_dim": 2048,
+            "decoder_ffn_dim": 2048,
+            "vocab_size": OPUS_MT_VOCABULARY,
+            "pad_token_id": OPUS_MT_VOCABULARY - 1,
+            "max_position_embeddings": 512,
+            "activation_function": "swish",
+            "scale_embedding": True,
+        },
+        unk_id=1,
+    )
 
 
 def save_random_marian(

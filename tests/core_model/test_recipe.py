@@ -20,6 +20,7 @@ from core_model.training.recipe import (
     resolve,
 )
 from core_model.transformer import ModelConfig, Transformer
+from tests.marian_checkpoint import opus_mt_config
 
 # Rough sizes of the benchmark corpora (source + target tokens, as CorpusFacts estimates them).
 MULTI30K = CorpusFacts(train_pairs=29_000, valid_pairs=1_014, tokens=754_000, shared_alphabet=True)
@@ -206,21 +207,7 @@ def test_a_resumed_minutes_run_plans_with_its_first_calibration(
     assert resumed.train_config.max_tokens_per_batch == first.train_config.max_tokens_per_batch
 
 
-# A 6+6-layer d512 OPUS-MT model (opus-mt-de-en's 58k vocabulary), as core_model.marian opens it.
-OPUS_MT = ModelConfig(
-    src_vocab_size=58_101,
-    tgt_vocab_size=58_101,
-    shared_vocab=True,
-    activation="swish",
-    sinusoid_layout="sines_then_cosines",
-    attention_dropout=0.0,
-    activation_dropout=0.0,
-    max_len=512,
-    pad_id=58_100,
-    bos_id=58_100,
-    eos_id=0,
-    unk_id=1,
-)
+OPUS_MT = opus_mt_config()
 FIFTY = CorpusFacts(train_pairs=50, valid_pairs=0, tokens=1_000, shared_alphabet=False)
 
 

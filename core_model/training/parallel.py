@@ -173,6 +173,8 @@ class RankGroup:
                         )
                     )
             self._wait_until_ready()
+            # every child has read it: a worker killed now leaves no copy of the corpus in memory
+            spec_path.unlink()
             _join_group(self.folder, 0, world, backend)
         except BaseException:
             self.__exit__(None, None, None)

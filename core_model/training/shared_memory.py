@@ -33,12 +33,13 @@ class SharedMemoryAllReduce:
 
     def __init__(self, folder: Path, rank: int, world: int, parameters: int) -> None:
         self.rank, self.world, self.parameters = rank, world, parameters
+        path = folder / "gradients"
         buffer = torch.from_file(
-            str(folder / "gradients"),
-            shared=True,
-            size=(world + 1) * parameters,
-            dtype=torch.float32,
+            str(path), shared=True, size=(world + 1) * parameters, dtype=torch.float32
         )
+        dist.barrier()  # every rank has mapped it: the name can go, the memory stays mapped
+        if rank == 0:  # until the last rank ends, however it ends (a kill -9 leaks nothing)
+            path.unlink()
         self.slots = buffer[: world * parameters].view(world, parameters)  # [world, P]
         self.sums = buffer[world * parameters :]  # [P]
         self.offset = 0

@@ -222,3 +222,5 @@ def test_gradients_summed_through_shared_memory_equal_gloos_on_every_rank(
             for ours, gloo in results:
                 assert torch.equal(ours, first_ours)  # every rank reads the same sums
                 torch.testing.assert_close(ours, gloo, rtol=1e-6, atol=1e-7)
+    # the buffer's name is gone once every rank mapped it: a killed group leaks no memory
+    assert not (shared / "gradients").exists()

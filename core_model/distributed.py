@@ -123,10 +123,11 @@ def _train_as_rank(spec: dict[str, Any]) -> None:
 
 
 def _child(spec_path: str, rank: str) -> int:
-    spec = join_as_child(Path(spec_path), int(rank))
+    number = int(rank)
+    spec = join_as_child(Path(spec_path), number)
     if spec["task"] == "measure":
-        return _exit_status(int(rank), lambda: measure_as_rank(spec, int(rank)))
-    return _exit_status(int(rank), lambda: _train_as_rank(spec))
+        return _exit_status(number, lambda: measure_as_rank(spec, number))
+    return _exit_status(number, lambda: _train_as_rank(spec))
 
 
 def _exit_status(rank: int, work: Callable[[], None]) -> int:

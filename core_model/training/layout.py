@@ -96,8 +96,7 @@ def choose_layout(
         candidates = cpu_layouts(cores)
         reason = "the fastest when timed"
 
-    timings: list[Calibration] = []
-    chosen: list[Layout] = []  # set by the last measurement
+    timings: list[Calibration] = []  # of the candidates, in order, on the last plan
 
     def speed(candidate: TrainConfig) -> Calibration:
         """Time every candidate layout on this candidate's model and batch. The recipe asks
@@ -109,16 +108,13 @@ def choose_layout(
             measure_candidate(candidate, facts.side_tokens, device, layout, pretrained)
             for layout in candidates
         ]
-        best = max(timings, key=lambda t: t.tokens_per_s)
-        chosen[:] = [candidates[timings.index(best)]]
-        return best
+        return max(timings, key=lambda t: t.tokens_per_s)
 
-    if processes:  # nothing to choose: time it only if the budget is minutes
-        chosen.append(candidates[0])
     plan = recipe.resolve(cfg, facts, False, fine_tune, speed, pretrained)
     if plan.calibration is None and not processes:  # tokens or epochs: time only to choose
         speed(plan.cfg)
-    return LayoutChoice(chosen[0], plan.calibration, tuple(timings), reason)
+    fastest = max(range(len(timings)), key=lambda i: timings[i].tokens_per_s, default=0)
+    return LayoutChoice(candidates[fastest], plan.calibration, tuple(timings), reason)
 
 
 def _typical_seconds(plan: recipe.Plan, pretrained: ModelConfig | None) -> float | None:

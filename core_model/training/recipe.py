@@ -10,7 +10,7 @@ steps of the candidate model on this machine (`calibration`, ~2 s) and the budge
 as seconds x tokens/s; both are recorded in the run's metrics.
 
 The values are the product's tuned defaults, each a constant below (the one copy of them: the
-table "The recipe's numbers" in docs/TRAINING.md is generated from them by `recipe_table`; the
+table "What the recipe chooses" in docs/TRAINING.md is generated from them by `recipe_table`; the
 evidence is there too, every figure tuned on validation data only, never on a test set). The
 rules, in short:
 

@@ -239,7 +239,7 @@ def _guess_format(upload: Any) -> str:
         return "tsv"
     try:
         upload.seek(0)
-        return formats.infer_format(upload.name, upload.read(65536))
+        return formats.infer_format(upload.name, upload.read(formats.SNIFF_BYTES))
     except Exception:  # unknown extension: let the user choose
         return "tsv"
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Pair
 from workbench.corpus.corpora import CorpusRef, find
-from workbench.corpus.formats import FORMATS, Format, file_extension
+from workbench.corpus.formats import FORMATS, Writer, file_extension
 from workbench.corpus.text_rules import normalize_text
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
@@ -30,7 +30,7 @@ EXPORT_FORMATS = tuple(name for name, f in FORMATS.items() if f.write is not Non
 def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None) -> int:
     """Write all pairs (id order) to ``path`` as TSV (with header), JSONL or CSV; the format
     comes from the extension when not given. Written atomically; returns the pair count."""
-    chosen = export_format(path, fmt)
+    write = export_format(path, fmt)
     path = Path(path)
     with session_scope() as s:
         corpus = find(s, corpus_id)
@@ -42,7 +42,7 @@ def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None)
         rows = _Counted(_stored_rows(s, corpus.id))
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                for chunk in _written(chosen, rows):
+                for chunk in write(rows):
                     fh.write(chunk)
             os.replace(tmp, path)
         except BaseException:
@@ -53,16 +53,10 @@ def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None)
 
 def export_bytes(corpus_id: CorpusRef, fmt: str = "tsv") -> bytes:
     """The export as bytes (for a download button)."""
-    chosen = export_format(None, fmt)
+    write = export_format(None, fmt)
     with session_scope() as s:
         corpus = find(s, corpus_id)
-        return "".join(_written(chosen, _stored_rows(s, corpus.id))).encode("utf-8")
-
-
-def _written(chosen: Format, rows: Iterable[list[str]]) -> Iterator[str]:
-    """The rows as text in an exported format (``export_format`` chose it)."""
-    assert chosen.write is not None
-    return chosen.write(rows)
+        return "".join(write(_stored_rows(s, corpus.id))).encode("utf-8")
 
 
 class _Counted:
@@ -97,9 +91,9 @@ def _stored(value: str | None) -> str:
     return value if value.isprintable() else normalize_text(value)
 
 
-def export_format(path: str | Path | None, fmt: str | None) -> Format:
-    """The exported format ``fmt`` (checked), or the one a file name's ending asks for
-    (``Format.extensions``), else tsv."""
+def export_format(path: str | Path | None, fmt: str | None) -> Writer:
+    """The writer of the exported format ``fmt`` (checked), or of the one a file name's
+    ending asks for (``Format.extensions``), else tsv."""
     if fmt is None:
         ext = file_extension(path) if path is not None else ""
         fmt = next((n for n in EXPORT_FORMATS if ext in FORMATS[n].extensions), "tsv")
@@ -110,4 +104,4 @@ def export_format(path: str | Path | None, fmt: str | None) -> Format:
             format=fmt.lower(),
             formats=", ".join(EXPORT_FORMATS),
         )
-    return chosen
+    return chosen.write

@@ -42,15 +42,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from workbench.corpus.text_files import Data, file_role, head_text, numbered_lines, opened
+from workbench.corpus.text_files import (
+    SNIFF_BYTES,
+    Data,
+    file_role,
+    head_text,
+    numbered_lines,
+    opened,
+)
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message, MessageId
 
 COLUMNS = ("source", "target", "split", "note")  # of a row, and of an export's header
 ENGLISH = {"en", "eng"}
-_SNIFF_BYTES = 65536  # of a file's start, to tell a format from its content
 
 RawRow = tuple[int, str, str, Any, Any]  # (line, source, target, split, note)
+Writer = Callable[[Iterable[Iterable[str]]], Iterator[str]]  # rows -> text chunks, an export
 
 
 class Malformed(NamedTuple):
@@ -94,7 +101,7 @@ class Format:
     # glossary file is read with (``read_columns``).
     columns: Callable[[Files], Iterator[Columns | Malformed]] | None = None
     # Exported formats: (source, target, split, note) rows as text, in pieces of about a line.
-    write: Callable[[Iterable[Iterable[str]]], Iterator[str]] | None = None
+    write: Writer | None = None
     media_type: str | None = None  # of an export, for a download
 
 
@@ -466,4 +473,4 @@ def _format_of(data: Data, fmt: str | None, tgt_data: Data | None) -> Format:
                 N_("format is required for uploaded data ({formats})"),
                 formats="|".join(FORMATS),
             )
-        return FORMATS[infer_format(name, stream.read(_SNIFF_BYTES))]
+        return FORMATS[infer_format(name, stream.read(SNIFF_BYTES))]

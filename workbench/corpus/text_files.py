@@ -39,6 +39,8 @@ FILE_ROLES = {
 _BLOCK = 1 << 20  # bytes read at a time
 _NONBLANK = re.compile(r"[^\n]+")
 
+SNIFF_BYTES = 65536  # of a file's start, to tell a format from its content
+
 Data = bytes | str | Path | IO[bytes]  # content, a path, or an open binary file (an upload)
 
 
@@ -46,7 +48,7 @@ def head_text(head: bytes) -> str:
     """The readable start of a (possibly gzip-compressed) file, for sniffing only."""
     if head[:2] == b"\x1f\x8b":
         try:
-            head = zlib.decompressobj(wbits=31).decompress(head, 65536)
+            head = zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
         except zlib.error as exc:
             raise WorkbenchError(N_("not a valid gzip file ({error})"), error=str(exc)) from None
     return head.decode("utf-8", "replace")

@@ -26,7 +26,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import NoReturn
 
 from sqlalchemy import select
 
@@ -200,15 +199,10 @@ def require(permission: Permission) -> Actor:
     """The current actor, if it holds ``permission``; else a one-line ``PermissionDenied``."""
     actor = current_actor()
     if actor is None:
-        _refuse(permission.sign_in)
+        raise PermissionDenied(permission.sign_in)
     if not actor.can(permission):
-        _refuse(permission.refused[actor.role], actor=actor.email)
+        raise PermissionDenied(permission.refused[actor.role], actor=actor.email)
     return actor
-
-
-def _refuse(refusal: MessageId, **params: object) -> NoReturn:
-    """Raise one of a ``Permission``'s refusals (each a message id, see the class)."""
-    raise PermissionDenied(refusal, **params)
 
 
 # ------------------------------------------------------------------------ the members

@@ -26,6 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import NoReturn
 
 from sqlalchemy import select
 
@@ -199,10 +200,16 @@ def require(permission: Permission) -> Actor:
     """The current actor, if it holds ``permission``; else a one-line ``PermissionDenied``."""
     actor = current_actor()
     if actor is None:
-        raise PermissionDenied(permission.sign_in)
+        _refuse(permission.sign_in)
     if not actor.can(permission):
-        raise PermissionDenied(permission.refused[actor.role], actor=actor.email)
+        _refuse(permission.refused[actor.role], actor=actor.email)
     return actor
+
+
+def _refuse(refusal: MessageId, **params: object) -> NoReturn:
+    """Raise one of a ``Permission``'s refusals (each a message id, see the class): the one
+    raise that carries a message id from the table, not an ``N_("literal")`` of its own."""
+    raise PermissionDenied(refusal, **params)
 
 
 # ------------------------------------------------------------------------ the members

@@ -82,7 +82,7 @@ def measure(
     n_params = model.num_parameters()
     amp = resolve_precision(precision, device, n_params)
     threads = cpu_threads(num_threads, n_params, torch.get_num_threads())
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    optimizer = setup.make_optimizer(TrainConfig(), model)
     net: nn.Module = model
     if ranks.on:
         net = data_parallel(model, device)

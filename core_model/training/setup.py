@@ -128,15 +128,19 @@ def _train_tokenizers(
 
 def make_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
     """Adam (§5.3: ε=1e-9; β from the config: the paper's β2 0.98 wants large batches);
-    AdamW when weight decay is asked for."""
+    AdamW when weight decay is asked for. The fused kernel updates each tensor in one pass:
+    on a CPU the default per-operation update took 10 ms a step of the 6.6M-parameter `small`
+    model, the fused one 3 (a tenth of a 250-token step at 2 threads)."""
+    params = list(model.parameters())
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
+    betas = tuple(cfg.adam_betas)
     if cfg.weight_decay > 0:
         return torch.optim.AdamW(
-            model.parameters(),
+            params,
             lr=0.0,
-            betas=tuple(cfg.adam_betas),
+            betas=betas,
             eps=cfg.adam_eps,
             weight_decay=cfg.weight_decay,
+            fused=fused,
         )
-    return torch.optim.Adam(
-        model.parameters(), lr=0.0, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps
-    )
+    return torch.optim.Adam(params, lr=0.0, betas=betas, eps=cfg.adam_eps, fused=fused)

@@ -27,6 +27,7 @@ from core_model.training.schedule import (
     noam_lr,
 )
 from core_model.training.selection import average_state_dicts
+from core_model.training.setup import make_optimizer
 from core_model.transformer import Transformer
 from tests.helpers import toy_pairs
 
@@ -313,6 +314,27 @@ def test_cancel_returns_quickly(tmp_path: Path) -> None:
     res = train(toy_pairs(), None, quick(epochs=50), out_dir=tmp_path, should_cancel=cancel_after_5)
     assert res.cancelled and res.metrics["steps"] == 5
     assert not (tmp_path / "model.safetensors").exists()  # no model version for a cancelled run
+
+
+def test_the_optimizer_is_adam_in_its_fused_kernel_with_the_same_steps() -> None:
+    """The fused kernel is a speed choice only: its updates are the per-operation Adam's."""
+    torch.manual_seed(0)
+    cfg = TrainConfig(weight_decay=0.0)
+    fused_model, plain_model = torch.nn.Linear(8, 4), torch.nn.Linear(8, 4)
+    plain_model.load_state_dict(fused_model.state_dict())
+    fused = make_optimizer(cfg, fused_model)
+    plain = torch.optim.Adam(plain_model.parameters(), betas=cfg.adam_betas, eps=cfg.adam_eps)
+    assert fused.defaults["fused"] is True
+    for _ in range(5):
+        x = torch.randn(16, 8)
+        for model, optimizer in ((fused_model, fused), (plain_model, plain)):
+            for group in optimizer.param_groups:
+                group["lr"] = 1e-2
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+    for a, b in zip(fused_model.parameters(), plain_model.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def test_checkpoint_resume_equals_uninterrupted_run(tmp_path: Path) -> None:

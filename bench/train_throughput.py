@@ -207,7 +207,7 @@ def main() -> None:
         type=int,
         default=1_100_000,
         help="the token budget whose recipe model is measured (default: 1.1M, 10 minutes of "
-        "an fp32-only 2-core CPU)",
+        "an fp32-only 2-core CPU on one thread)",
     )
     parser.add_argument("--corpus", choices=DATASETS, default="multi30k")
     parser.add_argument("--steps", type=int, default=8, help="timed steps per round")

@@ -385,8 +385,16 @@ def _edit_cell(page, grid, column: str, text: str, row: int | None = None) -> No
     y = box["y"] + (
         box["height"] - _ROW_PX // 2 if row is None else _ROW_PX * (row + 1) + _ROW_PX // 2
     )
-    page.mouse.dblclick(x, y)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
     editor = page.locator("#portal textarea, #portal input").first
+    for _ in range(3):  # the grid's canvas may still be drawing after a run: click again
+        page.mouse.dblclick(x, y)
+        try:
+            editor.wait_for(state="visible", timeout=5_000)
+            break
+        except PlaywrightTimeoutError:
+            continue
     editor.fill(text)
     editor.press("Tab")
 

@@ -193,6 +193,9 @@ class Pair(Base):
     updated_at: Mapped[datetime] = mapped_column(
         UTCDateTime(), default=utcnow, onupdate=utcnow, server_default=func.now()
     )
+    # Raised by one on every write: a save names the revision its edit was based on, and a
+    # pair changed since is a conflict, never a silent overwrite (migration 0011).
+    revision: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
 
 class TrainingRun(Base):
@@ -294,6 +297,9 @@ class ModelVersion(Base):
     # Who trained it: its run's ``started_by`` (kept when the run is deleted), or who
     # registered a model folder; NULL for versions before 0009.
     trained_by: Mapped[str | None] = mapped_column(String(320))
+    # Where a registered public model came from (file, format, model type, languages, hub
+    # id, licence); NULL for a version trained here (migration 0011).
+    origin: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = _created()
 
 
@@ -380,6 +386,8 @@ class GlossaryTerm(Base):
     source_term: Mapped[str] = mapped_column(String(200))
     target_term: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = _created()
+    # As ``Pair.revision``: the base of an edit, checked when it is saved.
+    revision: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
 
 class PoolJob(Base):

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from core_model.retrieval import RetrievalMemory, retrieve
 from core_model.transformer import ModelConfig, Transformer
 from core_model.transformer.decoder import DecoderCache
 
@@ -81,12 +82,17 @@ def _next_token_log_probs(
     cache: DecoderCache | None,
     need_attention: bool,
     forbid_eos: bool,
+    retrieval: RetrievalMemory | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probabilities of the next token [N, V] (`output_log_probs`), and its
-    cross-attention [N, S]."""
+    """Log-probabilities of the next token [N, V] (`output_log_probs`, interpolated with
+    the datastore's votes when `retrieval` is given: kNN-MT), and its cross-attention [N, S]."""
     step_input = ys[:, -1:] if cache is not None else ys
-    logits, weights = model.decode(step_input, memory, src_mask, cache, need_attention)
-    log_probs = output_log_probs(logits[:, -1], model.cfg, forbid_eos)
+    hidden, weights = model.decode_states(step_input, memory, src_mask, cache, need_attention)
+    hidden = hidden[:, -1]  # [N, D]
+    log_probs = output_log_probs(model.generator(hidden), model.cfg, forbid_eos)
+    if retrieval is not None:
+        eos = model.cfg.eos_id if forbid_eos else None
+        log_probs = retrieve(retrieval, hidden, log_probs, forbid_eos_id=eos)
     return log_probs, (weights[:, -1] if weights is not None else None)
 
 
@@ -152,11 +158,12 @@ def greedy_decode(
     need_attention: bool = False,
     use_cache: bool = True,
     fixed_length: int | None = None,
+    retrieval: RetrievalMemory | None = None,
 ) -> list[DecodeResult]:
     """Pick the most probable token at each step, for a whole batch at once.
 
     src_ids [B, S] padded with pad_id. `fixed_length` forbids EOS and decodes exactly that
-    many tokens (benchmarks compare equal work).
+    many tokens (benchmarks compare equal work). `retrieval`: kNN-MT's datastore.
     """
     cfg = model.cfg
     batch = src_ids.size(0)
@@ -174,7 +181,7 @@ def greedy_decode(
 
     for step in range(steps):
         log_probs, weights = _next_token_log_probs(
-            model, ys, memory, src_mask, cache, need_attention, fixed_length is not None
+            model, ys, memory, src_mask, cache, need_attention, fixed_length is not None, retrieval
         )
         best, token = (t[:, 0] for t in _top_k(log_probs, 1))  # [N]
         scores += best
@@ -275,6 +282,7 @@ def beam_search(
     use_cache: bool = True,
     fixed_length: int | None = None,
     history: bool = False,
+    retrieval: RetrievalMemory | None = None,
 ) -> list[DecodeResult]:
     """Keep the `beam_size` best prefixes per sentence; all sentences × beams in one batch.
 
@@ -283,6 +291,7 @@ def beam_search(
     hypotheses with the best log-probability / lp(Y), lp one of LENGTH_PENALTIES
     (`length_penalty_kind`). `history` records every step's candidates in the results
     (`DecodeResult.history`), to show how the search went; it costs nothing when off.
+    `retrieval`: kNN-MT's datastore, interpolated at every step of every hypothesis.
     """
     cfg = model.cfg
     batch, k = src_ids.size(0), beam_size
@@ -321,6 +330,7 @@ def beam_search(
             cache,
             need_attention,
             fixed_length is not None,
+            retrieval,
         )
         width = min(2 * k, log_probs.size(-1))
         # A sentence's 2K best continuations are among the 2K best tokens of each hypothesis.

@@ -14,6 +14,7 @@ import torch
 from core_model.artifact import LoadedModel
 from core_model.batching import encode_source, pad_sources
 from core_model.decoding import LENGTH_PENALTIES, beam_search, greedy_decode
+from core_model.retrieval import RetrievalMemory
 from core_model.tokenizer import TokenizerPair, tokenizer_safe
 from core_model.transformer import Transformer
 
@@ -130,8 +131,10 @@ def translate_ids(
     max_len_a: float = MAX_LEN_A,
     max_len_b: int = MAX_LEN_B,
     length_penalty_kind: str = LENGTH_PENALTIES[0],
+    retrieval: RetrievalMemory | None = None,
 ) -> list[TranslationResult]:
-    """Translate with an in-memory model (the training loop's validation uses this too)."""
+    """Translate with an in-memory model (the training loop's validation uses this too);
+    `retrieval` decodes with kNN-MT (``core_model.retrieval``)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -153,10 +156,16 @@ def translate_ids(
                 max_len_b=max_len_b,
                 need_attention=with_attention,
                 length_penalty_kind=length_penalty_kind,
+                retrieval=retrieval,
             )
         else:
             decoded = greedy_decode(
-                model, src, max_len_a=max_len_a, max_len_b=max_len_b, need_attention=with_attention
+                model,
+                src,
+                max_len_a=max_len_a,
+                max_len_b=max_len_b,
+                need_attention=with_attention,
+                retrieval=retrieval,
             )
         for i, res in zip(idx, decoded, strict=True):
             att = res.attention.float().cpu() if res.attention is not None else None
@@ -176,7 +185,8 @@ def translate(
     """Translate `texts` with a loaded model folder; one result per input, in input order.
 
     kwargs: max_tokens, max_sentences (batch limits), max_len_a, max_len_b (output length
-    bound a·|src| + b), length_penalty_kind (beam search's, core_model.decoding).
+    bound a·|src| + b), length_penalty_kind (beam search's, core_model.decoding), retrieval
+    (kNN-MT's datastore, core_model.retrieval).
     """
     if beam < 1:
         raise ValueError("beam must be at least 1")

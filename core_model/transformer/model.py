@@ -110,11 +110,25 @@ class Transformer(nn.Module):
         are in the cache, so no causal mask is needed. The cross-attention drawn on the
         Translate page is the last layer's, averaged over heads: only that layer pays for it.
         """
+        hidden, attention = self.decode_states(tgt_in_ids, memory, src_mask, cache, need_weights)
+        return self.generator(hidden), attention
+
+    def decode_states(
+        self,
+        tgt_in_ids: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor,
+        cache: DecoderCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`decode` before §3.4's pre-softmax projection: (the decoder's final hidden states
+        [B, T, D], cross-attention [B, T, S] | None). kNN-MT (``core_model.retrieval``)
+        searches its datastore with these states."""
         last = self.cfg.n_decoder_layers - 1
-        logits, weights = self._decode(
+        hidden, weights = self._decode(
             tgt_in_ids, memory, src_mask, cache, (last,) if need_weights else ()
         )
-        return logits, (weights[last].cross_attn.mean(dim=1) if need_weights else None)
+        return hidden, (weights[last].cross_attn.mean(dim=1) if need_weights else None)
 
     def _decode(
         self,
@@ -124,12 +138,11 @@ class Transformer(nn.Module):
         cache: DecoderCache | None,
         weights_of: Collection[int],
     ) -> tuple[torch.Tensor, dict[int, LayerWeights]]:
-        """`decode`, with the per-head weights of the decoder layers `weights_of`."""
+        """`decode_states`, with the per-head weights of the decoder layers `weights_of`."""
         offset = cache.length if cache is not None else 0
         tgt_mask = None if cache is not None else decoder_self_mask(tgt_in_ids, self.cfg.pad_id)
         y = self.positions(self.tgt_embed(tgt_in_ids), offset)
-        hidden, weights = self.decoder(y, memory, tgt_mask, src_mask, cache, weights_of)
-        return self.generator(hidden), weights
+        return self.decoder(y, memory, tgt_mask, src_mask, cache, weights_of)
 
     def attention_maps(
         self, src_ids: torch.Tensor, tgt_in_ids: torch.Tensor
@@ -139,8 +152,8 @@ class Transformer(nn.Module):
         [B, T] -> (logits [B, T, V], AttentionMaps)."""
         memory, src_mask, encoder_self = self._encode(src_ids, need_weights=True)
         layers = range(self.cfg.n_decoder_layers)
-        logits, weights = self._decode(tgt_in_ids, memory, src_mask, None, layers)
-        return logits, AttentionMaps(
+        hidden, weights = self._decode(tgt_in_ids, memory, src_mask, None, layers)
+        return self.generator(hidden), AttentionMaps(
             encoder_self,
             [weights[i].self_attn for i in layers],
             [weights[i].cross_attn for i in layers],

@@ -130,6 +130,15 @@ def _args_translate(p: argparse.ArgumentParser) -> None:
         help=f"weights of the CTranslate2 engine (default {ENGINE_QUANTIZATION})",
     )
     _glossary_arg(p, "use the required terms of this corpus' glossary")
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="decode with the corpus memory (kNN-MT over the train pairs of the version's "
+        "corpus, or of --memory-corpus): saved pairs act at once, without training",
+    )
+    p.add_argument(
+        "--memory-corpus", metavar="CORPUS", help=f"the memory's corpus: {CORPUS_REF_HELP}"
+    )
     p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
 
 
@@ -147,6 +156,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         engine=args.engine,
         quantization=args.quantization,
         glossary=_glossary(args.glossary),
+        memory=args.memory or args.memory_corpus is not None,
+        memory_corpus=args.memory_corpus,
     )
     for result in results:
         print_text(result.text)

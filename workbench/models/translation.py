@@ -17,6 +17,7 @@ from workbench.corpus.glossary import Glossary, enforce
 from workbench.corpus.pairs import edit_pairs
 from workbench.corpus.text_rules import normalize_text, pair_hash
 from workbench.errors import WorkbenchError
+from workbench.memory.datastore import open_store
 from workbench.messages import N_, Message
 from workbench.models.ctranslate2_translator import load_version_engine
 from workbench.models.ctranslate2_translator import translate as ctranslate2_translate
@@ -37,6 +38,10 @@ MAX_SENTENCES = 5_000
 UNKNOWN_SHARE_WARNING = 0.2
 # a refusal that inspection shares
 BEAM_RANGE = N_("Beam size must be between 1 and {max_beam}.")
+MEMORY_NEEDS_HANDWRITTEN = N_(
+    "The corpus memory (kNN-MT) needs the handwritten decoder: CTranslate2 does not show "
+    "its decoder states. Choose the handwritten engine, or turn the memory off."
+)
 
 
 def decoding_label(beam: int) -> Message:
@@ -53,6 +58,8 @@ def translate(
     engine: str = ENGINES[0],
     quantization: str = ENGINE_QUANTIZATION,
     glossary: Glossary | None = None,
+    memory: bool = False,
+    memory_corpus: CorpusRef | None = None,
 ) -> list[TranslationResult]:
     """One result per input text, in order (a batch is decoded together).
 
@@ -63,6 +70,8 @@ def translate(
     and miss their target terms are decoded again by our model under constraints
     (``glossary.enforce``: constrained beam search, whichever engine decoded the rest; those
     results have no attention); the others are translated exactly as without it.
+    `memory`: decode with the corpus memory (kNN-MT, ``workbench.memory.datastore``) over
+    `memory_corpus`'s train pairs (default: the version's corpus); our decoder only.
     """
     if not 1 <= beam <= MAX_BEAM:
         raise WorkbenchError(BEAM_RANGE, max_beam=MAX_BEAM)
@@ -80,9 +89,14 @@ def translate(
         raise WorkbenchError(
             UNKNOWN_QUANTIZATION, quantization=quantization, choices=", ".join(QUANTIZATIONS)
         )
+    if memory and engine != "handwritten":
+        raise WorkbenchError(MEMORY_NEEDS_HANDWRITTEN)
     loaded = load_version(version_id)
     if engine == "handwritten":
-        results = translate_loaded(loaded, list(texts), beam=beam, with_attention=with_attention)
+        retrieval = open_store(version_id, memory_corpus).memory() if memory else None
+        results = translate_loaded(
+            loaded, list(texts), beam=beam, with_attention=with_attention, retrieval=retrieval
+        )
     else:
         results = ctranslate2_translate(load_version_engine(version_id, quantization), texts, beam)
         if with_attention:

@@ -1,0 +1,91 @@
+"""The kNN-MT datastore of a (version, corpus) follows the corpus: a saved correction is
+followed by the next translation, a deleted pair is gone, a broken store is rebuilt."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import cli, module_home, toy_pairs, trained_home, training
+from workbench.corpus import corpora, pairs
+from workbench.errors import WorkbenchError
+from workbench.memory import datastore
+from workbench.models import translation
+
+NEW_SOURCE = "我的猫喜欢喝咖啡"  # not in the toy corpus
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    built = trained_home(tmp_path_factory, "toy", training(preset="tiny"))
+    with module_home(built.home) as home:
+        yield {"home": home, "corpus_id": built.corpus_id, "version": built.version_ids[0]}
+
+
+def _translate(trained: dict, text: str, **options: object) -> str:
+    [result] = translation.translate(trained["version"], [text], memory=True, **options)
+    return result.text
+
+
+def test_the_store_holds_every_train_position_and_is_saved(trained: dict) -> None:
+    store = datastore.open_store(trained["version"])
+    train = pairs.search_pairs(trained["corpus_id"], split="train", page_size=1000).rows
+    assert store.describe()["pairs"] == len(train) > 0
+    assert store.faiss_store.size > len(train)  # a position per target token + EOS
+    assert datastore.store_path(trained["version"], trained["corpus_id"]).is_file()
+    state = datastore.store_state(trained["version"])
+    assert state["state"] == "ready" and state["entries"] == store.faiss_store.size
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_saved_correction_is_followed_at_once_and_a_deleted_one_is_gone(
+    trained: dict, beam: int
+) -> None:
+    correction = "He works at the library."  # words the toy tokenizer knows
+    [plain_before] = translation.translate(trained["version"], [NEW_SOURCE], beam=beam)
+    before = _translate(trained, NEW_SOURCE, beam=beam)
+    assert before != correction
+    [pair_id] = pairs.apply_edits(
+        trained["corpus_id"], added=[{"source": NEW_SOURCE, "target": correction, "split": "train"}]
+    ).added_ids
+    try:
+        assert _translate(trained, NEW_SOURCE, beam=beam) == correction
+        # without the memory the model's own output is unchanged
+        [plain] = translation.translate(trained["version"], [NEW_SOURCE], beam=beam)
+        assert plain.text == plain_before.text
+    finally:
+        pairs.apply_edits(trained["corpus_id"], deleted=[pair_id])
+    assert _translate(trained, NEW_SOURCE, beam=beam) != correction
+
+
+def test_a_corrupt_store_is_rebuilt_not_a_crash(trained: dict) -> None:
+    datastore.open_store(trained["version"])
+    path = datastore.store_path(trained["version"], trained["corpus_id"])
+    datastore._stores.clear()  # another process: nothing in memory
+    path.write_bytes(b"not a store")
+    assert datastore.store_state(trained["version"])["state"] == "missing"
+    text = _translate(trained, toy_pairs()[0][0])
+    assert text == toy_pairs()[0][1]  # the rebuilt store knows the pair's exact context
+    assert datastore.store_state(trained["version"])["state"] == "ready"
+
+
+def test_ctranslate2_with_memory_is_refused_clearly(trained: dict) -> None:
+    with pytest.raises(WorkbenchError, match="handwritten decoder"):
+        translation.translate(trained["version"], ["你好"], engine="ctranslate2", memory=True)
+
+
+def test_a_corpus_that_does_not_exist_is_refused(trained: dict) -> None:
+    with pytest.raises(WorkbenchError):
+        datastore.open_store(trained["version"], "no such corpus")
+
+
+def test_the_cli_translates_with_memory(trained: dict, tmp_path: Path) -> None:
+    source, target = toy_pairs()[1]
+    out = cli("translate", "--version", str(trained["version"]), "--memory", source)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == target
+    bad = cli("translate", "--version", str(trained["version"]), "--memory-corpus", "nope", "x")
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1
+    assert corpora.list_corpora()  # nothing else changed

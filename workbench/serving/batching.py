@@ -1,8 +1,9 @@
 """Concurrent requests for one version share decoder batches.
 
-Requests are queued per (version, beam, attention, engine). A single decoding thread takes the queue
-whose first request is oldest; when it was idle it first waits a short window for more
-requests to arrive, then decodes whole requests together up to a sentence and character cap.
+Requests are queued per (version, beam, attention, engine, memory). A single decoding thread
+takes the queue whose first request is oldest; when it was idle it first waits a short window
+for more requests to arrive, then decodes whole requests together up to a sentence and
+character cap.
 While it decodes, new requests queue up and form the next batch, so under load every batch is
 as large as the traffic allows and no request waits for more than one batch ahead of it.
 Requests are never split, and a request whose caller gave up (timeout) is skipped.
@@ -15,9 +16,10 @@ and only requests for the same one share a batch.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,14 +29,15 @@ import torch
 from core_model.translator import TranslationResult
 from workbench.models.engines import ENGINES
 
-# (version_id, texts, beam, with_attention, engine) -> one result per text
-TranslateFn = Callable[[int, Sequence[str], int, bool, str], list[TranslationResult]]
+# (version_id, texts, beam, with_attention, engine, memory=) -> one result per text
+TranslateFn = Callable[..., list[TranslationResult]]
 
 
 @dataclass(frozen=True)
 class Engine:
-    """How batches are decoded: ``translate(version_id, texts, beam, with_attention, engine)``
-    (one result per text, in order; ``engine`` one of ``workbench.models.engines.ENGINES``) and
+    """How batches are decoded: ``translate(version_id, texts, beam, with_attention, engine,
+    memory)`` (one result per text, in order; ``engine`` one of
+    ``workbench.models.engines.ENGINES``; ``memory``: with the corpus memory, kNN-MT) and
     ``load(version_id, engine)`` (loads the weights once per process)."""
 
     translate: TranslateFn
@@ -58,6 +61,7 @@ class BatchKey:
     beam: int
     with_attention: bool
     engine: str
+    memory: bool = False
 
 
 @dataclass
@@ -138,12 +142,13 @@ class Batcher:
         beam: int = 1,
         with_attention: bool = False,
         engine: str = ENGINES[0],
+        memory: bool = False,
     ) -> list[TranslationResult]:
         """One result per text, in order, decoded together with other waiting requests."""
         if self.queued_sentences + len(texts) > self.max_queued_sentences:
             raise Busy(f"{self.queued_sentences:,} sentences are waiting to be translated")
         request = _Request(texts, sum(map(len, texts)), asyncio.get_running_loop().create_future())
-        key = BatchKey(version_id, beam, with_attention, engine)
+        key = BatchKey(version_id, beam, with_attention, engine, memory)
         self._queues.setdefault(key, deque()).append(request)
         self.queued_sentences += len(texts)
         self._wakeup.set()
@@ -206,12 +211,15 @@ class Batcher:
         try:
             results = await loop.run_in_executor(
                 self._executor,
-                self.engine.translate,
-                key.version_id,
-                texts,
-                key.beam,
-                key.with_attention,
-                key.engine,
+                functools.partial(
+                    self.engine.translate,
+                    key.version_id,
+                    texts,
+                    key.beam,
+                    key.with_attention,
+                    key.engine,
+                    memory=key.memory,
+                ),
             )
         except Exception as exc:  # every request of the batch hears it; the runner goes on
             for request in batch:

@@ -39,9 +39,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from workbench import settings
 from workbench.corpus.corpora import validate_lang
 from workbench.errors import PermissionDenied, WorkbenchError
+from workbench.memory import datastore
 from workbench.messages import N_
 from workbench.models import engines, registry
-from workbench.models.translation import check_inputs
+from workbench.models.engines import ENGINES
+from workbench.models.translation import MEMORY_NEEDS_HANDWRITTEN, check_inputs
 from workbench.serving import served
 from workbench.serving.batching import Engine, default_engine
 from workbench.serving.config import ServeConfig
@@ -96,6 +98,26 @@ async def _call(fn: Callable[..., Any], *args: Any, status: int = 400) -> Any:
         raise ApiError(403, str(exc)) from None
     except WorkbenchError as exc:
         raise ApiError(status, str(exc)) from None
+
+
+async def _memory_ready(version_id: int, engine: str) -> None:
+    """A request with the corpus memory is decoded only once the store is ready; until then
+    (its first build can take a minute) it is built in the background and the request
+    answered 503 with how far the build is."""
+    if engine != ENGINES[0]:
+        raise ApiError(400, f"Invalid request: {MEMORY_NEEDS_HANDWRITTEN}")
+    state = await _call(datastore.store_state, version_id)
+    if state["state"] == "ready":
+        return
+    if state["state"] == "failed":
+        raise ApiError(400, f"Invalid request: the memory could not be built: {state['error']}")
+    job = await _call(datastore.build_in_background, version_id)
+    raise ApiError(
+        503,
+        f"The corpus memory of version {version_id} is being built ({job.done:,} of "
+        f"{job.total:,} pairs encoded): try again shortly",
+        {"Retry-After": "5"},
+    )
 
 
 def create_app(config: ServeConfig | None = None, engine: Engine | None = None) -> FastAPI:
@@ -233,7 +255,11 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         else:
             raise ApiError(400, "Invalid request: give a version, or a source and a target")
         request.state.version_id = info.id
-        results = await server.translate(info.id, texts, req.beam, req.attention, req.engine)
+        if req.memory:
+            await _memory_ready(info.id, req.engine)
+        results = await server.translate(
+            info.id, texts, req.beam, req.attention, req.engine, req.memory
+        )
         checks = await _call(check_inputs, info.id, results, status=500)
         return V1TranslateResponse(
             version=await run_in_threadpool(_version_record, info),

@@ -199,6 +199,11 @@ class V1TranslateRequest(BaseModel):
     target: str | None = None
     beam: int = Field(1, ge=1, le=MAX_BEAM, description="1 is greedy decoding")
     attention: bool = Field(False, description="Add the last layer's cross-attention")
+    memory: bool = Field(
+        False,
+        description="Decode with the corpus memory (kNN-MT over the train pairs of the "
+        "version's corpus): pairs saved there act at once; handwritten engine only",
+    )
     engine: str = Field(
         ENGINES[0],
         description="Who decodes: "

@@ -174,6 +174,24 @@ def test_v1_pins_a_version_with_beam_and_attention(api: Api) -> None:
     assert {(v["id"], v["served"]) for v in listed} == {(api.v1, True), (api.v2, False)}
 
 
+def test_v1_translates_with_the_corpus_memory_once_it_is_built(api: Api) -> None:
+    """The first request starts the store's build and hears 503 with its progress (or, on
+    a fast machine, finds it built); then the 15-step version, which has not learned the
+    toy corpus, writes its pairs' targets: the memory knows their exact contexts."""
+    sources, targets = zip(*toy_pairs()[:4], strict=True)
+    body = {"q": list(sources), "version": api.v2, "memory": True}
+    first = post(api, "/v1/translate", json=body)
+    if first.status_code == 503:
+        assert "being built" in first.json()["error"] and first.headers["Retry-After"] == "5"
+    wait_for(lambda: post(api, "/v1/translate", json=body).status_code == 200, 120, "the memory")
+    answer = post(api, "/v1/translate", json=body).json()
+    assert [t["text"] for t in answer["translations"]] == list(targets)
+    plain = post(api, "/v1/translate", json={**body, "memory": False}).json()
+    assert [t["text"] for t in plain["translations"]] != list(targets)
+    refused = post(api, "/v1/translate", json={**body, "engine": "ctranslate2"})
+    assert refused.status_code == 400 and "handwritten decoder" in refused.json()["error"]
+
+
 def test_v1_translates_with_the_ctranslate2_engine_like_the_cli(api: Api) -> None:
     sources = [s for s, _ in toy_pairs()][:4]
     out = cli("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)

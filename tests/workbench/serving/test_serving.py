@@ -187,14 +187,20 @@ class CountingEngine:
         self.real = default_engine()
 
     def translate(
-        self, version_id: int, texts: Sequence[str], beam: int, attention: bool, engine: str
+        self,
+        version_id: int,
+        texts: Sequence[str],
+        beam: int,
+        attention: bool,
+        engine: str,
+        memory: bool,
     ) -> list[translation.TranslationResult]:
         self.calls.append(len(texts))
         self.threads.append(torch.get_num_threads())
         self.engines.append(engine)
         if self.fail_on in texts:
             raise RuntimeError("engine failure")
-        return self.real.translate(version_id, texts, beam, attention, engine)
+        return self.real.translate(version_id, texts, beam, attention, engine, memory=memory)
 
     def engine(self) -> Engine:
         return Engine(self.translate, self.real.load)

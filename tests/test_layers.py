@@ -17,6 +17,7 @@ WORKBENCH_ORDER = (
     "backup",
     "team",
     "corpus",
+    "memory",
     "models",
     "curation",
     "serving",

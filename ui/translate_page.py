@@ -73,6 +73,7 @@ def render() -> None:
                 "(constrained beam search); other sentences are translated as without it."
             ),
         )
+        use_memory = _memory_toggle(version, engine)
         if st.button(_("Translate"), type="primary", icon=":material/translate:", key="translate"):
             lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if not lines:
@@ -100,6 +101,7 @@ def render() -> None:
                         with_attention=True,
                         engine=engine,
                         glossary=terms if use_glossary else None,
+                        memory=use_memory,
                     )
                     checks = translation.check_inputs(version.id, results)
                     st.session_state[RESULTS] = {
@@ -108,6 +110,7 @@ def render() -> None:
                         "beam": beam,
                         "engine": engine,
                         "glossary": use_glossary,
+                        "memory": use_memory,
                         "items": [
                             _plain(src, r, c)
                             for src, r, c in zip(lines, results, checks, strict=True)
@@ -118,6 +121,67 @@ def render() -> None:
     if not shown:
         return
     results_view(shown, version)
+
+
+def _memory_toggle(version: Any, engine: str) -> bool:
+    """The switch of the corpus memory (kNN-MT), and the state of its store: built in the
+    background the first time, with its progress, then kept up to date with the corpus."""
+    usable = version.corpus_id is not None and engine == engines.ENGINES[0]
+    on = st.toggle(
+        _("Use the corpus memory (kNN-MT)"),
+        value=False,
+        key="translate_memory",
+        disabled=not usable,
+        help=_(
+            "Every output word is also voted for by the closest decoder states of the "
+            "corpus' train pairs: a pair saved there changes the next translation at once, "
+            "without training. Needs the handwritten decoder and a version trained on a "
+            "corpus here."
+        ),
+    )
+    if on and usable:
+        _memory_state(version.id)
+    return on and usable
+
+
+def _memory_state(version_id: int) -> None:
+    with feedback.error_boundary(N_("preparing the corpus memory")):
+        state = translation.memory_state(version_id)
+        if state["state"] in ("missing", "failed"):
+            translation.prepare_memory(version_id)
+            state = translation.memory_state(version_id)
+        if state["state"] == "building":
+            _memory_build_progress(version_id)
+        elif state["state"] == "ready":
+            line = _(
+                "Memory: {pairs:,} pairs, {entries:,} decoder states · k {k}, λ {lam:.2f}, "
+                "T {temperature:.3g}",
+                pairs=state["pairs"],
+                entries=state["entries"],
+                k=state["k"],
+                lam=state["lambda"],
+                temperature=state["temperature"],
+            )
+            tuned = (
+                _("tuned on the valid split") if state["tuning"] else _("defaults: no valid split")
+            )
+            st.caption(f"{line} ({tuned})")
+
+
+@st.fragment(run_every=1.0)
+def _memory_build_progress(version_id: int) -> None:
+    """Only while the store is being built: its progress, then the whole page again."""
+    state = translation.memory_state(version_id)
+    if state["state"] != "building":
+        st.rerun()
+    st.progress(
+        state["done"] / max(1, state["total"]),
+        text=_(
+            "Building the memory: {done:,} of {total:,} pairs encoded…",
+            done=state["done"],
+            total=state["total"],
+        ),
+    )
 
 
 def _examples(version: Any) -> str:
@@ -165,6 +229,8 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
     parts = [shown["version"], localized(translation.decoding_label(shown["beam"])), engine]
     if shown.get("glossary"):
         parts.append(_("glossary applied"))
+    if shown.get("memory"):
+        parts.append(_("corpus memory (kNN-MT)"))
     st.caption(" · ".join(parts))
     flagged = [n for n, i in enumerate(items, start=1) if i["warnings"]]
     if flagged and len(items) > 1:  # each sentence's own reasons are shown when it is picked

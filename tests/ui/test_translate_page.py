@@ -3,6 +3,8 @@ glossaries."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from streamlit.util import calc_hash
 
@@ -155,3 +157,24 @@ def test_typed_text_survives_a_visit_to_another_page(
     assert_clean(at)
     box = at.text_area(key=key) if page == "translate" else at.text_input(key=key)
     assert box.value == typed
+
+
+def test_the_corpus_memory_is_built_in_the_background_then_followed(populated: Trained) -> None:
+    """The switch starts the store's build (its progress on the page while it runs); once it
+    is ready the page says what it holds, and a train pair's source comes out as its target
+    whatever the 60-step version would write."""
+    at = open_page("translate")
+    at.toggle(key="translate_memory").set_value(True).run()
+    assert_clean(at)
+    deadline = time.monotonic() + 120
+    while "Memory:" not in texts(at.caption):
+        assert time.monotonic() < deadline, "the memory was not built within 2 minutes"
+        time.sleep(0.5)
+        at.run()
+        assert_clean(at)
+    row = pairs.search_pairs(populated.corpus_id, split="train", page_size=1).rows.iloc[0]
+    at.text_area(key="translate_input").input(row["source"])
+    at.button(key="translate").click().run()
+    assert_clean(at)
+    assert at.dataframe[0].value["translation"].tolist() == [row["target"]]
+    assert "corpus memory (kNN-MT)" in texts(at.caption)

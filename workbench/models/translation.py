@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from core_model.retrieval import RetrievalMemory
 from core_model.translator import TranslationResult, cross_attention
 from core_model.translator import translate as translate_loaded
 from db.models import Pair
@@ -17,7 +19,7 @@ from workbench.corpus.glossary import Glossary, enforce
 from workbench.corpus.pairs import edit_pairs
 from workbench.corpus.text_rules import normalize_text, pair_hash
 from workbench.errors import WorkbenchError
-from workbench.memory.datastore import open_store
+from workbench.memory import datastore
 from workbench.messages import N_, Message
 from workbench.models.ctranslate2_translator import load_version_engine
 from workbench.models.ctranslate2_translator import translate as ctranslate2_translate
@@ -93,7 +95,7 @@ def translate(
         raise WorkbenchError(MEMORY_NEEDS_HANDWRITTEN)
     loaded = load_version(version_id)
     if engine == "handwritten":
-        retrieval = open_store(version_id, memory_corpus).memory() if memory else None
+        retrieval = _memory(version_id, memory_corpus) if memory else None
         results = translate_loaded(
             loaded, list(texts), beam=beam, with_attention=with_attention, retrieval=retrieval
         )
@@ -105,6 +107,23 @@ def translate(
     if glossary:
         results = enforce(loaded, list(texts), results, glossary, beam)
     return results
+
+
+def _memory(version_id: int, corpus: CorpusRef | None) -> RetrievalMemory:
+    info = get_version(version_id)
+    return datastore.open_store(info, lambda: load_model_of(info), corpus).memory()
+
+
+def memory_state(version_id: int, corpus: CorpusRef | None = None) -> dict[str, Any]:
+    """The version's corpus memory: ready (what it holds), building (its progress), missing
+    or failed (why) — ``workbench.memory.datastore.store_state``."""
+    return datastore.store_state(get_version(version_id), corpus)
+
+
+def prepare_memory(version_id: int, corpus: CorpusRef | None = None) -> datastore.BuildProgress:
+    """Build (or load) the version's corpus memory in the background of this process."""
+    info = get_version(version_id)
+    return datastore.build_in_background(info, lambda: load_model_of(info), corpus)
 
 
 def load_for(version_id: int, engine: str = ENGINES[0]) -> None:

@@ -39,11 +39,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from workbench import settings
 from workbench.corpus.corpora import validate_lang
 from workbench.errors import PermissionDenied, WorkbenchError
-from workbench.memory import datastore
 from workbench.messages import N_
 from workbench.models import engines, registry
 from workbench.models.engines import ENGINES
-from workbench.models.translation import MEMORY_NEEDS_HANDWRITTEN, check_inputs
+from workbench.models.translation import (
+    MEMORY_NEEDS_HANDWRITTEN,
+    check_inputs,
+    memory_state,
+    prepare_memory,
+)
 from workbench.serving import served
 from workbench.serving.batching import Engine, default_engine
 from workbench.serving.config import ServeConfig
@@ -106,12 +110,12 @@ async def _memory_ready(version_id: int, engine: str) -> None:
     answered 503 with how far the build is."""
     if engine != ENGINES[0]:
         raise ApiError(400, f"Invalid request: {MEMORY_NEEDS_HANDWRITTEN}")
-    state = await _call(datastore.store_state, version_id)
+    state = await _call(memory_state, version_id)
     if state["state"] == "ready":
         return
     if state["state"] == "failed":
         raise ApiError(400, f"Invalid request: the memory could not be built: {state['error']}")
-    job = await _call(datastore.build_in_background, version_id)
+    job = await _call(prepare_memory, version_id)
     raise ApiError(
         503,
         f"The corpus memory of version {version_id} is being built ({job.done:,} of "

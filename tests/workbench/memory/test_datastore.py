@@ -12,7 +12,7 @@ from tests.helpers import cli, module_home, toy_pairs, trained_home, training
 from workbench.corpus import corpora, pairs
 from workbench.errors import WorkbenchError
 from workbench.memory import datastore
-from workbench.models import translation
+from workbench.models import registry, translation
 
 NEW_SOURCE = "我的猫喜欢喝咖啡"  # not in the toy corpus
 
@@ -24,18 +24,23 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         yield {"home": home, "corpus_id": built.corpus_id, "version": built.version_ids[0]}
 
 
+def _open(trained: dict, corpus: str | None = None) -> datastore.Store:
+    info = registry.get_version(trained["version"])
+    return datastore.open_store(info, lambda: registry.load_model_of(info), corpus)
+
+
 def _translate(trained: dict, text: str, **options: object) -> str:
     [result] = translation.translate(trained["version"], [text], memory=True, **options)
     return result.text
 
 
 def test_the_store_holds_every_train_position_and_is_saved(trained: dict) -> None:
-    store = datastore.open_store(trained["version"])
+    store = _open(trained)
     train = pairs.search_pairs(trained["corpus_id"], split="train", page_size=1000).rows
     assert store.describe()["pairs"] == len(train) > 0
     assert store.faiss_store.size > len(train)  # a position per target token + EOS
     assert datastore.store_path(trained["version"], trained["corpus_id"]).is_file()
-    state = datastore.store_state(trained["version"])
+    state = translation.memory_state(trained["version"])
     assert state["state"] == "ready" and state["entries"] == store.faiss_store.size
 
 
@@ -61,14 +66,14 @@ def test_a_saved_correction_is_followed_at_once_and_a_deleted_one_is_gone(
 
 
 def test_a_corrupt_store_is_rebuilt_not_a_crash(trained: dict) -> None:
-    datastore.open_store(trained["version"])
+    _open(trained)
     path = datastore.store_path(trained["version"], trained["corpus_id"])
     datastore._stores.clear()  # another process: nothing in memory
     path.write_bytes(b"not a store")
-    assert datastore.store_state(trained["version"])["state"] == "missing"
+    assert translation.memory_state(trained["version"])["state"] == "missing"
     text = _translate(trained, toy_pairs()[0][0])
     assert text == toy_pairs()[0][1]  # the rebuilt store knows the pair's exact context
-    assert datastore.store_state(trained["version"])["state"] == "ready"
+    assert translation.memory_state(trained["version"])["state"] == "ready"
 
 
 def test_ctranslate2_with_memory_is_refused_clearly(trained: dict) -> None:
@@ -78,7 +83,7 @@ def test_ctranslate2_with_memory_is_refused_clearly(trained: dict) -> None:
 
 def test_a_corpus_that_does_not_exist_is_refused(trained: dict) -> None:
     with pytest.raises(WorkbenchError):
-        datastore.open_store(trained["version"], "no such corpus")
+        _open(trained, "no such corpus")
 
 
 def test_the_cli_translates_with_memory(trained: dict, tmp_path: Path) -> None:

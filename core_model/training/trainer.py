@@ -518,7 +518,7 @@ class Trainer:
         return self.stop_reason is StopReason.CANCELLED
 
     def finish(self, extra_config: dict[str, Any] | None) -> TrainResult:
-        train_time = self.clock.elapsed()
+        train_time = round(self.clock.elapsed(), 2)  # one figure: the metrics' and the end's
         state, ranks = self.state, self.ranks
         chosen, scores = "last", {}
         if not self.cancelled and ranks.main:
@@ -531,7 +531,7 @@ class Trainer:
             "best_epoch": state.best_epoch,
             "stop_reason": self.stop_reason.value,
             "selected": chosen,
-            "train_time_s": round(train_time, 2),
+            "train_time_s": train_time,
             # the run's average, validation included: what the budget bought
             "tokens_trained": state.tokens_trained,
             "tokens_per_s": round(state.tokens_trained / max(train_time, 1e-9), 1),
@@ -580,7 +580,7 @@ class Trainer:
             eta_s=0.0,
             total_steps=state.step,
             fraction=1.0,
-            elapsed_s=train_time,  # the run's trained time: what `train_time_s` records
+            elapsed_s=train_time,  # the run's trained time, exactly its `train_time_s`
             stop_reason=self.stop_reason.value,
         )
         return TrainResult(

@@ -73,9 +73,22 @@ _INCOMPLETE = {
 _KEY = re.compile(r"[0-9a-f]{32}")
 
 
-def new_browser_key() -> str:
-    """A fresh key naming one browser's drafts (kept in the page's address)."""
-    return secrets.token_hex(16)
+# A key's first 16 hexadecimal characters name the browser (a cookie its tabs share), the
+# rest the tab: a new tab of the same browser finds the drafts of the others (``other_tabs``).
+_BROWSER = re.compile(r"[0-9a-f]{16}")
+
+
+def new_browser_key(browser: object = None) -> str:
+    """A fresh key naming one tab's drafts (kept in the page's address), in ``browser`` (16
+    hexadecimal characters; a new one when not given)."""
+    if not isinstance(browser, str) or _BROWSER.fullmatch(browser) is None:
+        browser = secrets.token_hex(8)
+    return browser + secrets.token_hex(8)
+
+
+def browser_of(browser_key: str) -> str:
+    """The browser part of a tab's key."""
+    return browser_key[:16]
 
 
 def is_browser_key(value: object) -> bool:
@@ -324,6 +337,26 @@ def list_drafts(browser_key: str) -> list[DraftInfo]:
     return [i for i in infos if i.count]
 
 
+def other_tabs(browser_key: str) -> list[tuple[str, int]]:
+    """The other tabs of the same browser with unsaved changes: (their key, how many)."""
+    _check(browser_key, TABLES[0])
+    with session_scope() as s:
+        rows = s.execute(
+            select(TableDraft.browser_key, TableDraft.payload)
+            .join(Corpus, Corpus.id == TableDraft.corpus_id)
+            .where(
+                TableDraft.browser_key.startswith(browser_of(browser_key)),
+                TableDraft.browser_key != browser_key,
+                Corpus.import_token.is_(None),
+            )
+            .order_by(TableDraft.updated_at.desc())
+        ).all()
+    counts: dict[str, int] = {}
+    for key, payload in rows:
+        counts[key] = counts.get(key, 0) + Draft.from_payload(payload).count
+    return [(key, n) for key, n in counts.items() if n]
+
+
 def _refuse_incomplete(draft: Draft, table: str, corpus: Corpus) -> None:
     incomplete = draft.incomplete(table, corpus)
     if len(incomplete) == 1:
@@ -391,6 +424,14 @@ def _stored(s: Session, corpus: Corpus, table: str, ids: Sequence[Any]) -> dict[
                 for r in rows
             }
     return out
+
+
+def revisions(corpus_id: CorpusRef, table: str, ids: Sequence[Any]) -> dict[Any, int]:
+    """row id -> revision of the rows a grid shows: what an edit made in it is based on."""
+    _check(new_browser_key(), table)
+    with session_scope() as s:
+        stored = _stored(s, find(s, corpus_id), table, list(ids))
+    return {rid: rev for rid, (rev, _cells) in stored.items()}
 
 
 def _cells_of(table: str, values: Mapping[str, Any] | None) -> dict[str, Any] | None:

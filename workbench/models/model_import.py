@@ -58,6 +58,7 @@ def import_version(
     *,
     marian: bool = False,
     target_token: str | None = None,
+    shown_as: str | None = None,
 ) -> int:
     """Register a model made outside the workbench; returns the id. `folder` is a model
     folder of ours (e.g. trained under torchrun), or a public Marian checkpoint in Hugging
@@ -78,6 +79,7 @@ def import_version(
 
     The corpus is read, the folder copied and checked, and the version registered in
     separate steps: no transaction is held open while a model is copied and loaded.
+    `shown_as`: how messages name the model (an upload's file name: never a staging path).
     """
     actor = require(Permission.TRAIN)
     if name is not None:
@@ -87,7 +89,14 @@ def import_version(
     staging.sweep()  # what killed imports left behind
     with staging.staging_folder() as work:
         return _import(
-            folder, work, actor.email, corpus_info, (src_lang, tgt_lang), name, marian, target_token
+            folder,
+            work,
+            actor.email,
+            corpus_info,
+            (src_lang, tgt_lang),
+            name,
+            (marian, target_token),
+            shown_as or str(folder),
         )
 
 
@@ -98,15 +107,17 @@ def _import(
     corpus_info: Any,
     languages: tuple[str | None, str | None],
     name: str | None,
-    marian: bool,
-    target_token: str | None,
+    marian_options: tuple[bool, str | None],
+    shown: str,
 ) -> int:
-    """`import_version`'s work, in the locked staging folder `work`."""
+    """`import_version`'s work, in the locked staging folder `work`; messages name the
+    model `shown`, never a path under `work`."""
     src_lang, tgt_lang = languages
+    marian, target_token = marian_options
     model_dir = work / "model"
     try:
         if folder.is_file() and not is_zip(folder):
-            raise WorkbenchError(N_("{folder} is neither a model folder nor a zip"), folder=folder)
+            raise WorkbenchError(N_("{folder} is neither a model folder nor a zip"), folder=shown)
         source = unpack_model_zip(folder, work / "unpacked") if is_zip(folder) else folder
         # (a zip's own name names the checkpoint whose files lie at its root)
         label = folder.stem if source == work / "unpacked" else source.name
@@ -115,7 +126,7 @@ def _import(
             if target_token is not None and not pretrained:
                 raise WorkbenchError(
                     N_("{folder} is not a Marian model: a target-language token is only for those"),
-                    folder=folder,
+                    folder=shown,
                 )
             if pretrained:
                 said = convert_marian(source, model_dir, target_token, label).source
@@ -125,11 +136,13 @@ def _import(
             loaded = load_model(model_dir)
         except (ArtifactError, MarianError, UntrustedFileError) as exc:
             raise WorkbenchError(
-                N_("cannot import {folder}: {reason}"), folder=folder, reason=str(exc)
+                N_("cannot import {folder}: {reason}"),
+                folder=shown,
+                reason=_without(str(exc), work, shown),
             ) from exc
         except OSError as exc:
             raise WorkbenchError(
-                N_("cannot copy {folder} ({reason})"), folder=folder, reason=exc.strerror or exc
+                N_("cannot copy {folder} ({reason})"), folder=shown, reason=exc.strerror or exc
             ) from exc
         saved = loaded.config
         recorded = saved.get("corpus") if isinstance(saved.get("corpus"), dict) else {}
@@ -141,7 +154,7 @@ def _import(
         if not (src_lang and tgt_lang):
             raise WorkbenchError(
                 N_("{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"),
-                folder=folder,
+                folder=shown,
             )
         src_lang = validate_lang(str(src_lang), "source")
         tgt_lang = validate_lang(str(tgt_lang), "target")
@@ -171,7 +184,7 @@ def _import(
     except ArtifactError as exc:  # the checked copy could not be stored (register_version)
         raise WorkbenchError(
             N_("cannot register {folder}: {reason}"),
-            folder=folder,
+            folder=shown,
             reason=registry.artifact_problem(exc),
         ) from exc
 
@@ -185,7 +198,15 @@ def import_zip_upload(data: bytes, filename: str, **options: Any) -> int:
     with staging.staging_folder() as upload:
         path = upload / f"{stem or 'model'}.zip"
         path.write_bytes(data)
-        return import_version(path, **options)
+        return import_version(path, **options, shown_as=Path(str(filename)).name[:200])
+
+
+def _without(text: str, work: Path, shown: str) -> str:
+    """`text` with the staging folder's paths (the model's copy, an unpacked zip) named as the
+    user knows the model."""
+    for path in sorted((str(p) for p in (work / "model", work / "unpacked", work)), key=len)[::-1]:
+        text = text.replace(path, shown)
+    return text
 
 
 def _model_name(label: str) -> str | None:

@@ -81,7 +81,7 @@ def versions_table() -> None:
     )
     # an imported version has no corpus of its own: where it came from instead of "None"
     table["corpus"] = [
-        corpus or (_("(public model)") if origin else _("(deleted corpus)"))
+        _corpus_cell(corpus, origin)
         for corpus, origin in zip(table["corpus"], table["origin"], strict=True)
     ]
     table["origin"] = [_origin_cell(origin) for origin in table["origin"]]
@@ -180,9 +180,16 @@ VERSION_COLUMNS = (
 )  # fmt: skip
 
 
+def _corpus_cell(corpus: Any, origin: Any) -> str:
+    """The corpus' name; else why there is none (pandas gives NaN for a missing cell)."""
+    if isinstance(corpus, str):
+        return corpus
+    return _("(public model)") if isinstance(origin, dict) else _("(deleted corpus)")
+
+
 def _origin_cell(origin: dict[str, Any] | None) -> str | None:
     """'opus-mt-zh-en.zip · Helsinki-NLP/opus-mt-zh-en · cc-by-4.0' (None: trained here)."""
-    if not origin:
+    if not isinstance(origin, dict):  # (None, or pandas' NaN)
         return None
     licence = origin.get("licence") or _("licence not stated")
     return " · ".join(str(x) for x in (origin.get("file"), origin.get("hub_id"), licence) if x)

@@ -86,7 +86,9 @@ def _args_register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--src-lang", help="source language code, e.g. de")
     p.add_argument("--tgt-lang", help="target language code, e.g. en")
     p.add_argument(
-        "--name", help="version name (default: the folder's or zip's name, e.g. opus-mt-zh-en)"
+        "--name",
+        help="version name (default: a public model's own, its folder's or zip's name, e.g. "
+        "opus-mt-zh-en; '<corpus> v<id>' for a folder of ours)",
     )
     p.epilog = (
         "OPUS-MT models (CC-BY 4.0): https://huggingface.co/Helsinki-NLP, e.g. "

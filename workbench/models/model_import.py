@@ -9,10 +9,11 @@ hand-edited model is refused and what is registered is exactly what was checked.
 of the model is read as ``core_model.untrusted_files`` reads it (regular, bounded, no
 recursion), so a FIFO, a link or a 200,000-deep JSON is one error line too.
 
-Nobody here trained such a model: the version is named after it (its folder's or zip's
-name) and keeps its ``origin`` (``ORIGIN_KEYS``: the file it came from, its format and
-model type, its languages, its Hugging Face id and licence when its files say them), which
-the pages and ``versions --json`` show instead of a corpus, pairs and a training time.
+Nobody here trained such a model: a public one is named after itself (its folder's or
+zip's name), and the version keeps its ``origin`` (``ORIGIN_KEYS``: the file it came from,
+its format and model type, its languages, its Hugging Face id and licence when its files
+say them), which the pages and ``versions --json`` show instead of a corpus, pairs and a
+training time.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ def import_version(
     Face's format (an OPUS-MT model; detected from its config.json, or required by `marian`),
     or a zip of either (``archives``). A Marian model is converted (`core_model.marian`):
     `target_token` picks the target language of a multilingual one, and its model card's
-    numbers become the version's notes. The version is named `name`, else after the model
-    (its folder's or zip's name), and records its origin (``ORIGIN_KEYS``).
+    numbers become the version's notes. The version is named `name`, else a public model
+    after itself (its folder's or zip's name: opus-mt-zh-en), a folder of ours as the
+    registry names versions; either records its origin (``ORIGIN_KEYS``).
 
     Only the model files, its card and its licence file are read (never moved: the user's
     folder stays theirs), links and special files are refused and the size is bounded
@@ -176,7 +178,7 @@ def _import(
             corpus_id=corpus_info.id if corpus_info else None,
             src_lang=src_lang,
             tgt_lang=tgt_lang,
-            name=name or _model_name(label),
+            name=name or (_model_name(label) if pretrained else None),
             trained_by=added_by,
             notes=notes,
             origin=origin,

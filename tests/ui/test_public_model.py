@@ -15,7 +15,7 @@ from tests.marian_checkpoint import save_random_marian, toy_pairs
 from tests.ui.pages import assert_clean, open_page, texts
 from workbench import settings
 from workbench.corpus import corpora, pairs
-from workbench.models import model_import
+from workbench.models import model_import, staging
 from workbench.training import run_info, runs
 
 pytest.importorskip("transformers")
@@ -101,3 +101,13 @@ def test_train_page_tells_what_fine_tuning_a_pretrained_version_costs(
     run = run_info.list_runs()[0]
     assert run.init_version_id == imported
     runs.cancel_run(run.id)
+
+
+def test_the_apps_start_sweeps_what_a_killed_import_left(small_corpus: int) -> None:
+    """A staging folder whose lock nobody holds (its import was killed) is gone once the
+    app starts (`ui.startup.sweep_imports`)."""
+    left = settings.new_import_staging_dir("killed")
+    (left / "model").mkdir(parents=True)
+    (left / staging.LOCK_FILE).touch()
+    open_page("models")
+    assert not left.exists()

@@ -47,10 +47,16 @@ def _cmd_versions(args: argparse.Namespace) -> int:
         print("no model versions yet: train one with `python -m workbench train`")
     else:
         shown = table.drop(columns=["notes"])
-        for column in ("name", "corpus", "device"):  # stored text, escaped cell by cell
+        shown["origin"] = shown["origin"].map(_origin_cell)
+        for column in ("name", "corpus", "device", "origin"):  # stored text, escaped cell by cell
             shown[column] = shown[column].map(lambda v: v if v is None else escape_controls(v))
         print(shown.to_string(index=False))
     return EXIT_OK
+
+
+def _origin_cell(origin: dict | None) -> str | None:
+    """An imported version's origin in the text table: 'marian from opus-mt-zh-en.zip'."""
+    return f"{origin.get('format')} from {origin.get('file')}" if origin else None
 
 
 def _args_register(p: argparse.ArgumentParser) -> None:
@@ -79,11 +85,16 @@ def _args_register(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--src-lang", help="source language code, e.g. de")
     p.add_argument("--tgt-lang", help="target language code, e.g. en")
-    p.add_argument("--name", help="version name (default: '<corpus> v<id>')")
+    p.add_argument(
+        "--name",
+        help="version name (default: a public model's own, its folder's or zip's name, e.g. "
+        "opus-mt-zh-en; '<corpus> v<id>' for a folder of ours)",
+    )
     p.epilog = (
         "OPUS-MT models (CC-BY 4.0): https://huggingface.co/Helsinki-NLP, e.g. "
         "`git clone https://huggingface.co/Helsinki-NLP/opus-mt-zh-en`. Their languages are "
-        "read from the folder unless given."
+        "read from the folder unless given; the file, format, Hugging Face id and licence "
+        "they name are kept as the version's origin (`versions --json`)."
     )
 
 

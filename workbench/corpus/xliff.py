@@ -243,7 +243,7 @@ def fill_targets(data: Data, translate: Translator, what: str = "file") -> Fille
                 mine.append((element, slot, lead, core, trail))
         places.append(mine)
     texts = list(runs)
-    for text, done in zip(texts, translate(texts), strict=True):
+    for text, done in zip(texts, translate(texts) if texts else [], strict=True):
         runs[text] = done
     from_memory = 0
     for (unit, target), mine in zip(todo, places, strict=True):

@@ -14,9 +14,8 @@ from workbench.corpus.corpora import CorpusRef
 from workbench.corpus.glossary import Glossary
 from workbench.errors import WorkbenchError
 from workbench.memory.matches import Match, find_matches
-from workbench.messages import N_
 from workbench.models import registry, translation
-from workbench.models.engines import ENGINES
+from workbench.models.engines import ENGINE_QUANTIZATION, ENGINES
 
 MEMORY_ORIGIN = "memory"  # a translation's origin when an exact match gave it (else "model")
 
@@ -30,17 +29,10 @@ class Recalled:
     exact: Match | None
 
 
-def memory_corpus(version_id: int, corpus: CorpusRef | None) -> CorpusRef:
-    """The corpus a version's memory is: the one given, else the version's own."""
-    if corpus is not None:
-        return corpus
-    info = registry.get_version(version_id)
-    if info.corpus_id is None:
-        raise WorkbenchError(
-            N_("Version {id} has no corpus of its own: name the corpus of the memory."),
-            id=version_id,
-        )
-    return info.corpus_id
+def memory_corpus(version_id: int, corpus: CorpusRef | None) -> CorpusRef | None:
+    """The corpus a version's memory is: the one given, else the version's own (None: an
+    imported version has none, then there is no memory)."""
+    return corpus if corpus is not None else registry.get_version(version_id).corpus_id
 
 
 def recall(
@@ -53,9 +45,16 @@ def recall(
 ) -> list[Recalled]:
     """Each sentence's matches in the memory of ``version_id`` (``memory_corpus``), and the
     exact match that gives its translation when ``use_exact``."""
-    if not matches and not use_exact:
-        return [Recalled([], None) for _ in sentences]
-    found = find_matches(memory_corpus(version_id, corpus), sentences, max(matches, 1))
+    nothing = [Recalled([], None) for _ in sentences]
+    memory = memory_corpus(version_id, corpus) if matches or use_exact else None
+    if memory is None or not sentences:
+        return nothing
+    try:
+        found = find_matches(memory, sentences, max(matches, 1))
+    except WorkbenchError:
+        if corpus is not None:
+            raise
+        return nothing  # the version's own corpus was deleted since: no memory, no refusal
     out = []
     for ms in found:
         exact = next((m for m in ms if m.exact), None) if use_exact else None
@@ -75,6 +74,7 @@ def translate_with_memory(
     beam: int = 1,
     with_attention: bool = False,
     engine: str = ENGINES[0],
+    quantization: str = ENGINE_QUANTIZATION,
     glossary: Glossary | None = None,
     matches: int = 3,
     use_exact: bool = True,
@@ -91,6 +91,7 @@ def translate_with_memory(
             beam,
             with_attention=with_attention,
             engine=engine,
+            quantization=quantization,
             glossary=glossary,
         )
         if todo

@@ -11,7 +11,7 @@ import streamlit as st
 
 from ui import feedback
 from ui.i18n import N_, _
-from workbench.memory.matches import Match
+from workbench.memory.matches import MIN_SCORE, Match
 from workbench.memory.recall import Recalled
 from workbench.models import file_translation
 
@@ -55,7 +55,12 @@ def matches_view(item: dict[str, Any]) -> None:
             _("This translation is from the memory: the curated target of an exact match."),
         )
     if not matches:
-        st.caption(_("No pair of the memory is close to this sentence (50 % or more)."))
+        st.caption(
+            _(
+                "No pair of the memory is close to this sentence (a score of at least {score}).",
+                score=f"{MIN_SCORE:.0f}",
+            )
+        )
         return
     for match in matches:
         with st.container(border=True):

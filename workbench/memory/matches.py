@@ -174,7 +174,7 @@ class _Index:
         for slot in slots:
             score = 100.0 if self.sources[slot] == text else fuzz.ratio(text, self.sources[slot])
             if score >= min_score:
-                found.append((score, -self.ids[slot], slot))
+                found.append((score, self.ids[slot], slot))
         found.sort(reverse=True)
         return [
             Match(

@@ -8,8 +8,9 @@ score them, from an index that follows every write to the pairs.
   translation (``recall`` gives it instead of the model's, unless switched off).
 * **Index**: per corpus and process, each pair's character trigrams (lower case) → the
   slots of the pairs that hold them (``array('i')`` appended in place, read by numpy without
-  a copy). A query counts its trigrams shared with every pair in one ``bincount``, keeps the
-  ``CANDIDATES`` pairs of best Dice overlap and scores only those with rapidfuzz; exact
+  a copy). A query counts its trigrams shared with every pair in one ``bincount`` (trigrams
+  held by more than a twentieth of the pairs left out while three rarer ones remain), keeps
+  the ``CANDIDATES`` pairs of best Dice overlap and scores only those with rapidfuzz; exact
   matches come from a dict. A few milliseconds at 100k pairs (``bench/tm_matches.py``).
 * **Following the corpus**: before each lookup the index reads the changes after the one
   it was built at (``following``: one indexed query when there are none) and applies them —
@@ -159,17 +160,22 @@ class _Index:
         if not text or not self.ids:
             return []
         grams = _grams(text)
-        parts = [
-            np.frombuffer(self.postings[g], dtype=np.int32) for g in grams if g in self.postings
-        ]
+        postings = sorted((self.postings[g] for g in grams if g in self.postings), key=len)
+        # Trigrams in most pairs tell little and cost most: counted only when few others remain.
+        common = max(1000, len(self.ids) // 20)
+        rare = [p for p in postings if len(p) <= common]
+        chosen = rare if len(rare) >= 3 else postings
         slots: set[int] = set(self.exact.get(text, ()))
-        if parts:
-            shared = np.bincount(np.concatenate(parts), minlength=len(self.ids))
-            alive = np.frombuffer(self.alive, dtype=np.int8)
-            overlap = shared * alive / (len(grams) + np.frombuffer(self.sizes, dtype=np.int32))
-            k = min(CANDIDATES, len(overlap))
-            best = np.argpartition(-overlap, k - 1)[:k]
-            slots.update(int(i) for i in best[overlap[best] > 0])
+        if chosen:
+            hits = np.concatenate([np.frombuffer(p, dtype=np.int32) for p in chosen])
+            shared = np.bincount(hits, minlength=len(self.ids))
+            seen = np.flatnonzero(shared * np.frombuffer(self.alive, dtype=np.int8))
+            sizes = np.frombuffer(self.sizes, dtype=np.int32)[seen]
+            overlap = shared[seen] / (len(grams) + sizes)
+            k = min(CANDIDATES, len(seen))
+            if k:
+                best = seen[np.argpartition(-overlap, k - 1)[:k]]
+                slots.update(int(i) for i in best)
         found = []
         for slot in slots:
             score = 100.0 if self.sources[slot] == text else fuzz.ratio(text, self.sources[slot])

@@ -1,6 +1,6 @@
 """The Translate page's memory: each sentence's memory matches (score, differing words
 highlighted) and a CAT tool's XLIFF file translated (upload → download). The services are
-``workbench.memory`` and ``workbench.models.file_translation``."""
+``workbench.memory`` and ``workbench.memory.file_translation``."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import streamlit as st
 
 from ui import feedback
 from ui.i18n import N_, _
+from workbench.memory import file_translation
 from workbench.memory.matches import MIN_SCORE, Match
 from workbench.memory.recall import Recalled
-from workbench.models import file_translation
 
 MATCHES = 3  # per sentence, on the page
 XLIFF_RESULT = "translate_xliff_result"

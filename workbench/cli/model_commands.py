@@ -195,7 +195,7 @@ def _translation_record(source: str, text: str, recalled: Any) -> dict[str, Any]
 
 
 def _translate_xliff(args: argparse.Namespace) -> int:
-    from workbench.models.file_translation import translate_xliff, write_atomically
+    from workbench.memory.file_translation import translate_xliff, write_atomically
 
     if args.xliff is None or args.out is None or args.text or args.matches or args.glossary:
         raise WorkbenchError(

@@ -18,9 +18,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.datastructures import UploadFile
 
+from workbench.memory.file_translation import translate_xliff
 from workbench.memory.recall import Recalled, from_memory, recall
 from workbench.models import registry
-from workbench.models.file_translation import translate_xliff
 from workbench.models.translation import MAX_BEAM
 from workbench.serving.process import Server
 from workbench.serving.protocol import ApiError, V1Match, V1TranslateRequest

@@ -18,6 +18,7 @@ WORKBENCH_ORDER = (
     "team",
     "corpus",
     "models",
+    "memory",
     "curation",
     "serving",
     "training",

@@ -13,11 +13,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, pickers
+from ui import charts, feedback, formatting, memory_panel, pickers
 from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import settings
 from workbench.corpus import corpora, glossary, pairs
+from workbench.memory import recall
 from workbench.models import engines, registry, translation
 from workbench.team.access import Permission
 
@@ -73,6 +74,18 @@ def render() -> None:
                 "(constrained beam search); other sentences are translated as without it."
             ),
         )
+        use_memory = st.toggle(
+            _("Use the memory's exact matches"),
+            value=version.corpus_id is not None,
+            key="translate_memory",
+            disabled=version.corpus_id is None,
+            help=_(
+                "A sentence that a pair of the version's corpus has as its source (the same text "
+                "up to spaces) gets that pair's target, marked as from the memory, instead of "
+                "the model's translation. The closest pairs are shown beside each translation "
+                "either way."
+            ),
+        )
         if st.button(_("Translate"), type="primary", icon=":material/translate:", key="translate"):
             lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if not lines:
@@ -93,13 +106,15 @@ def render() -> None:
                         show_time=True,
                     ),
                 ):
-                    results = translation.translate(
+                    results, memory = recall.translate_with_memory(
                         version.id,
                         lines,
-                        beam,
+                        beam=beam,
                         with_attention=True,
                         engine=engine,
                         glossary=terms if use_glossary else None,
+                        matches=memory_panel.MATCHES if version.corpus_id else 0,
+                        use_exact=use_memory,
                     )
                     checks = translation.check_inputs(version.id, results)
                     st.session_state[RESULTS] = {
@@ -109,11 +124,12 @@ def render() -> None:
                         "engine": engine,
                         "glossary": use_glossary,
                         "items": [
-                            _plain(src, r, c)
-                            for src, r, c in zip(lines, results, checks, strict=True)
+                            _plain(src, r, c) | memory_panel.plain_memory(m)
+                            for src, r, c, m in zip(lines, results, checks, memory, strict=True)
                         ],
                     }
 
+    memory_panel.xliff_panel(version, beam, engine)
     shown = st.session_state.get(RESULTS)
     if not shown:
         return
@@ -186,6 +202,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
             "#": range(1, len(items) + 1),
             "source": [i["source"] for i in items],
             "translation": [i["text"] for i in items],
+            "memory": [_("from the memory") if i.get("from_memory") else "" for i in items],
             "unknown": [100 * i["unknown_share"] for i in items],
             "warning": [_reasons(i["warnings"]) for i in items],
         }
@@ -199,6 +216,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
             "#": st.column_config.NumberColumn("#", width="small"),
             "source": st.column_config.TextColumn(_("source"), width=300),
             "translation": st.column_config.TextColumn(_("translation"), width=300),
+            "memory": st.column_config.TextColumn(_("origin"), width="small"),
             "unknown": st.column_config.NumberColumn(
                 _("unknown"),
                 format="%.0f %%",
@@ -251,6 +269,8 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
                     "decoder layer attended to while producing it (averaged over heads)."
                 )
             )
+        elif item.get("from_memory"):
+            st.caption(_("No map for this sentence: its translation is from the memory."))
         elif item["text"]:
             st.caption(
                 _(
@@ -261,6 +281,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
         else:
             st.caption(_("No attention for an empty sentence."))
     with right:
+        memory_panel.matches_view(item)
         correction_form(item, shown, version)
 
 

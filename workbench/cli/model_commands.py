@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from workbench.cli.common import (
     EXIT_OK,
@@ -141,26 +141,92 @@ def _args_translate(p: argparse.ArgumentParser) -> None:
         help=f"weights of the CTranslate2 engine (default {ENGINE_QUANTIZATION})",
     )
     _glossary_arg(p, "use the required terms of this corpus' glossary")
+    p.add_argument(
+        "--matches",
+        type=positive_int,
+        metavar="N",
+        help="print one JSON object per sentence with its N closest memory matches",
+    )
+    p.add_argument(
+        "--memory-exact",
+        action="store_true",
+        help="a sentence (or an XLIFF unit's text) that the memory holds exactly gets its "
+        "curated target instead of the model's output (off by default: scripts and "
+        "evaluations get the model's output)",
+    )
+    p.add_argument(
+        "--memory-corpus",
+        metavar="CORPUS",
+        help=f"the memory (default: the version's corpus): {CORPUS_REF_HELP}",
+    )
+    p.add_argument("--xliff", type=Path, metavar="IN", help="translate this XLIFF 1.2/2.x file")
+    p.add_argument("--out", type=Path, metavar="OUT", help="where --xliff writes the file")
     p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from workbench.models.translation import translate
+    from workbench.memory.recall import translate_with_memory
 
+    if args.xliff is not None or args.out is not None:
+        return _translate_xliff(args)
     try:
         texts = args.text or [line.rstrip("\n") for line in sys.stdin]
     except UnicodeDecodeError:
         raise WorkbenchError(N_("standard input is not UTF-8 text")) from None
-    results = translate(
+    results, memory = translate_with_memory(
         args.version,
         texts,
         beam=args.beam,
         engine=args.engine,
         quantization=args.quantization,
         glossary=_glossary(args.glossary),
+        matches=args.matches or 0,
+        use_exact=args.memory_exact,
+        corpus=args.memory_corpus,
     )
-    for result in results:
-        print_text(result.text)
+    for text, result, recalled in zip(texts, results, memory, strict=True):
+        if args.matches:
+            print_json(_translation_record(text, result.text, recalled))
+        else:
+            print_text(result.text)
+    return EXIT_OK
+
+
+def _translation_record(source: str, text: str, recalled: Any) -> dict[str, Any]:
+    """A sentence, its translation, where that came from, and its memory matches."""
+    return {
+        "source": source,
+        "text": text,
+        "origin": "memory" if recalled.exact is not None else "model",
+        "matches": [
+            {"pair_id": m.pair_id, "source": m.source, "target": m.target, "score": m.score}
+            for m in recalled.matches
+        ],
+    }
+
+
+def _translate_xliff(args: argparse.Namespace) -> int:
+    from workbench.memory.file_translation import translate_xliff, write_atomically
+
+    if args.xliff is None or args.out is None or args.text or args.matches or args.glossary:
+        raise WorkbenchError(
+            N_("--xliff IN needs --out OUT, and no sentences, --matches or --glossary")
+        )
+    if args.out.exists() and args.out.resolve() == args.xliff.resolve():
+        raise WorkbenchError(N_("--out must not be the --xliff file itself"))
+    filled = translate_xliff(
+        args.version,
+        args.xliff,
+        beam=args.beam,
+        engine=args.engine,
+        use_memory=args.memory_exact,
+        corpus=args.memory_corpus,
+    )
+    write_atomically(args.out, filled.data)
+    print_text(
+        f"translated {filled.translated} units ({filled.from_memory} from the memory), kept "
+        f"{filled.kept} translated ones, left {filled.untranslatable} untranslatable: {args.out}"
+    )
     return EXIT_OK
 
 

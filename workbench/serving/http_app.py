@@ -45,6 +45,7 @@ from workbench.models.translation import check_inputs
 from workbench.serving import served
 from workbench.serving.batching import Engine, default_engine
 from workbench.serving.config import ServeConfig
+from workbench.serving.memory_routes import file_routes, memory_fields, translate_remembering
 from workbench.serving.process import Observed, Server
 from workbench.serving.protocol import (
     ERROR_RESPONSES,
@@ -233,7 +234,7 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         else:
             raise ApiError(400, "Invalid request: give a version, or a source and a target")
         request.state.version_id = info.id
-        results = await server.translate(info.id, texts, req.beam, req.attention, req.engine)
+        results, memory = await translate_remembering(server, info.id, texts, req, _call)
         checks = await _call(check_inputs, info.id, results, status=500)
         return V1TranslateResponse(
             version=await run_in_threadpool(_version_record, info),
@@ -249,10 +250,13 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
                     )
                     if r.attention is not None
                     else None,
+                    **memory_fields(recalled),
                 )
-                for r, check in zip(results, checks, strict=True)
+                for r, check, recalled in zip(results, checks, memory, strict=True)
             ],
         )
+
+    app.include_router(file_routes(server, _call, _served_version))
 
     @app.get(
         "/v1/versions",

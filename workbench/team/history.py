@@ -293,6 +293,44 @@ def _undone_by(s: Session, ids: Sequence[int]) -> dict[int, int]:
     return out
 
 
+class PairAuthors:
+    """Who made each pair of a corpus and who changed it last, from its changes."""
+
+    def __init__(self) -> None:
+        self.made: dict[int, str] = {}
+        self.changed: dict[int, str] = {}
+        self.imports: list[tuple[int, int, str]] = []  # (first id, last id, actor)
+
+    def of(self, pair_id: int) -> tuple[str, str]:
+        """(who made it, who changed it last), "" where the history does not say."""
+        made = self.made.get(pair_id, "")
+        if not made:
+            made = next((a for lo, hi, a in self.imports if lo <= pair_id <= hi), "")
+        return made, self.changed.get(pair_id, made)
+
+
+def pair_authors(session: Session, corpus_id: int) -> PairAuthors:
+    """The authors of a corpus' pairs (an export's ``creationid``/``changeid``), read from its
+    changes in order: the change that created a pair (an import or a save) made it, the last
+    one that wrote it changed it."""
+    out = PairAuthors()
+    rows = session.execute(
+        select(Change.actor, Change.items).where(Change.corpus_id == corpus_id).order_by(Change.id)
+    )
+    for actor, items in rows:
+        for item in items:
+            if item.get("table") != "pairs":
+                continue
+            if "id_ranges" in item:
+                out.imports += [(lo, hi, actor) for lo, hi in item["id_ranges"]]
+            elif item.get("after") is not None:
+                if item.get("before") is None:
+                    out.made.setdefault(item["id"], actor)
+                else:
+                    out.changed[item["id"]] = actor
+    return out
+
+
 def actors(corpus_id: int) -> list[str]:
     """Everyone who changed the corpus, for the History tab's filter."""
     with session_scope() as s:

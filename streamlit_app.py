@@ -30,6 +30,7 @@ signin.install()
 actor = signin.gate()  # with sign-in on, an anonymous visitor stops here
 startup.seed_demo()
 startup.sweep_trash()
+startup.sweep_imports()
 grid.keep_drafts()  # before any page can drop a grid's unsaved edits
 startup.keep_typed_text()  # and what was typed in a page's text boxes
 

@@ -46,6 +46,7 @@ from safetensors.torch import load_file, save_file
 from core_model.tokenizer import TokenizerError, TokenizerPair
 from core_model.transformer import Transformer
 from core_model.transformer.config import ModelConfig
+from core_model.untrusted_files import UntrustedFileError, read_json
 
 FORMAT = "translation-workbench/model"
 FORMAT_VERSION = 1
@@ -308,9 +309,11 @@ def read_config(directory: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ArtifactError(f"model folder {d} has no {CONFIG_FILE}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as exc:
-        raise ArtifactError(f"{CONFIG_FILE} in {d} is not valid JSON ({_one_line(exc)})") from exc
+        data = read_json(path)  # (a folder made elsewhere is read through here too)
+    except UntrustedFileError as exc:
+        raise ArtifactError(str(exc)) from None
+    except OSError as exc:
+        raise ArtifactError(f"{CONFIG_FILE} in {d} cannot be read ({_one_line(exc)})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise ArtifactError(f"{CONFIG_FILE} in {d} has no 'model' section")
     version = data.get("format_version", FORMAT_VERSION)

@@ -19,8 +19,12 @@ model.safetensors      the weights (or pytorch_model.bin)
 source.spm target.spm  the SentencePiece models of each side
 vocab.json             piece -> id, one vocabulary for both sides
 tokenizer_config.json  (optional) source_lang, target_lang; separate_vocabs is refused
-README.md              (optional) the model card: its benchmark table is kept as notes
+README.md              (optional) the model card: its benchmark table is kept as notes, its
+LICENSE                licence and the config's hub id as the version's origin (`model_card`)
 ```
+
+Every file is read as `core_model.untrusted_files` reads it: a regular file (never a link,
+a FIFO or a device), bounded, its JSON nested no deeper than a config needs.
 
 Parameter names (their `model.` prefix dropped; L is `encoder.layers.i` or
 `decoder.layers.i`, the same on both sides):
@@ -51,8 +55,6 @@ parameter-name table and the checks of each variation, each with its reason, are
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import stat
 from dataclasses import dataclass, field
@@ -62,16 +64,18 @@ from typing import Any
 import torch
 from safetensors import SafetensorError, safe_open
 
+from core_model import model_card
 from core_model.artifact import MAX_ARTIFACT_BYTES, save_model
 from core_model.tokenizer import MarianTokenizer, TokenizerError, TokenizerPair, language_tokens
 from core_model.transformer import ModelConfig, Transformer
 from core_model.transformer.positional_encoding import sinusoid_table
+from core_model.untrusted_files import UntrustedFileError, read_bytes, read_json
 
 MODEL_TYPE = "marian"
 CONFIG_FILE = "config.json"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the first present is read
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
-CARD_FILE = "README.md"
+TOKENIZER_CONFIG = "tokenizer_config.json"
 # transformers' activation names -> ours
 ACTIVATION_NAMES = {"relu": "relu", "swish": "swish", "silu": "swish", "gelu": "gelu"}
 EMBEDDING_NAMES = (
@@ -99,17 +103,22 @@ class MarianModel:
 
 
 def is_marian(folder: str | Path) -> bool:
-    """Whether `folder` holds a config.json of model_type "marian"."""
+    """Whether `folder` holds a config.json of model_type "marian" (False without one); a
+    config.json that cannot be read safely (a link, a FIFO, hostile JSON) is a MarianError
+    whatever the folder holds."""
     try:
-        config = json.loads((Path(folder) / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = _read_json(Path(folder), CONFIG_FILE)
+    except FileNotFoundError:
         return False
     return isinstance(config, dict) and config.get("model_type") == MODEL_TYPE
 
 
 def target_tokens(folder: str | Path) -> list[str]:
     """The target-language tokens of a multilingual checkpoint (one must be chosen), or []."""
-    vocab = _read_json(Path(folder), "vocab.json")
+    try:
+        vocab = _read_json(Path(folder), "vocab.json")
+    except FileNotFoundError:
+        return []
     return language_tokens(vocab) if isinstance(vocab, dict) else []
 
 
@@ -123,7 +132,10 @@ def read_marian(
     d = Path(folder)
     if not d.is_dir():
         raise MarianError(f"{d} is not a folder")
-    config = _read_json(d, CONFIG_FILE)
+    try:
+        config = _read_json(d, CONFIG_FILE)
+    except FileNotFoundError:
+        raise MarianError(f"{d} has no {CONFIG_FILE}") from None
     if not isinstance(config, dict):
         raise MarianError(f"{CONFIG_FILE} in {d} is not a JSON object")
     kind = config.get("model_type")
@@ -139,10 +151,11 @@ def read_marian(
     model.eval()
     source = {
         "format": MODEL_TYPE,
+        "model_type": MODEL_TYPE,
         "name": name or d.name,
         "target_token": target_token,
         **_languages(d, name or d.name),
-        "card": model_card(d),
+        **describe(d, config),
     }
     return MarianModel(model, tokenizers, source)
 
@@ -256,13 +269,19 @@ def _regular_size(d: Path, name: str) -> int:
 
 
 def _read_json(d: Path, name: str) -> Any:
-    path = d / name
+    """The JSON of `name` (``untrusted_files.read_json``); FileNotFoundError when missing."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MarianError(f"{d} has no {name}") from None
-    except (OSError, ValueError) as exc:
-        raise MarianError(f"{name} in {d} is not valid JSON ({_one_line(exc)})") from None
+        return read_json(d / name)
+    except UntrustedFileError as exc:
+        raise MarianError(str(exc)) from None
+
+
+def describe(d: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """`model_card.describe` (card rows, hub id, licence), its refusals as MarianErrors."""
+    try:
+        return model_card.describe(d, config)
+    except UntrustedFileError as exc:
+        raise MarianError(str(exc)) from None
 
 
 def _tokenizers(d: Path, target_token: str | None) -> TokenizerPair:
@@ -270,7 +289,10 @@ def _tokenizers(d: Path, target_token: str | None) -> TokenizerPair:
     settings = _tokenizer_config(d)
     if settings.get("separate_vocabs"):
         raise MarianError("this Marian model has separate source and target vocabularies")
-    vocab = _read_json(d, "vocab.json")
+    try:
+        vocab = _read_json(d, "vocab.json")
+    except FileNotFoundError:
+        raise MarianError(f"{d} has no vocab.json") from None
     choices = language_tokens(vocab) if isinstance(vocab, dict) else []
     if choices and target_token is None:
         shown = ", ".join(choices[:40]) + (" …" if len(choices) > 40 else "")
@@ -281,9 +303,9 @@ def _tokenizers(d: Path, target_token: str | None) -> TokenizerPair:
             + (f" (one of {', '.join(choices[:40])})" if choices else " (it has none)")
         )
     try:
-        src = MarianTokenizer((d / "source.spm").read_bytes(), vocab, target_token)
-        tgt = MarianTokenizer((d / "target.spm").read_bytes(), vocab)
-    except (OSError, TokenizerError) as exc:
+        src = MarianTokenizer(read_bytes(d / "source.spm", MAX_ARTIFACT_BYTES), vocab, target_token)
+        tgt = MarianTokenizer(read_bytes(d / "target.spm", MAX_ARTIFACT_BYTES), vocab)
+    except (OSError, ValueError, TokenizerError) as exc:
         raise MarianError(f"the vocabulary of {d} cannot be read ({_one_line(exc)})") from None
     return TokenizerPair(src, tgt, shared=False)
 
@@ -303,9 +325,10 @@ def _check_vocabulary(tokenizers: TokenizerPair, cfg: ModelConfig) -> None:
 
 
 def _tokenizer_config(d: Path) -> dict[str, Any]:
-    if not (d / "tokenizer_config.json").exists():
+    try:
+        settings = _read_json(d, TOKENIZER_CONFIG)
+    except FileNotFoundError:
         return {}
-    settings = _read_json(d, "tokenizer_config.json")
     return settings if isinstance(settings, dict) else {}
 
 
@@ -318,26 +341,6 @@ def _languages(d: Path, name: str) -> dict[str, str]:
         return {"src_lang": src, "tgt_lang": tgt}
     match = re.fullmatch(r"(?:.*[-_])?opus-mt-(?:tc-[a-z]+-)?([A-Za-z]+)-([A-Za-z]+)", name)
     return {"src_lang": match[1], "tgt_lang": match[2]} if match else {}
-
-
-def model_card(d: Path) -> list[dict[str, str]]:
-    """The benchmark rows of the model card (README.md): each row of a Markdown table whose
-    header names BLEU, as {column: value}; [] when there is none."""
-    try:
-        lines = (d / CARD_FILE).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return []
-    rows: list[dict[str, str]] = []
-    header: list[str] | None = None
-    for line in lines[:2000]:
-        cells = [c.strip() for c in line.strip().strip("|").split("|")] if "|" in line else []
-        if not cells:
-            header = None
-        elif header is None:
-            header = cells if any(c.lower() == "bleu" for c in cells) else None
-        elif not all(set(c) <= set("-: ") for c in cells) and len(cells) == len(header):
-            rows.append({h[:40]: c[:80] for h, c in zip(header, cells, strict=True)})
-    return rows[:50]
 
 
 # --------------------------------------------------------------------------- the weights
@@ -451,23 +454,3 @@ def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text[:200] if text else type(exc).__name__
-
-
-def card_summary(source: dict[str, Any]) -> str:
-    """The model card's numbers in one line, for a version's notes ('' without a card)."""
-    rows = source.get("card") or []
-    parts = []
-    for row in rows:
-        cells = list(row.items())
-        label = cells[0][1] if cells else ""
-        numbers = ", ".join(f"{k} {v}" for k, v in cells[1:] if _is_number(v))
-        if numbers:
-            parts.append(f"{label}: {numbers}")
-    return ("Model card: " + "; ".join(parts)) if parts else ""
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False

@@ -42,6 +42,7 @@ from core_model.special_tokens import (
     UNK_ID,
     SpecialIds,
 )
+from core_model.untrusted_files import read_json
 
 _META_FILE = "tokenizer.json"
 
@@ -428,8 +429,8 @@ class MarianTokenizer:
     def load(cls, directory: str | Path) -> MarianTokenizer:
         d = Path(directory)
         try:
-            meta = json.loads((d / _META_FILE).read_text(encoding="utf-8"))
-            vocab = json.loads((d / "vocab.json").read_text(encoding="utf-8"))
+            meta = read_json(d / _META_FILE)
+            vocab = read_json(d / "vocab.json")
             model_proto = (d / "spm.model").read_bytes()
         except (OSError, ValueError) as exc:
             raise TokenizerError(f"missing or unreadable Marian vocabulary in {d}") from exc
@@ -452,7 +453,7 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     """Load whichever tokenizer kind `directory` holds (read from its tokenizer.json)."""
     meta_path = Path(directory) / _META_FILE
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = read_json(meta_path)
         kind = meta["kind"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TokenizerError(f"missing or invalid {meta_path}") from exc
@@ -514,7 +515,7 @@ class TokenizerPair:
     def load(cls, directory: str | Path) -> TokenizerPair:
         d = Path(directory)
         try:
-            meta = json.loads((d / _META_FILE).read_text(encoding="utf-8"))
+            meta = read_json(d / _META_FILE)
             shared = bool(meta["shared"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise TokenizerError(f"missing or invalid {d / _META_FILE}") from exc

@@ -35,6 +35,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     func,
+    literal_column,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -194,8 +195,11 @@ class Pair(Base):
         UTCDateTime(), default=utcnow, onupdate=utcnow, server_default=func.now()
     )
     # Raised by one on every write: a save names the revision its edit was based on, and a
-    # pair changed since is a conflict, never a silent overwrite (migration 0011).
-    revision: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # pair changed since is a conflict, never a silent overwrite (migration 0011). Every
+    # UPDATE that does not set it raises it, ORM flush or Core statement alike.
+    revision: Mapped[int] = mapped_column(
+        Integer, default=1, server_default="1", onupdate=literal_column("revision") + 1
+    )
 
 
 class TrainingRun(Base):
@@ -387,7 +391,9 @@ class GlossaryTerm(Base):
     target_term: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = _created()
     # As ``Pair.revision``: the base of an edit, checked when it is saved.
-    revision: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    revision: Mapped[int] = mapped_column(
+        Integer, default=1, server_default="1", onupdate=literal_column("revision") + 1
+    )
 
 
 class PoolJob(Base):

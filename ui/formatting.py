@@ -10,6 +10,7 @@ from babel.dates import format_date, format_datetime
 from babel.numbers import format_compact_decimal, format_decimal
 
 from ui.i18n import N_, _, locale, n_, translate
+from workbench.models.model_import import ORIGIN_FORMATS
 
 PairScope = Literal["all", "training", "snapshot"]
 SPLIT_LABELS = {"train": N_("Train"), "valid": N_("Valid"), "test": N_("Test")}
@@ -89,11 +90,52 @@ def pair_count_label(n: int, scope: PairScope) -> str:
     return n_("trained on {n} pair (snapshot)", "trained on {n} pairs (snapshot)", n)
 
 
-def lineage_line(version: Any) -> str:
+def markdown_text(text: str) -> str:
+    """`text` (a name or a licence from a model's files) shown as itself inside Markdown:
+    every ASCII punctuation character escaped, so nothing in it formats or links."""
+    return "".join(f"\\{c}" if c in _MARKDOWN_PUNCTUATION else c for c in text)
+
+
+_MARKDOWN_PUNCTUATION = frozenset("\\`*_[]<>#|~$:&")  # what starts formatting mid-line
+
+
+def origin_line(origin: dict[str, Any]) -> str:
+    """'**Public model** · from opus-mt-zh-en.zip · Marian (Hugging Face) · Hugging Face id
+    Helsinki-NLP/opus-mt-zh-en · licence cc-by-4.0': where a version nobody here trained
+    came from (``workbench.models.model_import.ORIGIN_KEYS``), in Markdown."""
+    shown = {k: markdown_text(str(v)) for k, v in origin.items() if v}
+    fmt = ORIGIN_FORMATS.get(origin.get("format") or "")
+    parts = [_("**Public model** · from {file}", file=shown.get("file", "—"))]
+    parts.append(translate(fmt) if fmt else shown.get("format", "—"))
+    if "hub_id" in shown:
+        parts.append(_("Hugging Face id {id}", id=shown["hub_id"]))
+    if "licence" in shown:
+        parts.append(_("licence {licence}", licence=shown["licence"]))
+    elif "licence_file" in shown:
+        parts.append(_("licence in its {file}", file=shown["licence_file"]))
+    else:
+        parts.append(_("its files state no licence"))
+    return " · ".join(parts)
+
+
+def lineage_line(version: Any, parent: Any = None) -> str:
     """'**Continued from** #3 · **in all** 2.2M tokens, 20 min 04 s' (or its own training when
-    it started a new model): what a version's training adds up to."""
+    it started a new model; or, for a version nobody here trained, where it came from): what
+    a version's training adds up to. `parent`: the version it continued, when still there (a
+    public one is named: its pretraining is not counted here)."""
+    if version.origin is not None:
+        return origin_line(version.origin)
     tokens = fmt_count(version.cumulative_tokens)
     duration = fmt_duration(version.cumulative_seconds)
+    if parent is not None and parent.origin is not None:
+        return _(
+            "**Continued from** #{parent} {name}, a public model · **trained here** {tokens} "
+            "tokens, {duration}",
+            parent=parent.id,
+            name=markdown_text(parent.name),
+            tokens=tokens,
+            duration=duration,
+        )
     if version.parent_version_id is not None:
         return _(
             "**Continued from** #{parent} · **in all** {tokens} tokens, {duration}",

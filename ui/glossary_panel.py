@@ -68,10 +68,11 @@ def glossary_panel(current: CorpusInfo) -> None:
 
 
 def _save(browser_key: str, current: CorpusInfo) -> str:
-    n = drafts.apply_glossary(browser_key, current.id)
-    return n_(
+    done = drafts.apply_glossary(browser_key, current.id)
+    saved = n_(
         "Saved the glossary of “{name}”: {n} term.",
         "Saved the glossary of “{name}”: {n} terms.",
-        n,
+        done.result,
         name=current.name,
     )
+    return grid.held_back(saved, done.conflicts)

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import feedback
+from ui import feedback, formatting
 from ui.i18n import N_, _, n_, p_
 from ui.signin import can
 from workbench.corpus import drafts
@@ -32,23 +32,39 @@ from workbench.corpus.corpora import CorpusInfo
 from workbench.corpus.drafts import Draft
 from workbench.team.access import Permission
 
-PARAM = "drafts"  # the address' parameter holding the browser key
+PARAM = "drafts"  # the address' parameter holding the tab's key
+COOKIE = "workbench_browser"  # names the browser: the first part of its tabs' keys
 _BROWSER_KEY = "_drafts_browser_key"
 _LIVE = "_drafts_live_grids"  # grid name -> the grid drawn last (a plain dict, see _live)
 _GENERATION = "_drafts_generation"
 
 
 def browser_key() -> str:
-    """This browser's key: the one in the address (a reload keeps it), else a new one; and
-    put it (back) into the address."""
+    """This tab's key: the one in the address (a reload keeps it), else a new one in this
+    browser (its cookie ``COOKIE``, set here when missing, names the browser: its other
+    tabs' drafts are then found, ``drafts.other_tabs``); and put it (back) into the address."""
     key = st.session_state.get(_BROWSER_KEY)
     if key is None:
         given = st.query_params.get(PARAM)
-        key = given if drafts.is_browser_key(given) else drafts.new_browser_key()
+        browser = st.context.cookies.get(COOKIE)
+        key = given if drafts.is_browser_key(given) else drafts.new_browser_key(browser)
         st.session_state[_BROWSER_KEY] = key
+        if browser != drafts.browser_of(key):  # the browser's tabs share the first one's
+            st.html(
+                f"<script>document.cookie = '{COOKIE}={drafts.browser_of(key)}; path=/; "
+                "max-age=31536000; samesite=strict';</script>",
+                unsafe_allow_javascript=True,
+            )
     if st.query_params.get(PARAM) != key:
         st.query_params[PARAM] = key
     return key
+
+
+def _open_tab(key: str) -> None:
+    """Show another tab's drafts in this one (this tab's own, if any, stay under its key and
+    are then listed as another tab's)."""
+    st.session_state[_BROWSER_KEY] = key
+    st.session_state.pop(_LIVE, None)
 
 
 def keep_drafts() -> None:
@@ -73,7 +89,12 @@ def _store(key: str, live: dict[str, Any]) -> Draft:
     """The grid's draft now (its base plus the widget's changes), stored if it changed.
     Only for a grid whose widget state exists (drawn on the last run or this one)."""
     base = Draft.from_payload(live["base"])
-    draft = base.merged(live["ids"], st.session_state[live["key"]], drafts.COLUMNS[live["table"]])
+    draft = base.merged(
+        live["ids"],
+        st.session_state[live["key"]],
+        drafts.COLUMNS[live["table"]],
+        live.get("revisions"),  # what the grid showed when the edit was typed
+    )
     payload = draft.payload()
     if payload != live["saved"]:
         drafts.save(key, live["corpus_id"], live["table"], draft)
@@ -133,11 +154,15 @@ def draw(
     name = _name(grid.table, grid.corpus.id)
     lives: dict[str, dict[str, Any]] = st.session_state.setdefault(_LIVE, {})
     row_ids = [_plain(rid) for rid, _cells in rows]
+    # The stored rows' text: another tab's save changes it, and a widget drawn over other data
+    # starts afresh, so the grid does too, from the draft (``keep_drafts`` stored its edits).
+    cells = hashlib.blake2b(repr(list(rows)).encode(), digest_size=8).hexdigest()
     live = lives.get(name)
     if (
         live is None
         or live["view"] != repr(view)
         or live["rows"] != row_ids
+        or live.get("cells") != cells
         or live["key"] not in st.session_state
     ):
         stored = drafts.load(key, grid.corpus.id, grid.table)
@@ -150,6 +175,7 @@ def draw(
             "corpus_id": grid.corpus.id,
             "view": repr(view),
             "rows": row_ids,  # the stored rows it was drawn over
+            "cells": cells,
             # The ids of the rows it shows, by position (deleted ones are not shown; the
             # draft's added rows follow them): what the widget's row positions refer to.
             "ids": [rid for rid, _cells in stored.shown(rows) if rid is not None],
@@ -157,6 +183,8 @@ def draw(
             "saved": stored.payload(),
         }
         lives[name] = live
+    _conflicts(grid)
+    live["revisions"] = drafts.revisions(grid.corpus.id, grid.table, row_ids)
     shown = Draft.from_payload(live["base"]).shown(rows)
     columns = ([grid.id_column] if grid.id_column else []) + list(drafts.COLUMNS[grid.table])
     frame = pd.DataFrame(
@@ -273,6 +301,86 @@ def _footer(grid: Grid, draft: Draft, summary: str, left: Callable[[], None] | N
             st.rerun()
 
 
+def held_back(saved: str, conflicts: Sequence[drafts.Conflict]) -> str:
+    """A save's message, saying what it held back (the conflicts are shown above the grid)."""
+    if not conflicts:
+        return saved
+    held = n_(
+        "{n} edit was held back: its row was changed since you edited it (see above).",
+        "{n} edits were held back: their rows were changed since you edited them (see above).",
+        len(conflicts),
+    )
+    return _("{done} {held}", done=saved, held=held)
+
+
+def _version(cells: dict[str, Any] | None) -> str:
+    """A row's cells as markdown lines (or "deleted")."""
+    if cells is None:
+        return _("*deleted*")
+    return "\n".join(
+        "- " + _("{column} “{value}”", column=col, value="" if v is None else v)
+        for col, v in cells.items()
+    )
+
+
+def _conflicts(grid: Grid) -> None:
+    """The draft's edits whose rows were changed since (another tab, another person, an
+    undo): both versions side by side, theirs (by whom, when) and yours, and a choice: keep
+    theirs, keep mine, or merge (a row to edit). Resolving changes the draft only; the next
+    Save writes it. Until then the edit stays in the draft: nothing typed is lost."""
+    with feedback.error_boundary(N_("checking the unsaved edits against the saved rows")):
+        found = drafts.conflicts(browser_key(), grid.corpus.id, grid.table)
+        if not found:
+            return
+        st.warning(
+            n_(
+                "**{n} edit conflicts with a change made since.** Choose what to keep.",
+                "**{n} edits conflict with changes made since.** Choose what to keep.",
+                len(found),
+            ),
+            icon=":material/call_split:",
+        )
+        for c in found:
+            _conflict(grid, c)
+
+
+def _conflict(grid: Grid, c: drafts.Conflict) -> None:
+    label = _("pair {id}", id=c.row_id) if grid.table == "pairs" else _("term {id}", id=c.row_id)
+    slug = hashlib.blake2b(repr((grid.table, c.row_id)).encode(), digest_size=6).hexdigest()
+    with st.container(border=True, key=f"conflict_{slug}"):
+        st.markdown(f"**{label}**")
+        theirs, yours = st.columns(2)
+        if c.by:
+            when = formatting.fmt_datetime(c.at)
+            theirs.markdown(_("**Theirs** · changed by {who} on {when}", who=c.by, when=when))
+        else:
+            theirs.markdown(_("**Theirs** · changed since"))
+        theirs.markdown(_version(c.theirs))
+        yours.markdown(_("**Yours** · not saved"))
+        yours.markdown(_version(c.yours))
+        buttons = st.columns(3)
+
+        def resolve(keep: str, cells: dict[str, Any] | None = None) -> None:
+            drafts.resolve(browser_key(), grid.corpus.id, grid.table, c.row_id, keep, cells)
+            forget(grid.table, grid.corpus.id)
+            feedback.flash(_("Resolved {row}: Save to write it.", row=label), "info")
+            st.rerun()
+
+        if buttons[0].button(_("Keep theirs"), key=f"theirs_{slug}", width="stretch"):
+            resolve("theirs")
+        if buttons[1].button(_("Keep mine"), key=f"mine_{slug}", width="stretch"):
+            resolve("mine")
+        with buttons[2].popover(_("Merge"), width="stretch"):
+            merged = {
+                col: st.text_area(col, value=str(v or ""), key=f"merge_{slug}_{col}")
+                for col, v in (c.yours or c.theirs or {}).items()
+                if col != "split"
+            }
+            if st.button(_("Keep this merge"), key=f"merged_{slug}", type="primary"):
+                base = c.yours or c.theirs or {}
+                resolve("merged", {**base, **merged})
+
+
 def describe(draft: Draft, grid: Grid) -> list[str]:
     """The draft's changes in words, one per line (the Review list)."""
     pairs = grid.table == "pairs"
@@ -324,6 +432,23 @@ def drafts_elsewhere(
             for d in drafts.list_drafts(browser_key())
             if (d.corpus_id, d.table) != (current.id, shown_table)
         ]
+        for other, n in drafts.other_tabs(browser_key()):
+            cols = st.columns([6, 1], vertical_alignment="center")
+            cols[0].warning(
+                n_(
+                    "Another tab of this browser has **{n} unsaved change**.",
+                    "Another tab of this browser has **{n} unsaved changes**.",
+                    n,
+                ),
+                icon=":material/tab:",
+            )
+            cols[1].button(
+                _("Open here"),
+                key=f"open_tab_{other}",
+                on_click=_open_tab,
+                args=(other,),
+                width="stretch",
+            )
         for d in others:
             cols = st.columns([6, 1], vertical_alignment="center")
             cols[0].warning(

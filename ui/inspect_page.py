@@ -83,6 +83,8 @@ def render() -> None:
         top = st.columns([3, 2], gap="medium")
         with top[0]:
             version = pickers.version_picker(versions, key="inspect_version")
+            if version.imported:  # where a model nobody here trained came from
+                st.caption(formatting.lineage_line(version))
             text, reference = _sentence_input(version)
         with top[1]:
             beam = pickers.decoding_picker("inspect")
@@ -484,7 +486,14 @@ def loss_panel(shown: Any) -> None:
     with st.container(border=True):
         st.subheader(_("The run that trained it"), anchor=False)
         if shown.metrics.empty:
-            st.caption(_("This version has no training run here (it was imported)."))
+            if shown.version.imported:
+                st.caption(
+                    _("Nobody trained this version here: it was added from elsewhere.")
+                    + "  \n"
+                    + formatting.lineage_line(shown.version)
+                )
+            else:
+                st.caption(_("This version has no training run here (it was imported)."))
             return
         st.altair_chart(charts.loss_with_step(shown.metrics, shown.step), width="stretch")
         where = (

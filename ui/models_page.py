@@ -79,6 +79,12 @@ def versions_table() -> None:
     table.insert(
         table.columns.get_loc("name") + 1, "served", serving_panel.served_column(table["id"])
     )
+    # an imported version has no corpus of its own: where it came from instead of "None"
+    table["corpus"] = [
+        _corpus_cell(corpus, origin)
+        for corpus, origin in zip(table["corpus"], table["origin"], strict=True)
+    ]
+    table["origin"] = [_origin_cell(origin) for origin in table["origin"]]
     st.dataframe(
         table,
         hide_index=True,
@@ -138,8 +144,18 @@ def versions_table() -> None:
                 _("scored on"),
                 help=_("The data and decoding behind this row's scores, or why it has none."),
             ),
+            "origin": st.column_config.TextColumn(
+                _("origin"),
+                help=_(
+                    "For a model added from elsewhere (Add a public model, `register`): the "
+                    "file it came from, its Hugging Face id and its licence."
+                ),
+            ),
             "trained by": st.column_config.TextColumn(
-                _("trained by"), help=_("Who started its training run (or registered its folder)")
+                _("trained by"), help=_("Who started its training run")
+            ),
+            "added by": st.column_config.TextColumn(
+                _("added by"), help=_("Who added a model made elsewhere")
             ),
             "notes": st.column_config.TextColumn(_("notes"), width="medium"),
         },
@@ -158,10 +174,25 @@ SCORE_DIGITS = {"valid loss": 3, "BLEU": 1, "chrF": 1}  # the recorded scores, a
 # The versions table's columns, in order: the scores the caption talks about (and where they
 # come from) right after the name, in view on a 1400 px window; the rest scrolls.
 VERSION_COLUMNS = (
-    "id", "name", "served", "BLEU", "chrF", "valid loss", "scored on", "corpus", "pairs",
-    "created", "parent", "parameters", "device", "train time (s)", "train tokens",
-    "cumulative tokens", "cumulative minutes", "trained by", "notes",
+    "id", "name", "served", "BLEU", "chrF", "valid loss", "scored on", "corpus", "origin",
+    "pairs", "created", "parent", "parameters", "device", "train time (s)", "train tokens",
+    "cumulative tokens", "cumulative minutes", "trained by", "added by", "notes",
 )  # fmt: skip
+
+
+def _corpus_cell(corpus: Any, origin: Any) -> str:
+    """The corpus' name; else why there is none (pandas gives NaN for a missing cell)."""
+    if isinstance(corpus, str):
+        return corpus
+    return _("(public model)") if isinstance(origin, dict) else _("(deleted corpus)")
+
+
+def _origin_cell(origin: dict[str, Any] | None) -> str | None:
+    """'opus-mt-zh-en.zip · Helsinki-NLP/opus-mt-zh-en · cc-by-4.0' (None: trained here)."""
+    if not isinstance(origin, dict):  # (None, or pandas' NaN)
+        return None
+    licence = origin.get("licence") or _("licence not stated")
+    return " · ".join(str(x) for x in (origin.get("file"), origin.get("hub_id"), licence) if x)
 
 
 # --------------------------------------------------------------------------------- manage
@@ -191,25 +222,11 @@ def manage(versions: list[Any]) -> None:
                 feedback.flash(_("Saved version #{id}.", id=version.id))
                 st.rerun()
     with right:
-        m = version.metrics
-        st.markdown(
-            _(
-                "**Corpus** {corpus} · {pairs} · {device} · {duration}",
-                corpus=version.corpus_name or _("(deleted corpus)"),
-                pairs=formatting.pair_count_label(version.train_pair_count, "snapshot"),
-                device=version.device,
-                duration=formatting.fmt_duration(version.train_seconds),
-            )
-            + "  \n"
-            + _(
-                "**Parameters** {parameters} · **steps** {steps} · **stopped by** {reason}",
-                parameters=formatting.fmt_int(version.param_count),
-                steps=m.get("steps", "—"),
-                reason=localized(run_info.version_stopped_because(version) or "—"),
-            )
-            + f"  \n{formatting.lineage_line(version)}  \n"
-            + _("**Trained by** {who}", who=version.trained_by or "—")
-        )
+        if version.imported:
+            _imported_details(version)
+        else:
+            parent = next((v for v in versions if v.id == version.parent_version_id), None)
+            _trained_details(version, parent)
         buttons = st.columns(2)
         with buttons[0]:
             st.download_button(
@@ -242,6 +259,47 @@ def manage(versions: list[Any]) -> None:
         _("Delete version"),
         lambda: _delete(version),
     )
+
+
+def _trained_details(version: Any, parent: Any) -> None:
+    """What a version trained here was trained on, how, by whom, and what it continued."""
+    m = version.metrics
+    st.markdown(
+        _(
+            "**Corpus** {corpus} · {pairs} · {device} · {duration}",
+            corpus=version.corpus_name or _("(deleted corpus)"),
+            pairs=formatting.pair_count_label(version.train_pair_count, "snapshot"),
+            device=version.device,
+            duration=formatting.fmt_duration(version.train_seconds),
+        )
+        + "  \n"
+        + _(
+            "**Parameters** {parameters} · **steps** {steps} · **stopped by** {reason}",
+            parameters=formatting.fmt_int(version.param_count),
+            steps=m.get("steps", "—"),
+            reason=localized(run_info.version_stopped_because(version) or "—"),
+        )
+        + f"  \n{formatting.lineage_line(version, parent)}  \n"
+        + _("**Trained by** {who}", who=version.trained_by or "—")
+    )
+
+
+def _imported_details(version: Any) -> None:
+    """Where a version nobody here trained came from, and who added it: no corpus, pairs or
+    training time (it has none here)."""
+    lines = [
+        formatting.lineage_line(version),
+        _(
+            "**Parameters** {parameters} · **translates** {src}→{tgt}",
+            parameters=formatting.fmt_int(version.param_count),
+            src=version.src_lang,
+            tgt=version.tgt_lang,
+        ),
+    ]
+    if version.corpus_name:
+        lines.append(_("**Linked to corpus** {corpus}", corpus=version.corpus_name))
+    lines.append(_("**Added by** {who}", who=version.trained_by or "—"))
+    st.markdown("  \n".join(lines))
 
 
 def ctranslate2_download(version: Any) -> None:

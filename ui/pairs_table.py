@@ -194,18 +194,18 @@ def pairs_editor(current: CorpusInfo) -> None:
 
 
 def _save(browser_key: str, current: CorpusInfo) -> str:
-    res = drafts.apply_pairs(browser_key, current.id)
+    done = drafts.apply_pairs(browser_key, current.id)
+    res = done.result
     saved = _(
         "Saved: {added} added, {edited} edited, {deleted} deleted.",
         added=res.added,
         edited=res.updated,
         deleted=res.deleted,
     )
-    if not res.regrouped:
-        return saved
-    return _(
-        "{done} {regrouped}", done=saved, regrouped=localized(splits.regrouped_text(res.regrouped))
-    )
+    if res.regrouped:
+        regrouped = localized(splits.regrouped_text(res.regrouped))
+        saved = _("{done} {regrouped}", done=saved, regrouped=regrouped)
+    return grid.held_back(saved, done.conflicts)
 
 
 def _search(view: _View) -> pairs.PairPage:

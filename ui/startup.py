@@ -1,6 +1,7 @@
 """What the app does on every start of a script run, before the page: its style, the demo
 corpus on a first start (see ``workbench.corpus.demo``), and emptying what has been in the trash
-long enough (``workbench.team.trash``, once per server process)."""
+long enough (``workbench.team.trash``) and what killed model imports left in runs/
+(``workbench.models.staging``), once per server process."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ui.feedback import error_boundary
 from ui.i18n import N_, _
 from workbench import settings
 from workbench.corpus import demo
+from workbench.models import staging
 from workbench.team import trash
 
 APP_TITLE = N_("Translation workbench")  # a message id
@@ -69,6 +71,18 @@ def sweep_trash() -> None:
     """Remove for good the corpora deleted more than ``trash.TRASH_DAYS`` days ago."""
     with error_boundary(N_("emptying the trash")):
         _swept_trash(settings.database_url())
+
+
+@st.cache_resource(show_spinner=False)
+def _swept_imports(home: str) -> int:
+    """Once per server process and data folder (the worker and each import sweep too)."""
+    return staging.sweep()
+
+
+def sweep_imports() -> None:
+    """Remove the staging folders of model imports that were killed (``runs/import-…``)."""
+    with error_boundary(N_("removing what killed model imports left")):
+        _swept_imports(str(settings.home()))
 
 
 # Text boxes whose contents must outlive a visit to another page: Streamlit forgets the state

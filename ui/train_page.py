@@ -229,8 +229,12 @@ def start_choice(current: Any) -> int | None:
 def fine_tune_note(
     version_id: int, current: Any, minutes: float | None, epochs: int | None, device: str
 ) -> None:
-    """What continuing a large pretrained version costs and buys (nothing for others)."""
-    with feedback.error_boundary(N_("estimating the run")):
+    """What continuing a large pretrained version costs and buys (nothing for others): timed
+    on the model itself, a couple of seconds the first time (then cached)."""
+    with (
+        feedback.error_boundary(N_("estimating the run")),
+        st.spinner(_("Timing a few training steps of the model on this machine…")),
+    ):
         note = continuation.fine_tune_note(
             version_id, current.id, minutes=minutes, epochs=epochs, device=device
         )
@@ -242,8 +246,8 @@ def fine_tune_note(
 
 # How each run ended first, in view on a 1400 px window; the rest scrolls.
 HISTORY_COLUMNS = (
-    "run", "status", "version", "stopped because", "steps", "trained for", "corpus", "created",
-    "preset", "device", "pairs", "error",
+    "run", "status", "version", "stopped because", "steps", "trained for", "budget", "corpus",
+    "created", "preset", "device", "pairs", "error",
 )  # fmt: skip
 
 
@@ -258,7 +262,8 @@ def history() -> None:
     # column holds plain text: a message's parameters are gone there).
     shown = list(done.values())
     table["status"] = [live_runs.status_label(r.status) for r in shown]
-    table["trained for"] = [localized(r.budget) for r in shown]
+    table["budget"] = [localized(r.budget) for r in shown]
+    table["trained for"] = [formatting.fmt_duration(r.trained_s) for r in shown]
     table["stopped because"] = [localized(r.stopped_because or "") for r in shown]
     table["preset"] = [_("automatic") if p == "auto" else p for p in table["preset"]]
     st.dataframe(
@@ -272,6 +277,7 @@ def history() -> None:
             "status": _("status"),
             "preset": _("preset"),
             "trained for": _("trained for"),
+            "budget": _("budget"),
             "device": _("device"),
             "pairs": st.column_config.NumberColumn(
                 _("pairs"),

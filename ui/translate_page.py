@@ -13,11 +13,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, pickers
+from ui import charts, feedback, formatting, memory_panel, pickers
 from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import settings
 from workbench.corpus import corpora, glossary, pairs
+from workbench.memory import datastore, recall
 from workbench.models import engines, registry, translation
 from workbench.team.access import Permission
 
@@ -73,7 +74,19 @@ def render() -> None:
                 "(constrained beam search); other sentences are translated as without it."
             ),
         )
-        use_memory = _memory_toggle(version, engine)
+        use_memory = st.toggle(
+            _("Use the memory's exact matches"),
+            value=version.corpus_id is not None,
+            key="translate_memory",
+            disabled=version.corpus_id is None,
+            help=_(
+                "A sentence that a pair of the version's corpus has as its source (the same text "
+                "up to spaces) gets that pair's target, marked as from the memory, instead of "
+                "the model's translation. The closest pairs are shown beside each translation "
+                "either way."
+            ),
+        )
+        use_knn = _memory_toggle(version, engine)
         if st.button(_("Translate"), type="primary", icon=":material/translate:", key="translate"):
             lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if not lines:
@@ -94,14 +107,16 @@ def render() -> None:
                         show_time=True,
                     ),
                 ):
-                    results = translation.translate(
+                    results, memory = recall.translate_with_memory(
                         version.id,
                         lines,
-                        beam,
+                        beam=beam,
                         with_attention=True,
                         engine=engine,
                         glossary=terms if use_glossary else None,
-                        memory=use_memory,
+                        knn=use_knn,
+                        matches=memory_panel.MATCHES if version.corpus_id else 0,
+                        use_exact=use_memory,
                     )
                     checks = translation.check_inputs(version.id, results)
                     st.session_state[RESULTS] = {
@@ -110,13 +125,14 @@ def render() -> None:
                         "beam": beam,
                         "engine": engine,
                         "glossary": use_glossary,
-                        "memory": use_memory,
+                        "knn": use_knn,
                         "items": [
-                            _plain(src, r, c)
-                            for src, r, c in zip(lines, results, checks, strict=True)
+                            _plain(src, r, c) | memory_panel.plain_memory(m)
+                            for src, r, c, m in zip(lines, results, checks, memory, strict=True)
                         ],
                     }
 
+    memory_panel.xliff_panel(version, beam, engine)
     shown = st.session_state.get(RESULTS)
     if not shown:
         return
@@ -130,7 +146,7 @@ def _memory_toggle(version: Any, engine: str) -> bool:
     on = st.toggle(
         _("Use the corpus memory (kNN-MT)"),
         value=False,
-        key="translate_memory",
+        key="translate_knn",
         disabled=not usable,
         help=_(
             "Every output word is also voted for by the closest decoder states of the "
@@ -146,10 +162,10 @@ def _memory_toggle(version: Any, engine: str) -> bool:
 
 def _memory_state(version_id: int) -> None:
     with feedback.error_boundary(N_("preparing the corpus memory")):
-        state = translation.memory_state(version_id)
+        state = datastore.store_state(version_id)
         if state["state"] in ("missing", "failed"):
-            translation.prepare_memory(version_id)
-            state = translation.memory_state(version_id)
+            datastore.build_in_background(version_id)
+            state = datastore.store_state(version_id)
         if state["state"] == "building":
             _memory_build_progress(version_id)
         elif state["state"] == "ready":
@@ -171,7 +187,7 @@ def _memory_state(version_id: int) -> None:
 @st.fragment(run_every=1.0)
 def _memory_build_progress(version_id: int) -> None:
     """Only while the store is being built: its progress, then the whole page again."""
-    state = translation.memory_state(version_id)
+    state = datastore.store_state(version_id)
     if state["state"] != "building":
         st.rerun()
     st.progress(
@@ -229,7 +245,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
     parts = [shown["version"], localized(translation.decoding_label(shown["beam"])), engine]
     if shown.get("glossary"):
         parts.append(_("glossary applied"))
-    if shown.get("memory"):
+    if shown.get("knn"):
         parts.append(_("corpus memory (kNN-MT)"))
     st.caption(" · ".join(parts))
     flagged = [n for n, i in enumerate(items, start=1) if i["warnings"]]
@@ -252,6 +268,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
             "#": range(1, len(items) + 1),
             "source": [i["source"] for i in items],
             "translation": [i["text"] for i in items],
+            "memory": [_("from the memory") if i.get("from_memory") else "" for i in items],
             "unknown": [100 * i["unknown_share"] for i in items],
             "warning": [_reasons(i["warnings"]) for i in items],
         }
@@ -265,6 +282,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
             "#": st.column_config.NumberColumn("#", width="small"),
             "source": st.column_config.TextColumn(_("source"), width=300),
             "translation": st.column_config.TextColumn(_("translation"), width=300),
+            "memory": st.column_config.TextColumn(_("origin"), width="small"),
             "unknown": st.column_config.NumberColumn(
                 _("unknown"),
                 format="%.0f %%",
@@ -317,6 +335,8 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
                     "decoder layer attended to while producing it (averaged over heads)."
                 )
             )
+        elif item.get("from_memory"):
+            st.caption(_("No map for this sentence: its translation is from the memory."))
         elif item["text"]:
             st.caption(
                 _(
@@ -327,6 +347,7 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
         else:
             st.caption(_("No attention for an empty sentence."))
     with right:
+        memory_panel.matches_view(item)
         correction_form(item, shown, version)
 
 

@@ -35,7 +35,8 @@ The data folder::
       models/<version id>/      a model version's files (see workbench.models.registry)
         ctranslate2-<weights>/  the version exported to CTranslate2, made when first used
       runs/<run id>/            where a run trains: its checkpoint, then its model
-      runs/import-<hex>/        a model folder being copied in by `register`
+      runs/import-<hex>/        a model folder being copied in by `register` (its lock held
+                                while it lives: workbench.models.staging)
       logs/worker.log           what a worker started on demand prints
       logs/server.log           what the HTTP server the Models page started prints
       .restore-<hex>/           a backup being checked before a restore (workbench.backup.restore)
@@ -201,7 +202,7 @@ def run_dir(run_id: int) -> Path:
 
 def new_import_staging_dir(token: str) -> Path:
     """A fresh folder under runs/ that a model folder is copied into before it is checked
-    (the worker's sweep removes one that a killed `register` left behind)."""
+    (``workbench.models.staging`` makes it, and sweeps one that a killed import left)."""
     return runs_dir() / f"{IMPORT_STAGING_PREFIX}{token}"
 
 

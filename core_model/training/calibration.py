@@ -180,13 +180,13 @@ def measure_candidate(
     sentence_tokens: int,
     device: torch.device,
     layout: Layout,
-    pretrained: ModelConfig | None = None,
+    model: ModelConfig | None = None,
 ) -> Calibration:
-    """The speed of a recipe's candidate config (its preset at its vocabulary and batch, or
-    the `pretrained` model it fine-tunes) spread as `layout` says; it takes at most a
-    hundredth of a minutes budget (a test's few seconds give two steps)."""
-    vocab = int(candidate.vocab_size or 8_000)
-    mcfg = pretrained or setup.model_config(candidate, vocab, vocab, bool(candidate.joint_vocab))
+    """The speed of a recipe's candidate config spread as `layout` says: of the `model` the
+    run continues (a version's or a public checkpoint's: its size, not the preset's), else of
+    the candidate's preset at its vocabulary; at the candidate's batch either way. It takes at
+    most a hundredth of a minutes budget (a test's few seconds give two steps)."""
+    mcfg = model or setup.candidate_model(candidate)
     budget_s = candidate.time_budget_s or CALIBRATION_S * 100
     return measure_layout(
         layout,

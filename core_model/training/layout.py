@@ -82,14 +82,15 @@ def choose_layout(
     facts = recipe.CorpusFacts.of(setup.clean_pairs(train_pairs), setup.clean_pairs(valid_pairs))
     fine_tune = init_from is not None
     start = setup.continued(init_from) if init_from is not None else None
-    pretrained = start.model if start is not None and start.pretrained else None
+    model = start.model if start is not None else None  # a continued run trains its model
+    pretrained = model if start is not None and start.pretrained else None
     if processes:
         threads = cfg.num_threads or max(1, cores // processes)
         candidates = [Layout(processes, threads)]
         reason = f"{processes} process(es) asked for"
     else:
         estimate = recipe.resolve(cfg, facts, False, fine_tune, pretrained=pretrained)
-        seconds = _typical_seconds(estimate, pretrained)
+        seconds = _typical_seconds(estimate, model)
         if cores == 1 or seconds is None or seconds < PARALLEL_MIN_S:
             why = "one core" if cores == 1 else "a short run"
             return LayoutChoice(ONE_PROCESS, None, (), f"one process: {why}")
@@ -105,7 +106,7 @@ def choose_layout(
         where its share of a 625-token one is not (measured: 2 x 1 at 0.80x of 1 x 2 on
         250 tokens, 1.04x on 625)."""
         timings[:] = [
-            measure_candidate(candidate, facts.side_tokens, device, layout, pretrained)
+            measure_candidate(candidate, facts.side_tokens, device, layout, model)
             for layout in candidates
         ]
         return max(timings, key=lambda t: t.tokens_per_s)
@@ -117,10 +118,11 @@ def choose_layout(
     return LayoutChoice(candidates[fastest], plan.calibration, tuple(timings), reason)
 
 
-def _typical_seconds(plan: recipe.Plan, pretrained: ModelConfig | None) -> float | None:
-    """About how long a plan trains at its model's typical CPU speed (None: memorising)."""
+def _typical_seconds(plan: recipe.Plan, model: ModelConfig | None) -> float | None:
+    """About how long a plan trains at its model's typical CPU speed (`model`: the one a
+    continued run trains; None: the plan's preset) (None: memorising)."""
     if plan.budget_tokens is None:
         return None
-    if pretrained is not None:
-        return plan.budget_tokens / recipe.estimated_tokens_per_s(pretrained, gpu=False)
+    if model is not None:
+        return plan.budget_tokens / recipe.estimated_tokens_per_s(model, gpu=False)
     return plan.budget_tokens / recipe.CPU_TOKENS_PER_S[plan.cfg.preset]

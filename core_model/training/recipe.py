@@ -174,12 +174,22 @@ class Plan:
     cfg: TrainConfig
     budget_tokens: float | None  # asked for, or projected from the clock; None: unknown
     calibration: Calibration | None = None  # the measured speed a projection used
+    corpus_tokens: int = 0  # of the training pairs, as `CorpusFacts.tokens` counts them
+
+    @property
+    def passes(self) -> float | None:
+        """Passes over the training pairs the budget buys (None: unknown, memorising)."""
+        if self.budget_tokens is None:
+            return None
+        return self.budget_tokens / max(1, self.corpus_tokens)
 
     def metrics(self) -> dict[str, Any]:
         """What a user sees of the plan in the run's metrics."""
         projected = self.calibration is not None
+        passes = self.passes
         return {
             "budget_tokens": None if self.budget_tokens is None else int(self.budget_tokens),
+            "budget_passes": None if passes is None else round(passes, 2),
             "budget_tokens_projected": projected,
             "calibration": self.calibration.to_dict() if projected else None,
         }
@@ -222,7 +232,8 @@ def resolve(
                 break
             calibration, measured = speed(candidate), candidate
             tokens = _budget_tokens(base, facts, gpu, memorise, calibration)
-    return Plan(_choose(base, facts, gpu, fine_tune, memorise, tokens), tokens, calibration)
+    chosen = _choose(base, facts, gpu, fine_tune, memorise, tokens)
+    return Plan(chosen, tokens, calibration, facts.tokens)
 
 
 def _budget_tokens(
@@ -321,15 +332,17 @@ def _pretrained(
         max_tokens_per_batch=batch,
         average_last=cfg.average_last if cfg.average_last is not None else AVERAGE_LAST,
     )
-    return Plan(chosen, tokens, calibration)
+    return Plan(chosen, tokens, calibration, facts.tokens)
 
 
-def relative_cost(model: ModelConfig) -> float:
-    """How many times the CPU `small` model's work one token of `model` costs: the weights a
-    token meets (every layer's matrices and the output layer), against the small preset's
-    with an 8k vocabulary (a 6+6-layer d512 OPUS-MT model with 58k pieces: about 10)."""
-    small = ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000)
-    return _token_work(model) / _token_work(small)
+def relative_cost(model: ModelConfig, basis: ModelConfig | None = None) -> float:
+    """How many times the work of a token of `basis` one token of `model` costs: the weights
+    a token meets (every layer's matrices and the output layer). The default basis is the
+    `small` preset with an 8k vocabulary, the model of the typical speeds (a 6+6-layer d512
+    OPUS-MT model with 58k pieces: about 10); a page compares with the model a new run of the
+    corpus would train instead (a small public model costs a fraction of it: never "0×")."""
+    basis = basis or ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000)
+    return _token_work(model) / _token_work(basis)
 
 
 def _token_work(m: ModelConfig) -> int:

@@ -130,6 +130,16 @@ def rows() -> list[tuple[str, str, str]]:
             "`AVERAGE_LAST`, `selection.AVERAGE_TAIL`",
         ),
         (
+            "early stopping",
+            f"after {defaults.patience} validations in a row without a better score (BLEU, "
+            "else the validation loss; epochs inside the warm-up do not count), but never in "
+            f"the first {_share(selection.EARLY_STOP_MIN_SHARE)} of the budget and never while "
+            "the validation loss reached a new low in its last "
+            f"{selection.LOSS_FALLING_CHECKS} validations",
+            "`TrainConfig.patience`, `selection.EARLY_STOP_MIN_SHARE`, "
+            "`selection.LOSS_FALLING_CHECKS`",
+        ),
+        (
             "fine-tuning a pretrained model",
             f"peak {_rate(r.PRETRAINED_PEAK_LR)}, linear decay; warm-up "
             f"{_share(r.WARMUP_SHARE)} of the updates, at most "

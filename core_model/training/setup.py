@@ -89,6 +89,14 @@ def starting_point(
     return tokenizers, model_config(cfg, *sizes), None
 
 
+def candidate_model(cfg: TrainConfig) -> ModelConfig:
+    """The network a new run of the recipe's `cfg` would train, before its tokenizers exist:
+    the preset at the recipe's vocabulary size (what a calibration times, what a continued
+    model's cost is compared with)."""
+    vocab = int(cfg.vocab_size or 8_000)
+    return model_config(cfg, vocab, vocab, bool(cfg.joint_vocab))
+
+
 def model_config(cfg: TrainConfig, src_vocab: int, tgt_vocab: int, shared: bool) -> ModelConfig:
     """The preset's network sized to the vocabularies, with the run's overrides."""
     overrides = dict(cfg.model_overrides)

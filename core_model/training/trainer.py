@@ -167,7 +167,7 @@ class Trainer:
         start = setup.continued(init_from) if init_from is not None else None
         self.pretrained = start.pretrained if start is not None else None
         pretrained = start.model if start is not None and start.pretrained else None
-        speed = self._speed(facts, resume_dir, pretrained)
+        speed = self._speed(facts, resume_dir, start.model if start is not None else None)
         self.plan = recipe.resolve(self.requested, facts, gpu, fine_tune, speed, pretrained)
         self.cfg = cfg = self.plan.cfg
         self.state.calibration = self.plan.metrics()["calibration"]
@@ -230,12 +230,12 @@ class Trainer:
         self,
         facts: recipe.CorpusFacts,
         resume_dir: Path | None,
-        pretrained: ModelConfig | None = None,
+        model: ModelConfig | None = None,
     ) -> recipe.Speed | None:
         """How the recipe learns this machine's speed for a minutes budget: a resumed run
         reuses its first measurement, so it plans exactly as before; else the measurement the
         run's layout was chosen by, if given; else a calibration of its own on the CPU (of
-        the preset's model, or of the pretrained model being fine-tuned). None (the typical
+        the preset's model, or of the `model` a continued run trains). None (the typical
         speed) on a GPU and across data-parallel ranks without a given measurement: the
         ranks must all choose alike."""
         if resume_dir is not None and self.device.type == "cpu":
@@ -251,7 +251,7 @@ class Trainer:
             return None
         one = Layout(1, self.cfg.num_threads or 0)
         return lambda candidate: measure_candidate(
-            candidate, facts.side_tokens, self.device, one, pretrained
+            candidate, facts.side_tokens, self.device, one, model
         )
 
     def _set_threads(self) -> None:
@@ -494,7 +494,7 @@ class Trainer:
                 state.memorised_epochs = state.memorised_epochs + 1 if hit else 0
             self.selector.observe(state, record, self.model, state.step > self.schedule.warmup)
             state.history.append(record)
-            if cfg.patience and self.selector.use_validation and state.bad_epochs >= cfg.patience:
+            if self.selector.should_stop(state, cfg.patience, self.clock.progress(state.step)):
                 stop = 1.0
             if self.memorise_pairs and state.memorised_epochs >= cfg.memorise_epochs:
                 stop = 2.0
@@ -518,7 +518,7 @@ class Trainer:
         return self.stop_reason is StopReason.CANCELLED
 
     def finish(self, extra_config: dict[str, Any] | None) -> TrainResult:
-        train_time = self.clock.elapsed()
+        train_time = round(self.clock.elapsed(), 2)  # one figure: the metrics' and the end's
         state, ranks = self.state, self.ranks
         chosen, scores = "last", {}
         if not self.cancelled and ranks.main:
@@ -531,7 +531,7 @@ class Trainer:
             "best_epoch": state.best_epoch,
             "stop_reason": self.stop_reason.value,
             "selected": chosen,
-            "train_time_s": round(train_time, 2),
+            "train_time_s": train_time,
             # the run's average, validation included: what the budget bought
             "tokens_trained": state.tokens_trained,
             "tokens_per_s": round(state.tokens_trained / max(train_time, 1e-9), 1),
@@ -580,6 +580,7 @@ class Trainer:
             eta_s=0.0,
             total_steps=state.step,
             fraction=1.0,
+            elapsed_s=train_time,  # the run's trained time, exactly its `train_time_s`
             stop_reason=self.stop_reason.value,
         )
         return TrainResult(

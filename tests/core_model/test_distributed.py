@@ -166,7 +166,7 @@ def test_layouts_are_compared_on_the_batch_the_run_will_train(
 
     asked: list[tuple[int, Layout]] = []
 
-    def timed(candidate: TrainConfig, _tokens, _device, layout: Layout, _pretrained):
+    def timed(candidate: TrainConfig, _tokens, _device, layout: Layout, _model):
         batch = int(candidate.max_tokens_per_batch)
         asked.append((batch, layout))
         fast = (layout.processes == 2) == (batch > 250)  # two ranks win only on large batches

@@ -20,13 +20,13 @@ from core_model.batching import encode_pairs, encode_source, pad_sources
 from core_model.decoding import beam_search, greedy_decode
 from core_model.marian import (
     MarianError,
-    card_summary,
     convert_marian,
     is_marian,
     read_marian,
     target_tokens,
 )
 from core_model.metrics import score
+from core_model.model_card import card_summary
 from core_model.training import TrainConfig, train
 from core_model.training import calibration as calibration_module
 from core_model.training.calibration import Calibration

@@ -376,16 +376,17 @@ def test_out_dir_is_a_loadable_model_and_fine_tuning_reuses_tokenizers(tmp_path:
 
 
 def test_early_stopping_and_average(monkeypatch: pytest.MonkeyPatch) -> None:
-    # validation that never improves: stop after `patience` epochs past the first
+    # validation that never improves: stop after `patience` epochs past the first (8 epochs:
+    # the third is past the first quarter of the budget, before which nothing stops)
     monkeypatch.setattr(tr.Trainer, "_validate", lambda self: {"valid_loss": 1.0, "bleu": 5.0})
     pairs = toy_pairs()
-    cfg = quick(epochs=20, patience=2, average_last=3, min_valid_pairs=1, warmup_steps=5)
+    cfg = quick(epochs=8, patience=2, average_last=3, min_valid_pairs=1, warmup_steps=5)
     res = train(pairs, pairs[:2], cfg)
     assert res.metrics["stop_reason"] == "early_stopping"
     assert res.metrics["epochs"] == 3 and res.metrics["best_epoch"] == 1
     assert res.metrics["selected"] in ("last", "best", "average_last_3")
     # epochs that end inside the warm-up (10 steps each, 25 warm-up steps) never count
-    cfg = quick(epochs=20, patience=2, min_valid_pairs=1, warmup_steps=25)
+    cfg = quick(epochs=8, patience=2, min_valid_pairs=1, warmup_steps=25)
     res = train(pairs, pairs[:2], cfg)
     assert res.metrics["stop_reason"] == "early_stopping" and res.metrics["epochs"] == 4
 

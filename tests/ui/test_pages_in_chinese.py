@@ -114,7 +114,7 @@ def test_train_history_and_models_leave_no_english_in_chinese(populated) -> None
     try:
         at = open_in_chinese(navigation.TRAIN)
         history = at.dataframe[-1].value.set_index("run")
-        assert history.loc[cancelled, ["status", "trained for", "preset"]].tolist() == [
+        assert history.loc[cancelled, ["status", "budget", "preset"]].tolist() == [
             "已取消",
             "1 分钟",
             "自动",

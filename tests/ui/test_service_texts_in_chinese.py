@@ -69,5 +69,5 @@ def test_train_page_history_says_why_runs_stopped(populated: Trained) -> None:
     history = at.dataframe[-1].value
     reasons = {"达到了步数上限", "学会了每个训练句对"}
     assert set(history["stopped because"]) <= reasons
-    assert not any(text.isascii() for text in history["trained for"])  # "自动", "N 轮"
+    assert not any(text.isascii() for text in history["budget"])  # "自动", "N 轮"
     assert any(f"步停止：{reason}。" in texts(at.caption) for reason in reasons)

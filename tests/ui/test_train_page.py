@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import train_version
 from tests.ui.pages import Trained, assert_clean, open_page, texts
-from ui import train_page
+from ui import formatting, train_page
 from workbench import settings
 from workbench.corpus import corpora, demo, pairs
 from workbench.models import model_import, registry
@@ -355,7 +355,7 @@ def test_history_says_why_runs_stopped_with_one_type_per_column(
         at = open_page("train")
         assert not fixed, f"History needed Arrow fixes (mixed types): {fixed}"
         table = at.dataframe[-1].value.set_index("run")
-        assert (table.loc[cancelled, "version"], table.loc[cancelled, "trained for"]) == (
+        assert (table.loc[cancelled, "version"], table.loc[cancelled, "budget"]) == (
             "",
             "3 epochs",
         )
@@ -365,6 +365,9 @@ def test_history_says_why_runs_stopped_with_one_type_per_column(
             assert row["version"] == f"#{run.version_id}"
             assert row["steps"] == run.progress_step  # the real end, not a planned total
             assert row["stopped because"] == run.stopped_because != ""
+            # what it trained, as Models and `versions --json` say, not the budget asked for
+            seconds = registry.get_version(run.version_id).train_seconds
+            assert row["trained for"] == formatting.fmt_duration(seconds) != "—"
         last = run_info.get_run(populated.run_ids[-1])  # 30 steps: too few to learn the pairs
         at.selectbox(key="history_run").select(last.id).run()
         assert f"Stopped at step {last.progress_step:,}: reached its step limit." in texts(

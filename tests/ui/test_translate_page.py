@@ -48,6 +48,7 @@ def test_translate_warns_on_unknown_and_overlong_input(populated: Trained) -> No
     flagged (with the share of unknown pieces); a huge input gets no unreadable heat-map."""
     at = open_page("translate")
     at.text_area(key="translate_input").input("我想喝一杯茶。\nЖЩЮЯ ΔΘΛΞ\n" + "我想喝一杯茶。" * 40)
+    at.toggle(key="translate_memory").set_value(False)  # the model's own output
     at.button(key="translate").click().run()
     assert_clean(at)
     assert "2 of 3 translations may be confident nonsense (sentences 2, 3)" in texts(at.warning)
@@ -84,6 +85,7 @@ def test_translate_with_ctranslate2(populated: Trained) -> None:
     at = open_page("translate")
     at.button_group(key="translate_engine").set_value("ctranslate2").run()
     at.text_area(key="translate_input").input("我想喝一杯茶。\n谢谢你的帮助。")
+    at.toggle(key="translate_memory").set_value(False)  # the model's own output
     at.button(key="translate").click().run()
     assert_clean(at)
     assert "greedy · CTranslate2" in texts(at.caption)
@@ -120,6 +122,7 @@ def test_a_glossary_edited_on_the_corpus_page_is_obeyed_on_translate(
     try:
         at = open_page("translate")
         at.text_area(key="translate_input").input("我想喝一杯茶。\n你好，很高兴认识你。")
+        at.toggle(key="translate_memory").set_value(False)  # the model's own output
         at.button(key="translate").click().run()
         assert_clean(at)
         with_terms = at.session_state["translate_results"]["items"]

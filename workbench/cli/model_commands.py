@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from workbench.cli.common import (
     EXIT_OK,
@@ -47,10 +47,16 @@ def _cmd_versions(args: argparse.Namespace) -> int:
         print("no model versions yet: train one with `python -m workbench train`")
     else:
         shown = table.drop(columns=["notes"])
-        for column in ("name", "corpus", "device"):  # stored text, escaped cell by cell
+        shown["origin"] = shown["origin"].map(_origin_cell)
+        for column in ("name", "corpus", "device", "origin"):  # stored text, escaped cell by cell
             shown[column] = shown[column].map(lambda v: v if v is None else escape_controls(v))
         print(shown.to_string(index=False))
     return EXIT_OK
+
+
+def _origin_cell(origin: dict | None) -> str | None:
+    """An imported version's origin in the text table: 'marian from opus-mt-zh-en.zip'."""
+    return f"{origin.get('format')} from {origin.get('file')}" if origin else None
 
 
 def _args_register(p: argparse.ArgumentParser) -> None:
@@ -79,11 +85,16 @@ def _args_register(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--src-lang", help="source language code, e.g. de")
     p.add_argument("--tgt-lang", help="target language code, e.g. en")
-    p.add_argument("--name", help="version name (default: '<corpus> v<id>')")
+    p.add_argument(
+        "--name",
+        help="version name (default: a public model's own, its folder's or zip's name, e.g. "
+        "opus-mt-zh-en; '<corpus> v<id>' for a folder of ours)",
+    )
     p.epilog = (
         "OPUS-MT models (CC-BY 4.0): https://huggingface.co/Helsinki-NLP, e.g. "
         "`git clone https://huggingface.co/Helsinki-NLP/opus-mt-zh-en`. Their languages are "
-        "read from the folder unless given."
+        "read from the folder unless given; the file, format, Hugging Face id and licence "
+        "they name are kept as the version's origin (`versions --json`)."
     )
 
 
@@ -137,30 +148,92 @@ def _args_translate(p: argparse.ArgumentParser) -> None:
         "corpus, or of --memory-corpus): saved pairs act at once, without training",
     )
     p.add_argument(
-        "--memory-corpus", metavar="CORPUS", help=f"the memory's corpus: {CORPUS_REF_HELP}"
+        "--matches",
+        type=positive_int,
+        metavar="N",
+        help="print one JSON object per sentence with its N closest memory matches",
     )
+    p.add_argument(
+        "--memory-exact",
+        action="store_true",
+        help="a sentence (or an XLIFF unit's text) that the memory holds exactly gets its "
+        "curated target instead of the model's output (off by default: scripts and "
+        "evaluations get the model's output)",
+    )
+    p.add_argument(
+        "--memory-corpus",
+        metavar="CORPUS",
+        help=f"the memory (default: the version's corpus): {CORPUS_REF_HELP}",
+    )
+    p.add_argument("--xliff", type=Path, metavar="IN", help="translate this XLIFF 1.2/2.x file")
+    p.add_argument("--out", type=Path, metavar="OUT", help="where --xliff writes the file")
     p.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from workbench.models.translation import translate
+    from workbench.memory.recall import translate_with_memory
 
+    if args.xliff is not None or args.out is not None:
+        return _translate_xliff(args)
     try:
         texts = args.text or [line.rstrip("\n") for line in sys.stdin]
     except UnicodeDecodeError:
         raise WorkbenchError(N_("standard input is not UTF-8 text")) from None
-    results = translate(
+    results, memory = translate_with_memory(
         args.version,
         texts,
         beam=args.beam,
         engine=args.engine,
         quantization=args.quantization,
         glossary=_glossary(args.glossary),
-        memory=args.memory or args.memory_corpus is not None,
-        memory_corpus=args.memory_corpus,
+        knn=args.memory,
+        matches=args.matches or 0,
+        use_exact=args.memory_exact,
+        corpus=args.memory_corpus,
     )
-    for result in results:
-        print_text(result.text)
+    for text, result, recalled in zip(texts, results, memory, strict=True):
+        if args.matches:
+            print_json(_translation_record(text, result.text, recalled))
+        else:
+            print_text(result.text)
+    return EXIT_OK
+
+
+def _translation_record(source: str, text: str, recalled: Any) -> dict[str, Any]:
+    """A sentence, its translation, where that came from, and its memory matches."""
+    return {
+        "source": source,
+        "text": text,
+        "origin": "memory" if recalled.exact is not None else "model",
+        "matches": [
+            {"pair_id": m.pair_id, "source": m.source, "target": m.target, "score": m.score}
+            for m in recalled.matches
+        ],
+    }
+
+
+def _translate_xliff(args: argparse.Namespace) -> int:
+    from workbench.memory.file_translation import translate_xliff, write_atomically
+
+    if args.xliff is None or args.out is None or args.text or args.matches or args.glossary:
+        raise WorkbenchError(
+            N_("--xliff IN needs --out OUT, and no sentences, --matches or --glossary")
+        )
+    if args.out.exists() and args.out.resolve() == args.xliff.resolve():
+        raise WorkbenchError(N_("--out must not be the --xliff file itself"))
+    filled = translate_xliff(
+        args.version,
+        args.xliff,
+        beam=args.beam,
+        engine=args.engine,
+        use_memory=args.memory_exact,
+        corpus=args.memory_corpus,
+    )
+    write_atomically(args.out, filled.data)
+    print_text(
+        f"translated {filled.translated} units ({filled.from_memory} from the memory), kept "
+        f"{filled.kept} translated ones, left {filled.untranslatable} untranslatable: {args.out}"
+    )
     return EXIT_OK
 
 

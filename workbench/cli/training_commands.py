@@ -144,6 +144,9 @@ def _follow(run_id: int, wait: bool) -> int:
 # machines only with its tokens, speed, steps, precision, processes and threads (and the
 # layouts timed to choose them: processes, threads, tokens/s each).
 RESULT_FIGURES = (
+    "budget_tokens",
+    "budget_passes",
+    "calibration",
     "tokens_trained",
     "tokens_per_s",
     "train_time_s",
@@ -204,7 +207,8 @@ def _run_record(run: RunInfo) -> dict[str, Any]:
         "corpus": run.corpus_name,
         "status": run.status,
         "preset": run.config.get("preset"),
-        "trained_for": run.budget,
+        "budget": run.budget,
+        "train_time_s": run.trained_s,
         "device": run.device,
         "pairs": run.snapshot_size,
         "steps": run.progress_step,

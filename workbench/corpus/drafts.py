@@ -13,6 +13,13 @@ something in it but an empty required column is named and refused, never dropped
 Each public function is one transaction; ``apply_pairs`` and ``apply_glossary`` write the
 edits and forget the draft in the same one, so a refused save keeps the draft whole.
 
+Edit conflicts, as a shared document has them: a draft keeps the revision each edited or
+deleted row had when it was edited (``Draft.bases``; ``db.models.Pair.revision``, raised by
+every write). A save writes the edits whose rows are unchanged since and holds back the others
+(``Conflict``: the row now, who changed it and when, and the draft's version), which stay in
+the draft until the user keeps theirs, keeps their own or merges (``resolve``): the rest of a
+save goes through, as in a shared document, and nothing typed is lost on either side.
+
 A draft is an edit of pairs or glossary terms not saved yet, so every write of one (keeping,
 forgetting, saving it) needs the role that may save it, ``Permission.EDIT``: a viewer or
 nobody signed in stores nothing. Reading a draft needs no role, like every read.
@@ -23,20 +30,22 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.models import DRAFT_TABLES, Corpus, TableDraft, utcnow
+from db.models import DRAFT_TABLES, Corpus, GlossaryTerm, Pair, TableDraft, utcnow
 from workbench.corpus import glossary, pairs
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import is_blank
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 from workbench.storage import session_scope
+from workbench.team import history
 from workbench.team.access import Permission, require
 
 TABLES = DRAFT_TABLES
@@ -64,9 +73,22 @@ _INCOMPLETE = {
 _KEY = re.compile(r"[0-9a-f]{32}")
 
 
-def new_browser_key() -> str:
-    """A fresh key naming one browser's drafts (kept in the page's address)."""
-    return secrets.token_hex(16)
+# A key's first 16 hexadecimal characters name the browser (a cookie its tabs share), the
+# rest the tab: a new tab of the same browser finds the drafts of the others (``other_tabs``).
+_BROWSER = re.compile(r"[0-9a-f]{16}")
+
+
+def new_browser_key(browser: object = None) -> str:
+    """A fresh key naming one tab's drafts (kept in the page's address), in ``browser`` (16
+    hexadecimal characters; a new one when not given)."""
+    if not isinstance(browser, str) or _BROWSER.fullmatch(browser) is None:
+        browser = secrets.token_hex(8)
+    return browser + secrets.token_hex(8)
+
+
+def browser_of(browser_key: str) -> str:
+    """The browser part of a tab's key."""
+    return browser_key[:16]
 
 
 def is_browser_key(value: object) -> bool:
@@ -90,11 +112,15 @@ def _filled(row: Mapping[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Draft:
     """A grid's pending edits: changed cells by row id, rows added (in the order they were
-    added, blank ones included: the grid shows them where they were), and row ids deleted."""
+    added, blank ones included: the grid shows them where they were), row ids deleted, and
+    the revision each edit or deletion was based on."""
 
     edited: dict[Any, dict[str, Any]] = field(default_factory=dict)
     added: tuple[dict[str, Any], ...] = ()
     deleted: tuple[Any, ...] = ()
+    # row id -> the revision the row had when it was first edited or deleted in this draft
+    # (a draft kept before revisions has none: its edits are written as they were)
+    bases: dict[Any, int] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
@@ -109,6 +135,7 @@ class Draft:
             "edited": [[k, v] for k, v in self.edited.items()],
             "added": list(self.added),
             "deleted": list(self.deleted),
+            "bases": [[k, v] for k, v in self.bases.items()],
         }
 
     @classmethod
@@ -118,17 +145,31 @@ class Draft:
             edited={k: dict(v) for k, v in payload.get("edited") or []},
             added=tuple(dict(r) for r in payload.get("added") or []),
             deleted=tuple(payload.get("deleted") or []),
+            bases={k: int(v) for k, v in payload.get("bases") or []},
         )
 
-    def merged(self, ids: Sequence[Any], state: Mapping[str, Any], columns: Sequence[str]) -> Draft:
+    def merged(
+        self,
+        ids: Sequence[Any],
+        state: Mapping[str, Any],
+        columns: Sequence[str],
+        revisions: Mapping[Any, int] | None = None,
+    ) -> Draft:
         """This draft plus a data editor's change set (``edited_rows``, ``added_rows``,
         ``deleted_rows``: row positions) made on a grid that showed ``self.shown(...)``:
         positions below ``len(ids)`` are the rows ``ids``, the next ones this draft's added
-        rows. Only ``columns`` are kept (a read-only id column is not an edit)."""
+        rows. Only ``columns`` are kept (a read-only id column is not an edit). A row edited
+        or deleted for the first time keeps the revision the grid showed (``revisions``)."""
         edited = {k: dict(v) for k, v in self.edited.items()}
         added = [dict(r) for r in self.added]
         deleted = list(self.deleted)
+        bases = dict(self.bases)
         n = len(ids)
+
+        def based(rid: Any) -> None:
+            if revisions is not None and rid in revisions:
+                bases.setdefault(rid, int(revisions[rid]))
+
         for pos, change in (state.get("edited_rows") or {}).items():
             pos = int(pos)
             cells = {k: _cell(v) for k, v in change.items() if k in columns}
@@ -136,6 +177,7 @@ class Draft:
                 continue
             if pos < n:
                 edited.setdefault(ids[pos], {}).update(cells)
+                based(ids[pos])
             elif pos - n < len(added):
                 added[pos - n].update(cells)
         gone = set()
@@ -145,6 +187,7 @@ class Draft:
                 if ids[pos] not in deleted:
                     deleted.append(ids[pos])
                 edited.pop(ids[pos], None)
+                based(ids[pos])
             else:
                 gone.add(pos - n)
         added = [r for j, r in enumerate(added) if j not in gone]
@@ -152,7 +195,25 @@ class Draft:
             {k: _cell(v) for k, v in row.items() if k in columns}
             for row in state.get("added_rows") or []
         ]
-        return Draft(edited, tuple(added), tuple(deleted))
+        return Draft(edited, tuple(added), tuple(deleted), bases)
+
+    def only(self, row_ids: set[Any]) -> Draft:
+        """The edits and deletions of ``row_ids`` alone (what a save held back)."""
+        return Draft(
+            {k: v for k, v in self.edited.items() if k in row_ids},
+            (),
+            tuple(k for k in self.deleted if k in row_ids),
+            {k: v for k, v in self.bases.items() if k in row_ids},
+        )
+
+    def without(self, row_ids: set[Any]) -> Draft:
+        """This draft less the edits and deletions of ``row_ids``."""
+        return Draft(
+            {k: v for k, v in self.edited.items() if k not in row_ids},
+            self.added,
+            tuple(k for k in self.deleted if k not in row_ids),
+            {k: v for k, v in self.bases.items() if k not in row_ids},
+        )
 
     def shown(self, rows: Sequence[tuple[Any, dict[str, Any]]]) -> list[tuple[Any, dict]]:
         """``rows`` (row id, cells) as the grid shows them with this draft: edited cells
@@ -276,6 +337,26 @@ def list_drafts(browser_key: str) -> list[DraftInfo]:
     return [i for i in infos if i.count]
 
 
+def other_tabs(browser_key: str) -> list[tuple[str, int]]:
+    """The other tabs of the same browser with unsaved changes: (their key, how many)."""
+    _check(browser_key, TABLES[0])
+    with session_scope() as s:
+        rows = s.execute(
+            select(TableDraft.browser_key, TableDraft.payload)
+            .join(Corpus, Corpus.id == TableDraft.corpus_id)
+            .where(
+                TableDraft.browser_key.startswith(browser_of(browser_key)),
+                TableDraft.browser_key != browser_key,
+                Corpus.import_token.is_(None),
+            )
+            .order_by(TableDraft.updated_at.desc())
+        ).all()
+    counts: dict[str, int] = {}
+    for key, payload in rows:
+        counts[key] = counts.get(key, 0) + Draft.from_payload(payload).count
+    return [(key, n) for key, n in counts.items() if n]
+
+
 def _refuse_incomplete(draft: Draft, table: str, corpus: Corpus) -> None:
     incomplete = draft.incomplete(table, corpus)
     if len(incomplete) == 1:
@@ -304,9 +385,192 @@ def _joined(items: Sequence[Message]) -> Message:
     return Message(N_("{first}; {rest}"), first=_joined(items[:half]), rest=_joined(items[half:]))
 
 
-def apply_pairs(browser_key: str, corpus_id: CorpusRef) -> pairs.EditResult:
+# --------------------------------------------------------------------------- conflicts
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """An edit or deletion of a draft whose row was changed since it was made (its revision
+    differs, or the row is gone): held back, never written over the other change."""
+
+    row_id: Any
+    theirs: dict[str, Any] | None  # the row now, in the grid's columns (None: deleted)
+    yours: dict[str, Any] | None  # the row as the draft would write it (None: it deletes it)
+    by: str | None  # who changed it since (the history's actor), when recorded
+    at: datetime | None
+    revision: int | None  # the row's revision now (None: deleted)
+
+
+def _stored(s: Session, corpus: Corpus, table: str, ids: Sequence[Any]) -> dict[Any, tuple]:
+    """row id -> (revision, cells in the grid's columns) of the rows ``ids`` that exist."""
+    out: dict[Any, tuple] = {}
+    for start in range(0, len(ids), 900):
+        chunk = list(ids[start : start + 900])
+        if table == "pairs":
+            rows = s.execute(
+                select(
+                    Pair.id, Pair.revision, Pair.source, Pair.target, Pair.split, Pair.note
+                ).where(Pair.corpus_id == corpus.id, Pair.id.in_([int(i) for i in chunk]))
+            )
+            out |= {r[0]: (r[1], dict(zip(COLUMNS["pairs"], r[2:], strict=True))) for r in rows}
+        else:
+            rows = s.execute(
+                select(
+                    GlossaryTerm.source_term, GlossaryTerm.revision, GlossaryTerm.target_term
+                ).where(GlossaryTerm.corpus_id == corpus.id, GlossaryTerm.source_term.in_(chunk))
+            )
+            out |= {
+                r[0]: (r[1], dict(zip(COLUMNS["glossary"], (r[0], r[2]), strict=True)))
+                for r in rows
+            }
+    return out
+
+
+def revisions(corpus_id: CorpusRef, table: str, ids: Sequence[Any]) -> dict[Any, int]:
+    """row id -> revision of the rows a grid shows: what an edit made in it is based on."""
+    _check(new_browser_key(), table)
+    with session_scope() as s:
+        stored = _stored(s, find(s, corpus_id), table, list(ids))
+    return {rid: rev for rid, (rev, _cells) in stored.items()}
+
+
+def _cells_of(table: str, values: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A recorded row (``history``) in the grid's columns."""
+    if not values:
+        return None
+    if table == "pairs":
+        return {c: values.get(c) for c in COLUMNS["pairs"]}
+    src, tgt = COLUMNS["glossary"]
+    return {src: values.get("source_term"), tgt: values.get("target_term")}
+
+
+def _find_conflicts(
+    s: Session, corpus: Corpus, table: str, draft: Draft
+) -> tuple[list[Conflict], set[Any]]:
+    """The draft's conflicts, and the rows it deletes that are gone already (nothing to do)."""
+    based = [rid for rid in draft.bases if rid in draft.edited or rid in draft.deleted]
+    now = _stored(s, corpus, table, based)
+    stale = [rid for rid in based if rid not in now or now[rid][0] != draft.bases[rid]]
+    gone = {rid for rid in stale if rid not in now and rid in draft.deleted}
+    stale = [rid for rid in stale if rid not in gone]
+    if not stale:
+        return [], gone
+    key = "id" if table == "pairs" else "source_term"
+    history_table = "pairs" if table == "pairs" else "glossary_terms"
+    writes = history.last_writes(s, corpus.id, history_table, stale, key=key)
+    out = []
+    for rid in stale:
+        write = writes.get(rid)
+        theirs = now[rid][1] if rid in now else None
+        before = theirs or _cells_of(table, write.was if write else None) or {}
+        yours = None if rid in draft.deleted else {**before, **draft.edited[rid]}
+        out.append(
+            Conflict(
+                rid,
+                theirs,
+                yours,
+                write.actor if write else None,
+                write.at if write else None,
+                now[rid][0] if rid in now else None,
+            )
+        )
+    return out, gone
+
+
+def conflicts(browser_key: str, corpus_id: CorpusRef, table: str) -> list[Conflict]:
+    """The edits of a grid's draft whose rows were changed since (by another tab, another
+    person, an undo …): what the page asks the user to resolve."""
+    _check(browser_key, table)
+    with session_scope() as s:
+        corpus = find(s, corpus_id)
+        row = _row(s, browser_key, corpus.id, table)
+        return _find_conflicts(s, corpus, table, Draft.from_payload(row.payload if row else None))[
+            0
+        ]
+
+
+KEEP = ("theirs", "mine", "merged")  # how a conflict is resolved
+
+
+def resolve(
+    browser_key: str,
+    corpus_id: CorpusRef,
+    table: str,
+    row_id: Any,
+    keep: str,
+    cells: Mapping[str, Any] | None = None,
+) -> None:
+    """Resolve one conflict of a grid's draft: keep ``theirs`` (the draft forgets its edit),
+    keep ``mine`` or a ``merged`` row (``cells``): the draft's edit is then based on the row
+    as it is now, and the next save writes it; a row deleted since comes back as a new row.
+    Nothing is written to the row itself here: the user saves the draft."""
+    _check(browser_key, table)
+    require(Permission.EDIT)
+    if keep not in KEEP:
+        raise WorkbenchError(
+            N_("keep one of {choices}, not {keep!r}"), choices=", ".join(KEEP), keep=keep
+        )
+    with session_scope() as s:
+        corpus = find(s, corpus_id)
+        row = _row(s, browser_key, corpus.id, table)
+        draft = Draft.from_payload(row.payload if row else None)
+        found = {c.row_id: c for c in _find_conflicts(s, corpus, table, draft)[0]}
+        conflict = found.get(row_id)
+        if conflict is None:
+            raise WorkbenchError(N_("no conflict on row {id} to resolve"), id=row_id)
+        rest = draft.without({row_id})
+        final = conflict.yours if keep == "mine" else dict(cells or {})
+        if keep == "merged" and not any(not _blank(v) for v in final.values()):
+            raise WorkbenchError(N_("a merged row needs its text"))
+        if keep == "theirs":
+            draft = rest
+        elif conflict.theirs is None:  # deleted since: yours comes back as a new row
+            draft = replace(rest, added=(*rest.added, dict(final or {}))) if final else rest
+        elif final is None:  # you deleted it: delete it as it is now
+            draft = replace(
+                rest,
+                deleted=(*rest.deleted, row_id),
+                bases={**rest.bases, row_id: conflict.revision},
+            )
+        else:
+            changed = {k: v for k, v in final.items() if k in COLUMNS[table]}
+            draft = replace(
+                rest,
+                edited={**rest.edited, row_id: changed},
+                bases={**rest.bases, row_id: conflict.revision},
+            )
+    save(browser_key, corpus.id, table, draft)
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a save did: the write's result (the pairs: ``pairs.EditResult``; the glossary: how
+    many terms it holds) and the edits it held back (they stay in the draft)."""
+
+    result: Any
+    conflicts: tuple[Conflict, ...] = ()
+
+
+def _keep_only(
+    s: Session, browser_key: str, corpus: Corpus, table: str, draft: Draft, held: list[Conflict]
+) -> None:
+    """After a save: the draft keeps the held-back edits alone, or is forgotten."""
+    _forget(s, browser_key, corpus, table)
+    if held:
+        s.add(
+            TableDraft(
+                browser_key=browser_key,
+                corpus_id=corpus.id,
+                table_kind=table,
+                payload=draft.only({c.row_id for c in held}).payload(),
+            )
+        )
+
+
+def apply_pairs(browser_key: str, corpus_id: CorpusRef) -> Saved:
     """Write the pairs table's draft (``pairs.edit_pairs``: validated whole) and forget it,
-    in one transaction; on any refusal nothing is written and the draft stays."""
+    in one transaction; on any refusal nothing is written and the draft stays. Edits of
+    pairs changed since are held back (``Saved.conflicts``) and stay in the draft."""
     _check(browser_key, "pairs")
     require(Permission.EDIT)  # the write itself is a building block that checks nothing
     try:
@@ -315,15 +579,17 @@ def apply_pairs(browser_key: str, corpus_id: CorpusRef) -> pairs.EditResult:
             row = _row(s, browser_key, corpus.id, "pairs")
             draft = Draft.from_payload(row.payload if row else None)
             _refuse_incomplete(draft, "pairs", corpus)
+            held, gone = _find_conflicts(s, corpus, "pairs", draft)
+            write = draft.without({c.row_id for c in held} | gone)
             result = pairs.edit_pairs(
                 s,
                 corpus,
-                added=[f for f in map(_filled, draft.added) if f],
-                edited={int(k): v for k, v in draft.edited.items()},
-                deleted=[int(i) for i in draft.deleted],
+                added=[f for f in map(_filled, write.added) if f],
+                edited={int(k): v for k, v in write.edited.items()},
+                deleted=[int(i) for i in write.deleted],
             )
-            _forget(s, browser_key, corpus, "pairs")
-            return result
+            _keep_only(s, browser_key, corpus, "pairs", draft, held)
+            return Saved(result, tuple(held))
     except IntegrityError as exc:  # a concurrent writer created the same pair meanwhile
         raise WorkbenchError(
             N_("the edit conflicts with a concurrent change: {error}"), error=str(exc.orig)
@@ -336,9 +602,10 @@ def glossary_rows(corpus_id: CorpusRef) -> list[tuple[str, dict[str, Any]]]:
     return [(a, {src: a, tgt: b}) for a, b in glossary.list_terms(corpus_id)]
 
 
-def apply_glossary(browser_key: str, corpus_id: CorpusRef) -> int:
-    """Write the glossary's draft over its terms and forget it, in one transaction; returns
-    how many terms the glossary holds. On any refusal nothing changes and the draft stays."""
+def apply_glossary(browser_key: str, corpus_id: CorpusRef) -> Saved:
+    """Write the glossary's draft over its terms and forget it, in one transaction
+    (``Saved.result``: how many terms the glossary holds). On any refusal nothing changes and
+    the draft stays. Edits of terms changed since are held back and stay in the draft."""
     _check(browser_key, "glossary")
     require(Permission.EDIT)  # the write itself is a building block that checks nothing
     src, tgt = COLUMNS["glossary"]
@@ -347,8 +614,10 @@ def apply_glossary(browser_key: str, corpus_id: CorpusRef) -> int:
         row = _row(s, browser_key, corpus.id, "glossary")
         draft = Draft.from_payload(row.payload if row else None)
         _refuse_incomplete(draft, "glossary", corpus)
+        held, gone = _find_conflicts(s, corpus, "glossary", draft)
+        write = draft.without({c.row_id for c in held} | gone)
         stored = [(a, {src: a, tgt: b}) for a, b in glossary.terms_of(s, corpus)]
-        terms = [(cells.get(src), cells.get(tgt)) for _, cells in draft.shown(stored)]
+        terms = [(cells.get(src), cells.get(tgt)) for _, cells in write.shown(stored)]
         n = glossary.replace_terms(s, corpus, terms)
-        _forget(s, browser_key, corpus, "glossary")
-        return n
+        _keep_only(s, browser_key, corpus, "glossary", draft, held)
+        return Saved(n, tuple(held))

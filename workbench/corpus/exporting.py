@@ -1,9 +1,10 @@
-"""Exporting a corpus: every pair (id order, with split and note) as TSV, CSV or JSONL.
+"""Exporting a corpus: every pair (id order, with split and note) as TSV, CSV, JSONL or TMX.
 
 ``EXPORT_FORMATS`` are the choices: the formats of the registry (``formats.FORMATS``) that
-have a writer (tsv and csv with a header, jsonl); ``export_format`` picks one from a file
-name. A TSV export can be imported again as it is. Rows are streamed from the database, never
-held whole.
+have a writer (tsv and csv with a header, jsonl, tmx); ``export_format`` picks one from a file
+name. An export can be imported again as it is. Rows are streamed from the database, never
+held whole; a TMX export also reads who made and changed each pair from the change history
+(``history.pair_authors``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from sqlalchemy.orm import Session
 
 from db.models import Pair
 from workbench.corpus.corpora import CorpusRef, find
-from workbench.corpus.formats import FORMATS, Writer, file_extension
+from workbench.corpus.formats import FORMATS, ExportInfo, ExportRow, Format, file_extension
 from workbench.corpus.text_rules import normalize_text
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.storage import session_scope
+from workbench.team import history
 
 EXPORT_FORMATS = tuple(name for name, f in FORMATS.items() if f.write is not None)
 
@@ -30,7 +32,7 @@ EXPORT_FORMATS = tuple(name for name, f in FORMATS.items() if f.write is not Non
 def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None) -> int:
     """Write all pairs (id order) to ``path`` as TSV (with header), JSONL or CSV; the format
     comes from the extension when not given. Written atomically; returns the pair count."""
-    write = export_format(path, fmt)
+    chosen = export_format(path, fmt)
     path = Path(path)
     with session_scope() as s:
         corpus = find(s, corpus_id)
@@ -39,10 +41,10 @@ def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None)
         if not path.parent.exists():
             raise WorkbenchError(N_("folder does not exist: {path}"), path=str(path.parent))
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        rows = _Counted(_stored_rows(s, corpus.id))
+        rows = _Counted(_stored_rows(s, corpus.id, chosen.provenance))
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                for chunk in write(rows):
+                for chunk in chosen.write(rows, ExportInfo(corpus.src_lang, corpus.tgt_lang)):  # type: ignore[misc]
                     fh.write(chunk)
             os.replace(tmp, path)
         except BaseException:
@@ -53,34 +55,43 @@ def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None)
 
 def export_bytes(corpus_id: CorpusRef, fmt: str = "tsv") -> bytes:
     """The export as bytes (for a download button)."""
-    write = export_format(None, fmt)
+    chosen = export_format(None, fmt)
     with session_scope() as s:
         corpus = find(s, corpus_id)
-        return "".join(write(_stored_rows(s, corpus.id))).encode("utf-8")
+        rows = _stored_rows(s, corpus.id, chosen.provenance)
+        info = ExportInfo(corpus.src_lang, corpus.tgt_lang)
+        return "".join(chosen.write(rows, info)).encode("utf-8")  # type: ignore[misc]
 
 
 class _Counted:
     """Rows that count themselves as they pass (a header is not a row)."""
 
-    def __init__(self, rows: Iterable[list[str]]) -> None:
+    def __init__(self, rows: Iterable[ExportRow]) -> None:
         self.rows, self.count = rows, 0
 
-    def __iter__(self) -> Iterator[list[str]]:
+    def __iter__(self) -> Iterator[ExportRow]:
         for row in self.rows:
             self.count += 1
             yield row
 
 
-def _stored_rows(s: Session, corpus_id: int) -> Iterator[list[str]]:
-    """(source, target, split, note) of every pair, streamed in id order."""
+def _stored_rows(s: Session, corpus_id: int, provenance: bool) -> Iterator[ExportRow]:
+    """Every pair, streamed in id order; with ``provenance``, who made and changed it, when."""
+    authors = history.pair_authors(s, corpus_id) if provenance else None
     result = s.execute(
-        select(Pair.source, Pair.target, Pair.split, Pair.note)
+        select(Pair.source, Pair.target, Pair.split, Pair.note, Pair.id)
+        .add_columns(Pair.created_at, Pair.updated_at)
         .where(Pair.corpus_id == corpus_id)
         .order_by(Pair.id)
         .execution_options(yield_per=10_000)
     )
-    for row in result:
-        yield [_stored(v) for v in row]
+    for source, target, split, note, pid, created, updated in result:
+        columns = (_stored(source), _stored(target), _stored(split), _stored(note))
+        if authors is None:
+            yield ExportRow(*columns)
+        else:
+            made_by, changed_by = authors.of(pid)
+            yield ExportRow(*columns, created, made_by, updated, changed_by)
 
 
 def _stored(value: str | None) -> str:
@@ -91,9 +102,9 @@ def _stored(value: str | None) -> str:
     return value if value.isprintable() else normalize_text(value)
 
 
-def export_format(path: str | Path | None, fmt: str | None) -> Writer:
-    """The writer of the exported format ``fmt`` (checked), or of the one a file name's
-    ending asks for (``Format.extensions``), else tsv."""
+def export_format(path: str | Path | None, fmt: str | None) -> Format:
+    """The exported format ``fmt`` (checked), or the one a file name's ending asks for
+    (``Format.extensions``), else tsv."""
     if fmt is None:
         ext = file_extension(path) if path is not None else ""
         fmt = next((n for n in EXPORT_FORMATS if ext in FORMATS[n].extensions), "tsv")
@@ -104,4 +115,4 @@ def export_format(path: str | Path | None, fmt: str | None) -> Writer:
             format=fmt.lower(),
             formats=", ".join(EXPORT_FORMATS),
         )
-    return chosen.write
+    return chosen

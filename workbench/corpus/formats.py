@@ -15,6 +15,16 @@ Text in, text out: no database, no validation of the pairs themselves
                is always English, column 2 the other language. Which column becomes the
                source follows the corpus languages (for a zh→en corpus: source = column 2,
                target = column 1); the attribution (CC-BY) is kept as the pair's note.
+* ``tmx``      TMX 1.4b, the CAT tools' translation memories (read and written by
+               ``workbench.corpus.tmx``): languages by ``xml:lang`` (zh-CN gives zh), inline
+               codes dropped, their marked-up text kept; a record is a ``<tu>``, numbered by
+               its line. The export carries who made each pair and when.
+* ``xliff``    XLIFF 1.2 or 2.x, the CAT tools' bilingual files (``workbench.corpus.xliff``):
+               the units with a source and a target (read only; ``xliff.fill_targets``
+               translates such a file).
+
+The XML formats are parsed by translate-toolkit, safely (``xml_files``: a file declaring
+entities is refused), and imported only on first use.
 
 Adding a format is adding one ``Format`` to ``FORMATS``; a format the registry does not name
 is refused (``format_named``), never read as another. (Over 450 lines on purpose: each
@@ -39,6 +49,7 @@ import io
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -57,7 +68,30 @@ COLUMNS = ("source", "target", "split", "note")  # of a row, and of an export's 
 ENGLISH = {"en", "eng"}
 
 RawRow = tuple[int, str, str, Any, Any]  # (line, source, target, split, note)
-Writer = Callable[[Iterable[Iterable[str]]], Iterator[str]]  # rows -> text chunks, an export
+
+
+class ExportRow(NamedTuple):
+    """A pair as an export writes it: its ``COLUMNS``, then who made and changed it, and when
+    (filled for a format that asks, ``Format.provenance``)."""
+
+    source: str
+    target: str
+    split: str
+    note: str
+    created: datetime | None = None
+    created_by: str = ""
+    changed: datetime | None = None
+    changed_by: str = ""
+
+
+class ExportInfo(NamedTuple):
+    """What an export says of the corpus besides its pairs."""
+
+    src_lang: str
+    tgt_lang: str
+
+
+Writer = Callable[[Iterable[ExportRow], ExportInfo], Iterator[str]]  # rows -> text chunks
 
 
 class Malformed(NamedTuple):
@@ -103,6 +137,7 @@ class Format:
     # Exported formats: (source, target, split, note) rows as text, in pieces of about a line.
     write: Writer | None = None
     media_type: str | None = None  # of an export, for a download
+    provenance: bool = False  # its writer wants each pair's authors and dates (ExportRow)
 
 
 # -------------------------------------------------------------------------- readers
@@ -296,29 +331,47 @@ def _rows_tatoeba(files: Files) -> Iterator[Record]:
 # -------------------------------------------------------------------------- writers
 
 
-def _write_tsv(rows: Iterable[Iterable[str]]) -> Iterator[str]:
+def _write_tsv(rows: Iterable[ExportRow], _: ExportInfo) -> Iterator[str]:
     yield "\t".join(COLUMNS) + "\n"
     for row in rows:
-        yield "\t".join(row) + "\n"
+        yield "\t".join(row[:4]) + "\n"
 
 
-def _write_jsonl(rows: Iterable[Iterable[str]]) -> Iterator[str]:
+def _write_jsonl(rows: Iterable[ExportRow], _: ExportInfo) -> Iterator[str]:
     for row in rows:
-        yield json.dumps(dict(zip(COLUMNS, row, strict=True)), ensure_ascii=False) + "\n"
+        yield json.dumps(dict(zip(COLUMNS, row[:4], strict=True)), ensure_ascii=False) + "\n"
 
 
-def _write_csv(rows: Iterable[Iterable[str]]) -> Iterator[str]:
+def _write_csv(rows: Iterable[ExportRow], _: ExportInfo) -> Iterator[str]:
     """A header, then the rows, in pieces of about a megabyte."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(COLUMNS)
     for row in rows:
-        writer.writerow(list(row))
+        writer.writerow(row[:4])
         if buf.tell() > 1 << 20:
             yield buf.getvalue()
             buf.seek(0)
             buf.truncate()
     yield buf.getvalue()
+
+
+def _rows_tmx(files: Files) -> Iterator[Record]:
+    from workbench.corpus.tmx import read_tmx  # lxml and translate-toolkit on first use
+
+    return read_tmx(files)
+
+
+def _write_tmx(rows: Iterable[ExportRow], info: ExportInfo) -> Iterator[str]:
+    from workbench.corpus.tmx import write_tmx
+
+    return write_tmx(rows, info)
+
+
+def _rows_xliff(files: Files) -> Iterator[Record]:
+    from workbench.corpus.xliff import read_xliff
+
+    return read_xliff(files)
 
 
 # ------------------------------------------------------------------------- registry
@@ -365,6 +418,21 @@ FORMATS: dict[str, Format] = {
             _rows_tatoeba,
             extensions=_TEXT_ENDINGS,
             recognise=_is_tatoeba,
+        ),
+        Format(
+            "tmx",
+            N_("a TMX 1.4 translation memory of a CAT tool; languages by xml:lang, tags dropped"),
+            _rows_tmx,
+            extensions=("tmx",),
+            write=_write_tmx,
+            media_type="application/x-tmx+xml",
+            provenance=True,
+        ),
+        Format(
+            "xliff",
+            N_("an XLIFF 1.2 or 2.x file of a CAT tool: its units with a source and a target"),
+            _rows_xliff,
+            extensions=("xlf", "xliff"),
         ),
     )
 }  # in the order the import page lists them

@@ -368,11 +368,13 @@ def edit_pairs(
         new = (r.source, r.target, r.split or p.split, r.note)
         if (p.source, p.target, p.split, p.note) != new:
             changed.append((p, r))
+    revisions = {p.id: p.revision for p, _r in changed}  # raised by one: not per UPDATE
     for p, r in changed:
         if p.content_hash != r.content_hash:
             p.content_hash = f"~{p.id}"  # placeholder, unique per pair
     s.flush()
     for p, r in changed:
+        p.revision = revisions[p.id] + 1
         p.source, p.target, p.note = r.source, r.target, r.note
         p.split = r.split or p.split
         p.content_hash = r.content_hash

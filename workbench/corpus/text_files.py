@@ -159,6 +159,13 @@ def _size(n: int) -> Message:
     return Message(N_("{n} bytes"), n=f"{n:,}")
 
 
+def read_bytes(data: Data, what: str = "file") -> bytes:
+    """The whole (decompressed) content of a file, within ``MAX_INPUT_BYTES``: what a format
+    parsed as one document (TMX, XLIFF) reads, by the same rules as the line formats."""
+    with opened(data, what) as (stream, name):
+        return b"".join(_blocks(stream, name, what))
+
+
 def numbered_lines(
     data: Data, what: str = "file", skip_blank: bool = True
 ) -> Iterator[tuple[int, str]]:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import faiss
 import numpy as np
@@ -46,6 +46,7 @@ from workbench import settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
+from workbench.models.registry import VersionInfo, get_version, load_model_of
 from workbench.storage import session_scope
 
 STORE_FORMAT = 1
@@ -155,18 +156,6 @@ class Store:
         }
 
 
-class VersionRef(Protocol):
-    """What the store needs of a version (``workbench.models.registry.VersionInfo``): the
-    models package, above this one, passes it with a loader of its model."""
-
-    id: int
-    sha256: str
-    corpus_id: int | None
-
-
-Loader = Callable[[], LoadedModel]
-
-
 def store_path(version_id: int, corpus_id: int) -> Path:
     return settings.home() / "memory" / f"v{version_id}-c{corpus_id}.npz"
 
@@ -201,7 +190,7 @@ def _save(store: Store) -> None:
     os.replace(tmp, path)
 
 
-def _load(info: VersionRef, corpus_id: int) -> tuple[Store | None, str]:
+def _load(info: VersionInfo, corpus_id: int) -> tuple[Store | None, str]:
     """The stored store, or None and why it must be (re)built."""
     path = store_path(info.id, corpus_id)
     if not path.is_file():
@@ -307,15 +296,12 @@ def _valid_examples(loaded: LoadedModel, corpus_id: int) -> list[Example]:
 
 
 def build(
-    info: VersionRef,
-    load: Loader,
-    corpus_id: int,
-    progress: Callable[[int, int], None] | None = None,
+    info: VersionInfo, corpus_id: int, progress: Callable[[int, int], None] | None = None
 ) -> Store:
     """Encode the corpus' train pairs with the version, index them, tune k/λ/T on the valid
     split (defaults scaled to the store's distances without one), and save the store."""
     started = time.monotonic()
-    loaded = load()
+    loaded = load_model_of(info)
     pairs = _train_pairs(corpus_id)
     keys, ids = _entries(loaded, pairs, progress)
     index = new_index(loaded.model.cfg.d_model, keys)
@@ -395,7 +381,7 @@ class BuildProgress:
 _builds: dict[tuple[int, int], BuildProgress] = {}
 
 
-def memory_corpus(info: VersionRef, corpus: CorpusRef | None) -> int:
+def memory_corpus(info: VersionInfo, corpus: CorpusRef | None) -> int:
     """The corpus whose pairs are the memory: the one asked for, else the version's own."""
     if corpus is not None:
         with session_scope() as s:
@@ -412,13 +398,13 @@ def memory_corpus(info: VersionRef, corpus: CorpusRef | None) -> int:
 
 
 def open_store(
-    info: VersionRef,
-    load: Loader,
+    version_id: int,
     corpus: CorpusRef | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Store:
     """The version's store over the corpus, up to date with its pairs: loaded (or built, with
     `progress`) once per process, then synced at every call."""
+    info = get_version(version_id)
     corpus_id = memory_corpus(info, corpus)
     key = (info.id, corpus_id)
     with _stores_lock:
@@ -428,15 +414,16 @@ def open_store(
         if store is None:
             store, _reason = _load(info, corpus_id)
             if store is None:
-                store = build(info, load, corpus_id, progress)
+                store = build(info, corpus_id, progress)
             _stores[key] = store
     with store.lock:
-        sync(store, load())
+        sync(store, load_model_of(info))
     return store
 
 
-def store_state(info: VersionRef, corpus: CorpusRef | None = None) -> dict[str, Any]:
+def store_state(version_id: int, corpus: CorpusRef | None = None) -> dict[str, Any]:
     """Whether the store is ready, being built (with its progress) or missing (with why)."""
+    info = get_version(version_id)
     corpus_id = memory_corpus(info, corpus)
     key = (info.id, corpus_id)
     job = _builds.get(key)
@@ -454,11 +441,10 @@ def store_state(info: VersionRef, corpus: CorpusRef | None = None) -> dict[str, 
     return {"state": "ready", **store.describe()}
 
 
-def build_in_background(
-    info: VersionRef, load: Loader, corpus: CorpusRef | None = None
-) -> BuildProgress:
+def build_in_background(version_id: int, corpus: CorpusRef | None = None) -> BuildProgress:
     """Start building (or loading) the store in a thread of this process; poll the returned
     progress or ``store_state``."""
+    info = get_version(version_id)
     corpus_id = memory_corpus(info, corpus)
     key = (info.id, corpus_id)
     job = _builds.get(key)
@@ -472,7 +458,7 @@ def build_in_background(
 
     def run() -> None:
         try:
-            open_store(info, load, corpus_id, report)
+            open_store(info.id, corpus_id, report)
         except Exception as exc:  # a thread has no caller: keep the reason for the page
             job.error = str(exc) or type(exc).__name__
         finally:
@@ -480,6 +466,11 @@ def build_in_background(
 
     threading.Thread(target=run, name=f"memory-build-{info.id}-{corpus_id}", daemon=True).start()
     return job
+
+
+def retrieval(version_id: int, corpus: CorpusRef | None = None) -> RetrievalMemory:
+    """What the decoders take (``core_model.retrieval``): the version's store, up to date."""
+    return open_store(version_id, corpus).memory()
 
 
 def serialized_size(store: Store) -> int:

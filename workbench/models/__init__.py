@@ -2,7 +2,8 @@
 
 - ``registry``: a version is a database row plus a folder of weights and tokenizer.
 - ``model_import``: a model made elsewhere (ours, or a public Marian checkpoint) checked and
-  registered; ``archives``: a zip of one, unpacked safely.
+  registered, with its origin (file, format, hub id, licence); ``archives``: a zip of one,
+  unpacked safely; ``staging``: the folder an import works in, swept when the import died.
 - ``translation``: translate with a stored version, flag inputs it cannot be trusted on,
   turn a corrected output into a pair.
 - ``engines`` (who decodes: the hand-written decoder or CTranslate2), ``ctranslate2_export``

@@ -69,6 +69,14 @@ class VersionInfo:
     artifact_path: str
     created_at: datetime
     trained_by: str | None = None  # who started its run (or registered its folder); None: unknown
+    # where a model nobody here trained came from (model_import.ORIGIN_KEYS); None: trained here
+    origin: dict[str, Any] | None = None
+
+    @property
+    def imported(self) -> bool:
+        """Made elsewhere and added (a public model, a folder of ours): its corpus, pairs and
+        training time are not this workbench's to show."""
+        return self.origin is not None
 
 
 def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:
@@ -94,6 +102,7 @@ def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:
         artifact_path=v.artifact_path,
         created_at=v.created_at,
         trained_by=v.trained_by,
+        origin=dict(v.origin) if isinstance(v.origin, dict) else None,
     )
 
 
@@ -118,6 +127,7 @@ def register_version(
     parent_version_id: int | None = None,
     trained_by: str | None = None,
     notes: str = "",
+    origin: dict[str, Any] | None = None,
 ) -> int:
     """Record a model (a finished run's, or an imported copy) and move `model_dir` into
     models/<id>/; returns the id. ``parent_version_id``: the version the run continued; the
@@ -125,7 +135,8 @@ def register_version(
 
     Two transactions on purpose: the row is committed first and removed again if the move
     fails, so a folder under models/ always has a row and a row never points at nothing.
-    ``trained_by`` defaults to whoever started the run ``run_id``.
+    ``trained_by`` defaults to whoever started the run ``run_id`` (for an imported model,
+    ``origin`` set: who added it).
     """
     weights = model_dir / WEIGHTS_FILE
     if not weights.is_file():
@@ -142,6 +153,7 @@ def register_version(
             trained_by = s.scalar(select(TrainingRun.started_by).where(TrainingRun.id == run_id))
         version = ModelVersion(
             trained_by=trained_by,
+            origin=origin,
             notes=strip_invisible(notes)[0],
             run_id=run_id,
             corpus_id=corpus.id if corpus else None,
@@ -194,17 +206,20 @@ def list_versions() -> list[VersionInfo]:
 
 
 def versions_table() -> pd.DataFrame:
-    """The versions as a table for display (one row per version)."""
+    """The versions as a table for display (one row per version). An imported version
+    (``origin`` set) has no pairs or training time of its own here unless its folder recorded
+    them (null, not 0), and who added it is "added by", not "trained by"."""
     rows = [
         {
             "id": v.id,
             "name": v.name,
             "created": v.created_at,
+            "origin": v.origin,
             "corpus": v.corpus_name,
-            "pairs": v.train_pair_count,
+            "pairs": v.train_pair_count or (None if v.imported else 0),
             "parameters": v.param_count,
             "device": v.device,
-            "train time (s)": round(v.train_seconds, 1),
+            "train time (s)": round(v.train_seconds, 1) or (None if v.imported else 0.0),
             "parent": v.parent_version_id,
             "train tokens": v.train_tokens,
             "cumulative tokens": v.cumulative_tokens,
@@ -212,14 +227,16 @@ def versions_table() -> pd.DataFrame:
             "valid loss": v.metrics.get("valid_loss"),
             "BLEU": v.metrics.get("bleu"),
             "chrF": v.metrics.get("chrf"),
-            "trained by": v.trained_by,
+            "trained by": None if v.imported else v.trained_by,
+            "added by": v.trained_by if v.imported else None,
             "notes": v.notes,
         }
         for v in list_versions()
     ]
     table = pd.DataFrame(rows)
-    if not table.empty:  # ids stay integers next to the versions that have no parent
-        table["parent"] = table["parent"].astype("Int64")
+    if not table.empty:  # ids and counts stay integers next to the rows that have none
+        for column in ("parent", "pairs"):
+            table[column] = table[column].astype("Int64")
     return table
 
 

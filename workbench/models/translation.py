@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -19,7 +18,6 @@ from workbench.corpus.glossary import Glossary, enforce
 from workbench.corpus.pairs import edit_pairs
 from workbench.corpus.text_rules import normalize_text, pair_hash
 from workbench.errors import WorkbenchError
-from workbench.memory import datastore
 from workbench.messages import N_, Message
 from workbench.models.ctranslate2_translator import load_version_engine
 from workbench.models.ctranslate2_translator import translate as ctranslate2_translate
@@ -60,8 +58,7 @@ def translate(
     engine: str = ENGINES[0],
     quantization: str = ENGINE_QUANTIZATION,
     glossary: Glossary | None = None,
-    memory: bool = False,
-    memory_corpus: CorpusRef | None = None,
+    retrieval: RetrievalMemory | None = None,
 ) -> list[TranslationResult]:
     """One result per input text, in order (a batch is decoded together).
 
@@ -72,8 +69,8 @@ def translate(
     and miss their target terms are decoded again by our model under constraints
     (``glossary.enforce``: constrained beam search, whichever engine decoded the rest; those
     results have no attention); the others are translated exactly as without it.
-    `memory`: decode with the corpus memory (kNN-MT, ``workbench.memory.datastore``) over
-    `memory_corpus`'s train pairs (default: the version's corpus); our decoder only.
+    `retrieval`: decode with a kNN-MT datastore (``workbench.memory.datastore.retrieval``);
+    our decoder only (CTranslate2 ignores it: ``workbench.memory.recall`` refuses the pair).
     """
     if not 1 <= beam <= MAX_BEAM:
         raise WorkbenchError(BEAM_RANGE, max_beam=MAX_BEAM)
@@ -91,11 +88,8 @@ def translate(
         raise WorkbenchError(
             UNKNOWN_QUANTIZATION, quantization=quantization, choices=", ".join(QUANTIZATIONS)
         )
-    if memory and engine != "handwritten":
-        raise WorkbenchError(MEMORY_NEEDS_HANDWRITTEN)
     loaded = load_version(version_id)
     if engine == "handwritten":
-        retrieval = _memory(version_id, memory_corpus) if memory else None
         results = translate_loaded(
             loaded, list(texts), beam=beam, with_attention=with_attention, retrieval=retrieval
         )
@@ -107,23 +101,6 @@ def translate(
     if glossary:
         results = enforce(loaded, list(texts), results, glossary, beam)
     return results
-
-
-def _memory(version_id: int, corpus: CorpusRef | None) -> RetrievalMemory:
-    info = get_version(version_id)
-    return datastore.open_store(info, lambda: load_model_of(info), corpus).memory()
-
-
-def memory_state(version_id: int, corpus: CorpusRef | None = None) -> dict[str, Any]:
-    """The version's corpus memory: ready (what it holds), building (its progress), missing
-    or failed (why) — ``workbench.memory.datastore.store_state``."""
-    return datastore.store_state(get_version(version_id), corpus)
-
-
-def prepare_memory(version_id: int, corpus: CorpusRef | None = None) -> datastore.BuildProgress:
-    """Build (or load) the version's corpus memory in the background of this process."""
-    info = get_version(version_id)
-    return datastore.build_in_background(info, lambda: load_model_of(info), corpus)
 
 
 def load_for(version_id: int, engine: str = ENGINES[0]) -> None:

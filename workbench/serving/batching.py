@@ -1,6 +1,6 @@
 """Concurrent requests for one version share decoder batches.
 
-Requests are queued per (version, beam, attention, engine, memory). A single decoding thread
+Requests are queued per (version, beam, attention, engine, kNN-MT memory). A single decoding thread
 takes the queue whose first request is oldest; when it was idle it first waits a short window
 for more requests to arrive, then decodes whole requests together up to a sentence and
 character cap.
@@ -29,15 +29,15 @@ import torch
 from core_model.translator import TranslationResult
 from workbench.models.engines import ENGINES
 
-# (version_id, texts, beam, with_attention, engine, memory=) -> one result per text
+# (version_id, texts, beam, with_attention, engine, knn=) -> one result per text
 TranslateFn = Callable[..., list[TranslationResult]]
 
 
 @dataclass(frozen=True)
 class Engine:
     """How batches are decoded: ``translate(version_id, texts, beam, with_attention, engine,
-    memory)`` (one result per text, in order; ``engine`` one of
-    ``workbench.models.engines.ENGINES``; ``memory``: with the corpus memory, kNN-MT) and
+    knn=)`` (one result per text, in order; ``engine`` one of
+    ``workbench.models.engines.ENGINES``; ``knn``: with the corpus memory, kNN-MT) and
     ``load(version_id, engine)`` (loads the weights once per process)."""
 
     translate: TranslateFn
@@ -46,9 +46,10 @@ class Engine:
 
 def default_engine() -> Engine:
     """The workbench's translation service: the handwritten Transformer, or CTranslate2."""
-    from workbench.models.translation import load_for, translate
+    from workbench.memory.recall import decode
+    from workbench.models.translation import load_for
 
-    return Engine(translate=translate, load=load_for)
+    return Engine(translate=decode, load=load_for)
 
 
 class Busy(Exception):
@@ -61,7 +62,7 @@ class BatchKey:
     beam: int
     with_attention: bool
     engine: str
-    memory: bool = False
+    knn: bool = False
 
 
 @dataclass
@@ -142,13 +143,13 @@ class Batcher:
         beam: int = 1,
         with_attention: bool = False,
         engine: str = ENGINES[0],
-        memory: bool = False,
+        knn: bool = False,
     ) -> list[TranslationResult]:
         """One result per text, in order, decoded together with other waiting requests."""
         if self.queued_sentences + len(texts) > self.max_queued_sentences:
             raise Busy(f"{self.queued_sentences:,} sentences are waiting to be translated")
         request = _Request(texts, sum(map(len, texts)), asyncio.get_running_loop().create_future())
-        key = BatchKey(version_id, beam, with_attention, engine, memory)
+        key = BatchKey(version_id, beam, with_attention, engine, knn)
         self._queues.setdefault(key, deque()).append(request)
         self.queued_sentences += len(texts)
         self._wakeup.set()
@@ -218,7 +219,7 @@ class Batcher:
                     key.beam,
                     key.with_attention,
                     key.engine,
-                    memory=key.memory,
+                    knn=key.knn,
                 ),
             )
         except Exception as exc:  # every request of the batch hears it; the runner goes on

@@ -39,18 +39,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from workbench import settings
 from workbench.corpus.corpora import validate_lang
 from workbench.errors import PermissionDenied, WorkbenchError
+from workbench.memory import datastore
 from workbench.messages import N_
 from workbench.models import engines, registry
 from workbench.models.engines import ENGINES
-from workbench.models.translation import (
-    MEMORY_NEEDS_HANDWRITTEN,
-    check_inputs,
-    memory_state,
-    prepare_memory,
-)
+from workbench.models.translation import MEMORY_NEEDS_HANDWRITTEN, check_inputs
 from workbench.serving import served
 from workbench.serving.batching import Engine, default_engine
 from workbench.serving.config import ServeConfig
+from workbench.serving.memory_routes import file_routes, memory_fields, translate_remembering
 from workbench.serving.process import Observed, Server
 from workbench.serving.protocol import (
     ERROR_RESPONSES,
@@ -110,12 +107,12 @@ async def _memory_ready(version_id: int, engine: str) -> None:
     answered 503 with how far the build is."""
     if engine != ENGINES[0]:
         raise ApiError(400, f"Invalid request: {MEMORY_NEEDS_HANDWRITTEN}")
-    state = await _call(memory_state, version_id)
+    state = await _call(datastore.store_state, version_id)
     if state["state"] == "ready":
         return
     if state["state"] == "failed":
         raise ApiError(400, f"Invalid request: the memory could not be built: {state['error']}")
-    job = await _call(prepare_memory, version_id)
+    job = await _call(datastore.build_in_background, version_id)
     raise ApiError(
         503,
         f"The corpus memory of version {version_id} is being built ({job.done:,} of "
@@ -261,9 +258,7 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         request.state.version_id = info.id
         if req.memory:
             await _memory_ready(info.id, req.engine)
-        results = await server.translate(
-            info.id, texts, req.beam, req.attention, req.engine, req.memory
-        )
+        results, memory = await translate_remembering(server, info.id, texts, req, _call)
         checks = await _call(check_inputs, info.id, results, status=500)
         return V1TranslateResponse(
             version=await run_in_threadpool(_version_record, info),
@@ -279,10 +274,13 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
                     )
                     if r.attention is not None
                     else None,
+                    **memory_fields(recalled),
                 )
-                for r, check in zip(results, checks, strict=True)
+                for r, check, recalled in zip(results, checks, memory, strict=True)
             ],
         )
+
+    app.include_router(file_routes(server, _call, _served_version))
 
     @app.get(
         "/v1/versions",

@@ -165,12 +165,12 @@ class Server:
         beam: int,
         attention: bool = False,
         engine: str = engines.ENGINES[0],
-        memory: bool = False,
+        knn: bool = False,
     ) -> list[TranslationResult]:
         assert self.batcher is not None
         try:
             return await asyncio.wait_for(
-                self.batcher.translate(version_id, texts, beam, attention, engine, memory),
+                self.batcher.translate(version_id, texts, beam, attention, engine, knn),
                 self.config.timeout_s,
             )
         except Busy as exc:

@@ -17,6 +17,7 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.requests import ClientDisconnect
 
+from workbench.memory.matches import MAX_MATCHES
 from workbench.models.engines import ENGINE_LABELS, ENGINES
 from workbench.models.translation import MAX_BEAM
 
@@ -211,6 +212,13 @@ class V1TranslateRequest(BaseModel):
         + "; the attention is always the handwritten model's",
         json_schema_extra={"enum": list(ENGINES)},
     )
+    matches: int = Field(0, ge=0, le=MAX_MATCHES, description="Memory matches to add per text")
+    memory_exact: bool = Field(
+        False, description="A text the memory holds exactly gets its curated target"
+    )
+    memory_corpus: str | None = Field(
+        None, description="The memory's corpus (name or id); default: the version's"
+    )
     api_key: str | None = None
 
     @field_validator("engine")
@@ -235,11 +243,20 @@ class V1Attention(BaseModel):
     weights: list[list[float]] = Field(description="A row per output piece")
 
 
+class V1Match(BaseModel):
+    pair_id: int
+    source: str
+    target: str
+    score: float = Field(description="Fuzzy match score in % (edit-distance ratio)")
+
+
 class V1Translation(BaseModel):
     text: str
     score: float = Field(description="Log-probability (beam: length-normalised)")
     warnings: list[str] = Field(description="Why this output may not be trusted")
     attention: V1Attention | None = None
+    origin: str = Field("model", description="model, or memory (an exact match's target)")
+    matches: list[V1Match] = Field(default_factory=list, description="Closest memory pairs")
 
 
 class V1TranslateResponse(BaseModel):

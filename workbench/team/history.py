@@ -77,6 +77,9 @@ ACTION_LABELS = {
 # moved is a note any write of pairs rewrites; undoing a rename must neither restore it nor
 # be refused because it changed. (Older records may hold it: an undo ignores it there too.)
 _UNRECORDED = {"corpora": frozenset({"split_note"})}
+# A row's revision (``db.models.Pair.revision``) is recorded but never compared or put back:
+# every write raises it, an undo's too, so an edit based on the row before is a conflict.
+REVISION = "revision"
 
 
 def actor_name() -> str:
@@ -116,8 +119,9 @@ def _plain(value: Any) -> Any:
 
 
 def recorded_values(table: Table, values: Mapping[str, Any]) -> dict[str, Any]:
-    """A row's values without the columns that are not recorded (``_UNRECORDED``)."""
-    unrecorded = _UNRECORDED.get(table.name, frozenset())
+    """A row's values as an undo compares and puts them back: without the columns that are
+    not recorded (``_UNRECORDED``) nor its revision (``REVISION``)."""
+    unrecorded = _UNRECORDED.get(table.name, frozenset()) | {REVISION}
     return {k: v for k, v in values.items() if k not in unrecorded}
 
 
@@ -289,8 +293,92 @@ def _undone_by(s: Session, ids: Sequence[int]) -> dict[int, int]:
     return out
 
 
+class PairAuthors:
+    """Who made each pair of a corpus and who changed it last, from its changes."""
+
+    def __init__(self) -> None:
+        self.made: dict[int, str] = {}
+        self.changed: dict[int, str] = {}
+        self.imports: list[tuple[int, int, str]] = []  # (first id, last id, actor)
+
+    def of(self, pair_id: int) -> tuple[str, str]:
+        """(who made it, who changed it last), "" where the history does not say."""
+        made = self.made.get(pair_id, "")
+        if not made:
+            made = next((a for lo, hi, a in self.imports if lo <= pair_id <= hi), "")
+        return made, self.changed.get(pair_id, made)
+
+
+def pair_authors(session: Session, corpus_id: int) -> PairAuthors:
+    """The authors of a corpus' pairs (an export's ``creationid``/``changeid``), read from its
+    changes in order: the change that created a pair (an import or a save) made it, the last
+    one that wrote it changed it."""
+    out = PairAuthors()
+    rows = session.execute(
+        select(Change.actor, Change.items).where(Change.corpus_id == corpus_id).order_by(Change.id)
+    )
+    for actor, items in rows:
+        for item in items:
+            if item.get("table") != "pairs":
+                continue
+            if "id_ranges" in item:
+                out.imports += [(lo, hi, actor) for lo, hi in item["id_ranges"]]
+            elif item.get("after") is not None:
+                if item.get("before") is None:
+                    out.made.setdefault(item["id"], actor)
+                else:
+                    out.changed[item["id"]] = actor
+    return out
+
+
 def actors(corpus_id: int) -> list[str]:
     """Everyone who changed the corpus, for the History tab's filter."""
     with session_scope() as s:
         stmt = select(Change.actor).where(Change.corpus_id == corpus_id).distinct()
         return sorted(s.scalars(stmt))
+
+
+@dataclass(frozen=True)
+class LastWrite:
+    """Who last wrote a row and when, and the row as that write left it (None: deleted) or,
+    for a deletion, as it was just before (``was``)."""
+
+    actor: str
+    at: datetime
+    after: dict[str, Any] | None
+    was: dict[str, Any] | None
+
+
+def last_writes(
+    s: Session, corpus_id: int, table: str, keys: Iterable[Any], key: str = "id"
+) -> dict[Any, LastWrite]:
+    """For each of ``keys`` (rows of ``table`` in a corpus, named by their column ``key``), its
+    newest recorded write among the corpus' latest ``LIST_LIMIT`` changes: an edit conflict
+    names who changed the row since, and when. An import's pairs are named by id range."""
+    wanted = set(keys)
+    found: dict[Any, LastWrite] = {}
+    changes = s.scalars(
+        select(Change)
+        .where(Change.corpus_id == corpus_id)
+        .order_by(Change.id.desc())
+        .limit(LIST_LIMIT)
+    )
+    for c in changes:
+        for item in c.items:
+            if item.get("table") != table:
+                continue
+            if "id_ranges" in item:
+                if key == "id":
+                    hits = [
+                        i
+                        for i in wanted - set(found)
+                        if any(a <= i <= b for a, b in item["id_ranges"])
+                    ]
+                    found |= {i: LastWrite(c.actor, c.at, None, None) for i in hits}
+                continue
+            row = item["after"] or item["before"] or {}
+            if row.get(key) in wanted and row[key] not in found:
+                found[row[key]] = LastWrite(c.actor, c.at, item["after"], item["before"])
+        if len(found) == len(wanted):
+            break
+    return found

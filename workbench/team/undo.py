@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, insert, or_, select, update
+from sqlalchemy import ColumnElement, Table, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -251,7 +251,8 @@ def _apply(s: Session, change_id: int, items: list[dict[str, Any]]) -> None:
         current = history.capture(s, history.RECORDED_TABLES[name], (item["id"] for item in group))
         for item in group:
             was = item["before"] and history.recorded_values(table, item["before"])
-            if current.get(item["id"]) != was:
+            now = current.get(item["id"])
+            if (now and history.recorded_values(table, now)) != was:
                 raise WorkbenchError(_CHANGED_SINCE[name], row=item["id"], id=change_id)
     for name in reversed(history.RECORDED_TABLES):  # deletes: pairs and terms before their corpus
         doomed = [item["id"] for item in by_table.get(name, []) if item["after"] is None]
@@ -265,8 +266,11 @@ def _apply(s: Session, change_id: int, items: list[dict[str, Any]]) -> None:
         unique = _UNIQUE_TEXT.get(name)
         if unique and moved:
             for item in moved:
-                s.execute(
-                    update(table).where(table.c.id == item["id"]).values({unique: f"~{item['id']}"})
+                held = {history.REVISION: table.c.revision} if history.REVISION in table.c else {}
+                s.execute(  # a placeholder first (rows may swap text); the revision waits
+                    update(table)
+                    .where(table.c.id == item["id"])
+                    .values({unique: f"~{item['id']}", **held})
                 )
         for item in moved:
             s.execute(
@@ -275,8 +279,18 @@ def _apply(s: Session, change_id: int, items: list[dict[str, Any]]) -> None:
                 .values(history.stored_values(table, item["after"]))
             )
         added = [
-            history.stored_values(table, item["after"]) for item in group if item["before"] is None
+            history.stored_values(table, item["after"]) | _next_revision(table, item["after"])
+            for item in group
+            if item["before"] is None
         ]
         if added:
             s.execute(insert(table), added)
     s.flush()
+
+
+def _next_revision(table: Table, was: dict[str, Any]) -> dict[str, Any]:
+    """A row put back gets the revision after the one it was deleted at (an edit based on it
+    then is a conflict, as after any write); none for a table without revisions."""
+    if history.REVISION not in table.c:
+        return {}
+    return {history.REVISION: int(was.get(history.REVISION) or 1) + 1}

@@ -12,7 +12,8 @@ write), a new model is the default, and the reason says so.
 
 A version that is a large pretrained model (a public checkpoint, or fine-tuned from one) is
 continued as gently as core_model's recipe says; ``fine_tune_note`` tells the Train page what
-such a run will cost and buy, before it is queued.
+such a run will cost and buy, before it is queued, from ``continued_plan``: the run's plan made
+as the run makes it, timed on the version's own model (never a preset's first guess).
 """
 
 from __future__ import annotations
@@ -22,15 +23,19 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import NamedTuple
 
+import torch
 from sqlalchemy import func, select
 
 from core_model.artifact import TOKENIZER_DIR, ArtifactError, read_config
 from core_model.tokenizer import TokenizerError, TokenizerPair, character_coverage
-from core_model.training import TrainConfig, recipe
+from core_model.training import TrainConfig, TrainingError, recipe, setup
+from core_model.training.calibration import Calibration, measure_candidate
+from core_model.training.layout import ONE_PROCESS
 from core_model.transformer import ModelConfig
 from db.models import Pair
 from workbench import settings
 from workbench.corpus.corpora import CorpusRef, find
+from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 from workbench.models import registry
 from workbench.storage import session_scope
@@ -166,40 +171,116 @@ def fine_tune_note(
     device: str = "cpu",
 ) -> Message | None:
     """What continuing ``version_id`` on ``corpus`` costs and buys when the version is a large
-    pretrained model: how much slower a token is than for the CPU small model, and the tokens
-    and passes over the corpus the budget (``minutes``, ``epochs`` or the automatic one)
-    projects to, as core_model's recipe plans them at its first guess of the speed (the run
-    measures it). None for any other version."""
+    pretrained model: a token's arithmetic against the model a new run of the corpus would
+    train, and the speed, tokens and passes over the corpus that ``continued_plan`` measures
+    for the budget (``minutes``, ``epochs`` or the automatic one). None for any other
+    version."""
     version = registry.get_version(version_id)
     model = _pretrained_model(version.id, version.sha256)
     if model is None:
         return None
+    plan = continued_plan(version_id, corpus, minutes=minutes, epochs=epochs, device=device)
+    if plan is None:
+        return None
+    gpu = device.startswith("cuda")
     with session_scope() as s:
         corpus_id = find(s, corpus).id
-    facts = _corpus_facts(corpus_id, _content_marker(corpus_id))
-    if not facts.train_pairs:
-        return None
-    asked = TrainConfig(epochs=epochs, time_budget_s=60.0 * minutes if minutes else None)
-    gpu = device.startswith("cuda")
-    plan = recipe.resolve(asked, facts, gpu, fine_tune=True, pretrained=model)
-    tokens = plan.budget_tokens or 0.0
+    # the basis of the cost: the model a new run of this corpus and budget would train
+    fresh = recipe.resolve(
+        _asked(minutes, epochs), _corpus_facts(corpus_id, _content_marker(corpus_id)), gpu
+    )
+    if plan.calibration is not None:
+        speed = Message(
+            N_("{speed} tokens/s, measured here on this model"),
+            speed=f"{plan.calibration.tokens_per_s:,.0f}",
+        )
+    else:
+        speed = Message(
+            N_("about {speed} tokens/s, a first guess that the run measures before it starts"),
+            speed=f"{recipe.estimated_tokens_per_s(model, gpu):,.0f}",
+        )
     return Message(
         N_(
             "Version #{id} is a pretrained model of {parameters} parameters: a token costs it "
-            "about {times}× the arithmetic of the CPU “small” model, so it trains slowly (about "
-            "{speed} tokens/s here, a first guess that the run measures before it starts). "
-            "This run trains about {tokens} tokens, {passes} passes over the corpus' training "
-            "pairs, at a low learning rate ({rate}) that adapts the model without erasing what "
-            "it knows; version #{id} stays as it is."
+            "about {times}× the arithmetic of the “{preset}” model a new run of this corpus "
+            "would train, and it trains at {speed}. This run trains about {tokens} tokens, "
+            "{passes} passes over the corpus' training pairs, at a low learning rate ({rate}) "
+            "that adapts the model without erasing what it knows; version #{id} stays as it is."
         ),
         id=version.id,
         parameters=f"{version.param_count / 1e6:.1f}M",
-        times=f"{recipe.relative_cost(model):.0f}",
-        speed=f"{recipe.estimated_tokens_per_s(model, gpu):,.0f}",
-        tokens=f"{tokens:,.0f}",
-        passes=f"{tokens / max(1, facts.tokens):.1f}",
+        times=f"{recipe.relative_cost(model, setup.candidate_model(fresh.cfg)):.2g}",
+        preset=fresh.cfg.preset,
+        speed=speed,
+        tokens=f"{plan.budget_tokens or 0.0:,.0f}",
+        passes=f"{plan.passes or 0.0:.1f}",
         rate=f"{plan.cfg.lr:g}",
     )
+
+
+def continued_plan(
+    version_id: int,
+    corpus: CorpusRef,
+    *,
+    minutes: float | None = None,
+    epochs: int | None = None,
+    device: str = "cpu",
+) -> recipe.Plan | None:
+    """The plan of a run continuing ``version_id`` on ``corpus``, made as the run makes it:
+    the version's own model (not a preset) timed on a CPU for a few training steps at the
+    corpus' sentence length and the run's batch, one process with the idle cores (the run
+    times its layouts again before it starts); on a GPU at the model's first guess, as the
+    run plans there. None for a corpus without training pairs. Cached per version, corpus
+    content and budget: a page asks on every rerun."""
+    version = registry.get_version(version_id)
+    with session_scope() as s:
+        corpus_id = find(s, corpus).id
+    return _continued_plan(
+        version.id,
+        version.sha256,
+        corpus_id,
+        _content_marker(corpus_id),
+        minutes,
+        epochs,
+        device.startswith("cuda"),
+    )
+
+
+@lru_cache(maxsize=8)
+def _continued_plan(
+    version_id: int,
+    sha256: str,
+    corpus_id: int,
+    marker: tuple,
+    minutes: float | None,
+    epochs: int | None,
+    gpu: bool,
+) -> recipe.Plan | None:
+    facts = _corpus_facts(corpus_id, marker)
+    if not facts.train_pairs:
+        return None
+    folder = settings.resolve(registry.get_version(version_id).artifact_path)
+    try:
+        start = setup.continued(folder)
+    except TrainingError as exc:
+        raise WorkbenchError(
+            N_("Version {id} cannot be continued: {error}"), id=version_id, error=str(exc)
+        ) from exc
+    pretrained = start.model if start.pretrained else None
+    speed = None
+    if not gpu:
+
+        def speed(candidate: TrainConfig) -> Calibration:
+            return measure_candidate(
+                candidate, facts.side_tokens, torch.device("cpu"), ONE_PROCESS, start.model
+            )
+
+    return recipe.resolve(_asked(minutes, epochs), facts, gpu, True, speed, pretrained)
+
+
+def _asked(minutes: float | None, epochs: int | None) -> TrainConfig:
+    """The budget a page asks for, as a run's config has it (neither: the automatic one)."""
+    return TrainConfig(epochs=epochs, time_budget_s=60.0 * minutes if minutes else None)
 
 
 @lru_cache(maxsize=16)

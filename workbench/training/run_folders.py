@@ -8,9 +8,7 @@ folder, and so its checkpoint, to be resumed until the run is deleted.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-import time
 
 from sqlalchemy import select
 
@@ -18,6 +16,7 @@ from core_model.artifact import ArtifactError
 from core_model.training import checkpoint as ckpt
 from db.models import RunStatus, TrainingRun
 from workbench import settings
+from workbench.models import staging
 from workbench.storage import session_scope
 
 
@@ -33,11 +32,12 @@ def checkpoint_step(run_id: int) -> int | None:
         return None
 
 
-def sweep_run_folders(import_max_age_s: float = 86400.0) -> int:
+def sweep_run_folders() -> int:
     """Delete what runs/ no longer needs: folders of runs that succeeded (the model moved to
-    models/) or no longer exist, and import staging copies older than `import_max_age_s`
-    (left by a killed `register`). A failed or cancelled run keeps its folder (its checkpoint,
-    to resume from) until the run is deleted. Returns how many were removed."""
+    models/) or no longer exist, and the staging folders of imports that no longer run (a
+    killed `register`: ``workbench.models.staging``). A failed or cancelled run keeps its
+    folder (its checkpoint, to resume from) until the run is deleted. Returns how many were
+    removed."""
     root = settings.runs_dir()
     found = {int(p.name): p for p in root.glob("*") if p.is_dir() and p.name.isdigit()}
     kept: set[int] = set()
@@ -51,10 +51,6 @@ def sweep_run_folders(import_max_age_s: float = 86400.0) -> int:
                 )
             )
     done = [path for run_id, path in found.items() if run_id not in kept]
-    for path in settings.import_staging_dirs():
-        with contextlib.suppress(OSError):  # another process may be removing it right now
-            if time.time() - path.stat().st_mtime > import_max_age_s:
-                done.append(path)
     for path in done:
         shutil.rmtree(path, ignore_errors=True)
-    return len(done)
+    return len(done) + staging.sweep()

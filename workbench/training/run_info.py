@@ -8,6 +8,7 @@ rule) are ``workbench.messages.Message``s: English for the CLI, translated on a 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -101,6 +102,15 @@ class RunInfo:
         if budget is None or self.limit != "tokens":
             return None
         return round(self.fraction_done * budget)
+
+    @property
+    def trained_s(self) -> float | None:
+        """The seconds the run has trained, by its trainer's clock (earlier attempts of a
+        resumed run included; None before its first report). The one definition every page
+        shows: the trainer's last report of a finished run carries exactly what its version
+        records as `train_time_s` (`registry`'s `train_seconds`), not the budget asked for."""
+        elapsed = self.progress_detail.get("elapsed_s")
+        return float(elapsed) if elapsed is not None else None
 
     @property
     def budget(self) -> Message:
@@ -328,7 +338,8 @@ def runs_table(corpus_id: int | None = None, runs: list[RunInfo] | None = None) 
             "corpus": r.corpus_name or "",
             "status": r.status.value,
             "preset": str(r.config.get("preset", "")),
-            "trained for": r.budget,
+            "budget": r.budget,
+            "train time (s)": round(r.trained_s, 1) if r.trained_s is not None else math.nan,
             "device": r.device,
             "pairs": r.snapshot_size,
             "steps": r.progress_step,

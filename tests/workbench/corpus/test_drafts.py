@@ -89,7 +89,7 @@ def test_saving_a_draft_writes_the_pairs_and_forgets_it_in_one_transaction(kitch
             deleted=(tea,),
         ),
     )
-    result = drafts.apply_pairs(A, kitchen)
+    result = drafts.apply_pairs(A, kitchen).result
     assert (result.added, result.updated, result.deleted) == (1, 1, 1)
     assert pairs.search_pairs(kitchen).rows["target"].tolist() == ["cooked rice", "soup"]
     assert not drafts.load(A, kitchen, "pairs")
@@ -136,7 +136,7 @@ def test_a_glossary_draft_edits_terms_by_their_stored_source_term(kitchen: int) 
             deleted=("米饭",),
         ),
     )
-    assert drafts.apply_glossary(A, kitchen) == 2
+    assert drafts.apply_glossary(A, kitchen).result == 2
     assert glossary.list_terms(kitchen) == [("汤", "soup"), ("茶", "black tea")]
 
 

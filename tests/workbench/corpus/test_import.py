@@ -148,7 +148,8 @@ def test_an_unknown_format_is_refused_not_read_as_another(
         with pytest.raises(WorkbenchError) as refused:
             I.import_file(corpus.id, path, fmt)
         assert str(refused.value) == (
-            f"unknown format {fmt.lower()!r}: use one of tsv, csv, jsonl, aligned, tatoeba"
+            f"unknown format {fmt.lower()!r}: use one of "
+            "tsv, csv, jsonl, aligned, tatoeba, tmx, xliff"
         )
         assert in_chinese(refused.value).startswith("未知格式")
     assert db_fingerprint() == before

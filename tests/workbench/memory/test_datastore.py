@@ -11,8 +11,8 @@ import pytest
 from tests.helpers import cli, module_home, toy_pairs, trained_home, training
 from workbench.corpus import corpora, pairs
 from workbench.errors import WorkbenchError
-from workbench.memory import datastore
-from workbench.models import registry, translation
+from workbench.memory import datastore, recall
+from workbench.models import translation
 
 NEW_SOURCE = "我的猫喜欢喝咖啡"  # not in the toy corpus
 
@@ -25,12 +25,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
 
 
 def _open(trained: dict, corpus: str | None = None) -> datastore.Store:
-    info = registry.get_version(trained["version"])
-    return datastore.open_store(info, lambda: registry.load_model_of(info), corpus)
+    return datastore.open_store(trained["version"], corpus)
 
 
 def _translate(trained: dict, text: str, **options: object) -> str:
-    [result] = translation.translate(trained["version"], [text], memory=True, **options)
+    [result] = recall.decode(trained["version"], [text], knn=True, **options)
     return result.text
 
 
@@ -40,7 +39,7 @@ def test_the_store_holds_every_train_position_and_is_saved(trained: dict) -> Non
     assert store.describe()["pairs"] == len(train) > 0
     assert store.faiss_store.size > len(train)  # a position per target token + EOS
     assert datastore.store_path(trained["version"], trained["corpus_id"]).is_file()
-    state = translation.memory_state(trained["version"])
+    state = datastore.store_state(trained["version"])
     assert state["state"] == "ready" and state["entries"] == store.faiss_store.size
 
 
@@ -70,15 +69,15 @@ def test_a_corrupt_store_is_rebuilt_not_a_crash(trained: dict) -> None:
     path = datastore.store_path(trained["version"], trained["corpus_id"])
     datastore._stores.clear()  # another process: nothing in memory
     path.write_bytes(b"not a store")
-    assert translation.memory_state(trained["version"])["state"] == "missing"
+    assert datastore.store_state(trained["version"])["state"] == "missing"
     text = _translate(trained, toy_pairs()[0][0])
     assert text == toy_pairs()[0][1]  # the rebuilt store knows the pair's exact context
-    assert translation.memory_state(trained["version"])["state"] == "ready"
+    assert datastore.store_state(trained["version"])["state"] == "ready"
 
 
 def test_ctranslate2_with_memory_is_refused_clearly(trained: dict) -> None:
     with pytest.raises(WorkbenchError, match="handwritten decoder"):
-        translation.translate(trained["version"], ["你好"], engine="ctranslate2", memory=True)
+        recall.decode(trained["version"], ["你好"], engine="ctranslate2", knn=True)
 
 
 def test_a_corpus_that_does_not_exist_is_refused(trained: dict) -> None:

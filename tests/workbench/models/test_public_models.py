@@ -214,6 +214,34 @@ def test_the_ctranslate2_export_decodes_as_ctranslate2s_own_marian_converter(
     assert len({len(x.hypotheses[0]) for x in a}) >= 3  # outputs of varied lengths
 
 
+def test_the_train_pages_plan_of_a_public_model_is_measured_on_it(public: dict) -> None:
+    """Issue 37: the note said "about 0× the arithmetic … 328,370 tokens/s … 3195.0 passes"
+    (the first guess for a small public model, and a ratio rounded to nothing); the run
+    trained ~17k tokens/s. The plan is now timed on the model itself, on the corpus' sentence
+    length: its parameters are the version's, passes = tokens / the corpus' tokens, and the
+    note says the measured speed and a cost ratio above 0 against the model a new run of the
+    corpus would train."""
+    import re
+
+    corpus_id, imported = public["corpus_id"], public["version_id"]
+    version = registry.get_version(imported)
+    plan = continuation.continued_plan(imported, corpus_id, minutes=2)
+    assert plan is not None and plan.calibration is not None
+    assert plan.calibration.parameters == version.param_count
+    speed = plan.calibration.tokens_per_s
+    assert plan.budget_tokens == pytest.approx(120 * speed * recipe.RUN_SHARE_OF_CALIBRATION)
+    facts = recipe.CorpusFacts.of(list(continuation._training_pairs(corpus_id)), None)
+    assert plan.corpus_tokens == facts.tokens > 0
+    assert plan.passes == pytest.approx(plan.budget_tokens / facts.tokens)
+    note = continuation.fine_tune_note(imported, corpus_id, minutes=2)
+    assert f"it trains at {speed:,.0f} tokens/s, measured here on this model" in note
+    assert f"{plan.budget_tokens:,.0f} tokens, {plan.passes:.1f} passes" in note
+    times = float(re.search(r"about ([0-9.e+-]+)× the arithmetic of the “tiny” model", note)[1])
+    assert times > 0
+    # on a GPU the page does not time (the run plans at the first guess there too)
+    assert "a first guess" in continuation.fine_tune_note(imported, corpus_id, device="cuda")
+
+
 def test_continue_from_the_imported_version_fine_tunes_it_gently(public: dict) -> None:
     """The tokenizer-fit rule offers the imported version (its vocabulary covers the corpus),
     the run takes the recipe's branch for pretrained models (low peak rate, the checkpoint's

@@ -251,6 +251,9 @@ def test_a_model_folder_from_elsewhere_is_imported_as_a_copy(trained: dict, tmp_
         info = registry.get_version(new)
         assert (info.corpus_name, info.src_lang, info.tgt_lang) == ("toy", "zh", "en")
         assert info.name == f"toy v{new}" and info.run_id is None
+        assert info.origin is not None
+        assert (info.origin["file"], info.origin["format"]) == ("exported", "workbench")
+        assert info.origin["model_type"] == "transformer" and info.origin["licence"] is None
         assert info.sha256 == registry.get_version(trained["v1"]).sha256
         assert folder.is_dir()  # the user's folder is left where it was
         source, target = toy_pairs()[0]

@@ -193,14 +193,14 @@ class CountingEngine:
         beam: int,
         attention: bool,
         engine: str,
-        memory: bool,
+        knn: bool,
     ) -> list[translation.TranslationResult]:
         self.calls.append(len(texts))
         self.threads.append(torch.get_num_threads())
         self.engines.append(engine)
         if self.fail_on in texts:
             raise RuntimeError("engine failure")
-        return self.real.translate(version_id, texts, beam, attention, engine, memory=memory)
+        return self.real.translate(version_id, texts, beam, attention, engine, knn=knn)
 
     def engine(self) -> Engine:
         return Engine(self.translate, self.real.load)

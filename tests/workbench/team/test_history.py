@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from db.models import Change, utcnow
+from db.models import Change, Pair, utcnow
 from tests.conftest import fingerprint_database
 from tests.helpers import ROOT
 from tests.workbench.models.test_registry import outside_folder  # noqa: F401 (a fixture)
@@ -26,11 +26,16 @@ from workbench.team import access, history, trash, undo
 
 
 def _raw(table: str, where: str = "") -> list[tuple[Any, ...]]:
-    """Every stored row of ``table`` as the driver returns it (no ORM types in between)."""
+    """Every stored row of ``table`` as the driver returns it (no ORM types in between),
+    but its revision: every write raises it, an undo's too (``test_edit_conflicts``)."""
     with engine().connect() as conn:
-        return [
-            tuple(r) for r in conn.exec_driver_sql(f"SELECT * FROM {table} {where} ORDER BY id")
-        ]
+        rows = conn.exec_driver_sql(f"SELECT * FROM {table} {where} ORDER BY id").mappings()
+        return [tuple(v for k, v in r.items() if k != "revision") for r in rows]
+
+
+def _revisions() -> list[int]:
+    with session_scope() as s:
+        return list(s.scalars(select(Pair.revision).order_by(Pair.id)))
 
 
 def _changes() -> list[Change]:
@@ -55,8 +60,8 @@ def test_undo_of_a_bulk_delete_restores_1000_pairs_byte_for_byte(db_url: str) ->
     info = corpora.create_corpus("bulk", "zh", "en")
     ids = _thousand(info.id)
     pairs.set_split(info.id, ids[:40], "test")
-    stored = _raw("pairs")
-    assert len(stored) == 1000
+    stored, revisions = _raw("pairs"), _revisions()
+    assert len(stored) == 1000 and set(revisions) == {1, 2}
 
     pairs.apply_edits(info.id, deleted=ids)
     assert _raw("pairs") == []

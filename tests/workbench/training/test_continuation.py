@@ -90,6 +90,31 @@ def test_a_warm_start_begins_with_a_lower_loss_than_a_fresh_model(chain: dict) -
     assert v2.metrics["warmup_steps"] <= 50 < 200  # the short re-warm-up of a continuation
 
 
+def test_every_front_end_shows_the_same_trained_time(
+    chain: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37: History said "trained for 2 min" (the budget asked for) where Models said
+    12 s. One figure, the trainer's clock at the end (`train_time_s`), is what the version
+    records, what the run's last report carries, and what `train --wait`, `runs --json` and
+    `versions --json` print."""
+    from workbench.cli import training_commands
+
+    monkeypatch.setattr(worker_process, "ensure_worker", lambda *a, **k: None)
+    for run_id, version_id in zip(chain["runs"], chain["versions"], strict=True):
+        run, version = run_info.get_run(run_id), registry.get_version(version_id)
+        seconds = version.train_seconds
+        assert seconds > 0 and seconds == version.metrics["train_time_s"] == run.trained_s
+        assert training_commands._follow(run_id, True) == 0
+        assert json.loads(capsys.readouterr().out.splitlines()[-1])["train_time_s"] == seconds
+        assert workbench_cli.main(["runs", "--json"]) == 0
+        listed = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+        assert listed[run_id]["train_time_s"] == seconds
+        assert listed[run_id]["budget"] == "automatic"  # what was asked, named as such
+        assert workbench_cli.main(["versions", "--json"]) == 0
+        versions = {v["id"]: v for v in json.loads(capsys.readouterr().out)}
+        assert versions[version_id]["train time (s)"] == round(seconds, 1)
+
+
 def test_lineage_adds_up(chain: dict, capsys: pytest.CaptureFixture[str]) -> None:
     v1, v2, v3, fresh = (registry.get_version(v) for v in chain["versions"])
     assert (v1.parent_version_id, v2.parent_version_id, v3.parent_version_id) == (

@@ -1,0 +1,67 @@
+"""Translating a CAT tool's XLIFF file with a version: every empty target filled
+(``workbench.corpus.xliff.fill_targets`` says how tags and states are kept), the memory's
+exact matches used where the caller asks (``use_memory``). The CLI, the Translate page and
+the HTTP API call this."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from workbench.corpus.corpora import CorpusRef
+from workbench.corpus.text_files import Data
+from workbench.corpus.xliff import FilledFile, fill_targets
+from workbench.errors import WorkbenchError
+from workbench.memory.recall import translate_with_memory
+from workbench.messages import N_
+from workbench.models.engines import ENGINES
+
+BATCH = 1000  # runs of text decoded at a time
+
+
+def translate_xliff(
+    version_id: int,
+    data: Data,
+    *,
+    beam: int = 1,
+    engine: str = ENGINES[0],
+    use_memory: bool = False,
+    corpus: CorpusRef | None = None,
+) -> FilledFile:
+    """The XLIFF file ``data`` translated by ``version_id``; with ``use_memory`` a text the
+    memory (``recall.memory_corpus``) holds exactly gets its curated target."""
+
+    def translate(texts: list[str]) -> list[tuple[str, bool]]:
+        out: list[tuple[str, bool]] = []
+        for start in range(0, len(texts), BATCH):
+            chunk = texts[start : start + BATCH]
+            results, memory = translate_with_memory(
+                version_id,
+                chunk,
+                beam=beam,
+                engine=engine,
+                matches=0,
+                use_exact=use_memory,
+                corpus=corpus,
+            )
+            out += [(r.text, m.exact is not None) for r, m in zip(results, memory, strict=True)]
+        return out
+
+    return fill_targets(data, translate)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """``data`` as the file ``path``, whole or not at all (a temporary file renamed)."""
+    if path.is_dir():
+        raise WorkbenchError(N_("{path} is a directory"), path=str(path))
+    if not path.parent.exists():
+        raise WorkbenchError(N_("folder does not exist: {path}"), path=str(path.parent))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

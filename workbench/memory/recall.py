@@ -1,0 +1,137 @@
+"""Translating with the memory beside the model: each sentence's memory matches, and for an
+exact match the curated target instead of the model's output, marked as from the memory
+(what a CAT tool does with a 100 % match). The page, the CLI and the HTTP API call this (the
+HTTP API decodes through its batcher, so it uses ``recall`` and ``MEMORY_ORIGIN`` itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core_model.translator import TranslationResult
+from workbench.corpus.corpora import CorpusRef
+from workbench.corpus.glossary import Glossary
+from workbench.errors import WorkbenchError
+from workbench.memory import datastore
+from workbench.memory.matches import Match, find_matches
+from workbench.models import registry, translation
+from workbench.models.engines import ENGINE_QUANTIZATION, ENGINES
+
+MEMORY_ORIGIN = "memory"  # a translation's origin when an exact match gave it (else "model")
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """A sentence's memory: its matches (best first) and the exact one that gives its
+    translation (None: the model translates it)."""
+
+    matches: list[Match]
+    exact: Match | None
+
+
+def memory_corpus(version_id: int, corpus: CorpusRef | None) -> CorpusRef | None:
+    """The corpus a version's memory is: the one given, else the version's own (None: an
+    imported version has none, then there is no memory)."""
+    return corpus if corpus is not None else registry.get_version(version_id).corpus_id
+
+
+def recall(
+    version_id: int,
+    sentences: Sequence[str],
+    *,
+    matches: int = 3,
+    use_exact: bool = True,
+    corpus: CorpusRef | None = None,
+) -> list[Recalled]:
+    """Each sentence's matches in the memory of ``version_id`` (``memory_corpus``), and the
+    exact match that gives its translation when ``use_exact``."""
+    nothing = [Recalled([], None) for _ in sentences]
+    memory = memory_corpus(version_id, corpus) if matches or use_exact else None
+    if memory is None or not sentences:
+        return nothing
+    try:
+        found = find_matches(memory, sentences, max(matches, 1))
+    except WorkbenchError:
+        if corpus is not None:
+            raise
+        return nothing  # the version's own corpus was deleted since: no memory, no refusal
+    out = []
+    for ms in found:
+        exact = next((m for m in ms if m.exact), None) if use_exact else None
+        out.append(Recalled(ms[:matches] if matches else [], exact))
+    return out
+
+
+def from_memory(match: Match) -> TranslationResult:
+    """A curated target as a translation result (no pieces, no attention: nothing decoded)."""
+    return TranslationResult(text=match.target, src_pieces=[], out_pieces=[])
+
+
+def decode(
+    version_id: int,
+    sentences: Sequence[str],
+    beam: int = 1,
+    with_attention: bool = False,
+    engine: str = ENGINES[0],
+    *,
+    quantization: str = ENGINE_QUANTIZATION,
+    glossary: Glossary | None = None,
+    knn: bool = False,
+    corpus: CorpusRef | None = None,
+) -> list[TranslationResult]:
+    """``translation.translate``, with the corpus' kNN-MT datastore when ``knn`` (the
+    handwritten decoder only: CTranslate2 keeps its decoder states to itself). The HTTP
+    server's batches decode through this (``workbench.serving.batching``)."""
+    if knn and engine != ENGINES[0]:
+        raise WorkbenchError(translation.MEMORY_NEEDS_HANDWRITTEN)
+    return translation.translate(
+        version_id,
+        sentences,
+        beam,
+        with_attention=with_attention,
+        engine=engine,
+        quantization=quantization,
+        glossary=glossary,
+        retrieval=datastore.retrieval(version_id, corpus) if knn else None,
+    )
+
+
+def translate_with_memory(
+    version_id: int,
+    sentences: Sequence[str],
+    *,
+    beam: int = 1,
+    with_attention: bool = False,
+    engine: str = ENGINES[0],
+    quantization: str = ENGINE_QUANTIZATION,
+    glossary: Glossary | None = None,
+    knn: bool = False,
+    matches: int = 3,
+    use_exact: bool = True,
+    corpus: CorpusRef | None = None,
+) -> tuple[list[TranslationResult], list[Recalled]]:
+    """``decode`` of the sentences without an exact match (all of them when not
+    ``use_exact``), the others given their curated target; and each one's memory."""
+    memory = recall(version_id, sentences, matches=matches, use_exact=use_exact, corpus=corpus)
+    todo = [i for i, r in enumerate(memory) if r.exact is None]
+    decoded = (
+        decode(
+            version_id,
+            [sentences[i] for i in todo],
+            beam,
+            with_attention,
+            engine,
+            quantization=quantization,
+            glossary=glossary,
+            knn=knn,
+            corpus=corpus,
+        )
+        if todo
+        else []
+    )
+    by_index = dict(zip(todo, decoded, strict=True))
+    results = [
+        by_index[i] if r.exact is None else from_memory(r.exact) for i, r in enumerate(memory)
+    ]
+    return results, memory

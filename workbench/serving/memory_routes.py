@@ -1,0 +1,152 @@
+"""The HTTP API's memory and file routes, beside ``http_app``'s: memory matches (and an exact
+match's curated target) in ``POST /v1/translate``, and ``POST /v1/translate_file``, an XLIFF
+file translated.
+
+``/v1/translate_file`` takes LibreTranslate's ``/translate_file`` form (multipart: ``file``,
+``source``, ``target``, ``api_key``) plus ``version`` (pin one instead of the pair's served
+version), ``beam``, ``memory_exact`` and ``memory_corpus``; unlike LibreTranslate, which
+answers a URL to download from later, it answers the translated file itself
+(``application/xliff+xml``, named like the upload), with its counts in ``X-Units-*`` headers.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.datastructures import UploadFile
+
+from workbench.memory.file_translation import translate_xliff
+from workbench.memory.recall import Recalled, from_memory, recall
+from workbench.models import registry
+from workbench.models.translation import MAX_BEAM
+from workbench.serving.process import Server
+from workbench.serving.protocol import ApiError, V1Match, V1TranslateRequest
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+async def translate_remembering(
+    server: Server, version_id: int, texts: list[str], req: V1TranslateRequest, call: Any
+) -> tuple[list[Any], list[Recalled]]:
+    """``server.translate`` of the texts the memory does not give (``req.memory_exact``), the
+    curated targets of the others, and each text's memory (``call``: ``http_app._call``)."""
+    memory = await call(
+        _recall, version_id, texts, req.matches, req.memory_exact, req.memory_corpus
+    )
+    todo = [i for i, r in enumerate(memory) if r.exact is None]
+    decoded = (
+        await server.translate(
+            version_id, [texts[i] for i in todo], req.beam, req.attention, req.engine, req.memory
+        )
+        if todo
+        else []
+    )
+    by_index = dict(zip(todo, decoded, strict=True))
+    results = [
+        by_index[i] if r.exact is None else from_memory(r.exact) for i, r in enumerate(memory)
+    ]
+    return results, memory
+
+
+def _recall(
+    version_id: int, texts: list[str], matches: int, exact: bool, corpus: str | None
+) -> list[Recalled]:
+    ref: str | int | None = int(corpus) if corpus and corpus.isdigit() else corpus
+    return recall(version_id, texts, matches=matches, use_exact=exact, corpus=ref)
+
+
+def memory_fields(recalled: Recalled) -> dict[str, Any]:
+    """A translation's ``origin`` and ``matches`` (``V1Translation``)."""
+    return {
+        "origin": "memory" if recalled.exact is not None else "model",
+        "matches": [
+            V1Match(pair_id=m.pair_id, source=m.source, target=m.target, score=m.score)
+            for m in recalled.matches
+        ],
+    }
+
+
+def file_routes(server: Server, call: Any, served_version: Any) -> APIRouter:
+    """``POST /v1/translate_file`` (module docstring); ``call`` and ``served_version`` are
+    ``http_app``'s."""
+    router = APIRouter(tags=["native"])
+
+    @router.post(
+        "/v1/translate_file",
+        summary="Translate an XLIFF 1.2/2.x file: every empty target filled, tags kept, marked "
+        "for review",
+        response_class=Response,
+        responses={200: {"content": {"application/xliff+xml": {}}}},
+    )
+    async def translate_file(request: Request) -> Response:
+        c = server.config
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > c.max_body_bytes:
+            raise ApiError(413, f"The request body is larger than {c.max_body_bytes:,} bytes")
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "multipart/form-data":
+            raise ApiError(415, "Send the file as multipart/form-data (a field named file)")
+        form = await request.form(max_files=1, max_fields=20)
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise ApiError(400, "Invalid request: give the XLIFF file in the field 'file'")
+        data = await upload.read(c.max_body_bytes + 1)
+        if len(data) > c.max_body_bytes:
+            raise ApiError(413, f"The file is larger than {c.max_body_bytes:,} bytes")
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        await server.authorize(request, fields.get("api_key"))
+        version_id = await call(_version_of, fields, served_version, status=404)
+        request.state.version_id = version_id
+        beam = _int_field(fields, "beam", 1, MAX_BEAM)
+        filled = await call(
+            _translate,
+            version_id,
+            data,
+            beam,
+            fields.get("memory_exact", "").lower() in _TRUE,
+            fields.get("memory_corpus") or None,
+        )
+        name = PurePath(upload.filename or "translated.xlf").name
+        return Response(
+            filled.data,
+            media_type="application/xliff+xml",
+            headers={
+                "Content-Disposition": f'attachment; filename="{_ascii(name)}"',
+                "X-Units-Translated": str(filled.translated),
+                "X-Units-From-Memory": str(filled.from_memory),
+                "X-Units-Kept": str(filled.kept),
+                "X-Units-Untranslatable": str(filled.untranslatable),
+            },
+        )
+
+    return router
+
+
+def _version_of(fields: dict[str, str], served_version: Any) -> int:
+    version = fields.get("version")
+    if version:
+        if not version.isdigit():
+            raise ApiError(400, "Invalid request: version must be a version id")
+        return registry.get_version(int(version)).id
+    if fields.get("source") and fields.get("target"):
+        return served_version(fields["source"], fields["target"])
+    raise ApiError(400, "Invalid request: give a version, or a source and a target")
+
+
+def _int_field(fields: dict[str, str], name: str, low: int, high: int) -> int:
+    value = fields.get(name) or str(low)
+    if not value.isdigit() or not low <= int(value) <= high:
+        raise ApiError(400, f"Invalid request: {name} must be {low} to {high}")
+    return int(value)
+
+
+def _translate(version_id: int, data: bytes, beam: int, exact: bool, corpus: str | None) -> Any:
+    ref: str | int | None = int(corpus) if corpus and corpus.isdigit() else corpus
+    return translate_xliff(version_id, data, beam=beam, use_memory=exact, corpus=ref)
+
+
+def _ascii(name: str) -> str:
+    return "".join(ch if ch.isascii() and ch not in '"\\' else "_" for ch in name)

@@ -167,7 +167,8 @@ def test_the_corpus_memory_is_built_in_the_background_then_followed(populated: T
     is ready the page says what it holds, and a train pair's source comes out as its target
     whatever the 60-step version would write."""
     at = open_page("translate")
-    at.toggle(key="translate_memory").set_value(True).run()
+    at.toggle(key="translate_memory").set_value(False)  # the exact matches: the model decodes
+    at.toggle(key="translate_knn").set_value(True).run()
     assert_clean(at)
     deadline = time.monotonic() + 120
     while "Memory:" not in texts(at.caption):

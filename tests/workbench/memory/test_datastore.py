@@ -90,6 +90,14 @@ def test_the_cli_translates_with_memory(trained: dict, tmp_path: Path) -> None:
     out = cli("translate", "--version", str(trained["version"]), "--memory", source)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == target
-    bad = cli("translate", "--version", str(trained["version"]), "--memory-corpus", "nope", "x")
+    bad = cli(
+        "translate",
+        "--version",
+        str(trained["version"]),
+        "--memory",
+        "--memory-corpus",
+        "nope",
+        "x",
+    )
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1
     assert corpora.list_corpora()  # nothing else changed

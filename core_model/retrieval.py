@@ -31,9 +31,12 @@ from core_model.transformer import Transformer
 
 
 class Datastore(Protocol):
-    def search(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """queries [N, D] fp32 -> (squared L2 distances [N, k], next tokens [N, k]); a row
-        with fewer than k entries pads with distance inf and token -1."""
+    def search(
+        self, queries: torch.Tensor, k: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """queries [N, D] fp32 -> (squared L2 distances [N, k], next tokens [N, k], entry ids
+        [N, k]: the store's own, to say where a neighbour came from); a row with fewer than
+        k entries pads with distance inf, token -1 and entry -1."""
         ...
 
 
@@ -59,23 +62,24 @@ class Neighbour:
 
 
 @dataclass
-class StepTrace:
-    """What the memory did at one decoding step of one hypothesis row."""
+class StepExplanation:
+    """What the memory did at one decoding step: its neighbours, the λ applied, and the
+    model's own best token beside the best after interpolation, with their probabilities."""
 
     neighbours: list[Neighbour]
-    lam: float  # the λ applied (exact_lambda at an exact match)
-    model_top: int  # the model's own best token
-    final_top: int  # the best token after interpolation
+    lam: float
+    model_top: int
+    model_p: float
+    final_top: int
+    final_p: float
 
 
 @dataclass
 class RetrievalMemory:
-    """A datastore and its settings, handed to ``greedy_decode`` / ``beam_search``.
-    ``trace`` collects, when a list, one list of StepTrace (a row each) per step."""
+    """A datastore and its settings, handed to ``greedy_decode`` / ``beam_search``."""
 
     store: Datastore
     settings: KnnSettings = field(default_factory=KnnSettings)
-    trace: list[list[StepTrace]] | None = None
 
 
 def knn_probs(
@@ -121,36 +125,61 @@ def retrieve(
     """The decoders' step: hidden [N, D] (the states the model predicted from) and its log
     p_model [N, V] -> the interpolated log-probabilities [N, V]. `forbid_eos_id`: a token the
     step must not produce (fixed-length decoding), removed from the votes too."""
-    s = memory.settings
-    distances, tokens = memory.store.search(hidden.float(), s.k)
+    distances, tokens, _ = memory.store.search(hidden.float(), memory.settings.k)
     distances, tokens = distances.to(hidden.device), tokens.to(hidden.device)
     if forbid_eos_id is not None:
         tokens = torch.where(tokens == forbid_eos_id, -1, tokens)
         distances = torch.where(tokens < 0, float("inf"), distances)
+    return _mix(memory.settings, distances, tokens, model_log_probs)[0]
+
+
+def _mix(
+    s: KnnSettings, distances: torch.Tensor, tokens: torch.Tensor, model_log_probs: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the interpolated log-probabilities [N, V], λ per row [N])."""
     lam = row_lambdas(distances, s)
     # At an exact context only the exact entries vote: the memory knows what came next there.
     exact = distances[:, :1] <= s.exact_distance  # [N, 1]: sorted, nearest first
     tokens = torch.where(exact & (distances > s.exact_distance), -1, tokens)
     p_knn = knn_probs(distances, tokens, model_log_probs.size(-1), s.temperature)
-    mixed = interpolate(model_log_probs, p_knn, lam)
-    if memory.trace is not None:
-        memory.trace.append(_trace(distances, tokens, lam, model_log_probs, mixed))
-    return mixed
+    return interpolate(model_log_probs, p_knn, lam), lam
 
 
-def _trace(
-    distances: torch.Tensor,
-    tokens: torch.Tensor,
-    lam: torch.Tensor,
-    model_log_probs: torch.Tensor,
-    mixed: torch.Tensor,
-) -> list[StepTrace]:
-    model_top, final_top = model_log_probs.argmax(-1).tolist(), mixed.argmax(-1).tolist()
-    out = []
-    for row, (d, t) in enumerate(zip(distances.tolist(), tokens.tolist(), strict=True)):
-        neighbours = [Neighbour(tok, dist, -1) for dist, tok in zip(d, t, strict=True) if tok >= 0]
-        out.append(StepTrace(neighbours, float(lam[row]), model_top[row], final_top[row]))
-    return out
+@torch.inference_mode()
+def explain(
+    model: Transformer, src: Sequence[int], out: Sequence[int], memory: RetrievalMemory
+) -> list[StepExplanation]:
+    """What the memory did at each step of the output `out` (ids, EOS last if produced) of
+    the source `src` (ids + EOS): teacher forcing gives the states decoding had."""
+    cfg = model.cfg
+    device = next(model.parameters()).device
+    memory_states, src_mask = model.encode(torch.tensor([list(src)], device=device))
+    tgt_in = torch.tensor([[cfg.bos_id, *out[:-1]] if out else [cfg.bos_id]], device=device)
+    hidden, _ = model.decode_states(tgt_in, memory_states, src_mask)
+    hidden = hidden[0].float()  # [T, D]
+    log_probs = torch.log_softmax(model.generator(hidden).float(), dim=-1)  # [T, V]
+    distances, tokens, entries = memory.store.search(hidden, memory.settings.k)
+    mixed, lam = _mix(memory.settings, distances, tokens, log_probs)
+    model_top, final_top = log_probs.argmax(-1), mixed.argmax(-1)
+    steps = []
+    for t in range(hidden.size(0)):
+        neighbours = [
+            Neighbour(int(tok), float(d), int(e))
+            for d, tok, e in zip(distances[t], tokens[t], entries[t], strict=True)
+            if tok >= 0
+        ]
+        m, f = int(model_top[t]), int(final_top[t])
+        steps.append(
+            StepExplanation(
+                neighbours,
+                float(lam[t]),
+                m,
+                float(log_probs[t, m].exp()),
+                f,
+                float(mixed[t, f].exp()),
+            )
+        )
+    return steps
 
 
 # ------------------------------------------------------------------- building a datastore
@@ -223,7 +252,7 @@ def tuning_data(model: Transformer, store: Datastore, examples: Sequence[Example
         logits = model.generator(entries.keys.to(next(model.parameters()).device))
         log_probs = torch.log_softmax(logits.float(), dim=-1).cpu()  # [M, V]
         model_lp = log_probs.gather(1, entries.tokens[:, None])[:, 0]
-        distances, tokens = store.search(entries.keys, max(K_CHOICES))
+        distances, tokens, _ = store.search(entries.keys, max(K_CHOICES))
         rows.append(TuningData(model_lp, distances.cpu(), tokens.cpu(), entries.tokens))
     return TuningData(
         torch.cat([r.model_log_prob for r in rows]),

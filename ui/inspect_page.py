@@ -17,12 +17,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, pickers
+from ui import charts, feedback, formatting, memory_panel, pickers
 from ui.i18n import N_, _, choice_labels, localized
 from workbench.evaluation import inspection
-from workbench.models import registry, translation
+from workbench.memory import datastore
+from workbench.models import engines, registry, translation
 
 RESULT = "inspect_result"
+KNN_RESULT = "inspect_knn_result"  # (the output with the memory, its MemoryStep list) or None
 # attention kind (a message id: the control's value) -> (field, query side, key side)
 KINDS = {
     N_("Encoder self-attention"): ("encoder_self", "source", "source"),
@@ -101,6 +103,7 @@ def render() -> None:
                     ),
                 )
             )
+        knn = memory_panel.knn_toggle(version, engines.ENGINES[0], key="inspect_knn")
         if st.button(_("Inspect"), type="primary", icon=":material/search:", key="inspect"):
             with (
                 feedback.error_boundary(N_("inspecting")),
@@ -108,6 +111,9 @@ def render() -> None:
             ):
                 st.session_state[RESULT] = inspection.inspect(
                     version.id, text, beam=beam, padding=padding, reference=reference
+                )
+                st.session_state[KNN_RESULT] = (
+                    datastore.explain_translation(version.id, text) if knn else None
                 )
     shown = st.session_state.get(RESULT)
     if shown is None:
@@ -118,6 +124,7 @@ def render() -> None:
     tokens_panel(shown, show_shapes)
     attention_panel(shown, show_shapes)
     steps_panel(shown, show_shapes)
+    knn_panel(st.session_state.get(KNN_RESULT))
     beam_panel(shown)
     neighbours_panel(shown)
     loss_panel(shown)
@@ -361,6 +368,17 @@ def steps_panel(shown: Any, show_shapes: bool) -> None:
                 "decoder output",
                 "logits (pre-softmax linear, §3.4)",
             )
+
+
+def knn_panel(explained: tuple[str, list[Any]] | None) -> None:
+    """The corpus memory (kNN-MT) at each step, when it was switched on."""
+    if not explained or not explained[1]:
+        return
+    text, steps = explained
+    with st.container(border=True):
+        st.subheader(_("The corpus memory at each step (kNN-MT)"), anchor=False)
+        st.markdown(_("With the memory, greedy decoding writes: **{text}**", text=text))
+        memory_panel.knn_steps_view(steps)
 
 
 def beam_panel(shown: Any) -> None:

@@ -1,6 +1,7 @@
-"""The Translate page's memory: each sentence's memory matches (score, differing words
-highlighted) and a CAT tool's XLIFF file translated (upload → download). The services are
-``workbench.memory`` and ``workbench.memory.file_translation``."""
+"""The memory on the pages: each sentence's memory matches (score, differing words
+highlighted), a CAT tool's XLIFF file translated (upload → download), and the kNN-MT
+datastore's switch and state (Translate) and what it did at each step (Inspect). The services
+are ``workbench.memory``'s."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import streamlit as st
 
 from ui import feedback
 from ui.i18n import N_, _
-from workbench.memory import file_translation
+from workbench.memory import datastore, file_translation
 from workbench.memory.matches import MIN_SCORE, Match
 from workbench.memory.recall import Recalled
+from workbench.models import engines
 
 MATCHES = 3  # per sentence, on the page
 XLIFF_RESULT = "translate_xliff_result"
@@ -134,3 +136,111 @@ def xliff_panel(version: Any, beam: int, engine: str) -> None:
                 key="translate_xliff_download",
                 on_click="ignore",
             )
+
+
+def knn_toggle(version: Any, engine: str, key: str = "translate_knn") -> bool:
+    """The switch of the corpus memory (kNN-MT), and the state of its store: built in the
+    background the first time, with its progress, then kept up to date with the corpus."""
+    usable = version.corpus_id is not None and engine == engines.ENGINES[0]
+    on = st.toggle(
+        _("Use the corpus memory (kNN-MT)"),
+        value=False,
+        key=key,
+        disabled=not usable,
+        help=_(
+            "Every output word is also voted for by the closest decoder states of the "
+            "corpus' train pairs: a pair saved there changes the next translation at once, "
+            "without training. Needs the handwritten decoder and a version trained on a "
+            "corpus here."
+        ),
+    )
+    if on and usable:
+        knn_state(version.id)
+    return on and usable
+
+
+def knn_state(version_id: int) -> bool:
+    """The store's state on the page (its build's progress while it runs); whether it is
+    ready."""
+    with feedback.error_boundary(N_("preparing the corpus memory")):
+        state = datastore.store_state(version_id)
+        if state["state"] in ("missing", "failed"):
+            datastore.build_in_background(version_id)
+            state = datastore.store_state(version_id)
+        if state["state"] == "building":
+            _memory_build_progress(version_id)
+        elif state["state"] == "ready":
+            line = _(
+                "Memory: {pairs:,} pairs, {entries:,} decoder states · k {k}, λ {lam:.2f}, "
+                "T {temperature:.3g}",
+                pairs=state["pairs"],
+                entries=state["entries"],
+                k=state["k"],
+                lam=state["lambda"],
+                temperature=state["temperature"],
+            )
+            tuned = (
+                _("tuned on the valid split") if state["tuning"] else _("defaults: no valid split")
+            )
+            st.caption(f"{line} ({tuned})")
+            return True
+    return False
+
+
+@st.fragment(run_every=1.0)
+def _memory_build_progress(version_id: int) -> None:
+    """Only while the store is being built: its progress, then the whole page again."""
+    state = datastore.store_state(version_id)
+    if state["state"] != "building":
+        st.rerun()
+    st.progress(
+        state["done"] / max(1, state["total"]),
+        text=_(
+            "Building the memory: {done:,} of {total:,} pairs encoded…",
+            done=state["done"],
+            total=state["total"],
+        ),
+    )
+
+
+def knn_steps_view(steps: list[datastore.MemoryStep]) -> None:
+    """Inspect: what the memory did at each decoding step (the model's own choice beside the
+    one made with the memory, λ), and one step's neighbours with their pairs."""
+    st.dataframe(
+        [
+            {
+                _("step"): s.step,
+                _("model alone"): f"{s.model_piece} ({s.model_p:.2f})",
+                _("with the memory"): f"{s.chosen_piece} ({s.chosen_p:.2f})",
+                "λ": round(s.lam, 2),
+                _("moved"): "✓" if s.model_piece != s.chosen_piece else "",
+            }
+            for s in steps
+        ],
+        hide_index=True,
+        width="stretch",
+    )
+    at = st.slider(_("Step"), 0, len(steps) - 1, 0, key="inspect_knn_step") if len(steps) > 1 else 0
+    st.dataframe(
+        [
+            {
+                _("pair"): n["pair_id"],
+                _("source"): n["source"],
+                _("target"): n["target"],
+                _("next piece"): n["piece"],
+                _("distance"): round(n["distance"], 3),
+            }
+            for n in steps[at].neighbours
+        ],
+        hide_index=True,
+        width="stretch",
+    )
+    st.caption(
+        _(
+            "kNN-MT (Khandelwal et al., 2021): the decoder state h_t of each step is looked up "
+            "among the stored states of the corpus' train pairs; the k nearest vote for the "
+            "piece that followed them with weights softmax(−d/T), and "
+            "p = λ·p_kNN + (1 − λ)·p_model. At an exact context (distance ≈ 0: the same source "
+            "and prefix) only those entries vote and λ is higher."
+        )
+    )

@@ -18,7 +18,7 @@ from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import settings
 from workbench.corpus import corpora, glossary, pairs
-from workbench.memory import datastore, recall
+from workbench.memory import recall
 from workbench.models import engines, registry, translation
 from workbench.team.access import Permission
 
@@ -86,7 +86,7 @@ def render() -> None:
                 "either way."
             ),
         )
-        use_knn = _memory_toggle(version, engine)
+        use_knn = memory_panel.knn_toggle(version, engine)
         if st.button(_("Translate"), type="primary", icon=":material/translate:", key="translate"):
             lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if not lines:
@@ -137,67 +137,6 @@ def render() -> None:
     if not shown:
         return
     results_view(shown, version)
-
-
-def _memory_toggle(version: Any, engine: str) -> bool:
-    """The switch of the corpus memory (kNN-MT), and the state of its store: built in the
-    background the first time, with its progress, then kept up to date with the corpus."""
-    usable = version.corpus_id is not None and engine == engines.ENGINES[0]
-    on = st.toggle(
-        _("Use the corpus memory (kNN-MT)"),
-        value=False,
-        key="translate_knn",
-        disabled=not usable,
-        help=_(
-            "Every output word is also voted for by the closest decoder states of the "
-            "corpus' train pairs: a pair saved there changes the next translation at once, "
-            "without training. Needs the handwritten decoder and a version trained on a "
-            "corpus here."
-        ),
-    )
-    if on and usable:
-        _memory_state(version.id)
-    return on and usable
-
-
-def _memory_state(version_id: int) -> None:
-    with feedback.error_boundary(N_("preparing the corpus memory")):
-        state = datastore.store_state(version_id)
-        if state["state"] in ("missing", "failed"):
-            datastore.build_in_background(version_id)
-            state = datastore.store_state(version_id)
-        if state["state"] == "building":
-            _memory_build_progress(version_id)
-        elif state["state"] == "ready":
-            line = _(
-                "Memory: {pairs:,} pairs, {entries:,} decoder states · k {k}, λ {lam:.2f}, "
-                "T {temperature:.3g}",
-                pairs=state["pairs"],
-                entries=state["entries"],
-                k=state["k"],
-                lam=state["lambda"],
-                temperature=state["temperature"],
-            )
-            tuned = (
-                _("tuned on the valid split") if state["tuning"] else _("defaults: no valid split")
-            )
-            st.caption(f"{line} ({tuned})")
-
-
-@st.fragment(run_every=1.0)
-def _memory_build_progress(version_id: int) -> None:
-    """Only while the store is being built: its progress, then the whole page again."""
-    state = datastore.store_state(version_id)
-    if state["state"] != "building":
-        st.rerun()
-    st.progress(
-        state["done"] / max(1, state["total"]),
-        text=_(
-            "Building the memory: {done:,} of {total:,} pairs encoded…",
-            done=state["done"],
-            total=state["total"],
-        ),
-    )
 
 
 def _examples(version: Any) -> str:

@@ -16,6 +16,7 @@ from core_model.retrieval import (
     KnnSettings,
     RetrievalMemory,
     TuningData,
+    explain,
     interpolate,
     knn_probs,
     mean_log_likelihood,
@@ -90,14 +91,17 @@ def test_a_stored_target_is_decoded_by_an_untrained_model(model: Transformer) ->
     assert tuple(beam.tokens) == tgt
 
 
-def test_tracing_records_each_steps_neighbours_and_lambda(model: Transformer) -> None:
+def test_explaining_gives_each_steps_neighbours_lambda_and_choice(model: Transformer) -> None:
     src, tgt = (7, 9, 2), (21, 22)
-    memory = RetrievalMemory(_store(model, [Example(src, tgt)]), KnnSettings(k=2), trace=[])
-    greedy_decode(model, torch.tensor([src]), max_len_a=0.0, max_len_b=5, retrieval=memory)
-    assert memory.trace is not None and len(memory.trace) == len(tgt) + 1  # + EOS
-    first = memory.trace[0][0]
+    memory = RetrievalMemory(_store(model, [Example(src, tgt)]), KnnSettings(k=2))
+    steps = explain(model, src, [*tgt, model.cfg.eos_id], memory)
+    assert len(steps) == len(tgt) + 1  # + EOS
+    first = steps[0]
     assert first.neighbours[0].token == 21 and first.neighbours[0].distance < 1e-3
+    assert first.neighbours[0].entry == entry_id(0, 0, 21)  # pair 0 of the store, position 0
     assert first.lam == pytest.approx(0.9) and first.final_top == 21
+    assert first.final_p > first.model_p or first.model_top == 21
+    assert [s.final_top for s in steps] == [*tgt, model.cfg.eos_id]
 
 
 def test_tuning_picks_the_mixture_that_explains_valid_references_best() -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 
 from streamlit.testing.v1 import AppTest
 
 from tests.ui.pages import Trained, assert_clean, open_page, texts
+from workbench.corpus import pairs
 from workbench.models import registry
 
 INSPECT_PANELS = [
@@ -88,3 +90,27 @@ def test_inspect_cuts_a_long_input_and_says_so(populated: Trained) -> None:
     assert not at.error, texts(at.error)
     assert "Only the first 40 of its" in texts(at.warning)
     assert len(at.get("vega_lite_chart")) == 6, "greedy: every chart but the beam tree"
+
+
+def test_inspect_shows_what_the_corpus_memory_did_at_each_step(populated: Trained) -> None:
+    """With the kNN-MT switch on (its store built in the background first), a train pair's
+    source is decoded with the memory: each step's choice beside the model's own, λ, and the
+    retrieved neighbours with their pairs."""
+    at = open_page("inspect")
+    at.toggle(key="inspect_knn").set_value(True).run()
+    deadline = time.monotonic() + 120
+    while "Memory:" not in texts(at.caption):
+        assert time.monotonic() < deadline, "the memory was not built within 2 minutes"
+        time.sleep(0.5)
+        at.run()
+        assert_clean(at)
+    row = pairs.search_pairs(populated.corpus_id, split="train", page_size=1).rows.iloc[0]
+    _inspect(at, row["source"])
+    assert_clean(at)
+    assert "The corpus memory at each step (kNN-MT)" in [h.value for h in at.subheader]
+    assert f"With the memory, greedy decoding writes: **{row['target']}**" in texts(at.markdown)
+    steps = next(d.value for d in at.dataframe if "with the memory" in d.value.columns)
+    assert len(steps) >= 2 and steps["λ"].iloc[0] > 0
+    neighbours = next(d.value for d in at.dataframe if "next piece" in d.value.columns)
+    assert row["source"] in neighbours["source"].tolist()  # its own exact context
+    assert "p = λ·p_kNN + (1 − λ)·p_model" in texts(at.caption)

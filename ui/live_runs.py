@@ -1,9 +1,10 @@
 """The Train page's live panel: the runs in progress, re-drawn from the database every few
 seconds, and how the last one ended.
 
-It is a fragment that re-reads only what changed (less often while nothing changes), so
-closing the tab, reloading or restarting Streamlit never stops training: the next page load
-picks the run up where it is.
+It is a fragment that re-reads only what changed (less often while nothing changes, and not
+at all while no run is in progress: an open tab costs nothing then), so closing the tab,
+reloading or restarting Streamlit never stops training: the next page load picks the run up
+where it is.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ STATUS_LABELS = {
 }
 LIVE_REFRESH_S = 2  # while the runs move
 IDLE_REFRESH_S = 10  # once nothing has changed for IDLE_AFTER_S
+# While no run is queued or running the panel is not refreshed (None: no timer): a tab left
+# open on Train does no work. A run queued here (Train, Resume) reruns the page, which arms the
+# timer again; one queued elsewhere (the CLI, another tab) shows at the page's next run.
+NO_REFRESH = None
 IDLE_AFTER_S = 10
 WORKER_GRACE_S = 20  # a worker just started needs a few seconds (torch import) to show up
 _LIVE = "train_live_state"
@@ -55,7 +60,7 @@ def live_state() -> dict[str, Any]:
     return st.session_state.setdefault(
         _LIVE,
         {
-            "interval": LIVE_REFRESH_S,
+            "interval": NO_REFRESH,  # the first run arms the timer if a run is in progress
             "seen": None,  # what the runs looked like at the last refresh
             "changed_at": time.monotonic(),
             "active": set(),  # runs in progress at the last refresh
@@ -68,8 +73,9 @@ def live_panel() -> None:
     """Re-drawn from the database every few seconds; a run that ends refreshes the page.
 
     Each refresh reads the run rows and only the metric rows written since the last one.
-    While nothing changes (a run waits for a worker, validates for minutes, or none is in
-    progress) the refreshes slow down to IDLE_REFRESH_S, and speed up again on a change.
+    While nothing changes (a run waits for a worker, or validates for minutes) the refreshes
+    slow down to IDLE_REFRESH_S, and speed up again on a change; with no run in progress
+    they stop.
     Reading changes nothing: a run whose worker was lost is taken back explicitly, so it
     waits for a worker (and says so) instead of looking as if it still ran.
     """
@@ -86,6 +92,8 @@ def live_panel() -> None:
             run_id: rows for run_id, rows in state["metrics"].items() if run_id in now_active
         }
         if finished:  # a run we were watching ended: refresh history and pickers
+            if not now_active:
+                state["interval"] = NO_REFRESH  # that rerun arms no timer
             st.rerun()
         _pace(state, recent, active)
         if not active:
@@ -108,8 +116,9 @@ def live_panel() -> None:
 
 
 def _pace(state: dict[str, Any], recent: list[RunInfo], active: list[RunInfo]) -> None:
-    """Back off while nothing changes; go back to the quick pace on the first change. A new
-    pace takes a page rerun: only then does Streamlit re-arm the fragment's timer."""
+    """Back off while nothing changes; go back to the quick pace on the first change; stop
+    while no run is in progress. A new pace takes a page rerun: only then does Streamlit
+    re-arm the fragment's timer."""
     seen = (
         recent[0].id if recent else None,
         [(r.id, r.status, r.progress_step, r.cancel_requested, r.attempts) for r in active],
@@ -117,7 +126,12 @@ def _pace(state: dict[str, Any], recent: list[RunInfo], active: list[RunInfo]) -
     now = time.monotonic()
     if seen != state["seen"]:
         state["seen"], state["changed_at"] = seen, now
-    pace = LIVE_REFRESH_S if now - state["changed_at"] < IDLE_AFTER_S else IDLE_REFRESH_S
+    if not active:
+        pace = NO_REFRESH
+    elif now - state["changed_at"] < IDLE_AFTER_S:
+        pace = LIVE_REFRESH_S
+    else:
+        pace = IDLE_REFRESH_S
     if pace != state["interval"]:
         state["interval"] = pace
         st.rerun()

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from workbench.models.registry import VersionInfo
     from workbench.serving.server_process import ServerState
 
+# The server states that change by themselves soon: the page checks every FOLLOW_S seconds
+# while it shows one of them, and not at all otherwise (an open tab does no work).
+SETTLING = ("starting", "loading")
+FOLLOW_S = 1.0
+
 
 def version_serving(version: VersionInfo) -> None:
     """Is this version served, what would serving it replace, is the server running, and
@@ -36,9 +41,18 @@ def version_serving(version: VersionInfo) -> None:
     )
     pair = f"{version.src_lang}→{version.tgt_lang}"
     st.markdown("**" + _("Serving over HTTP") + "**")
+    state = None
+    with feedback.error_boundary(N_("reading the server's state")):
+        state = server_process.server_state()
     if mine is not None:
         st.markdown(
             _(":green-badge[:material/cloud_done: served] answers {pair} requests", pair=pair)
+            if state is not None and state.answering
+            else _(
+                ":green-badge[:material/cloud_done: served] for {pair}: its requests are "
+                "answered once the server runs",
+                pair=pair,
+            )
         )
         if can(Permission.SERVE) and st.button(
             _("Stop serving"), icon=":material/cloud_off:", key="stop_serving"
@@ -87,14 +101,24 @@ def version_serving(version: VersionInfo) -> None:
                     )
                 )
                 st.rerun()
+    if state is None:
+        return
+    _server_line(state, startable=mine is not None)
+    st.code(
+        served.curl_example(version.src_lang, version.tgt_lang, state.url),
+        language="bash",
+        wrap_lines=True,
+    )
+    if state.status in SETTLING:
+        st.fragment(_follow_server, run_every=FOLLOW_S)(state.status)
+
+
+def _follow_server(drawn: str) -> None:
+    """While the server starts or loads its versions, the page follows it: it is drawn again
+    once the server's state is no longer ``drawn`` (and then this check stops)."""
     with feedback.error_boundary(N_("reading the server's state")):
-        state = server_process.server_state()
-        _server_line(state, startable=mine is not None)
-        st.code(
-            served.curl_example(version.src_lang, version.tgt_lang, state.url),
-            language="bash",
-            wrap_lines=True,
-        )
+        if server_process.server_state().status != drawn:
+            st.rerun()
 
 
 def _start_server() -> ServerState:

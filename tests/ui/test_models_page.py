@@ -154,6 +154,10 @@ def test_serve_a_version_starts_the_server_that_answers_the_request(
         at.button(key="stop_server").click().run()
         assert_clean(at)
         assert f"nothing answers at {url}" in texts(at.markdown)
+        # issue 37: the served badge follows the server, not "answers zh→en requests"
+        assert "answers zh→en requests" not in texts(at.markdown)
+        assert "its requests are answered once the server runs" in texts(at.markdown)
+        assert not settings.server_record_path().exists()
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{url}/health", timeout=5)
         at.button(key="start_server").click().run()  # a served version, no server: start it

@@ -43,9 +43,11 @@ LIVE_REFRESH_S = 2  # while the runs move
 IDLE_REFRESH_S = 10  # once nothing has changed for IDLE_AFTER_S
 # While no run is queued or running the panel is not refreshed (None: no timer): a tab left
 # open on Train does no work. A run queued here (Train, Resume) reruns the page, which arms the
-# timer again; one queued elsewhere (the CLI, another tab) shows at the page's next run.
+# timer again (``refresh_interval``); one queued elsewhere (the CLI, another tab) shows at the
+# page's next run.
 NO_REFRESH = None
 IDLE_AFTER_S = 10
+PREPARING = N_("tokenizers and model")  # before the worker names what it prepares
 WORKER_GRACE_S = 20  # a worker just started needs a few seconds (torch import) to show up
 _LIVE = "train_live_state"
 
@@ -53,6 +55,12 @@ _LIVE = "train_live_state"
 def status_label(status: RunStatus) -> str:
     """A run's status in the session's language."""
     return translate(STATUS_LABELS.get(status, str(status)))
+
+
+def auto_label(value: str) -> str:
+    """A run's preset or device as the page shows it: "auto" (a stored value) in the
+    session's language, others (a preset's or device's name) as they are."""
+    return _("automatic") if value == "auto" else value
 
 
 def live_state() -> dict[str, Any]:
@@ -67,6 +75,16 @@ def live_state() -> dict[str, Any]:
             "metrics": {},  # run id -> its metric rows read so far
         },
     )
+
+
+def refresh_interval() -> float | None:
+    """The panel's timer for this page run: its pace while runs move; after it stopped, the
+    quick pace again when a run is in progress now (queued here, or elsewhere), armed in this
+    very run (arming it by a rerun would drop the messages the page shows once)."""
+    state = live_state()
+    if state["interval"] is NO_REFRESH and any(r.active for r in run_info.list_runs(limit=20)):
+        state["interval"] = LIVE_REFRESH_S
+    return state["interval"]
 
 
 def live_panel() -> None:
@@ -100,7 +118,8 @@ def live_panel() -> None:
             _last_outcome(recent)
             return
         waiting = [r for r in active if r.status == RunStatus.QUEUED]
-        if waiting and _age_s(waiting[-1]) > WORKER_GRACE_S and not worker_lock.worker_alive():
+        late = waiting and _seconds_since(waiting[-1].created_at) > WORKER_GRACE_S
+        if late and not worker_lock.worker_alive():
             left, right = st.columns([4, 1], vertical_alignment="center")
             left.warning(
                 _("No worker is running on this machine, so the queued run is waiting."),
@@ -121,7 +140,7 @@ def _pace(state: dict[str, Any], recent: list[RunInfo], active: list[RunInfo]) -
     re-arm the fragment's timer."""
     seen = (
         recent[0].id if recent else None,
-        [(r.id, r.status, r.progress_step, r.cancel_requested, r.attempts) for r in active],
+        [_moves(r) for r in active],
     )
     now = time.monotonic()
     if seen != state["seen"]:
@@ -137,11 +156,16 @@ def _pace(state: dict[str, Any], recent: list[RunInfo], active: list[RunInfo]) -
         st.rerun()
 
 
-def _age_s(run: RunInfo) -> float:
-    created = run.created_at
-    if created.tzinfo is None:  # SQLite hands back naive UTC datetimes
-        created = created.replace(tzinfo=UTC)
-    return (datetime.now(UTC) - created).total_seconds()
+def _moves(run: RunInfo) -> tuple[Any, ...]:
+    """What changes while a run moves (a change brings the quick pace back)."""
+    detail = run.progress_detail.get("preparing")
+    return (run.id, run.status, run.progress_step, detail, run.cancel_requested, run.attempts)
+
+
+def _seconds_since(moment: datetime) -> float:
+    if moment.tzinfo is None:  # SQLite hands back naive UTC datetimes
+        moment = moment.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - moment).total_seconds()
 
 
 def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
@@ -153,8 +177,8 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
             icon=STATUS_ICONS.get(run.status, ""),
             id=run.id,
             corpus=run.corpus_name,
-            preset=preset,
-            device=run.device,
+            preset=auto_label(preset),
+            device=auto_label(run.device),
             budget=localized(run.budget),
             status=status_label(run.status),
         )
@@ -192,18 +216,18 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
         if run.status == RunStatus.QUEUED:
             st.caption(_("Waiting for the worker…"))
             return
-        total = run.progress_total
-        st.progress(run.fraction_done, text=_progress_text(run) if total else None)
-        if not total:
-            st.caption(_("Preparing: tokenizers and model…"))
+        if not run.progress_total:  # no step yet: what it prepares, not empty tiles
+            _preparing(run)
+            return
+        st.progress(run.fraction_done, text=_progress_text(run))
         rule = run.early_stop_rule
         if rule:
             st.caption(localized(rule))
         cells = st.columns(4)
-        eta = formatting.fmt_duration(run.eta_s) if total else "—"
+        eta = formatting.fmt_duration(run.eta_s)
         cells[0].metric(
             _("ETA"),
-            f"≤ {eta}" if rule and total else eta,
+            f"≤ {eta}" if rule else eta,
             help=_("At most this long: the run may stop sooner (see above).") if rule else None,
         )
         # the latest speed measured: every row carries it (a run of epochs shorter than the
@@ -222,6 +246,22 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
         )
         if not metrics.empty:
             charts.curves(metrics)
+
+
+def _preparing(run: RunInfo) -> None:
+    """A run claimed by its worker, before its first step (reading its corpus, timing the
+    layouts, training the tokenizers: seconds to a minute): what it does now, and for how
+    long it has been preparing, with a spinner while the panel follows it."""
+    phase = run.progress_detail.get("preparing") or PREPARING
+    since = run.started_at or run.created_at
+    st.status(
+        _(
+            "Preparing: {phase}… ({elapsed} so far)",
+            phase=translate(phase),
+            elapsed=formatting.fmt_duration(_seconds_since(since)),
+        ),
+        state="running",
+    )
 
 
 def _progress_text(run: RunInfo) -> str:

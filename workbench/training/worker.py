@@ -40,6 +40,7 @@ from workbench import settings
 from workbench.corpus.snapshots import snapshot_from_ids
 from workbench.curation import pool_jobs, pool_translation
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.models.registry import artifact_dir, register_version
 from workbench.storage import session_scope
 from workbench.team import trash
@@ -139,6 +140,14 @@ class RunSync(threading.Thread):
             self._latest.update(latest)
         if event.kind != "loss":  # loss rows (as often as every step) wait for the next beat
             self._wake.set()
+
+    def preparing(self, phase: str) -> None:
+        """What the run does before its first step (a message id), written at once: the
+        Train page names it while the run has no progress yet (the first report replaces
+        it)."""
+        with self._buffer_lock:
+            self._latest["progress_detail"] = {**self._kept_detail, "preparing": phase}
+        self._wake.set()
 
     def keep(self, **detail: Any) -> None:
         """Facts of this attempt that every progress write carries (its layout)."""
@@ -261,6 +270,7 @@ def _train_run(
     )
     if corpus is None:
         raise TrainingError("The corpus of this run was deleted.")
+    sync.preparing(N_("reading the corpus snapshot"))
     frozen = snapshot_from_ids(corpus.id, run.snapshot_pair_ids)
     if not frozen.train_pairs:
         raise TrainingError("The corpus snapshot has no training pairs (were they deleted?).")
@@ -268,9 +278,11 @@ def _train_run(
     resume = _resume_point(run, config, out_dir)
     # how the run spreads over the cores: timed on this machine unless the user said
     init_from = artifact_dir(init_id) if init_id is not None else None
+    sync.preparing(N_("timing how to spread the run over the cores"))
     choice = choose_layout(config, frozen.train_pairs, frozen.valid_pairs, init_from)
     log.info("run %s: %s", run.id, _layout_words(choice))
     sync.keep(layout=choice.metrics())
+    sync.preparing(N_("training the tokenizers and building the model"))
     result = train_data_parallel(
         choice.layout,
         frozen.train_pairs,

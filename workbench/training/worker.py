@@ -32,7 +32,7 @@ from sqlalchemy.exc import OperationalError
 
 from core_model.artifact import ArtifactError
 from core_model.distributed import train_data_parallel
-from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device
+from core_model.training import ProgressEvent, TrainConfig, TrainingError, parallel, resolve_device
 from core_model.training import checkpoint as ckpt
 from core_model.training.layout import LayoutChoice, choose_layout
 from db.models import Corpus, RunMetric, RunStatus, TrainingRun
@@ -389,6 +389,8 @@ def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | Non
     idle_since = time.monotonic()
     log.info("worker %s started (home %s)", me, settings.home())
     run_folders.sweep_run_folders()
+    for folder in parallel.sweep_dead_groups():  # a killed worker's ranks' shared memory
+        log.info("removed %s, left by a training process that is gone", folder)
     trash.sweep_trash()  # corpora deleted more than trash.TRASH_DAYS ago
     cuda = torch.cuda.is_available()
     while True:

@@ -15,6 +15,7 @@ and the other writes are retried until the lock is free.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -346,6 +347,11 @@ def execute_run(run_id: int, worker: str) -> str:
             error = str(exc)
         except torch.cuda.OutOfMemoryError:
             error = "The GPU ran out of memory; choose a smaller preset."
+        except OSError as exc:
+            error = _unwritable(exc)
+            if error is None:
+                log.exception("run %s failed", run_id)
+                error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
         except Exception as exc:  # anything unexpected: keep the worker alive, tell the user
             log.exception("run %s failed", run_id)
             error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
@@ -355,6 +361,20 @@ def execute_run(run_id: int, worker: str) -> str:
     finally:
         sync.close()
     return status
+
+
+def _unwritable(exc: OSError) -> str | None:
+    """What a run says when the worker may not write where it trains (a read-only ``runs/``,
+    a full or read-only disk): the folder, and what to do; None for any other error."""
+    if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):
+        return None
+    where = Path(exc.filename) if exc.filename else settings.runs_dir()
+    folder = where if where.is_dir() else where.parent
+    why = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or "").lower()
+    return (
+        f"The worker cannot write in {folder} ({why}): make that folder writable for the "
+        "worker's user (or free some space), then resume the run."
+    )
 
 
 def _next_pool_job(worker: str) -> bool:

@@ -10,6 +10,7 @@ registered is exactly what was checked.
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -133,13 +134,34 @@ def import_zip_upload(data: bytes, filename: str, **options: Any) -> int:
     require(Permission.TRAIN)
     stem = "".join(c for c in Path(str(filename)).stem if c.isalnum() or c in "-_.")[:100]
     upload = settings.new_import_staging_dir(uuid.uuid4().hex)
+    path = upload / f"{stem or 'model'}.zip"
     try:
         upload.mkdir(parents=True)
-        path = upload / f"{stem or 'model'}.zip"
         path.write_bytes(data)
         return import_version(path, **options)
+    except WorkbenchError as exc:  # says the user's file, never where the server staged it
+        shown = str(filename)
+        if exc.msgid is None:
+            raise WorkbenchError(_as_uploaded(str(exc), shown)) from None
+        params = {
+            k: shown if v in (path, path.name) else _as_uploaded(v, shown)
+            for k, v in exc.params.items()
+        }
+        raise WorkbenchError(exc.msgid, **params) from None
     finally:
         shutil.rmtree(upload, ignore_errors=True)
+
+
+def _as_uploaded(value: Any, filename: str) -> Any:
+    """A message parameter with the staging paths of an upload (``runs/import-<hex>/…``, its
+    copy of the zip or what was unpacked from it) given as the uploaded file's name."""
+    if not isinstance(value, str | Path):
+        return value
+    prefix = re.escape(str(settings.runs_dir() / settings.IMPORT_STAGING_PREFIX))
+    staged = re.compile(prefix + r"[0-9a-f]+(?:/[^/\s'\"]+\.zip|/unpacked|/model)?(/[^\s'\"]*)?")
+    return staged.sub(
+        lambda m: filename + (f": {m.group(1)[1:]}" if m.group(1) else ""), str(value)
+    )
 
 
 def _plain_metrics(raw: Any) -> dict[str, Any]:

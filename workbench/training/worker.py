@@ -15,6 +15,7 @@ and the other writes are retried until the lock is free.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from sqlalchemy.exc import OperationalError
 
 from core_model.artifact import ArtifactError
 from core_model.distributed import train_data_parallel
-from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device
+from core_model.training import ProgressEvent, TrainConfig, TrainingError, parallel, resolve_device
 from core_model.training import checkpoint as ckpt
 from core_model.training.layout import LayoutChoice, choose_layout
 from db.models import Corpus, RunMetric, RunStatus, TrainingRun
@@ -358,6 +359,11 @@ def execute_run(run_id: int, worker: str) -> str:
             error = str(exc)
         except torch.cuda.OutOfMemoryError:
             error = "The GPU ran out of memory; choose a smaller preset."
+        except OSError as exc:
+            error = _unwritable(exc)
+            if error is None:
+                log.exception("run %s failed", run_id)
+                error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
         except Exception as exc:  # anything unexpected: keep the worker alive, tell the user
             log.exception("run %s failed", run_id)
             error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
@@ -367,6 +373,20 @@ def execute_run(run_id: int, worker: str) -> str:
     finally:
         sync.close()
     return status
+
+
+def _unwritable(exc: OSError) -> str | None:
+    """What a run says when the worker may not write where it trains (a read-only ``runs/``,
+    a full or read-only disk): the folder, and what to do; None for any other error."""
+    if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):
+        return None
+    where = Path(exc.filename) if exc.filename else settings.runs_dir()
+    folder = where if where.is_dir() else where.parent
+    why = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or "").lower()
+    return (
+        f"The worker cannot write in {folder} ({why}): make that folder writable for the "
+        "worker's user (or free some space), then resume the run."
+    )
 
 
 def _next_pool_job(worker: str) -> bool:
@@ -401,6 +421,8 @@ def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | Non
     idle_since = time.monotonic()
     log.info("worker %s started (home %s)", me, settings.home())
     run_folders.sweep_run_folders()
+    for folder in parallel.sweep_dead_groups():  # a killed worker's ranks' shared memory
+        log.info("removed %s, left by a training process that is gone", folder)
     trash.sweep_trash()  # corpora deleted more than trash.TRASH_DAYS ago
     cuda = torch.cuda.is_available()
     while True:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.marian_checkpoint import save_random_marian
 from tests.helpers import ROOT, cli, subprocess_env
-from tests.marian_checkpoint import save_random_marian
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import model_import, registry, staging

@@ -24,8 +24,6 @@ from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import model_import, registry, staging
 
-pytest.importorskip("transformers")
-
 HUB_ID = "Helsinki-NLP/opus-mt-zh-en"
 CARD = "---\nlanguage:\n- zh\n- en\ntags:\n- translation\nlicense: cc-by-4.0\n---\n# opus-mt\n"
 DEEP = "[" * 200_000 + "]" * 200_000

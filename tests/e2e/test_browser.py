@@ -364,17 +364,24 @@ _COLUMN_X = {"source": 0.29, "target": 0.59}
 _ROW_PX = 35  # header and rows
 
 
-def _edit_cell(page, grid, column: str, text: str, row: int | None = None) -> None:
-    """Type into a cell: `row` counts from the top of a table scrolled to its start; None is
-    the last row (a row just added). Tab commits the edit without adding a row."""
+def _row_y(grid, row: int | None) -> tuple[dict, float]:
+    """The grid's box, scrolled into view, and the page's y of a row's middle: `row` counts
+    from the top of a table scrolled to its start; None is the last row (a row just added)."""
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
-    x = _COLUMN_X[column] * box["width"]
-    y = box["height"] - _ROW_PX // 2 if row is None else _ROW_PX * (row + 1) + _ROW_PX // 2
+    y = box["y"] + (
+        box["height"] - _ROW_PX // 2 if row is None else _ROW_PX * (row + 1) + _ROW_PX // 2
+    )
+    return box, y
+
+
+def _edit_cell(page, grid, column: str, text: str, row: int | None = None) -> None:
+    """Type into a cell of a row (``_row_y``). Tab commits the edit without adding a row."""
+    box, y = _row_y(grid, row)
     # A locator's double-click waits until the grid is attached, visible, stable (the same
     # box two frames running: a canvas still drawing after a run is not) and the one element
     # that receives the click at that point.
-    grid.dblclick(position={"x": x, "y": y})
+    grid.dblclick(position={"x": _COLUMN_X[column] * box["width"], "y": y - box["y"]})
     editor = page.locator("#portal textarea, #portal input").first
     editor.wait_for(state="visible")
     editor.fill(text)

@@ -1,13 +1,16 @@
-"""CPU the Streamlit server spends while one browser tab watches a training run on Train.
+"""CPU the Streamlit server spends while one browser tab watches a training run on Train, or
+sits idle on any page.
 
 Starts, on a fresh WORKBENCH_HOME: a worker training a long tiny run on the demo corpus, the
-app (`streamlit run streamlit_app.py`), and one headless Chromium tab on /train. Once the live
-panel shows progress, it samples the server process' CPU time (user + system, /proc) over
-`--seconds`. With `--idle` no run is queued: the tab watches a page with nothing in progress.
-Everything started here is stopped by PID at the end. Prints one JSON object as the last
-line: cpu_s, share_of_a_core, steps trained meanwhile.
+app (`streamlit run streamlit_app.py`, as `make run` does: with `.streamlit/config.toml`), and
+one headless Chromium tab on /train. Once the live panel shows progress, it samples the server
+process' CPU time (user + system, /proc) over `--seconds`. With `--idle` no run is queued: the
+tab watches a page with nothing in progress (`--page`: train, corpus, models, …; an idle app
+should cost next to nothing, issue 37). Everything started here is stopped by PID at the end.
+Prints one JSON object as the last line: cpu_s, share_of_a_core, steps trained meanwhile, and
+the warning lines the app logged.
 
-    .venv/bin/python bench/live_panel_cpu.py --seconds 60 [--idle]
+    .venv/bin/python bench/live_panel_cpu.py --seconds 60 [--idle [--page models]]
 """
 
 from __future__ import annotations
@@ -62,13 +65,13 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def main() -> None:
-    from workbench.team import access
-
-    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--idle", action="store_true", help="no run: nothing in progress")
+    parser.add_argument("--page", default="train", help="the page the tab shows (with --idle)")
     args = parser.parse_args()
+    if args.page != "train" and not args.idle:
+        parser.error("--page is for --idle: a run is watched on train")
 
     home = Path(tempfile.mkdtemp(prefix="live_panel_cpu_"))
     env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONPATH": str(ROOT)}
@@ -77,8 +80,10 @@ def main() -> None:
     os.environ.pop("WORKBENCH_DB_URL", None)
     sys.path.insert(0, str(ROOT))
     from workbench.corpus import demo
+    from workbench.team import access
     from workbench.training import run_info, runs
 
+    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
     info = demo.ensure_demo_corpus()
     run_id = None
     procs: list[subprocess.Popen] = []
@@ -108,9 +113,12 @@ def main() -> None:
             )
             try:
                 page = browser.new_page(viewport={"width": 1440, "height": 1000})
-                page.goto(f"{url}/train")
-                if args.idle:
+                page.goto(f"{url}/{args.page}")
+                if args.idle and args.page == "train":
                     page.get_by_text("No run yet").wait_for(timeout=120_000)
+                elif args.idle:  # the page's first run is over once its header shows
+                    page.locator('[data-testid="stHeading"]').first.wait_for(timeout=120_000)
+                    page.wait_for_timeout(5000)
                 else:
                     page.get_by_text("Run #1").first.wait_for(timeout=120_000)
                     chart = page.locator('[data-testid="stVegaLiteChart"]').first
@@ -129,6 +137,11 @@ def main() -> None:
         for proc in reversed(procs):
             stop(proc)
         log.close()
+    warnings = [
+        line
+        for line in (home / "processes.log").read_text(errors="replace").splitlines()
+        if "warning" in line.lower() or "Traceback" in line
+    ]
     print(
         json.dumps(
             {
@@ -137,6 +150,9 @@ def main() -> None:
                 "share_of_a_core": round((cpu1 - cpu0) / (t1 - t0), 3),
                 "run_status": run.status if run else None,
                 "steps_trained": run.progress_step - step0 if run else 0,
+                "page": args.page,
+                "warning_lines": len(warnings),
+                "first_warning": warnings[0] if warnings else None,
                 "home": str(home),
             }
         )

@@ -4,7 +4,7 @@
 
 Builds a **random** MarianMTModel of OPUS-MT's size (6+6 layers, d_model 512, 8 heads, FFN
 2048, opus-mt-de-en's 58,101-piece vocabulary: 74M parameters; opus-mt-zh-en's 65,001
-pieces make 77M; tests/marian_checkpoint.py, nothing is downloaded) and measures, in a fresh
+pieces make 77M; bench/marian_checkpoint.py, nothing is downloaded) and measures, in a fresh
 WORKBENCH_HOME:
 
 - import: `model_import.import_version` of the folder (convert, check, digest, register), and
@@ -51,8 +51,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    from bench.marian_checkpoint import OPUS_MT_VOCABULARY, save_random_marian
     from core_model.marian import read_marian
-    from tests.marian_checkpoint import OPUS_MT_VOCABULARY, save_random_marian
     from workbench.models import model_import, registry
     from workbench.team import access
 
@@ -155,10 +155,10 @@ def throughput(seconds: float, threads: int) -> dict:
     """Training tokens per second (fp32, CPU) of this model and of the `small` preset."""
     import torch
 
+    from bench.marian_checkpoint import opus_mt_config
     from core_model.training import recipe
     from core_model.training.calibration import measure
     from core_model.transformer import ModelConfig
-    from tests.marian_checkpoint import opus_mt_config
 
     marian = opus_mt_config()
     small = ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000)

@@ -262,17 +262,6 @@ def _check_weights_before_loading(path: Path, cfg: ModelConfig) -> None:
     _match_shapes(path, shapes, skeleton)
 
 
-def unique_state_dict_names(model: torch.nn.Module) -> list[str]:
-    """Names `unique_state_dict` keeps (first name of every tied group)."""
-    names, seen = [], set()
-    for name, tensor in model.state_dict().items():
-        key = (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
-        if key not in seen:
-            seen.add(key)
-            names.append(name)
-    return names
-
-
 def save_model(
     directory: str | Path,
     model: Transformer,

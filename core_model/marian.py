@@ -26,22 +26,8 @@ LICENSE                licence and the config's hub id as the version's origin (
 Every file is read as `core_model.untrusted_files` reads it: a regular file (never a link,
 a FIFO or a device), bounded, its JSON nested no deeper than a config needs.
 
-Parameter names (their `model.` prefix dropped; L is `encoder.layers.i` or
-`decoder.layers.i`, the same on both sides):
-
-| Marian (Hugging Face) | ours |
-| --- | --- |
-| shared.weight (= embed_tokens of both, lm_head) | src_embed.lookup (= tgt_embed, generator.proj) |
-| final_logits_bias [1, V] | generator.proj.bias [V] |
-| encoder/decoder.embed_positions.weight (if stored) | positions.table (computed; checked) |
-| L.self_attn.q_proj, k_proj, v_proj | L.self_attn.in_proj (rows Q, K, V) |
-| L.self_attn.out_proj | L.self_attn.out_proj |
-| L.self_attn_layer_norm | encoder: L.attn_block.norm; decoder: L.self_block.norm |
-| L.encoder_attn.q_proj, k_proj, v_proj (decoder) | L.cross_attn.in_proj (rows Q, K, V) |
-| L.encoder_attn.out_proj | L.cross_attn.out_proj |
-| L.encoder_attn_layer_norm | L.cross_block.norm |
-| L.fc1, L.fc2 | L.feed_forward.w_1, L.feed_forward.w_2 |
-| L.final_layer_norm | L.ff_block.norm |
+Each variation's option and the parameter names, Marian's beside ours, are tabled in one
+place: docs/ARCHITECTURE.md, "A Marian checkpoint in our Transformer".
 
 Every problem is one `MarianError` line, raised before anything is written: a folder of
 another `model_type`, a missing file, a variant we do not express (separate vocabularies,

@@ -307,22 +307,6 @@ class ModelVersion(Base):
     created_at: Mapped[datetime] = _created()
 
 
-class TranslationLog(Base):
-    """Optional history of translations made in the UI (and their corrections)."""
-
-    __tablename__ = "translation_log"
-    __table_args__ = (_AUTOINCREMENT,)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    version_id: Mapped[int | None] = mapped_column(
-        ForeignKey("model_versions.id", ondelete="SET NULL"), index=True
-    )
-    source: Mapped[str] = mapped_column(Text)
-    output: Mapped[str] = mapped_column(Text)
-    corrected: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = _created()
-
-
 class ServedVersion(Base):
     """The version that answers HTTP requests for one language pair (``workbench serve``).
 

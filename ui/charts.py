@@ -11,7 +11,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from ui.i18n import _
+from ui.i18n import N_, _, translate
 
 
 def training_losses(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -260,6 +260,18 @@ def top_k_chart(data: pd.DataFrame) -> alt.Chart:
 
 
 BEAM_COLORS = {"kept": "#2f6fdf", "finished": "#2a9d4b", "pruned": "#bbbbbb", "stopped": "#e39b2d"}
+# core_model.decoding.BEAM_STATUSES (stored in English) as the page names them
+BEAM_STATUS_LABELS = {
+    "kept": N_("kept"),
+    "finished": N_("finished"),
+    "pruned": N_("pruned"),
+    "stopped": N_("stopped"),
+}
+
+
+def beam_status_label(status: str) -> str:
+    """A beam candidate's status in the session's language."""
+    return translate(BEAM_STATUS_LABELS.get(status, status))
 
 
 def beam_chart(data: pd.DataFrame) -> alt.Chart:
@@ -267,21 +279,25 @@ def beam_chart(data: pd.DataFrame) -> alt.Chart:
     best continuations by log-probability, coloured by what became of them; the returned
     translation is the ringed point."""
     statuses = [s for s in BEAM_COLORS if s in set(data["status"])]
+    data = data.assign(state=data["status"].map(beam_status_label))  # shown; status: stored
     base = alt.Chart(data).encode(
         x=alt.X("step:O", title=_("step")),
         y=alt.Y("log_prob:Q", title=_("log P(prefix)")),
         tooltip=[
             "step:O",
             "hypothesis:N",
-            "status:N",
+            alt.Tooltip("state:N", title=_("status")),
             alt.Tooltip("log_prob:Q", format=".3f"),
             alt.Tooltip("score:Q", format=".3f", title=_("log P / lp")),
         ],
     )
     points = base.mark_circle(size=70, opacity=0.85).encode(
         color=alt.Color(
-            "status:N",
-            scale=alt.Scale(domain=statuses, range=[BEAM_COLORS[s] for s in statuses]),
+            "state:N",
+            scale=alt.Scale(
+                domain=[beam_status_label(s) for s in statuses],
+                range=[BEAM_COLORS[s] for s in statuses],
+            ),
             legend=alt.Legend(orient="top", title=None),
         )
     )

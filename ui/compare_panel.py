@@ -83,6 +83,7 @@ def compare_tab(versions: list[Any]) -> None:
                 "The versions translate this corpus' test split; BLEU and chrF are computed "
                 "against its references."
             ),
+            in_address=False,
         )
     with row[1]:
         beam = pickers.decoding_picker("compare")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
@@ -14,6 +15,15 @@ from workbench.models.model_import import ORIGIN_FORMATS
 
 PairScope = Literal["all", "training", "snapshot"]
 SPLIT_LABELS = {"train": N_("Train"), "valid": N_("Valid"), "test": N_("Test")}
+
+
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]<>~$|])")  # what formats inline text
+
+
+def markdown_literal(text: str) -> str:
+    """``text`` shown as it is inside Markdown (an e-mail in bold: ``*``, ``_``, ``<`` … of a
+    sign-in claim never format anything)."""
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", text)
 
 
 def split_label(split: str) -> str:

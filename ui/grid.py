@@ -86,8 +86,9 @@ def keep_drafts() -> None:
 
 
 def _store(key: str, live: dict[str, Any]) -> Draft:
-    """The grid's draft now (its base plus the widget's changes), stored if it changed.
-    Only for a grid whose widget state exists (drawn on the last run or this one)."""
+    """The grid's draft now (its base plus the widget's changes, applied onto those of another
+    tab with the same key: ``drafts.save``), stored if it changed. Only for a grid whose
+    widget state exists (drawn on the last run or this one)."""
     base = Draft.from_payload(live["base"])
     draft = base.merged(
         live["ids"],
@@ -97,8 +98,11 @@ def _store(key: str, live: dict[str, Any]) -> Draft:
     )
     payload = draft.payload()
     if payload != live["saved"]:
-        drafts.save(key, live["corpus_id"], live["table"], draft)
+        # Applied onto the stored draft: another tab with this key may have stored its own.
+        last = Draft.from_payload(live["saved"])
+        stored = drafts.save(key, live["corpus_id"], live["table"], draft, since=last)
         live["saved"] = payload
+        return stored
     return draft
 
 
@@ -160,6 +164,8 @@ def draw(
     live = lives.get(name)
     if (
         live is None
+        # another tab with this key (a duplicated tab, one opened here) changed the draft
+        or drafts.load(key, grid.corpus.id, grid.table).payload() != live["saved"]
         or live["view"] != repr(view)
         or live["rows"] != row_ids
         or live.get("cells") != cells

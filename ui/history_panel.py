@@ -9,11 +9,12 @@ Everything here is view code: the history is ``workbench.team.history``, its und
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from ui import dialogs, feedback, formatting
+from ui import dialogs, feedback, formatting, pickers
 from ui.i18n import N_, _, n_, translate
 from ui.signin import can
 from workbench.corpus.corpora import CorpusInfo
@@ -87,8 +88,10 @@ def _state(c: ChangeInfo) -> str:
     return ""
 
 
-def _columns() -> dict[str, str]:
-    """The table's headers in the session's language (its columns keep their English keys)."""
+def _columns() -> dict[str, Any]:
+    """The table's headers in the session's language (its columns keep their English keys);
+    the state wide enough for "cannot be undone" (the grid sizes a column by its first rows,
+    where the state is often empty)."""
     return {
         "change": _("change"),
         "when (UTC)": _("when (UTC)"),
@@ -97,7 +100,7 @@ def _columns() -> dict[str, str]:
         "action": _("action"),
         "summary": _("summary"),
         "rows": _("rows"),
-        "state": _("state"),
+        "state": st.column_config.TextColumn(_("state"), width="medium"),
     }
 
 
@@ -140,10 +143,12 @@ def _undo_one(current: CorpusInfo, changes: list[ChangeInfo]) -> None:
     if not undoable:
         return
     left, right = st.columns([4, 1], vertical_alignment="bottom")
+    labels = {i: _label(c) for i, c in undoable.items()}
+    pickers.follow_newest("history_undo_choice", labels)  # a new change is preselected
     chosen = left.selectbox(
         _("Change to undo"),
         list(undoable),
-        format_func={i: _label(c) for i, c in undoable.items()}.__getitem__,
+        format_func=labels.__getitem__,
         key="history_undo_choice",
     )
     change = undoable[chosen]

@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, formatting, memory_panel, pickers
-from ui.i18n import N_, _, choice_labels, localized
+from ui.i18n import N_, _, choice_labels, localized, translate
 from workbench.evaluation import inspection
 from workbench.memory import datastore
 from workbench.models import engines, registry, translation
@@ -35,6 +35,22 @@ FIRST_KIND = next(iter(KINDS))
 MAX_GRID_CELLS = 60_000  # above this the layer × head grid is too heavy for the browser
 SOURCES = (N_("Type one"), N_("From the corpus"))  # where the sentence comes from
 BEAM_ROWS = (N_("finished"), N_("all"))  # which beam candidates the table lists
+# The stages of core_model.inspection's tensor shapes (core_model knows no catalog): their
+# names are the message ids the shapes block shows in the session's language.
+SHAPE_STAGES = (
+    N_("source ids"),
+    N_("source embeddings + positions (§3.4, §3.5)"),
+    N_("Q, K, V split into heads (§3.2.2)"),
+    N_("encoder self-attention weights softmax(QKᵀ/√d_k)"),
+    N_("heads concatenated, then W^O"),
+    N_("feed-forward inner layer (§3.3)"),
+    N_("encoder output (memory)"),
+    N_("decoder input ids (BOS + output so far)"),
+    N_("decoder masked self-attention weights"),
+    N_("cross-attention weights (queries: decoder, keys: memory)"),
+    N_("decoder output"),
+    N_("logits (pre-softmax linear, §3.4)"),
+)
 
 
 def _kind_caption(kind: str) -> str:
@@ -163,8 +179,9 @@ def _sentence_input(version: Any) -> tuple[str, str | None]:
 def _shapes(shown: Any, *names: str) -> None:
     """Named stages' tensor shapes (B = 1 sentence, H heads, S/T source/decoder positions)."""
     shapes = dict(shown.inspection.shapes)
-    lines = [f"{name:<58} {shapes[name]}" for name in names if name in shapes]
-    st.code("\n".join(lines), language=None)
+    named = [(translate(name), shapes[name]) for name in names if name in shapes]
+    width = max((len(label) for label, _shape in named), default=0)
+    st.code("\n".join(f"{label:<{width}}  {shape}" for label, shape in named), language=None)
 
 
 # ---------------------------------------------------------------------------- panels
@@ -313,10 +330,15 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
         if show_shapes:
             h = n_heads
             st.code(
-                f"Q [B, H, T_q, d_k] = [1, {h}, {len(q_labels)}, d_k]   "
-                f"K, V [B, H, T_k, d_k] = [1, {h}, {len(k_labels)}, d_k]\n"
-                f"weights softmax(QKᵀ/√d_k) [B, H, T_q, T_k] = [1, {h}, {len(q_labels)}, "
-                f"{len(k_labels)}] per layer, × {n_layers} layers",
+                _(
+                    "Q [B, H, T_q, d_k] = [1, {h}, {q}, d_k]   K, V [B, H, T_k, d_k] = [1, {h}, "
+                    "{k}, d_k]\nweights softmax(QKᵀ/√d_k) [B, H, T_q, T_k] = [1, {h}, {q}, {k}] "
+                    "per layer, × {layers} layers",
+                    h=h,
+                    q=len(q_labels),
+                    k=len(k_labels),
+                    layers=n_layers,
+                ),
                 language=None,
             )
 
@@ -422,7 +444,7 @@ def beam_panel(shown: Any) -> None:
         )
         table = data if shown_rows == BEAM_ROWS[1] else data[data["status"].eq("finished")]
         st.dataframe(
-            table,
+            table.assign(status=table["status"].map(charts.beam_status_label)),
             hide_index=True,
             width="stretch",
             column_config={

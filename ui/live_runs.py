@@ -1,9 +1,10 @@
 """The Train page's live panel: the runs in progress, re-drawn from the database every few
 seconds, and how the last one ended.
 
-It is a fragment that re-reads only what changed (less often while nothing changes), so
-closing the tab, reloading or restarting Streamlit never stops training: the next page load
-picks the run up where it is.
+It is a fragment that re-reads only what changed (less often while nothing changes, and not
+at all while no run is in progress: an open tab costs nothing then), so closing the tab,
+reloading or restarting Streamlit never stops training: the next page load picks the run up
+where it is.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ STATUS_LABELS = {
 }
 LIVE_REFRESH_S = 2  # while the runs move
 IDLE_REFRESH_S = 10  # once nothing has changed for IDLE_AFTER_S
+# While no run is queued or running the panel is not refreshed (None: no timer): a tab left
+# open on Train does no work. A run queued here (Train, Resume) reruns the page, which arms the
+# timer again (``refresh_interval``); one queued elsewhere (the CLI, another tab) shows at the
+# page's next run.
+NO_REFRESH = None
 IDLE_AFTER_S = 10
+PREPARING = N_("tokenizers and model")  # before the worker names what it prepares
 WORKER_GRACE_S = 20  # a worker just started needs a few seconds (torch import) to show up
 _LIVE = "train_live_state"
 
@@ -50,12 +57,18 @@ def status_label(status: RunStatus) -> str:
     return translate(STATUS_LABELS.get(status, str(status)))
 
 
+def auto_label(value: str) -> str:
+    """A run's preset or device as the page shows it: "auto" (a stored value) in the
+    session's language, others (a preset's or device's name) as they are."""
+    return _("automatic") if value == "auto" else value
+
+
 def live_state() -> dict[str, Any]:
     """What the live panel remembers between refreshes (this browser tab only)."""
     return st.session_state.setdefault(
         _LIVE,
         {
-            "interval": LIVE_REFRESH_S,
+            "interval": NO_REFRESH,  # the first run arms the timer if a run is in progress
             "seen": None,  # what the runs looked like at the last refresh
             "changed_at": time.monotonic(),
             "active": set(),  # runs in progress at the last refresh
@@ -64,12 +77,23 @@ def live_state() -> dict[str, Any]:
     )
 
 
+def refresh_interval() -> float | None:
+    """The panel's timer for this page run: its pace while runs move; after it stopped, the
+    quick pace again when a run is in progress now (queued here, or elsewhere), armed in this
+    very run (arming it by a rerun would drop the messages the page shows once)."""
+    state = live_state()
+    if state["interval"] is NO_REFRESH and any(r.active for r in run_info.list_runs(limit=20)):
+        state["interval"] = LIVE_REFRESH_S
+    return state["interval"]
+
+
 def live_panel() -> None:
     """Re-drawn from the database every few seconds; a run that ends refreshes the page.
 
     Each refresh reads the run rows and only the metric rows written since the last one.
-    While nothing changes (a run waits for a worker, validates for minutes, or none is in
-    progress) the refreshes slow down to IDLE_REFRESH_S, and speed up again on a change.
+    While nothing changes (a run waits for a worker, or validates for minutes) the refreshes
+    slow down to IDLE_REFRESH_S, and speed up again on a change; with no run in progress
+    they stop.
     Reading changes nothing: a run whose worker was lost is taken back explicitly, so it
     waits for a worker (and says so) instead of looking as if it still ran.
     """
@@ -86,13 +110,16 @@ def live_panel() -> None:
             run_id: rows for run_id, rows in state["metrics"].items() if run_id in now_active
         }
         if finished:  # a run we were watching ended: refresh history and pickers
+            if not now_active:
+                state["interval"] = NO_REFRESH  # that rerun arms no timer
             st.rerun()
         _pace(state, recent, active)
         if not active:
             _last_outcome(recent)
             return
         waiting = [r for r in active if r.status == RunStatus.QUEUED]
-        if waiting and _age_s(waiting[-1]) > WORKER_GRACE_S and not worker_lock.worker_alive():
+        late = waiting and _seconds_since(waiting[-1].created_at) > WORKER_GRACE_S
+        if late and not worker_lock.worker_alive():
             left, right = st.columns([4, 1], vertical_alignment="center")
             left.warning(
                 _("No worker is running on this machine, so the queued run is waiting."),
@@ -108,26 +135,37 @@ def live_panel() -> None:
 
 
 def _pace(state: dict[str, Any], recent: list[RunInfo], active: list[RunInfo]) -> None:
-    """Back off while nothing changes; go back to the quick pace on the first change. A new
-    pace takes a page rerun: only then does Streamlit re-arm the fragment's timer."""
+    """Back off while nothing changes; go back to the quick pace on the first change; stop
+    while no run is in progress. A new pace takes a page rerun: only then does Streamlit
+    re-arm the fragment's timer."""
     seen = (
         recent[0].id if recent else None,
-        [(r.id, r.status, r.progress_step, r.cancel_requested, r.attempts) for r in active],
+        [_moves(r) for r in active],
     )
     now = time.monotonic()
     if seen != state["seen"]:
         state["seen"], state["changed_at"] = seen, now
-    pace = LIVE_REFRESH_S if now - state["changed_at"] < IDLE_AFTER_S else IDLE_REFRESH_S
+    if not active:
+        pace = NO_REFRESH
+    elif now - state["changed_at"] < IDLE_AFTER_S:
+        pace = LIVE_REFRESH_S
+    else:
+        pace = IDLE_REFRESH_S
     if pace != state["interval"]:
         state["interval"] = pace
         st.rerun()
 
 
-def _age_s(run: RunInfo) -> float:
-    created = run.created_at
-    if created.tzinfo is None:  # SQLite hands back naive UTC datetimes
-        created = created.replace(tzinfo=UTC)
-    return (datetime.now(UTC) - created).total_seconds()
+def _moves(run: RunInfo) -> tuple[Any, ...]:
+    """What changes while a run moves (a change brings the quick pace back)."""
+    detail = run.progress_detail.get("preparing")
+    return (run.id, run.status, run.progress_step, detail, run.cancel_requested, run.attempts)
+
+
+def _seconds_since(moment: datetime) -> float:
+    if moment.tzinfo is None:  # SQLite hands back naive UTC datetimes
+        moment = moment.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - moment).total_seconds()
 
 
 def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
@@ -139,8 +177,8 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
             icon=STATUS_ICONS.get(run.status, ""),
             id=run.id,
             corpus=run.corpus_name,
-            preset=preset,
-            device=run.device,
+            preset=auto_label(preset),
+            device=auto_label(run.device),
             budget=localized(run.budget),
             status=status_label(run.status),
         )
@@ -178,18 +216,18 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
         if run.status == RunStatus.QUEUED:
             st.caption(_("Waiting for the worker…"))
             return
-        total = run.progress_total
-        st.progress(run.fraction_done, text=_progress_text(run) if total else None)
-        if not total:
-            st.caption(_("Preparing: tokenizers and model…"))
+        if not run.progress_total:  # no step yet: what it prepares, not empty tiles
+            _preparing(run)
+            return
+        st.progress(run.fraction_done, text=_progress_text(run))
         rule = run.early_stop_rule
         if rule:
             st.caption(localized(rule))
         cells = st.columns(4)
-        eta = formatting.fmt_duration(run.eta_s) if total else "—"
+        eta = formatting.fmt_duration(run.eta_s)
         cells[0].metric(
             _("ETA"),
-            f"≤ {eta}" if rule and total else eta,
+            f"≤ {eta}" if rule else eta,
             help=_("At most this long: the run may stop sooner (see above).") if rule else None,
         )
         # the latest speed measured: every row carries it (a run of epochs shorter than the
@@ -208,6 +246,22 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
         )
         if not metrics.empty:
             charts.curves(metrics)
+
+
+def _preparing(run: RunInfo) -> None:
+    """A run claimed by its worker, before its first step (reading its corpus, timing the
+    layouts, training the tokenizers: seconds to a minute): what it does now, and for how
+    long it has been preparing, with a spinner while the panel follows it."""
+    phase = run.progress_detail.get("preparing") or PREPARING
+    since = run.started_at or run.created_at
+    st.status(
+        _(
+            "Preparing: {phase}… ({elapsed} so far)",
+            phase=translate(phase),
+            elapsed=formatting.fmt_duration(_seconds_since(since)),
+        ),
+        state="running",
+    )
 
 
 def _progress_text(run: RunInfo) -> str:

@@ -3,6 +3,8 @@ they show.
 
 A choice made in one page's picker is remembered across pages (``CURRENT_CORPUS``,
 ``CURRENT_VERSION`` in ``st.session_state``: view state only, the data is in the database).
+A page's own corpus is also kept in the address (``?corpus=``), so that a reload, which
+starts a new session, shows the same corpus (as ``?lang=`` and ``?drafts=`` keep theirs).
 A picker over a list that grows at the top (finished runs) follows its newest entry until
 the user picks another (``follow_newest``).
 """
@@ -16,6 +18,7 @@ import streamlit as st
 
 from ui.formatting import pair_count_label
 from ui.i18n import N_, _, translate
+from ui.signin import role_labels
 from workbench.models import engines
 
 if TYPE_CHECKING:
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 
 CURRENT_CORPUS = "current_corpus_id"  # view state shared by the pages (not a widget key)
 CURRENT_VERSION = "current_version_id"
+CORPUS_PARAM = "corpus"  # the address' query parameter of the page's corpus
 _PENDING = "_pending_selection"
 DECODINGS = (N_("Greedy"), N_("Beam search"))  # message ids: the options' values
 
@@ -51,16 +55,18 @@ def keep_label_fresh(key: str, shown: Any) -> None:
     st.session_state[sent] = shown
 
 
-def _prepare_picker(key: str, labels: dict[Any, str], shared: str) -> None:
+def _prepare_picker(key: str, labels: dict[Any, str], shared: str, given: Any = None) -> None:
     """Give a keyed picker its value before it is drawn: a pending choice, else its own last
-    value if still valid, else the choice shared across pages, else the first option."""
+    value if still valid, else the choice shared across pages, else ``given`` (the address'
+    choice), else the first option."""
     options = list(labels)
     pending = st.session_state.get(_PENDING, {})
     if key in pending and pending[key] in options:
         st.session_state[key] = pending.pop(key)
     elif st.session_state.get(key) not in options:
         current = st.session_state.get(shared)
-        st.session_state[key] = current if current in options else options[0]
+        fallback = given if given in options else options[0]
+        st.session_state[key] = current if current in options else fallback
     keep_label_fresh(key, labels[st.session_state[key]])
 
 
@@ -82,17 +88,37 @@ def follow_newest(key: str, labels: dict[Any, str]) -> None:
 
 
 def corpus_picker(
-    corpora: Sequence[CorpusInfo], *, key: str, label: str | None = None, help: str | None = None
+    corpora: Sequence[CorpusInfo],
+    *,
+    key: str,
+    label: str | None = None,
+    help: str | None = None,
+    in_address: bool = True,
 ) -> CorpusInfo:
-    """A selectbox over the corpora; the choice is remembered across pages."""
+    """A selectbox over the corpora; the choice is remembered across pages and, for the
+    page's own corpus (``in_address``; not a second picker such as "save to"), across
+    reloads."""
     by_id = {c.id: c for c in corpora}
     labels = {i: corpus_label(c) for i, c in by_id.items()}
-    _prepare_picker(key, labels, CURRENT_CORPUS)
+    given = st.query_params.get(CORPUS_PARAM, "") if in_address else ""
+    _prepare_picker(key, labels, CURRENT_CORPUS, int(given) if given.isdigit() else None)
     chosen = st.selectbox(
         label or _("Corpus"), list(by_id), format_func=labels.__getitem__, key=key, help=help
     )
     st.session_state[CURRENT_CORPUS] = chosen
+    if in_address and st.query_params.get(CORPUS_PARAM) != str(chosen):
+        st.query_params[CORPUS_PARAM] = str(chosen)
     return by_id[chosen]
+
+
+def role_picker(where: Any, *, key: str, help: str | None = None) -> str:
+    """A selectbox over the team roles (``access.ROLES``) in ``where`` (a column): their
+    names in the session's language, also the chosen one's after a language switch."""
+    labels = role_labels()
+    keep_label_fresh(key, labels.get(st.session_state.get(key), ""))
+    return where.selectbox(
+        _("Role"), list(labels), format_func=labels.__getitem__, key=key, help=help
+    )
 
 
 def version_label(v: VersionInfo) -> str:

@@ -144,15 +144,14 @@ def job_panel(corpus_id: int) -> None:
     job = pool_jobs.latest_job(corpus_id)
     if job is None:
         return
-    if job.active:
-        _live_job(corpus_id)
+    if job.active:  # refreshed only while it runs: an idle page arms no timer
+        st.fragment(_live_job, run_every=JOB_REFRESH_S)(corpus_id)
     elif job.status == RunStatus.FAILED:
         st.error(
             _("Pool job {id} failed: {error}", id=job.id, error=job.error), icon=":material/error:"
         )
 
 
-@st.fragment(run_every=JOB_REFRESH_S)
 def _live_job(corpus_id: int) -> None:
     job = pool_jobs.latest_job(corpus_id)
     if job is None or not job.active:

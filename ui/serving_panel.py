@@ -13,16 +13,21 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
-from ui import dialogs, feedback
+from ui import dialogs, feedback, formatting, pickers
 from ui.i18n import N_, _
-from ui.signin import can, role_label, role_labels
+from ui.signin import can, role_label
 from workbench.serving import api_keys, served, server_process
-from workbench.team import access
+from workbench.serving.config import ServeConfig
 from workbench.team.access import Permission
 
 if TYPE_CHECKING:
     from workbench.models.registry import VersionInfo
     from workbench.serving.server_process import ServerState
+
+# The server states that change by themselves soon: the page checks every FOLLOW_S seconds
+# while it shows one of them, and not at all otherwise (an open tab does no work).
+SETTLING = ("starting", "loading")
+FOLLOW_S = 1.0
 
 
 def version_serving(version: VersionInfo) -> None:
@@ -36,9 +41,18 @@ def version_serving(version: VersionInfo) -> None:
     )
     pair = f"{version.src_lang}→{version.tgt_lang}"
     st.markdown("**" + _("Serving over HTTP") + "**")
+    state = None
+    with feedback.error_boundary(N_("reading the server's state")):
+        state = server_process.server_state()
     if mine is not None:
         st.markdown(
             _(":green-badge[:material/cloud_done: served] answers {pair} requests", pair=pair)
+            if state is not None and state.answering
+            else _(
+                ":green-badge[:material/cloud_done: served] for {pair}: its requests are "
+                "answered once the server runs",
+                pair=pair,
+            )
         )
         if can(Permission.SERVE) and st.button(
             _("Stop serving"), icon=":material/cloud_off:", key="stop_serving"
@@ -87,14 +101,24 @@ def version_serving(version: VersionInfo) -> None:
                     )
                 )
                 st.rerun()
+    if state is None:
+        return
+    _server_line(state, startable=mine is not None)
+    st.code(
+        served.curl_example(version.src_lang, version.tgt_lang, state.url),
+        language="bash",
+        wrap_lines=True,
+    )
+    if state.status in SETTLING:
+        st.fragment(_follow_server, run_every=FOLLOW_S)(state.status)
+
+
+def _follow_server(drawn: str) -> None:
+    """While the server starts or loads its versions, the page follows it: it is drawn again
+    once the server's state is no longer ``drawn`` (and then this check stops)."""
     with feedback.error_boundary(N_("reading the server's state")):
-        state = server_process.server_state()
-        _server_line(state, startable=mine is not None)
-        st.code(
-            served.curl_example(version.src_lang, version.tgt_lang, state.url),
-            language="bash",
-            wrap_lines=True,
-        )
+        if server_process.server_state().status != drawn:
+            st.rerun()
 
 
 def _start_server() -> ServerState:
@@ -220,8 +244,8 @@ def http_api_tab() -> None:
                     "name": k.name,
                     "key": k.shown,
                     "role": role_label(k.role),
-                    "requests/min": k.requests_per_minute,
-                    "characters/request": k.chars_per_request,
+                    "requests/min": _limit(k.requests_per_minute, _no_limit()),
+                    "characters/request": _limit(k.chars_per_request, _default_chars()),
                     "created": k.created_at,
                     "revoked": k.revoked_at,
                 }
@@ -229,17 +253,15 @@ def http_api_tab() -> None:
             ]
         ),
         hide_index=True,
-        placeholder="",  # no limit of its own, not revoked: empty, not "None"
+        placeholder="",  # not revoked: empty, not "None"
         column_config={
             "id": st.column_config.NumberColumn(_("id")),
             "name": st.column_config.TextColumn(_("name")),
             "key": st.column_config.TextColumn(_("key")),
             "role": st.column_config.TextColumn(_("role")),
-            "requests/min": st.column_config.NumberColumn(
-                _("requests/min"), help=_("Empty: the server's default")
-            ),
-            "characters/request": st.column_config.NumberColumn(
-                _("characters/request"), help=_("Empty: the server's default")
+            "requests/min": st.column_config.TextColumn(_("requests/min"), help=_limit_help()),
+            "characters/request": st.column_config.TextColumn(
+                _("characters/request"), help=_limit_help()
             ),
             "created": st.column_config.DatetimeColumn(_("created"), format="YYYY-MM-DD HH:mm"),
             "revoked": st.column_config.DatetimeColumn(_("revoked"), format="YYYY-MM-DD HH:mm"),
@@ -273,23 +295,57 @@ def http_api_tab() -> None:
     )
 
 
+def _limit(value: int | None, otherwise: str) -> str:
+    """A key's own limit, or what applies without one (said, not an empty cell)."""
+    return otherwise if value is None else formatting.fmt_int(value)
+
+
 def _revoke(key_id: int) -> str:
     api_keys.revoke_key(key_id)
     return _("Revoked API key #{id}.", id=key_id)
 
 
+def _no_limit() -> str:
+    """What a key without a request rate of its own gets (the app's server has none)."""
+    return _("no limit")
+
+
+def _default_chars() -> str:
+    """What a key without a characters limit of its own gets: the server's default."""
+    return _("default: {n}", n=formatting.fmt_int(ServeConfig.chars_per_request))
+
+
+def _limit_help() -> str:
+    return _(
+        "Empty: the server's limit applies — none per minute and {n} characters per request, "
+        "unless the server was started with `--requests-per-minute` or `--chars-per-request`.",
+        n=formatting.fmt_int(ServeConfig.chars_per_request),
+    )
+
+
 def _create_key_form() -> None:
-    with st.form("create_api_key", border=True):
+    # cleared once submitted: the next key starts from an empty form, not the last one's name
+    with st.form("create_api_key", border=True, clear_on_submit=True):
         cols = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
         name = cols[0].text_input(_("New key for"), placeholder=_("e.g. the CAT-tool plugin"))
-        rpm = cols[1].number_input(_("Requests per minute"), min_value=1, value=None, step=10)
-        chars = cols[2].number_input(
-            _("Characters per request"), min_value=1, value=None, step=1000
+        rpm = cols[1].number_input(
+            _("Requests per minute"),
+            min_value=1,
+            value=None,
+            step=10,
+            placeholder=_no_limit(),
+            help=_limit_help(),
         )
-        role = cols[3].selectbox(
-            _("Role"),
-            [str(r) for r in access.ROLES],
-            format_func=role_labels().__getitem__,
+        chars = cols[2].number_input(
+            _("Characters per request"),
+            min_value=1,
+            value=None,
+            step=1000,
+            placeholder=_default_chars(),
+            help=_limit_help(),
+        )
+        role = pickers.role_picker(
+            cols[3],
             key="api_key_role",
             help=_("What requests with the key may do: a viewer's key translates only."),
         )

@@ -14,7 +14,9 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.feedback import error_boundary
+from ui.formatting import markdown_literal
 from ui.i18n import N_, _, localized, translate
+from workbench.errors import WorkbenchError
 from workbench.team import access
 from workbench.team.access import Actor, Permission
 
@@ -45,12 +47,21 @@ def session_actor() -> Actor | None:
     in a thread of its own): the local admin without sign-in, else the signed-in member."""
     if not sign_in_configured():
         return access.local_admin()
-    if not st.user.is_logged_in or not st.user.get("email"):
+    if not st.user.is_logged_in:
         return None
-    email = str(st.user.email)
-    if access.unverified_email(email, st.user.get("email_verified")) is not None:
+    email = claimed_email()
+    if email is None or access.unverified_email(email, st.user.get("email_verified")) is not None:
         return None
     return access.member_actor(email)
+
+
+def claimed_email() -> str | None:
+    """The e-mail the sign-in provider sent, as members are known by it (stripped, lower
+    case); None when it sent none, or something that is no e-mail address."""
+    try:
+        return access.normalize_email(st.user.get("email"))
+    except WorkbenchError:
+        return None
 
 
 def install() -> None:
@@ -71,14 +82,28 @@ def gate() -> Actor:
     actor = None
     with error_boundary(N_("reading your role")):
         actor = session_actor()
+    email = claimed_email()
+    shown = markdown_literal(email or "")
     with st.sidebar:
-        st.caption(
-            _("Signed in as **{email}** ({role})", email=st.user.email, role=role_label(actor.role))
-            if actor
-            else _("Signed in as **{email}**", email=st.user.email)
-        )
+        if email is not None:
+            st.caption(
+                _("Signed in as **{email}** ({role})", email=shown, role=role_label(actor.role))
+                if actor
+                else _("Signed in as **{email}**", email=shown)
+            )
         st.button(_("Sign out"), icon=":material/logout:", on_click=st.logout, key="sign_out")
-    unverified = access.unverified_email(str(st.user.email), st.user.get("email_verified"))
+    if email is None:
+        st.title(_("Translation workbench"))
+        st.error(
+            _(
+                "Your sign-in provider sent no e-mail address, and this workbench knows its "
+                "members by e-mail: an admin must have the provider send the “email” claim "
+                "(the “email” scope), then sign out and sign in again."
+            ),
+            icon=":material/gpp_bad:",
+        )
+        st.stop()
+    unverified = access.unverified_email(email, st.user.get("email_verified"))
     if unverified is not None:
         st.title(_("Translation workbench"))
         st.error(localized(unverified), icon=":material/gpp_bad:")
@@ -89,7 +114,7 @@ def gate() -> Actor:
             _(
                 "You are signed in as {email}, who is not a member of this team yet: ask an "
                 "admin to add you on the Team page.",
-                email=st.user.email,
+                email=shown,
             ),
             icon=":material/lock:",
         )

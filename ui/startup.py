@@ -11,8 +11,9 @@ from typing import Any
 import streamlit as st
 
 from ui.feedback import error_boundary
-from ui.i18n import N_, _
+from ui.i18n import N_, _, localized
 from workbench import settings
+from workbench.backup import restore_journal
 from workbench.corpus import demo
 from workbench.models import staging
 from workbench.team import trash
@@ -47,7 +48,8 @@ def _seed_demo(database: str) -> dict[str, Any]:
 
 
 def seed_demo() -> None:
-    """Add the demo corpus on first start (see `workbench.corpus.demo`) and say so, once."""
+    """Add the demo corpus on first start (see `workbench.corpus.demo`) and say so, once; and
+    say what opening the data folder did to a restore that was killed (``restore_journal``)."""
     with error_boundary(N_("adding the demo corpus")):
         seeded = _seed_demo(settings.database_url())
         if seeded["name"] and not seeded["announced"]:
@@ -59,6 +61,8 @@ def seed_demo() -> None:
                 ),
                 icon=":material/waving_hand:",
             )
+    for outcome in restore_journal.untold_recoveries():
+        st.warning(localized(outcome), icon=":material/restore:")
 
 
 @st.cache_resource(show_spinner=False)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ui import feedback
+from ui import feedback, pickers
 from ui.i18n import N_, _, translate
-from ui.signin import role_label, role_labels
+from ui.signin import role_label
 from workbench import settings
 from workbench.team import access
 
@@ -77,12 +77,7 @@ def render() -> None:
         st.markdown("**" + _("Add a member or change a role") + "**")
         cols = st.columns([3, 1], vertical_alignment="bottom")
         email = cols[0].text_input(_("E-mail"), key="team_email", placeholder="name@example.org")
-        role = cols[1].selectbox(
-            _("Role"),
-            [str(r) for r in access.ROLES],
-            format_func=role_labels().__getitem__,
-            key="team_role",
-        )
+        role = pickers.role_picker(cols[1], key="team_role")
         if st.form_submit_button(_("Save"), type="primary", icon=":material/person_add:"):
             with feedback.error_boundary(N_("saving the role")):
                 member = access.set_role(email, role)

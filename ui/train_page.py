@@ -40,7 +40,7 @@ def render() -> None:
             new_run_form(all_corpora)
     # Streamlit arms a fragment's timer when the whole page runs: the panel's interval is
     # chosen here, and the panel reruns the page when it should change (see live_state).
-    st.fragment(live_runs.live_panel, run_every=live_runs.live_state()["interval"])()
+    st.fragment(live_runs.live_panel, run_every=live_runs.refresh_interval())()
     history()
 
 
@@ -60,7 +60,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
             _("Model size"),
             list(presets),
             default=train_options.DEFAULT_PRESET,
-            format_func={p: _("automatic") if p == "auto" else p for p in presets}.__getitem__,
+            format_func={p: live_runs.auto_label(p) for p in presets}.__getitem__,
             key="train_preset",
             help="\n".join(f"- **{k}**: {localized(v)}" for k, v in presets.items()),
         )
@@ -265,7 +265,7 @@ def history() -> None:
     table["budget"] = [localized(r.budget) for r in shown]
     table["trained for"] = [formatting.fmt_duration(r.trained_s) for r in shown]
     table["stopped because"] = [localized(r.stopped_because or "") for r in shown]
-    table["preset"] = [_("automatic") if p == "auto" else p for p in table["preset"]]
+    table["preset"] = [live_runs.auto_label(p) for p in table["preset"]]
     st.dataframe(
         table,
         hide_index=True,

@@ -309,7 +309,7 @@ def correction_form(item: dict[str, Any], shown: dict[str, Any], version: Any) -
         st.text_input(_("Source"), value=item["source"], disabled=True)
         target = st.text_area(_("Corrected translation"), value=item["text"], height=90)
         target_corpus = pickers.corpus_picker(
-            options, key="translate_corpus", label=_("Into corpus")
+            options, key="translate_corpus", label=_("Into corpus"), in_address=False
         )
         if st.form_submit_button(_("Save as pair"), icon=":material/playlist_add:"):
             with feedback.error_boundary(N_("saving the pair")):

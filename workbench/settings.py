@@ -40,6 +40,7 @@ The data folder::
       logs/worker.log           what a worker started on demand prints
       logs/server.log           what the HTTP server the Models page started prints
       .restore-<hex>/           a backup being checked before a restore (workbench.backup.restore)
+      restore.journal           what a restore puts in place (backup.restore_journal)
       worker.lock, spawn.lock   a live worker's lock; the lock that serialises starting one
                                 (or the page's server)
       server.lock, server.json  the lock of the HTTP server the page started; its PID and port
@@ -169,6 +170,18 @@ def restore_staging_dir(token: str) -> Path:
     """Where a restore unpacks and checks a backup: inside the data folder, so its model
     folders move into place by rename."""
     return home() / f".restore-{token}"
+
+
+def restore_staging_dirs() -> list[Path]:
+    """Every such folder now in the data folder (a killed restore's are swept at the next
+    start: ``workbench.backup.restore_journal``)."""
+    return list(home().glob(".restore-*"))
+
+
+def restore_journal_path() -> Path:
+    """What a restore is putting in place, written before its first rename, so that a killed
+    one is finished or rolled back at the next start (``workbench.backup.restore_journal``)."""
+    return home() / "restore.journal"
 
 
 def resolve(stored_path: str) -> Path:

@@ -3,7 +3,8 @@
 ``engine()`` is the engine for ``settings.database_url()``, migrated to the newest revision
 the first time this process opens that database (``db.init``); from then on the process
 holds the data folder's shared lock (``database_lock``), so that no restore replaces the
-database under it. ``session_scope()`` is the unit of work a service opens: one per public
+database under it. Before that, a restore that was killed is finished or rolled back
+(``restore_journal``). ``session_scope()`` is the unit of work a service opens: one per public
 function, handed to its private helpers (functions that take a ``session`` argument never
 open one of their own).
 """
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session
 
 import db
 from workbench import database_lock, settings
+from workbench.backup import restore_journal
 from workbench.corpus import splits
 
 
@@ -27,8 +29,13 @@ def engine() -> Engine:
         settings.database_url(),
         sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms(),
         after_upgrade=splits.group_old_corpora,  # the data step of migration 0008
-        before_open=database_lock.hold_shared,
+        before_open=_open_data_folder,
     )
+
+
+def _open_data_folder() -> None:
+    restore_journal.finish_interrupted()
+    database_lock.hold_shared()
 
 
 @contextmanager

@@ -15,12 +15,16 @@ import fcntl
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import IO
 
 from workbench import settings
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: background processes run from it
+# The processes this one started -> the thread that waits for each: a child that exits (stopped,
+# idle, crashed) is reaped at once instead of staying <defunct> under the app.
+_reapers: dict[int, threading.Thread] = {}
 
 
 def worker_alive() -> bool:
@@ -45,12 +49,12 @@ def spawn_holding(lock: Path, log: Path, *command: str) -> int:
     is not stopped with its process group), on this data folder, writing to ``log`` and holding
     a shared lock on ``lock`` from its first instant (inherited, not only once it has imported
     torch), so that two quick clicks never start two; returns its PID. The caller holds
-    spawn.lock."""
+    spawn.lock. A thread of this process waits for the child (``wait_reaped``)."""
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, settings.ENV_HOME: str(settings.home()), "PYTHONPATH": python_path}
     with open(lock, "a+") as held, open(log, "ab") as out:
         fcntl.flock(held, fcntl.LOCK_SH)
-        return subprocess.Popen(
+        child = subprocess.Popen(
             [sys.executable, "-m", "workbench", *command],
             cwd=ROOT,
             env=env,
@@ -59,7 +63,22 @@ def spawn_holding(lock: Path, log: Path, *command: str) -> int:
             stderr=subprocess.STDOUT,
             pass_fds=(held.fileno(),),  # the child keeps the shared lock alive
             start_new_session=True,
-        ).pid
+        )
+    for pid in [pid for pid, reaper in _reapers.items() if not reaper.is_alive()]:
+        del _reapers[pid]
+    reaper = threading.Thread(target=child.wait, name=f"reap-{child.pid}", daemon=True)
+    reaper.start()
+    _reapers[child.pid] = reaper
+    return child.pid
+
+
+def wait_reaped(pid: int, timeout_s: float) -> None:
+    """Wait (at most ``timeout_s``) until the process ``pid`` that this process started has
+    exited and been reaped. One started by an earlier run of the app is no child of this one
+    (its parent is gone, the system reaps it): nothing to wait for."""
+    reaper = _reapers.get(pid)
+    if reaper is not None:
+        reaper.join(timeout_s)
 
 
 def hold_worker_lock() -> IO[str]:

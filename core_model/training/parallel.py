@@ -44,6 +44,7 @@ START_TIMEOUT_S = 120.0  # a child imports torch and reads its spec: seconds, ev
 STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 CHILD_MODULE = "core_model.distributed"  # a child rank's entry point (not imported by the package)
 SHARED_MEMORY = Path("/dev/shm")  # a group's folder lives here where it exists: memory, not disk
+GROUP_PREFIX = "ranks-"  # a group's folder: ranks-<PID of rank 0>-<random>
 _group_folder: Path | None = None  # the folder of the RankGroup this process is in
 
 
@@ -145,8 +146,8 @@ class RankGroup:
 
     def __enter__(self) -> RankGroup:
         world = self.layout.processes
-        memory = SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK)
-        self.folder = Path(tempfile.mkdtemp(prefix="ranks-", dir=SHARED_MEMORY if memory else None))
+        # named after this process (rank 0): a group whose process is gone is swept
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{GROUP_PREFIX}{os.getpid()}-", dir=_groups()))
         spec_path = self.folder / "spec.json"
         backend = backend_for(self.device)
         group = {"world": world, "backend": backend}
@@ -239,6 +240,42 @@ class RankGroup:
                 child.wait()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _groups() -> Path | None:
+    """Where a group's folder goes: /dev/shm where it is writable, else the temp folder."""
+    memory = SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK)
+    return SHARED_MEMORY if memory else None
+
+
+def sweep_dead_groups() -> list[Path]:
+    """Remove the folders of groups whose rank 0 is gone (one killed -9 never ran
+    `RankGroup.__exit__`, and a /dev/shm folder takes memory until the machine restarts);
+    returns them. A live process' group is never touched, nor a folder whose owner its name
+    does not say."""
+    removed = []
+    for parent in {SHARED_MEMORY, Path(tempfile.gettempdir())}:
+        for folder in parent.glob(f"{GROUP_PREFIX}*-*"):
+            pid = folder.name.removeprefix(GROUP_PREFIX).split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)) and folder.is_dir():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def data_parallel(model: nn.Module, device: torch.device) -> nn.Module:

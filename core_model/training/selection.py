@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 
 from core_model.artifact import unique_state_dict
 
@@ -48,11 +46,6 @@ def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, 
         else:
             out[k] = states[-1][k].clone()
     return out
-
-
-def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
-    """Average safetensors weight files (e.g. several model folders' model.safetensors)."""
-    return average_state_dicts([load_file(str(p)) for p in paths])
 
 
 def selection_score(record: dict[str, Any], metric: str) -> float | None:

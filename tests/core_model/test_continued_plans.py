@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.marian_checkpoint import save_random_marian, toy_pairs
 from core_model.artifact import load_model
 from core_model.marian import convert_marian
 from core_model.training import TrainConfig, train
@@ -23,7 +24,6 @@ from core_model.training.selection import (
     loss_falling,
 )
 from core_model.training.state import TrainerState
-from tests.marian_checkpoint import save_random_marian, toy_pairs
 
 PAIRS = toy_pairs(80, 3)
 VALID = toy_pairs(20, 4)

@@ -6,6 +6,7 @@ update between its ranks, resumes in another layout, and its layout is timed or 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -143,16 +144,23 @@ def test_a_short_run_keeps_one_process_and_an_asked_layout_is_kept() -> None:
     assert asked.layout == Layout(2, 2) and asked.timings == ()  # epochs: nothing to time
 
 
-def test_a_long_run_times_every_layout_and_takes_the_fastest() -> None:
+def test_a_long_run_times_every_layout_for_real() -> None:
+    """Every layout is really measured (two ranks included), in the precision asked for, and
+    the run's metrics show those measurements. (Which one wins depends on this CPU: taking
+    the fastest is checked on set timings, in the test below.)"""
     pairs = _numbers_corpus(200)
     cfg = TrainConfig(token_budget=5_000_000, device="cpu", precision="fp32")
     choice = choose_layout(cfg, pairs, None, cores=2)
-    timed = {(t.processes, t.threads): t.tokens_per_s for t in choice.timings}
+    timed = {(t.processes, t.threads): t for t in choice.timings}
     assert set(timed) == {(1, 2), (2, 1), (1, 1)}
-    best = max(timed, key=timed.__getitem__)
-    assert (choice.layout.processes, choice.layout.threads) == best
-    metrics = choice.metrics()
-    assert metrics["processes"] == best[0] and len(metrics["layout_timings"]) == 3
+    for t in choice.timings:
+        assert math.isfinite(t.tokens_per_s) and t.tokens_per_s > 0, t
+        assert t.steps > 0 and t.precision == "fp32", t
+    assert (choice.layout.processes, choice.layout.threads) in timed
+    shown = choice.metrics()["layout_timings"]
+    assert [(m["processes"], m["threads"], m["tokens_per_s"]) for m in shown] == [
+        (t.processes, t.threads, t.tokens_per_s) for t in choice.timings
+    ]
 
 
 def test_layouts_are_compared_on_the_batch_the_run_will_train(

@@ -1,7 +1,7 @@
 """Proof that a Marian checkpoint opened by core_model.marian is the same model as in
 transformers: the same token ids as `MarianTokenizer`, the same logits as `MarianMTModel`,
 and the same greedy and beam-4 outputs as its `generate()`. The checkpoint is a tiny one the
-test builds (tests/marian_checkpoint.py): nothing is downloaded. Bad folders are refused with
+test builds (bench/marian_checkpoint.py): nothing is downloaded. Bad folders are refused with
 one line, before anything is written."""
 
 from __future__ import annotations
@@ -13,8 +13,15 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from safetensors.torch import load_file, save_file
 
+from bench.marian_checkpoint import (
+    LANGUAGE_TOKENS,
+    sample_sentences,
+    save_random_marian,
+    toy_pairs,
+)
 from core_model.artifact import load_model
 from core_model.batching import encode_pairs, encode_source, pad_sources
 from core_model.decoding import beam_search, greedy_decode
@@ -34,14 +41,7 @@ from core_model.training.recipe import PRETRAINED_PEAK_LR
 from core_model.training.validation import evaluate_loss
 from core_model.transformer import ModelConfig
 from core_model.translator import translate
-from tests.marian_checkpoint import (
-    LANGUAGE_TOKENS,
-    sample_sentences,
-    save_random_marian,
-    toy_pairs,
-)
 
-transformers = pytest.importorskip("transformers")
 MAX_NEW_TOKENS = 12
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.marian_checkpoint import opus_mt_config
 from core_model.training import TrainConfig, train
 from core_model.training import trainer as trainer_module
 from core_model.training.calibration import Calibration, measure
@@ -20,7 +21,6 @@ from core_model.training.recipe import (
     resolve,
 )
 from core_model.transformer import ModelConfig, Transformer
-from tests.marian_checkpoint import opus_mt_config
 
 # Rough sizes of the benchmark corpora (source + target tokens, as CorpusFacts estimates them).
 MULTI30K = CorpusFacts(train_pairs=29_000, valid_pairs=1_014, tokens=754_000, shared_alphabet=True)

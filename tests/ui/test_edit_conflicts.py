@@ -104,3 +104,26 @@ def test_another_tab_of_the_same_browser_is_named_and_can_be_opened(small_corpus
     assert_clean(at)
     assert at.session_state["_drafts_browser_key"] == other
     assert at.data_editor[0].value["target"].tolist()[0] == "rice elsewhere"
+
+
+def test_two_tabs_with_one_key_keep_each_others_edits(small_corpus: int) -> None:
+    """A duplicated tab (its address holds the same key) or a tab opened here shares the
+    other's draft: each one's edits are applied onto the stored draft, never replacing the
+    other's (the last to store dropped the other's edit before)."""
+    a = open_page("corpus")
+    key = a.session_state["_drafts_browser_key"]
+    _edit(a, r0={"target": "rice by A"})
+    b = open_page("corpus")
+    b.session_state["_drafts_browser_key"] = key  # as "Open here" sets it
+    b.session_state["_drafts_live_grids"] = {}
+    b.run()
+    assert b.data_editor[0].value["target"].tolist()[0] == "rice by A"
+    _edit(b, r1={"target": "noodles by B"})
+    _edit(a, r0={"target": "rice by A"}, r2={"target": "tea by A"})  # A's widget, cumulative
+    stored = drafts.load(key, small_corpus, "pairs").edited
+    assert sorted(v["target"] for v in stored.values()) == ["noodles by B", "rice by A", "tea by A"]
+    assert "3 unsaved changes" in texts(a.caption)
+    assert a.data_editor[0].value["target"].tolist()[1] == "noodles by B"  # shown in A too
+    a.button(key="save_edits").click().run()
+    assert_clean(a)
+    assert "Saved: 0 added, 3 edited, 0 deleted." in texts(a.success)

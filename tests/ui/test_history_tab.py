@@ -3,6 +3,7 @@ changes, its filter by user, undo with a confirmation, undo since a moment, and 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
@@ -138,3 +139,19 @@ def test_the_history_tab_names_actions_and_refusals_in_chinese(edited_corpus: in
     assert f"在修改 #{added.id} 之后又被修改 #" in texts(at.error), texts(at.error)
     assert "was changed by" not in texts(at.error)
     assert corpora.get_corpus(edited_corpus).pair_count == 1  # nothing changed
+
+
+def test_the_state_has_room_and_the_newest_change_is_preselected(edited_corpus: int) -> None:
+    """Issue 37: the state column was cut ("cannot be u"), and "Change to undo" kept showing
+    the change that was newest when the tab opened, after newer ones."""
+    at = _history_page()
+    assert json.loads(at.dataframe[0].proto.columns)["state"]["width"] == "medium"
+    choice = at.selectbox(key="history_undo_choice")
+    assert choice.value == history.list_changes(edited_corpus)[0].id
+    pairs.apply_edits(edited_corpus, added=[{"source": "水", "target": "water"}])
+    at.run()
+    newest, older = history.list_changes(edited_corpus)[:2]
+    assert at.selectbox(key="history_undo_choice").value == newest.id
+    at.selectbox(key="history_undo_choice").select(older.id).run()
+    at.run()
+    assert at.selectbox(key="history_undo_choice").value == older.id, "the user's choice stays"

@@ -154,6 +154,10 @@ def test_serve_a_version_starts_the_server_that_answers_the_request(
         at.button(key="stop_server").click().run()
         assert_clean(at)
         assert f"nothing answers at {url}" in texts(at.markdown)
+        # issue 37: the served badge follows the server, not "answers zh→en requests"
+        assert "answers zh→en requests" not in texts(at.markdown)
+        assert "its requests are answered once the server runs" in texts(at.markdown)
+        assert not settings.server_record_path().exists()
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{url}/health", timeout=5)
         at.button(key="start_server").click().run()  # a served version, no server: start it
@@ -193,11 +197,16 @@ def test_models_api_keys_are_shown_once_and_revoked(populated: Trained) -> None:
     [info] = api_keys.list_keys()
     [shown] = [c.value for c in at.code if c.value.startswith(api_keys.KEY_PREFIX)]
     assert api_keys.find_active_key(shown) == info and info.requests_per_minute == 30
-    # no limit of its own (the server's default), not revoked: empty cells, not "None"
+    # no limit of its own: what applies is said (issue 37); not revoked: empty, not "None"
     keys = at.dataframe[-1]
-    assert keys.value["characters/request"].isna().all() and keys.proto.HasField("placeholder")
-    assert keys.proto.placeholder == ""
+    assert keys.value[["requests/min", "characters/request"]].values.tolist() == [
+        ["30", "default: 5,000"]
+    ]
+    assert keys.proto.HasField("placeholder") and keys.proto.placeholder == ""
     assert "shown only this once" in texts(at.success)
+    # the form says what an empty limit means
+    limit = labelled(at.number_input, "Requests per minute")
+    assert limit.placeholder == "no limit"
     at.run()
     assert shown not in texts(at.code), "the key is shown once"
     at.button(key="revoke_key").click().run()
@@ -206,9 +215,10 @@ def test_models_api_keys_are_shown_once_and_revoked(populated: Trained) -> None:
     assert_clean(at)
     assert api_keys.find_active_key(shown) is None
     assert f"Revoked API key #{info.id}." in texts(at.success)
-    labelled(at.text_input, "New key for").input("")
+    # the form was cleared when the key was created: its name is not sent a second time
     labelled(at.button, "Create key").click().run()
     assert "Key name must not be empty" in texts(at.error)
+    assert len(api_keys.list_keys()) == 1
 
 
 def test_compare_without_test_pairs_says_so(populated: Trained) -> None:

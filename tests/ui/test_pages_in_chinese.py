@@ -12,7 +12,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
-from tests.ui.pages import APP, TIMEOUT, assert_clean, texts
+from tests.ui.pages import APP, TIMEOUT, assert_clean, open_page, texts
 from tests.ui.test_signin import AUTH, signed_in
 from ui import i18n, navigation
 from workbench.corpus import corpora, demo
@@ -181,3 +181,60 @@ def test_an_empty_workbench_says_what_to_do_in_chinese(
     monkeypatch.setattr(demo, "ensure_demo_corpus", lambda: None)
     at = open_in_chinese(page)
     assert notice in texts(at.info)
+
+
+def test_inspect_shapes_beam_states_roles_and_the_live_panel_in_chinese(populated) -> None:
+    """Issue 37: Inspect's tensor-shape block, the beam states (kept / finished / pruned /
+    stopped), the role select ("viewer") and the live panel's "auto" stayed English. Stored
+    values stay English: only what is shown is translated."""
+    from core_model import inspection as core_inspection
+    from core_model.decoding import BEAM_STATUSES
+    from ui import charts, inspect_page
+
+    # every stage core_model names has its message id (core_model knows no catalog)
+    stages = {name for name, _shape in core_inspection._shapes(_Cfg(), 3, 4)}
+    assert stages == set(inspect_page.SHAPE_STAGES)
+    assert set(charts.BEAM_STATUS_LABELS) == set(BEAM_STATUSES)
+
+    at = open_in_chinese(navigation.INSPECT)
+    at.button_group(key="inspect_mode").set_value("Beam search").run()
+    at.text_input(key="inspect_text").input("我想喝一杯茶。")
+    at.button(key="inspect").click().run()
+    at.toggle(key="inspect_shapes").set_value(True).run()
+    assert_clean(at)
+    code = texts(at.code)
+    assert "源 id" in code and "解码器输出" in code and "每层一份" in code, code
+    assert "source ids" not in code and "per layer" not in code
+    at.button_group(key="inspect_beam_rows").set_value("all").run()
+    beam_table = next(d.value for d in at.dataframe if "hypothesis" in d.value.columns)
+    assert set(beam_table["status"]) <= {"保留", "已完成", "剪除", "已停止"}, beam_table
+    [beam_chart] = [
+        json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if '"log_prob"' in c.proto.spec
+    ]
+    domain = beam_chart["layer"][0]["encoding"]["color"]["scale"]["domain"]
+    assert domain and set(domain) <= {"保留", "已完成", "剪除", "已停止"}, domain
+
+    at = open_in_chinese(navigation.MODELS)
+    role = at.selectbox(key="api_key_role")
+    assert role.options == ["查看者", "编辑者", "管理员"] and role.value == "viewer"
+    # Switched in the page: the browser keeps the label it was sent with the choice unless
+    # the choice is sent again (``pickers.keep_label_fresh``).
+    at = open_page("models")
+    assert not at.selectbox(key="api_key_role").proto.set_value
+    at.sidebar.radio(key="ui_language").set_value("zh_Hans").run()
+    assert at.selectbox(key="api_key_role").proto.set_value
+
+    queued = runs.enqueue_training(populated.corpus_id, minutes=1)  # the preset "auto"
+    try:
+        at = open_in_chinese(navigation.TRAIN)
+        head = next(m for m in texts(at.markdown).splitlines() if f"#{queued}**" in m)
+        assert "· 自动 ·" in head and "auto" not in head, head
+    finally:
+        runs.cancel_run(queued)
+        runs.delete_run(queued)
+
+
+class _Cfg:
+    """The sizes ``core_model.inspection._shapes`` reads (any will do: only names count)."""
+
+    d_model, n_heads, d_ff, tgt_vocab_size = 8, 2, 16, 10

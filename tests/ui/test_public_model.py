@@ -10,15 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.marian_checkpoint import save_random_marian, toy_pairs
 from tests.helpers import train_version
-from tests.marian_checkpoint import save_random_marian, toy_pairs
 from tests.ui.pages import assert_clean, open_page, texts
 from workbench import settings
 from workbench.corpus import corpora, pairs
 from workbench.models import model_import, staging
 from workbench.training import run_info, runs
-
-pytest.importorskip("transformers")
 
 
 def test_models_page_says_where_public_models_are_and_how_to_add_one(

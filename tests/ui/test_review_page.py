@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tests.ui.pages import Trained, assert_clean, open_page, texts
+from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
+
+from tests.ui.pages import APP, PAGES, TIMEOUT, Trained, assert_clean, open_page, texts
+from ui import pickers
 from workbench.corpus import corpora, pairs
 from workbench.curation import pool
 from workbench.training import worker
@@ -45,3 +49,21 @@ def test_review_pool_to_pairs(populated: Trained, no_worker: None) -> None:
         assert pool.pool_stats(target.id).waiting == 0
     finally:
         corpora.delete_corpus(target.id)
+
+
+def test_a_reload_keeps_the_chosen_corpus(small_corpus: int) -> None:
+    """Issue 37: a reload (a new session) showed the first corpus again, so the pool of the
+    chosen one looked gone. The page's corpus is kept in the address, as ?lang= is."""
+    other = corpora.create_corpus("Pool corpus", "zh", "en")
+    pool.add_to_pool(other.id, "我想喝一杯茶。\n电脑坏了。\n".encode())
+    at = open_page("review")
+    assert at.selectbox(key="review_corpus").value == small_corpus
+    at.selectbox(key="review_corpus").select(other.id).run()
+    assert at.query_params[pickers.CORPUS_PARAM] == str(other.id)
+    reloaded = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    reloaded.query_params[pickers.CORPUS_PARAM] = str(other.id)
+    reloaded._page_hash = calc_hash(PAGES["review"].url_path)
+    reloaded.run()
+    assert_clean(reloaded)
+    assert reloaded.selectbox(key="review_corpus").value == other.id
+    assert {m.label: m.value for m in reloaded.metric}["In the pool"] == "2"

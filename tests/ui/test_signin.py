@@ -228,3 +228,33 @@ def test_the_refusal_of_an_unverified_e_mail_reads_chinese(team: int) -> None:
     at = run_as(signed_in("ed@example.org", False), lang="zh_Hans")
     [error] = [e.value for e in at.error]
     assert "ed@example.org" in error and re.search(r"[\u4e00-\u9fff]", error), error
+
+
+def test_a_provider_that_sends_no_e_mail_gets_a_clear_refusal(
+    team: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: ``st.user.email`` raised AttributeError, shown as a traceback with source
+    lines; even a provider trusted to verify every address gets the refusal."""
+    monkeypatch.setenv(settings.ENV_PROVIDER_VERIFIES_EMAILS, "1")
+    for user in (
+        {"is_logged_in": True, "name": "ed"},
+        {"is_logged_in": True, "name": "ed", "email": "", "email_verified": True},
+        {"is_logged_in": True, "name": "ed", "email": "not an address", "email_verified": True},
+    ):
+        at = run_as(user)
+        [error] = [e.value for e in at.error]
+        assert error.startswith("Your sign-in provider sent no e-mail address"), error
+        assert not at.data_editor and not at.tabs
+        assert [b.label for b in at.button] == ["Sign out"]
+
+
+def test_an_e_mail_with_spaces_and_capitals_is_the_member_and_renders_plain(team: int) -> None:
+    """Issue 37: " ED@Example.ORG " showed as "** ED@Example.ORG **" (Markdown's bold does not
+    open before a space) and missed the member ed@example.org."""
+    at = run_as(signed_in(" ED@Example.ORG "))
+    [caption] = [c.value for c in at.sidebar.caption if "Signed in as" in c.value]
+    assert caption == "Signed in as **ed@example.org** (editor)"
+    assert not at.data_editor[0].proto.disabled
+    at = run_as(signed_in("Str_an*ger@Example.org", "TRUE"))
+    assert "Str_an" not in at.warning[0].value
+    assert "str\\_an\\*ger@example.org, who is not a member" in at.warning[0].value

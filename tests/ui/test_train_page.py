@@ -454,3 +454,33 @@ def test_a_dead_workers_run_waits_for_a_worker_to_resume_it(
         assert started == [1]
     finally:
         runs.cancel_run(run_id)
+
+
+def test_a_preparing_run_says_what_it_prepares_and_for_how_long(
+    populated: Trained, no_worker: None
+) -> None:
+    """Issue 37: 15-20 s of "Preparing: tokenizers and model…" above four empty tiles. The
+    worker names each step before the first (``RunSync.preparing``, written as the worker
+    writes it); the page shows it with the time spent so far and a spinner, and no tiles."""
+    from db.models import TrainingRun
+    from workbench.storage import session_scope
+    from workbench.training import worker
+
+    run_id = runs.enqueue_training(populated.corpus_id, preset="tiny", max_steps=5)
+    try:
+        assert runs.claim_next_run("test-worker", cuda=False) == run_id
+        sync = worker.RunSync(run_id, "test-worker", {})
+        sync.preparing("training the tokenizers and building the model")
+        assert sync.write()
+        at = open_page("train")
+        [status] = at.status
+        assert status.state == "running"
+        assert status.label.startswith(
+            "Preparing: training the tokenizers and building the model… ("
+        ) and status.label.endswith(" so far)")
+        assert not at.metric, "no empty tiles before the first step"
+        at = open_page("train", lang="zh_Hans")
+        assert at.status[0].label.startswith("准备中：训练分词器并构建模型…")
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"

@@ -81,7 +81,6 @@ def test_translate_with_beam_search(populated: Trained) -> None:
 def test_translate_with_ctranslate2(populated: Trained) -> None:
     """The engine choice: the version is exported to CTranslate2 on first use and translates
     there; the attention map is still drawn (by our model)."""
-    pytest.importorskip("ctranslate2")
     at = open_page("translate")
     at.button_group(key="translate_engine").set_value("ctranslate2").run()
     at.text_area(key="translate_input").input("我想喝一杯茶。\n谢谢你的帮助。")
@@ -94,7 +93,6 @@ def test_translate_with_ctranslate2(populated: Trained) -> None:
 
 
 def test_models_offers_a_ctranslate2_download(populated: Trained) -> None:
-    pytest.importorskip("ctranslate2")
     at = open_page("models")
     version_id = populated.version_ids[0]
     assert at.selectbox(key=f"ct2_weights_{version_id}").options == list(engines.QUANTIZATIONS)

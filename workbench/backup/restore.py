@@ -15,19 +15,18 @@ A restore changes nothing until it has checked everything (each refusal is one
   written), and its database is opened and checked (``restore_checks``: a workbench database
   at a schema revision this code knows, whose model versions' folders all lie in
   ``models/``);
-* only then do the model folders and the database replace the old ones.
+* only then do the model folders and the database replace the old ones, journaled
+  (``restore_journal``): a restore killed at any point leaves the old data or the new, never
+  a mix, once the next process has opened the data folder.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -39,7 +38,7 @@ import db
 from db.engine import create_workbench_engine
 from db.models import Base
 from workbench import database_lock, settings
-from workbench.backup import pg_tools, restore_checks
+from workbench.backup import pg_tools, restore_checks, restore_journal
 from workbench.backup.archive import (
     CHUNK,
     DATABASE_MEMBERS,
@@ -47,7 +46,6 @@ from workbench.backup.archive import (
     MODELS_PREFIX,
     Manifest,
     each_member,
-    fsync_folder,
     sqlite_file,
     verified_manifest,
 )
@@ -100,20 +98,35 @@ def restore(path: Path, *, force: bool = False) -> RestoreSummary:
                 found=manifest.database,
                 kind=kind,
             )
+        restore_journal.recover()  # a restore killed before this one is finished first
         staging = settings.restore_staging_dir(uuid.uuid4().hex[:12])
         staging.mkdir()
         try:
             _stage(path, staging, manifest)
+            (staging / MODELS_PREFIX).mkdir(exist_ok=True)  # a backup with no version
             database_file = staging / DATABASE_MEMBERS[kind]
+            journal = restore_journal.Journal(
+                file=str(path),
+                staging=str(staging),
+                had_models=settings.models_dir().exists(),
+                sqlite=None,
+                had_database=False,
+            )
             if kind == "sqlite":
                 restore_checks.check_sqlite(database_file)
-                with _models_swapped(staging):
-                    _restore_sqlite(database_file, sqlite_file(url))
+                target = sqlite_file(url)
+                journal.sqlite, journal.had_database = str(target), _sqlite_set_aside(target)
+                shutil.move(database_file, restore_journal.incoming_sqlite(target))
+                restore_journal.swap(journal)
             else:
                 tool, env = _pg_restore_tool(url)
                 restore_checks.check_postgres_dump(database_file, tool, env)
-                with _models_swapped(staging):
-                    _restore_postgres(database_file, url, tool, env)
+                journal.alembic_oid = restore_journal.postgres_marker(
+                    url.render_as_string(hide_password=False)
+                )
+                restore_journal.swap(
+                    journal, lambda: _restore_postgres(database_file, url, tool, env)
+                )
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return RestoreSummary(
@@ -235,40 +248,20 @@ def _changed(path: Path) -> WorkbenchError:
     )
 
 
-@contextmanager
-def _models_swapped(staging: Path) -> Iterator[None]:
-    """The staged model folders become ``models/`` (the old one is kept in staging, and put
-    back if the database cannot be restored)."""
-    models, staged, old = settings.models_dir(), staging / MODELS_PREFIX, staging / "models-old"
-    staged.mkdir(exist_ok=True)  # a backup with no version
-    had_models = models.exists()
-    if had_models:
-        os.replace(models, old)
-    os.replace(staged, models)
+def _sqlite_set_aside(target: Path) -> bool:
+    """Make the old SQLite database one file that a rename moves whole: its WAL checkpointed
+    into it and removed (a stale ``-wal`` beside the new file would be replayed into it).
+    Whether there is an old database."""
+    if not target.exists() or target.stat().st_size == 0:
+        return target.exists()
+    conn = sqlite3.connect(target, timeout=settings.sqlite_busy_timeout_ms() / 1000)
     try:
-        yield
-    except BaseException:
-        os.replace(models, staged)
-        if had_models:
-            os.replace(old, models)
-        raise
-
-
-def _restore_sqlite(copy: Path, target: Path) -> None:
-    """Rename the checked copy onto the database file. The old file's WAL is checkpointed
-    and emptied first: a stale ``-wal`` beside the new file would be replayed into it."""
-    if target.exists() and target.stat().st_size > 0:
-        conn = sqlite3.connect(target, timeout=settings.sqlite_busy_timeout_ms() / 1000)
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            conn.close()
-    incoming = target.with_name(f"{target.name}.restoring")
-    shutil.move(copy, incoming)  # a rename unless the database lives on another disk
-    os.replace(incoming, target)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
     for suffix in ("-wal", "-shm"):
         Path(f"{target}{suffix}").unlink(missing_ok=True)
-    fsync_folder(target.parent)
+    return True
 
 
 def _pg_restore_tool(url: URL) -> tuple[str, dict[str, str]]:

@@ -1,7 +1,8 @@
 """What a restore checks in the archive's database before it replaces anything: that it is a
 workbench database at a schema revision this code knows (an older one is migrated when first
 opened), and that every model version's folder lies inside the data folder's ``models/`` (a
-row that named another folder would have the Models page delete that folder).
+row that named another folder would have the Models page delete that folder), each its own
+(deleting one of two versions that share a folder would delete the other's files).
 
 SQLite: the copy is opened and must pass ``PRAGMA integrity_check``; its revision and version
 rows are read from it. PostgreSQL: a dump cannot be opened without restoring it, so
@@ -79,8 +80,10 @@ def _check(revisions: list[str | None], versions: list[tuple[int, str | None]]) 
             ),
             revision=revisions[0],
         )
+    owners: dict[Path, int] = {}
     for version_id, stored in versions:
-        if settings.version_folder(stored or "") is None:
+        folder = settings.version_folder(stored or "")
+        if folder is None:
             raise WorkbenchError(
                 N_(
                     "the backup's model version {id} points at {path}, outside the data "
@@ -89,6 +92,17 @@ def _check(revisions: list[str | None], versions: list[tuple[int, str | None]]) 
                 id=version_id,
                 path=stored,
             )
+        if folder in owners:  # deleting one of the two would delete the other's files
+            raise WorkbenchError(
+                N_(
+                    "the backup's model versions {first} and {second} share one folder "
+                    "({path}): each version needs its own"
+                ),
+                first=owners[folder],
+                second=version_id,
+                path=stored,
+            )
+        owners[folder] = version_id
 
 
 def _copy_rows(

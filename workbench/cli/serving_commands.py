@@ -31,6 +31,12 @@ def _args_serve(p: argparse.ArgumentParser) -> None:
         "LibreTranslate's do",
     )
     p.add_argument(
+        "--allow-anonymous",
+        action="store_true",
+        help="serve without --require-keys on an address other machines reach (refused "
+        "otherwise: anyone on the network could translate and read /v1/versions and /metrics)",
+    )
+    p.add_argument(
         "--requests-per-minute",
         type=positive_int,
         help="per client (key or address) unless its key has its own limit (default: none)",
@@ -63,7 +69,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from workbench.errors import WorkbenchError
     from workbench.messages import N_
     from workbench.serving.config import ServeConfig
-    from workbench.serving.server import run_server
+    from workbench.serving.server import refuse_anonymous_network, run_server
 
     try:
         config = ServeConfig(
@@ -80,6 +86,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise WorkbenchError(N_("invalid server settings: {reason}"), reason=exc) from None
     if args.port > 65535:
         raise WorkbenchError(N_("--port must be at most 65535, got {port}"), port=args.port)
+    refuse_anonymous_network(args.host, config, args.allow_anonymous)
     run_server(args.host, args.port, args.workers, config)
     return EXIT_OK
 

@@ -215,6 +215,36 @@ class Draft:
             {k: v for k, v in self.bases.items() if k not in row_ids},
         )
 
+    def rebased(self, ancestor: Draft, theirs: Draft) -> Draft:
+        """This draft's changes since ``ancestor`` applied onto ``theirs``: two tabs that
+        share one key (a duplicated tab, another tab opened here) each keep their own edits
+        instead of the last to store replacing the other's. Added rows count as a multiset
+        (one changed since ``ancestor`` is moved to the end)."""
+        edited = {k: dict(v) for k, v in theirs.edited.items()}
+        for rid, cells in self.edited.items():
+            was = ancestor.edited.get(rid, {})
+            changed = {c: v for c, v in cells.items() if c not in was or was[c] != v}
+            if changed:
+                edited.setdefault(rid, {}).update(changed)
+        deleted = list(theirs.deleted)
+        for rid in self.deleted:
+            if rid not in ancestor.deleted and rid not in deleted:
+                deleted.append(rid)
+                edited.pop(rid, None)
+        gone, new = [dict(r) for r in ancestor.added], []
+        for r in self.added:
+            if r in gone:
+                gone.remove(r)
+            else:
+                new.append(dict(r))
+        added = [dict(r) for r in theirs.added]
+        for r in gone:
+            if r in added:
+                added.remove(r)
+        kept = set(edited) | set(deleted)
+        bases = {k: v for k, v in {**self.bases, **theirs.bases}.items() if k in kept}
+        return Draft(edited, tuple(added + new), tuple(deleted), bases)
+
     def shown(self, rows: Sequence[tuple[Any, dict[str, Any]]]) -> list[tuple[Any, dict]]:
         """``rows`` (row id, cells) as the grid shows them with this draft: edited cells
         replaced, deleted rows left out, added rows at the end (row id None)."""
@@ -268,13 +298,21 @@ def load(browser_key: str, corpus_id: CorpusRef, table: str) -> Draft:
         return Draft.from_payload(row.payload if row else None)
 
 
-def save(browser_key: str, corpus_id: CorpusRef, table: str, draft: Draft) -> None:
-    """Keep ``draft`` as the grid's pending edits (an empty draft forgets them)."""
+def save(
+    browser_key: str, corpus_id: CorpusRef, table: str, draft: Draft, since: Draft | None = None
+) -> Draft:
+    """Keep ``draft`` as the grid's pending edits (an empty draft forgets them); returns what
+    is stored. ``since``: the draft this tab stored last; when the stored one is no longer it
+    (another tab with the same key stored its edits meanwhile), ``draft``'s changes since are
+    applied onto the stored one (``Draft.rebased``) instead of replacing it."""
     _check(browser_key, table)
     require(Permission.EDIT)
     with session_scope() as s:
         corpus = find(s, corpus_id)
         row = _row(s, browser_key, corpus.id, table)
+        stored = Draft.from_payload(row.payload if row else None)
+        if since is not None and stored.payload() != since.payload():
+            draft = draft.rebased(since, stored)
         if not draft:
             if row is not None:
                 s.delete(row)
@@ -290,6 +328,7 @@ def save(browser_key: str, corpus_id: CorpusRef, table: str, draft: Draft) -> No
         else:
             row.payload = draft.payload()
             row.updated_at = utcnow()
+    return draft
 
 
 def discard(browser_key: str, corpus_id: CorpusRef, table: str) -> None:

@@ -140,12 +140,6 @@ def latest_job(corpus_id: CorpusRef) -> JobInfo | None:
         return None if job is None else _info(job)
 
 
-def active_jobs_exist() -> bool:
-    """Whether any pool job waits for or is with a worker."""
-    with session_scope() as s:
-        return s.scalar(select(PoolJob.id).where(PoolJob.status.in_(ACTIVE)).limit(1)) is not None
-
-
 # ----------------------------------------------------------------------------- workers
 
 

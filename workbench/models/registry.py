@@ -284,7 +284,8 @@ def set_notes(version_id: int, notes: str) -> None:
 
 def delete_version(version_id: int) -> None:
     """Delete the row and its files (the row first: a half-deleted folder is never listed);
-    refused for a row whose folder is not one of ``models/`` (nothing else is ever deleted)."""
+    refused for a row whose folder is not one of ``models/`` (nothing else is ever deleted);
+    a folder that another row names too is kept for that row."""
     require(Permission.DELETE)
     with session_scope() as s:
         version = s.get(ModelVersion, version_id)
@@ -300,6 +301,11 @@ def delete_version(version_id: int) -> None:
                 id=version_id,
                 path=version.artifact_path,
             )
+        # only a hand-edited row shares its folder (a restore refuses such a database)
+        shared = any(
+            settings.version_folder(other.artifact_path) == folder
+            for other in s.scalars(select(ModelVersion).where(ModelVersion.id != version_id))
+        )
         before = history.capture(s, ModelVersion, [version.id])
         # lineage has no foreign key (migration 0008): the children lose their parent here,
         # their cumulative numbers stay
@@ -310,7 +316,8 @@ def delete_version(version_id: int) -> None:
         )
         s.delete(version)
         _record(s, version, "delete", before, f"deleted version {version.name!r}", False)
-    shutil.rmtree(folder, ignore_errors=True)
+    if not shared:
+        shutil.rmtree(folder, ignore_errors=True)
     _load_cached.cache_clear()
 
 

@@ -6,13 +6,13 @@ decoder batches between concurrent requests). Blocking service calls run in the 
 decoding runs on the batcher's thread, so the event loop keeps accepting requests.
 
 Who may call what: without ``--require-keys`` every route is open (the server then listens
-on 127.0.0.1 unless told otherwise). With it, ``/translate`` and ``/v1/translate`` need a key
-in their fields, and the GET routes that show stored data or the server's traffic
-(``/v1/versions``, ``/metrics``) a key that may read (``Permission.READ``, every key's role
-holds it) as ``?api_key=``; ``/languages``, ``/frontend/settings`` (LibreTranslate's, public
-in LibreTranslate too: a client reads them before it has a key), ``/health`` (for load
-balancers and the Models page) and the API's docs stay public. Writes go through the
-services, which check the key's role.
+on a loopback address only, unless ``--allow-anonymous`` says that anyone may use it). With
+it, ``/translate`` and ``/v1/translate`` need a key in their fields, and the GET routes that
+show stored data or the server's traffic (``/v1/versions``, ``/metrics``) a key that may
+read (``Permission.READ``, every key's role holds it) as ``?api_key=``; ``/languages``,
+``/frontend/settings`` (LibreTranslate's, public in LibreTranslate too: a client reads them
+before it has a key), ``/health`` (for load balancers and the Models page) and the API's
+docs stay public. Writes go through the services, which check the key's role.
 
 Errors are ``{"error": message}`` with LibreTranslate's codes: 400 bad request, 403 bad key,
 429 too many requests, 500 a translation failure; besides 404 unknown version, 408/413 slow

@@ -14,6 +14,8 @@ import os
 import sys
 
 from workbench import settings
+from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.serving.config import ServeConfig
 
 APP_FACTORY = "workbench.serving.http_app:app_from_environment"
@@ -26,6 +28,22 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def refuse_anonymous_network(host: str, config: ServeConfig, allow_anonymous: bool) -> None:
+    """Refuse (``WorkbenchError``) to listen beyond this machine without keys unless anonymous
+    access was asked for: anyone on the network could then translate and read
+    ``/v1/versions`` and ``/metrics``."""
+    if config.require_keys or allow_anonymous or is_loopback(host):
+        return
+    raise WorkbenchError(
+        N_(
+            "not serving on {host} without API keys: anyone who can reach this machine could "
+            "use it. Create keys and add --require-keys, or add --allow-anonymous to serve "
+            "everyone"
+        ),
+        host=host,
+    )
 
 
 def startup_lines(host: str, port: int, workers: int, config: ServeConfig) -> list[str]:
@@ -43,8 +61,8 @@ def startup_lines(host: str, port: int, workers: int, config: ServeConfig) -> li
         )
     else:
         lines.append(
-            f"warning: API keys are off and the server listens on {host}: anyone who can reach "
-            "this machine can use it (start with --require-keys to ask for keys)."
+            f"warning: API keys are off (--allow-anonymous) and the server listens on {host}: "
+            "anyone who can reach this machine can use it."
         )
     if workers > 1 and config.requests_per_minute:
         lines.append("Rate limits are counted in each process: a client may reach N times them.")

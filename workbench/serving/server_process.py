@@ -14,7 +14,8 @@ so the page starts the server when none answers. The choices:
   restart of the app (a client must not lose its translator when a tab closes), and never
   exits on its own when idle; "Stop the server" ends it, as does the machine's shutdown.
 * **PID**: the process holds a shared lock on ``server.lock`` from its start (inherited, as
-  the worker's is), and ``server.json`` records its PID and port. A held lock means the
+  the worker's is), and ``server.json`` records its PID and port (until it is stopped here:
+  then the process is reaped and the record removed). A held lock means the
   recorded process is alive, so stopping signals that PID and no other (never a reused one).
 * **State**: whether the address answers ``/health``, whoever started the server (this page,
   or ``serve`` in a terminal): that is what decides whether the request is answered.
@@ -143,19 +144,33 @@ def start_server() -> ServerState:
 
 
 def stop_server() -> None:
-    """Stop the server this app started (SIGTERM to its PID; its lock tells it is ours)."""
+    """Stop the server this app started (SIGTERM to its PID; its lock tells it is ours), wait
+    until it is gone and reaped, and forget its PID (``server.json``)."""
     require(Permission.SERVE)
     pid = _started_pid()
     if pid is None:
         raise WorkbenchError(N_("No server started by this app is running."))
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_WAIT_S
-    while _started_pid() is not None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _started_pid() is not None:  # it did not finish its requests in time
+    if not _wait_stopped(STOP_WAIT_S):  # it did not finish its requests in time
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+        _wait_stopped(STOP_WAIT_S)
+    worker_lock.wait_reaped(pid, STOP_WAIT_S)
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        record = settings.server_record_path()
+        if int(json.loads(record.read_text())["pid"]) == pid:  # not a newer server's record
+            record.unlink()
+
+
+def _wait_stopped(timeout_s: float) -> bool:
+    """Whether the server's lock was released (its process ended) within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while _started_pid() is not None:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _started_pid() -> int | None:

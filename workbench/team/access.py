@@ -256,10 +256,12 @@ def unverified_email(email: str, email_verified: object) -> Message | None:
     (Google, Keycloak, Okta, Auth0, Cognito, Apple), and one that does not (Microsoft Entra ID;
     an Entra account's e-mail could be set to anyone's, "nOAuth") vouches for nothing,
     unless the admin says their provider only sends addresses it controls
-    (``settings.provider_verifies_emails``)."""
-    if isinstance(email_verified, str):
-        email_verified = {"true": True, "false": False}.get(email_verified.strip().lower())
-    if email_verified is True:
+    (``settings.provider_verifies_emails``). Parsed strictly: only JSON true or the text
+    "true" (any case) is a yes; any other value that is there ("false", "0", "no", "1", 1, an
+    empty text) is a no, never taken for an absent claim."""
+    if email_verified is True or (
+        isinstance(email_verified, str) and email_verified.strip().lower() == "true"
+    ):
         return None
     if email_verified is None and settings.provider_verifies_emails():
         return None

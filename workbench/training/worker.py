@@ -15,6 +15,7 @@ and the other writes are retried until the lock is free.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from sqlalchemy.exc import OperationalError
 
 from core_model.artifact import ArtifactError
 from core_model.distributed import train_data_parallel
-from core_model.training import ProgressEvent, TrainConfig, TrainingError, resolve_device
+from core_model.training import ProgressEvent, TrainConfig, TrainingError, parallel, resolve_device
 from core_model.training import checkpoint as ckpt
 from core_model.training.layout import LayoutChoice, choose_layout
 from db.models import Corpus, RunMetric, RunStatus, TrainingRun
@@ -40,6 +41,7 @@ from workbench import settings
 from workbench.corpus.snapshots import snapshot_from_ids
 from workbench.curation import pool_jobs, pool_translation
 from workbench.errors import WorkbenchError
+from workbench.messages import N_
 from workbench.models.registry import artifact_dir, register_version
 from workbench.storage import session_scope
 from workbench.team import trash
@@ -139,6 +141,14 @@ class RunSync(threading.Thread):
             self._latest.update(latest)
         if event.kind != "loss":  # loss rows (as often as every step) wait for the next beat
             self._wake.set()
+
+    def preparing(self, phase: str) -> None:
+        """What the run does before its first step (a message id), written at once: the
+        Train page names it while the run has no progress yet (the first report replaces
+        it)."""
+        with self._buffer_lock:
+            self._latest["progress_detail"] = {**self._kept_detail, "preparing": phase}
+        self._wake.set()
 
     def keep(self, **detail: Any) -> None:
         """Facts of this attempt that every progress write carries (its layout)."""
@@ -261,6 +271,7 @@ def _train_run(
     )
     if corpus is None:
         raise TrainingError("The corpus of this run was deleted.")
+    sync.preparing(N_("reading the corpus snapshot"))
     frozen = snapshot_from_ids(corpus.id, run.snapshot_pair_ids)
     if not frozen.train_pairs:
         raise TrainingError("The corpus snapshot has no training pairs (were they deleted?).")
@@ -268,9 +279,11 @@ def _train_run(
     resume = _resume_point(run, config, out_dir)
     # how the run spreads over the cores: timed on this machine unless the user said
     init_from = artifact_dir(init_id) if init_id is not None else None
+    sync.preparing(N_("timing how to spread the run over the cores"))
     choice = choose_layout(config, frozen.train_pairs, frozen.valid_pairs, init_from)
     log.info("run %s: %s", run.id, _layout_words(choice))
     sync.keep(layout=choice.metrics())
+    sync.preparing(N_("training the tokenizers and building the model"))
     result = train_data_parallel(
         choice.layout,
         frozen.train_pairs,
@@ -346,6 +359,11 @@ def execute_run(run_id: int, worker: str) -> str:
             error = str(exc)
         except torch.cuda.OutOfMemoryError:
             error = "The GPU ran out of memory; choose a smaller preset."
+        except OSError as exc:
+            error = _unwritable(exc)
+            if error is None:
+                log.exception("run %s failed", run_id)
+                error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
         except Exception as exc:  # anything unexpected: keep the worker alive, tell the user
             log.exception("run %s failed", run_id)
             error = f"Training failed unexpectedly: {type(exc).__name__}: {exc}"
@@ -355,6 +373,20 @@ def execute_run(run_id: int, worker: str) -> str:
     finally:
         sync.close()
     return status
+
+
+def _unwritable(exc: OSError) -> str | None:
+    """What a run says when the worker may not write where it trains (a read-only ``runs/``,
+    a full or read-only disk): the folder, and what to do; None for any other error."""
+    if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):
+        return None
+    where = Path(exc.filename) if exc.filename else settings.runs_dir()
+    folder = where if where.is_dir() else where.parent
+    why = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or "").lower()
+    return (
+        f"The worker cannot write in {folder} ({why}): make that folder writable for the "
+        "worker's user (or free some space), then resume the run."
+    )
 
 
 def _next_pool_job(worker: str) -> bool:
@@ -389,6 +421,8 @@ def run_worker(once: bool = False, poll_s: float = 1.0, idle_exit_s: float | Non
     idle_since = time.monotonic()
     log.info("worker %s started (home %s)", me, settings.home())
     run_folders.sweep_run_folders()
+    for folder in parallel.sweep_dead_groups():  # a killed worker's ranks' shared memory
+        log.info("removed %s, left by a training process that is gone", folder)
     trash.sweep_trash()  # corpora deleted more than trash.TRASH_DAYS ago
     cuda = torch.cuda.is_available()
     while True:

@@ -26,8 +26,6 @@ from workbench.models import registry, translation
 from workbench.models.ctranslate2_export import export_version_zip, zip_name
 from workbench.models.engines import ENGINE_QUANTIZATION, QUANTIZATIONS
 
-pytest.importorskip("ctranslate2")
-
 
 @pytest.fixture(scope="module")
 def version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:

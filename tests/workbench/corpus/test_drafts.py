@@ -77,6 +77,36 @@ def test_a_change_set_is_merged_by_row_id_not_position() -> None:
     assert Draft.from_payload(merged.payload()) == merged  # JSON and back
 
 
+def test_two_tabs_with_one_key_store_their_own_changes_onto_each_others(kitchen: int) -> None:
+    """A tab stores its changes since it last stored onto the draft as it is now (another
+    tab with the same key may have stored its own), never over it."""
+    pairs.apply_edits(kitchen, added=[{"source": "面条", "target": "noodles"}])
+    rice, tea, noodles = _ids(kitchen)
+    mine = Draft(edited={rice: {"target": "A"}}, added=({"source": "汤", "target": None},))
+    drafts.save(A, kitchen, "pairs", mine)
+    theirs = Draft(
+        edited={rice: {"target": "A"}, noodles: {"target": "B"}},
+        added=({"source": "汤", "target": None}, {"source": "水", "target": "water"}),
+        bases={noodles: 1},
+    )
+    drafts.save(A, kitchen, "pairs", theirs, since=mine)  # the other tab: nothing to rebase
+    # This tab (it last stored ``mine``) fills its new row, edits rice's note, deletes tea.
+    now = Draft(
+        edited={rice: {"target": "A", "note": "n"}},
+        added=({"source": "汤", "target": "soup"},),
+        deleted=(tea,),
+        bases={rice: 1, tea: 1},
+    )
+    stored = drafts.save(A, kitchen, "pairs", now, since=mine)
+    assert stored == drafts.load(A, kitchen, "pairs")
+    assert stored == Draft(
+        edited={rice: {"target": "A", "note": "n"}, noodles: {"target": "B"}},
+        added=({"source": "水", "target": "water"}, {"source": "汤", "target": "soup"}),
+        deleted=(tea,),
+        bases={rice: 1, noodles: 1, tea: 1},
+    )
+
+
 def test_saving_a_draft_writes_the_pairs_and_forgets_it_in_one_transaction(kitchen: int) -> None:
     rice, tea = _ids(kitchen)
     drafts.save(

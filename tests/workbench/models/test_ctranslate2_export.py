@@ -21,8 +21,6 @@ from workbench.models.ctranslate2_translator import load_export
 from workbench.models.ctranslate2_translator import translate as ct2_translate
 from workbench.models.engines import QUANTIZATIONS
 
-ctranslate2 = pytest.importorskip("ctranslate2")
-
 DEMO = ROOT / "workbench" / "corpus" / "demo_zh_en.tsv"
 
 

@@ -18,13 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.marian_checkpoint import save_random_marian
 from tests.helpers import ROOT, cli, subprocess_env
-from tests.marian_checkpoint import save_random_marian
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import model_import, registry, staging
-
-pytest.importorskip("transformers")
 
 HUB_ID = "Helsinki-NLP/opus-mt-zh-en"
 CARD = "---\nlanguage:\n- zh\n- en\ntags:\n- translation\nlicense: cc-by-4.0\n---\n# opus-mt\n"

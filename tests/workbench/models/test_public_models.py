@@ -1,7 +1,7 @@
 """A public Marian (OPUS-MT) model becomes a version: `register FOLDER_OR_ZIP` on the command
 line (or a zip on the Models page), then Translate, the CTranslate2 export and "Continue
 from #N" take it like any version. The checkpoint is a tiny one built by the test
-(tests/marian_checkpoint.py); bad zips are refused and change nothing."""
+(bench/marian_checkpoint.py); bad zips are refused and change nothing."""
 
 from __future__ import annotations
 
@@ -11,22 +11,20 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import ctranslate2
 import pytest
 
+from bench.marian_checkpoint import sample_sentences, save_random_marian, toy_pairs
 from core_model.artifact import TOKENIZER_DIR, load_model
 from core_model.batching import encode_source
 from core_model.marian import read_marian
 from core_model.training import recipe
 from tests.helpers import cli, module_home, train_version
-from tests.marian_checkpoint import sample_sentences, save_random_marian, toy_pairs
 from workbench import settings
 from workbench.corpus import corpora, pairs
 from workbench.errors import WorkbenchError
 from workbench.models import archives, model_import, registry, translation
 from workbench.training import continuation
-
-pytest.importorskip("transformers")
-ctranslate2 = pytest.importorskip("ctranslate2")
 
 CARD = (
     "# opus-mt-zh-en\n\n| testset | BLEU | chr-F |\n|---|---|---|\n"

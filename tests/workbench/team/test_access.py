@@ -342,5 +342,10 @@ def test_a_signed_in_e_mail_counts_only_when_its_provider_verified_it(
         assert refusal is not None and "ed@example.org" in refusal, claim
         in_chinese(refusal)
     monkeypatch.setenv(settings.ENV_PROVIDER_VERIFIES_EMAILS, "1")
-    assert access.unverified_email("ed@example.org", None) is None
-    assert access.unverified_email("ed@example.org", False) is not None
+    assert access.unverified_email("ed@example.org", None) is None  # absent: the admin vouches
+    for claim in (True, "true", "True"):
+        assert access.unverified_email("ed@example.org", claim) is None, claim
+    # Issue 37: any claim that is there and not true is a no, even when absent would be a yes.
+    for claim in (False, "false", "FALSE", "0", "no", "1", "", " ", 0, 1, [], {}):
+        refusal = access.unverified_email("ed@example.org", claim)
+        assert refusal is not None and "says that ed@example.org is not verified" in refusal, claim

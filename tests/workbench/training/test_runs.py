@@ -74,13 +74,13 @@ def test_enqueue_rejects_bad_requests(db_url: str) -> None:
 
 def test_presets_have_one_source(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A preset added to core_model's presets can be chosen without touching the front ends."""
-    from core_model.training import config
-
-    assert list(train_options.presets()) == list(config.PRESET_CHOICES)
     assert train_options.DEFAULT_PRESET in train_options.presets()
     add_preset(monkeypatch, "micro")
     assert train_options.presets()["micro"] == ""  # no description yet: still listed
-    run_id = runs.enqueue_training(make_toy_corpus(), preset="micro")
+    corpus_id = make_toy_corpus()
+    with pytest.raises(WorkbenchError, match=r"Unknown preset 'nano'; choose one of .*, micro\.$"):
+        runs.enqueue_training(corpus_id, preset="nano")  # the refusal lists it too
+    run_id = runs.enqueue_training(corpus_id, preset="micro")
     assert run_info.get_run(run_id).config["preset"] == "micro"
 
 
@@ -507,7 +507,8 @@ def test_enqueue_rejects_bad_token_budgets_and_precisions(db_url: str) -> None:
     with pytest.raises(WorkbenchError, match="Unknown precision 'fp16'; choose one of auto, fp32"):
         runs.enqueue_training(corpus_id, precision="fp16")
     assert run_info.list_runs() == []
-    assert list(train_options.precisions()) == list(config.PRECISIONS)  # core_model's list
+    # Each precision core_model offers is described for the page and `--help`, in its order.
+    assert list(train_options.PRECISION_DESCRIPTIONS) == list(config.PRECISIONS)
 
     run = run_info.get_run(runs.enqueue_training(corpus_id, tokens=1_100_000, precision="fp32"))
     assert (run.config["token_budget"], run.config["precision"]) == (1_100_000, "fp32")

@@ -188,7 +188,10 @@ def save_correction(
 ) -> int:
     """Store a (source, corrected translation) pair in a corpus: the correction loop.
 
-    Refusals speak of this one pair, not of the corpus table's "new row 1".
+    A correction goes to train, where the corpus memory (kNN-MT, ``workbench.memory``) uses
+    it at once, unless its source or target sentence is already in the corpus: then it joins
+    that sentence's split (honest splits, ``workbench.corpus.splits``). Refusals speak of
+    this one pair, not of the corpus table's "new row 1".
     """
     require(Permission.EDIT)
     content = pair_hash(normalize_text(source), normalize_text(target))
@@ -207,7 +210,15 @@ def save_correction(
             if not normalize_text(target):
                 raise WorkbenchError(N_("The corrected translation is empty: type it first."))
             try:
-                added = [{"source": source, "target": target, "note": note}]
+                known = s.scalar(
+                    select(Pair.id).where(
+                        Pair.corpus_id == info.id,
+                        (Pair.source == normalize_text(source))
+                        | (Pair.target == normalize_text(target)),
+                    )
+                )
+                split = None if known is not None else "train"
+                added = [{"source": source, "target": target, "note": note, "split": split}]
                 return edit_pairs(s, info, added=added).added_ids[0]
             except WorkbenchError as exc:
                 # the corpus' reason (English: it names the table's "new row 1")

@@ -136,3 +136,24 @@ def test_a_correction_that_exists_says_where(wb_home: Path) -> None:
     assert corpora.get_corpus(info.id).pair_count == 48
     new_id = translation.save_correction(info.id, "我想喝一杯茶。", "I'd like a cup of tea.")
     assert corpora.get_corpus(info.id).pair_count == 49 and new_id > pair_id
+
+
+def test_a_correction_goes_to_train_unless_its_sentence_is_in_another_split(
+    wb_home: Path,
+) -> None:
+    """Train, so that the corpus memory uses it at once; a sentence already in valid or test
+    pulls its correction there (no valid/test sentence in train)."""
+    info = corpora.create_corpus("corrections", "zh", "en")
+    # 40 pairs: past the tiny-corpus rule, so a pair without a split is hashed to one
+    pairs.apply_edits(
+        info.id,
+        added=[{"source": f"句子{i}。", "target": f"Sentence {i}."} for i in range(40)],
+    )
+    rows = pairs.search_pairs(info.id, page_size=100).rows
+    held_out = rows[rows["split"] != "train"].iloc[0]
+    fresh = [f"新句子{i}。" for i in range(30)]
+    ids = [translation.save_correction(info.id, s, f"New {i}.") for i, s in enumerate(fresh)]
+    ids.append(translation.save_correction(info.id, held_out["source"], "Another one."))
+    saved = pairs.search_pairs(info.id, page_size=200).rows.set_index("id").loc[ids, "split"]
+    assert saved.iloc[:-1].eq("train").all()  # some of these hash to valid/test otherwise
+    assert saved.iloc[-1] == held_out["split"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,3 +55,13 @@ class Trained:
     corpus_id: int
     version_ids: list[int]  # newest first
     run_ids: list[int]
+
+
+def wait_for_memory(at: AppTest, seconds: float = 120) -> None:
+    """Run the page until its kNN-MT store, built in the background, says what it holds."""
+    deadline = time.monotonic() + seconds
+    while "Memory:" not in texts(at.caption):
+        assert time.monotonic() < deadline, f"the memory was not built within {seconds:g} s"
+        time.sleep(0.5)
+        at.run()
+        assert_clean(at)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 
 from streamlit.testing.v1 import AppTest
 
-from tests.ui.pages import Trained, assert_clean, open_page, texts
+from tests.ui.pages import Trained, assert_clean, open_page, texts, wait_for_memory
 from workbench.corpus import pairs
 from workbench.models import registry
 
@@ -98,12 +97,7 @@ def test_inspect_shows_what_the_corpus_memory_did_at_each_step(populated: Traine
     retrieved neighbours with their pairs."""
     at = open_page("inspect")
     at.toggle(key="inspect_knn").set_value(True).run()
-    deadline = time.monotonic() + 120
-    while "Memory:" not in texts(at.caption):
-        assert time.monotonic() < deadline, "the memory was not built within 2 minutes"
-        time.sleep(0.5)
-        at.run()
-        assert_clean(at)
+    wait_for_memory(at)
     row = pairs.search_pairs(populated.corpus_id, split="train", page_size=1).rows.iloc[0]
     _inspect(at, row["source"])
     assert_clean(at)

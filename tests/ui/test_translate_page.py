@@ -3,12 +3,10 @@ glossaries."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from streamlit.util import calc_hash
 
-from tests.ui.pages import PAGES, Trained, assert_clean, open_page, texts
+from tests.ui.pages import PAGES, Trained, assert_clean, open_page, texts, wait_for_memory
 from workbench.corpus import corpora, demo, glossary, pairs
 from workbench.models import engines
 
@@ -168,12 +166,7 @@ def test_the_corpus_memory_is_built_in_the_background_then_followed(populated: T
     at.toggle(key="translate_memory").set_value(False)  # the exact matches: the model decodes
     at.toggle(key="translate_knn").set_value(True).run()
     assert_clean(at)
-    deadline = time.monotonic() + 120
-    while "Memory:" not in texts(at.caption):
-        assert time.monotonic() < deadline, "the memory was not built within 2 minutes"
-        time.sleep(0.5)
-        at.run()
-        assert_clean(at)
+    wait_for_memory(at)
     row = pairs.search_pairs(populated.corpus_id, split="train", page_size=1).rows.iloc[0]
     at.text_area(key="translate_input").input(row["source"])
     at.button(key="translate").click().run()

@@ -75,6 +75,9 @@ def test_workbench_packages_import_only_packages_below_them() -> None:
 TOP_LEVEL_EXCEPTIONS = {
     ("storage.py", "workbench.corpus"),
     ("storage.py", "workbench.corpus.splits"),
+    # a restore killed half-way is finished or rolled back before the database is opened
+    ("storage.py", "workbench.backup"),
+    ("storage.py", "workbench.backup.restore_journal"),
 }
 
 

@@ -17,6 +17,7 @@ from workbench.memory import datastore
 from workbench.memory.matches import Match, find_matches
 from workbench.models import registry, translation
 from workbench.models.engines import ENGINE_QUANTIZATION, ENGINES
+from workbench.models.translation import MEMORY_NEEDS_HANDWRITTEN
 
 MEMORY_ORIGIN = "memory"  # a translation's origin when an exact match gave it (else "model")
 
@@ -84,7 +85,7 @@ def decode(
     handwritten decoder only: CTranslate2 keeps its decoder states to itself). The HTTP
     server's batches decode through this (``workbench.serving.batching``)."""
     if knn and engine != ENGINES[0]:
-        raise WorkbenchError(translation.MEMORY_NEEDS_HANDWRITTEN)
+        raise WorkbenchError(MEMORY_NEEDS_HANDWRITTEN)
     return translation.translate(
         version_id,
         sentences,

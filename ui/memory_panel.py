@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 from ui import feedback
-from ui.i18n import N_, _
+from ui.i18n import N_, _, localized
 from workbench.memory import datastore, file_translation
 from workbench.memory.matches import MIN_SCORE, Match
 from workbench.memory.recall import Recalled
@@ -196,7 +196,8 @@ def _memory_build_progress(version_id: int) -> None:
     st.progress(
         state["done"] / max(1, state["total"]),
         text=_(
-            "Building the memory: {done:,} of {total:,} pairs encoded…",
+            "Building the memory ({reason}): {done:,} of {total:,} pairs encoded…",
+            reason=localized(state["reason"]),
             done=state["done"],
             total=state["total"],
         ),

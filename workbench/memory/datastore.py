@@ -195,21 +195,21 @@ def _save(store: Store) -> None:
 
 
 def _load(info: VersionInfo, corpus_id: int) -> tuple[Store | None, str]:
-    """The stored store, or None and why it must be (re)built."""
+    """The stored store, or None and why it must be (re)built (a message id)."""
     path = store_path(info.id, corpus_id)
     if not path.is_file():
-        return None, "no store yet"
+        return None, N_("no store yet")
     try:
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             if meta.get("format") != STORE_FORMAT:
-                return None, "the store's format changed"
+                return None, N_("the store's format changed")
             if meta.get("version_sha256") != info.sha256:
-                return None, "the version's files changed"
+                return None, N_("the version's files changed")
             index = faiss.deserialize_index(data["index"])
             pairs = dict(zip(data["pair_ids"].tolist(), data["pair_hashes"].tolist(), strict=True))
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        return None, f"the store could not be read ({type(exc).__name__})"
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return None, N_("the store's file could not be read")
     _match_search_depth(index)
     return Store(
         info.id,

@@ -14,7 +14,7 @@ Each public function is one transaction; ``apply_pairs`` and ``apply_glossary`` 
 edits and forget the draft in the same one, so a refused save keeps the draft whole.
 
 Edit conflicts, as a shared document has them: a draft keeps the revision each edited or
-deleted row had when it was edited (``Draft.bases``; ``db.models.Pair.revision``, raised by
+deleted row had when it was edited (``Draft.bases``; ``db.tables.Pair.revision``, raised by
 every write). A save writes the edits whose rows are unchanged since and holds back the others
 (``Conflict``: the row now, who changed it and when, and the draft's version), which stay in
 the draft until the user keeps theirs, keeps their own or merges (``resolve``): the rest of a
@@ -38,7 +38,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.models import DRAFT_TABLES, Corpus, GlossaryTerm, Pair, TableDraft, utcnow
+from db.tables import DRAFT_TABLES, Corpus, GlossaryTerm, Pair, TableDraft, utcnow
 from workbench.corpus import glossary, pairs
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import is_blank

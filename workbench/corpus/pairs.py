@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db import search
-from db.models import SPLITS, Corpus, Pair, utcnow
+from db.tables import SPLITS, Corpus, Pair, utcnow
 from workbench.corpus import splits
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.import_checks import message_of, too_long

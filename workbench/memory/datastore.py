@@ -43,7 +43,7 @@ from core_model.retrieval import (
     tuning_data,
 )
 from core_model.translator import translate as translate_loaded
-from db.models import Pair
+from db.tables import Pair
 from workbench import settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError

@@ -48,7 +48,6 @@ from workbench.serving import served
 from workbench.serving.batching import Engine, default_engine
 from workbench.serving.config import ServeConfig
 from workbench.serving.memory_routes import file_routes, memory_fields, translate_remembering
-from workbench.serving.process import Observed, Server
 from workbench.serving.protocol import (
     ERROR_RESPONSES,
     ApiError,
@@ -65,6 +64,7 @@ from workbench.serving.protocol import (
     read_fields,
     validated,
 )
+from workbench.serving.runtime import Observed, Server
 
 log = logging.getLogger("workbench.serving")
 
@@ -351,6 +351,6 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
 
 
 def app_from_environment() -> FastAPI:
-    """The app of a ``workbench serve`` process (uvicorn's factory; see ``server``)."""
+    """The app of a ``workbench serve`` process (uvicorn's factory; see ``entry``)."""
     raw = settings.serve_config()
     return create_app(ServeConfig.from_json(raw) if raw else ServeConfig())

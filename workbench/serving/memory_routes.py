@@ -22,8 +22,8 @@ from workbench.memory.file_translation import translate_xliff
 from workbench.memory.recall import Recalled, from_memory, recall
 from workbench.models import registry
 from workbench.models.translation import MAX_BEAM
-from workbench.serving.process import Server
 from workbench.serving.protocol import ApiError, V1Match, V1TranslateRequest
+from workbench.serving.runtime import Server
 
 _TRUE = {"1", "true", "yes", "on"}
 

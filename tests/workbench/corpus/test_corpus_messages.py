@@ -128,7 +128,7 @@ def test_a_pool_review_refusal_keeps_the_rows_problem(wb_home: Path, chinese: No
 def _pool_items(corpus_id: int) -> list:
     from sqlalchemy import select
 
-    from db.models import PoolSentence
+    from db.tables import PoolSentence
     from workbench.storage import session_scope
 
     with session_scope() as s:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from db.models import Change, GlossaryTerm, Pair
+from db.tables import Change, GlossaryTerm, Pair
 from tests.helpers import cli
 from workbench.corpus import corpora, drafts, glossary, pairs
 from workbench.corpus.drafts import Draft

@@ -223,6 +223,18 @@ def _keep_only(
         )
 
 
+def _to_write(
+    s: Session, browser_key: str, corpus: Corpus, table: str
+) -> tuple[Draft, list[Conflict], Draft]:
+    """The stored draft, its edits held back (conflicts) and what a save writes now; a draft
+    with a half-filled new row is refused whole."""
+    row = stored_row(s, browser_key, corpus.id, table)
+    draft = Draft.from_payload(row.payload if row else None)
+    refuse_incomplete(draft, table, corpus)
+    held, gone = _find_conflicts(s, corpus, table, draft)
+    return draft, held, draft.without({c.row_id for c in held} | gone)
+
+
 def apply_pairs(browser_key: str, corpus_id: CorpusRef) -> Saved:
     """Write the pairs table's draft (``pairs.edit_pairs``: validated whole) and forget it,
     in one transaction; on any refusal nothing is written and the draft stays. Edits of
@@ -232,11 +244,7 @@ def apply_pairs(browser_key: str, corpus_id: CorpusRef) -> Saved:
     try:
         with session_scope() as s:
             corpus = find(s, corpus_id)
-            row = stored_row(s, browser_key, corpus.id, "pairs")
-            draft = Draft.from_payload(row.payload if row else None)
-            refuse_incomplete(draft, "pairs", corpus)
-            held, gone = _find_conflicts(s, corpus, "pairs", draft)
-            write = draft.without({c.row_id for c in held} | gone)
+            draft, held, write = _to_write(s, browser_key, corpus, "pairs")
             result = pairs.edit_pairs(
                 s,
                 corpus,
@@ -261,11 +269,7 @@ def apply_glossary(browser_key: str, corpus_id: CorpusRef) -> Saved:
     src, tgt = COLUMNS["glossary"]
     with session_scope() as s:
         corpus = find(s, corpus_id)
-        row = stored_row(s, browser_key, corpus.id, "glossary")
-        draft = Draft.from_payload(row.payload if row else None)
-        refuse_incomplete(draft, "glossary", corpus)
-        held, gone = _find_conflicts(s, corpus, "glossary", draft)
-        write = draft.without({c.row_id for c in held} | gone)
+        draft, held, write = _to_write(s, browser_key, corpus, "glossary")
         stored = [(a, {src: a, tgt: b}) for a, b in glossary.terms_of(s, corpus)]
         terms = [(cells.get(src), cells.get(tgt)) for _, cells in write.shown(stored)]
         n = glossary.replace_terms(s, corpus, terms)

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from core_model.beam_history import BeamStep, record_step
 from core_model.retrieval import RetrievalMemory, retrieve
 from core_model.transformer import ModelConfig, Transformer
 from core_model.transformer.decoder import DecoderCache
@@ -38,30 +39,6 @@ class DecodeResult:
     ended: bool = True  # produced EOS (False: stopped by the length bound)
     # beam search with `history=True`: the sentence's candidates, step by step
     history: list[BeamStep] | None = None
-
-
-# What became of a beam search candidate at its step (BeamCandidate.status):
-#   finished  among the K best and ends (EOS, or the length bound): set aside, ranked at the end
-#   kept      among the K best that do not end in EOS: a hypothesis of the next step
-#   pruned    neither: dropped
-#   stopped   kept, but the search of its sentence ended at this step
-BEAM_STATUSES = ("finished", "kept", "pruned", "stopped")
-
-
-@dataclass
-class BeamCandidate:
-    """One of a sentence's 2K best continuations at a step."""
-
-    prefix: list[int]  # the hypothesis it extends: its output ids so far (without BOS)
-    token: int
-    log_prob: float  # log P(prefix + token): the sum over its steps
-    status: str  # one of BEAM_STATUSES
-
-
-@dataclass
-class BeamStep:
-    step: int
-    candidates: list[BeamCandidate]  # best first
 
 
 def output_bounds(src_lengths: torch.Tensor, a: float, b: int, cap: int) -> torch.Tensor:
@@ -269,6 +246,38 @@ def _in_place_order(parents: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(slot).scatter_(1, slot, slots.expand(n, k))
 
 
+def _set_aside(
+    finished: list[list[_Finished]],
+    ends: torch.Tensor,
+    sentence: torch.Tensor,
+    ys: torch.Tensor,
+    cand_rows: torch.Tensor,
+    cand_tokens: torch.Tensor,
+    cand_scores: torch.Tensor,
+    attention: torch.Tensor | None,
+    weights: torch.Tensor | None,
+) -> None:
+    """Beam search's candidates that end (``ends`` [n, 2K]: EOS, or the length bound) join
+    their input sentence's finished hypotheses, with their attention rows when recorded."""
+    where = ends.nonzero()  # [F, 2]
+    rows = cand_rows[where[:, 0], where[:, 1]]
+    outputs = torch.cat([ys[rows, 1:], cand_tokens[where[:, 0], where[:, 1], None]], dim=1)
+    logp = cand_scores[where[:, 0], where[:, 1]].tolist()
+    for f, (s, row) in enumerate(zip(where[:, 0].tolist(), outputs.tolist(), strict=True)):
+        att = None
+        if attention is not None and weights is not None:
+            att = torch.cat([attention[rows[f]], weights[rows[f], None].float()])
+        finished[int(sentence[s])].append(_Finished(row, logp[f], att))
+
+
+def _winner(
+    hyps: list[_Finished], k: int, lp: Callable[[int], float], src: torch.Tensor, cfg: ModelConfig
+) -> DecodeResult:
+    """A finished sentence's result: its best hypothesis by ``pick_finished``."""
+    best = hyps[pick_finished([h.log_prob for h in hyps], [len(h.row) for h in hyps], k, lp)]
+    return _result(best.row, best.log_prob / lp(len(best.row)), best.attention, src, cfg)
+
+
 @torch.inference_mode()
 def beam_search(
     model: Transformer,
@@ -345,15 +354,17 @@ def beam_search(
         ends = is_eos | last[:, None]
         ends[:, k:] = False
         if bool(ends.any()):
-            where = ends.nonzero()  # [F, 2]
-            rows = cand_rows[where[:, 0], where[:, 1]]
-            outputs = torch.cat([ys[rows, 1:], cand_tokens[where[:, 0], where[:, 1], None]], dim=1)
-            logp = cand_scores[where[:, 0], where[:, 1]].tolist()
-            for f, (s, row) in enumerate(zip(where[:, 0].tolist(), outputs.tolist(), strict=True)):
-                att = None
-                if attention is not None:
-                    att = torch.cat([attention[rows[f]], weights[rows[f], None].float()])
-                finished[int(sentence[s])].append(_Finished(row, logp[f], att))
+            _set_aside(
+                finished,
+                ends,
+                sentence,
+                ys,
+                cand_rows,
+                cand_tokens,
+                cand_scores,
+                attention,
+                weights,
+            )
             n_finished += ends.sum(dim=1)
             best_ended |= ends[:, 0]
         # The K best candidates that do not end in EOS carry on (at most K of 2K are EOS).
@@ -365,18 +376,13 @@ def beam_search(
         # and K have finished.
         done = last | (best_ended & (n_finished >= k))  # [n]
         if steps_of is not None:
-            _record_step(
+            record_step(
                 steps_of, step, sentence, ys, cand_rows, cand_tokens, cand_scores, ends, carry, done
             )
         for s in done.nonzero()[:, 0].tolist():
             i = int(sentence[s])
-            hyps = finished[i]
-            lengths = [len(h.row) for h in hyps]
-            best = hyps[pick_finished([h.log_prob for h in hyps], lengths, k, lp)]
-            score = best.log_prob / lp(len(best.row))
-            results[i] = _result(best.row, score, best.attention, src_ids[i], cfg)
-            if steps_of is not None:
-                results[i].history = steps_of[i]
+            results[i] = _winner(finished[i], k, lp, src_ids[i], cfg)
+            results[i].history = steps_of[i] if steps_of is not None else None
         keep = (~done).nonzero()[:, 0]  # [n'] sentences still decoding
         if keep.numel() == 0:
             break
@@ -389,40 +395,19 @@ def beam_search(
         if not all_stay:  # finished sentences leave
             sentence, n_finished, best_ended = sentence[keep], n_finished[keep], best_ended[keep]
             memory, src_mask = memory[keep], src_mask[keep]
-        if cache is not None and all_stay and not fan_out:
-            moved = origin != torch.arange(origin.numel(), device=device)
-            cache.move(moved.nonzero()[:, 0], origin[moved])
-        elif cache is not None:
-            cache.reorder(origin, None if all_stay else keep)
+        if cache is not None:
+            _follow_survivors(cache, origin, None if all_stay else keep, fan_out)
     return results
 
 
-def _record_step(
-    steps_of: list[list[BeamStep]],
-    step: int,
-    sentence: torch.Tensor,
-    ys: torch.Tensor,
-    cand_rows: torch.Tensor,
-    cand_tokens: torch.Tensor,
-    cand_scores: torch.Tensor,
-    ends: torch.Tensor,
-    carry: torch.Tensor,
-    done: torch.Tensor,
+def _follow_survivors(
+    cache: DecoderCache, origin: torch.Tensor, keep: torch.Tensor | None, fan_out: bool
 ) -> None:
-    """Append this step's candidates [n, 2K] (best first) to the history of each running
-    sentence: which hypothesis (row of ys [N, t+1]) each extends, and what became of it."""
-    prefixes = ys[:, 1:].tolist()
-    kept = torch.zeros_like(ends).scatter_(1, carry, True).tolist()
-    rows, tokens, scores = cand_rows.tolist(), cand_tokens.tolist(), cand_scores.tolist()
-    for s, (i, ended, stopped) in enumerate(
-        zip(sentence.tolist(), ends.tolist(), done.tolist(), strict=True)
-    ):
-        candidates = []
-        for c, row in enumerate(rows[s]):
-            status = "pruned"
-            if ended[c]:
-                status = "finished"
-            elif kept[s][c]:
-                status = "stopped" if stopped else "kept"
-            candidates.append(BeamCandidate(prefixes[row], tokens[s][c], scores[s][c], status))
-        steps_of[i].append(BeamStep(step, candidates))
+    """The cache's rows follow the hypotheses that carry on (``origin``: the row each extends;
+    ``keep``: the sentences still decoding, None if all are). When no sentence left and no
+    beam fanned out, only the rows whose hypothesis moved are copied, in place."""
+    if keep is None and not fan_out:
+        moved = origin != torch.arange(origin.numel(), device=origin.device)
+        cache.move(moved.nonzero()[:, 0], origin[moved])
+    else:
+        cache.reorder(origin, keep)

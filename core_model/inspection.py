@@ -54,14 +54,14 @@ class GreedyStep:
 
 @dataclass
 class BeamRow:
-    """One beam search candidate (core_model.decoding.BeamCandidate) in pieces; a finished
+    """One beam search candidate (core_model.beam_history.BeamCandidate) in pieces; a finished
     one also carries its length penalty lp(|Y|) and normalised score log P / lp(|Y|)."""
 
     step: int
     prefix: list[str]  # the hypothesis it extends
     piece: str
     log_prob: float
-    status: str  # decoding.BEAM_STATUSES
+    status: str  # beam_history.BEAM_STATUSES
     length: int | None = None  # |Y|: output pieces, EOS included (finished only)
     penalty: float | None = None
     score: float | None = None

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection, case, func, select, text
 
-from db.models import Pair
+from db.tables import Pair
 
 # Objects the migrations create but the models do not describe (autogenerate ignores them).
 SEARCH_OBJECT_PREFIXES = ("pairs_fts", "ix_pairs_source_trgm", "ix_pairs_target_trgm")

@@ -100,7 +100,7 @@ def fingerprint_database() -> str:
 
     from sqlalchemy import select
 
-    from db.models import Base
+    from db.tables import Base
     from workbench.storage import engine
 
     digest = hashlib.sha256()

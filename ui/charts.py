@@ -260,7 +260,7 @@ def top_k_chart(data: pd.DataFrame) -> alt.Chart:
 
 
 BEAM_COLORS = {"kept": "#2f6fdf", "finished": "#2a9d4b", "pruned": "#bbbbbb", "stopped": "#e39b2d"}
-# core_model.decoding.BEAM_STATUSES (stored in English) as the page names them
+# core_model.beam_history.BEAM_STATUSES (stored in English) as the page names them
 BEAM_STATUS_LABELS = {
     "kept": N_("kept"),
     "finished": N_("finished"),

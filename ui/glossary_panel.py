@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import feedback, grid
+from ui import feedback, grid, grid_conflicts
 from ui.i18n import N_, _, n_
-from workbench.corpus import drafts, formats, glossary
+from workbench.corpus import draft_saves, drafts, formats, glossary
 from workbench.corpus.corpora import CorpusInfo
 
 
@@ -68,11 +68,11 @@ def glossary_panel(current: CorpusInfo) -> None:
 
 
 def _save(browser_key: str, current: CorpusInfo) -> str:
-    done = drafts.apply_glossary(browser_key, current.id)
+    done = draft_saves.apply_glossary(browser_key, current.id)
     saved = n_(
         "Saved the glossary of “{name}”: {n} term.",
         "Saved the glossary of “{name}”: {n} terms.",
         done.result,
         name=current.name,
     )
-    return grid.held_back(saved, done.conflicts)
+    return grid_conflicts.held_back(saved, done.conflicts)

@@ -24,10 +24,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import feedback, formatting
+from ui import feedback, grid_conflicts
 from ui.i18n import N_, _, n_, p_
 from ui.signin import can
-from workbench.corpus import drafts
+from workbench.corpus import draft_saves, drafts
 from workbench.corpus.corpora import CorpusInfo
 from workbench.corpus.drafts import Draft
 from workbench.team.access import Permission
@@ -189,8 +189,8 @@ def draw(
             "saved": stored.payload(),
         }
         lives[name] = live
-    _conflicts(grid)
-    live["revisions"] = drafts.revisions(grid.corpus.id, grid.table, row_ids)
+    grid_conflicts.show(grid, browser_key(), lambda: forget(grid.table, grid.corpus.id))
+    live["revisions"] = draft_saves.revisions(grid.corpus.id, grid.table, row_ids)
     shown = Draft.from_payload(live["base"]).shown(rows)
     columns = ([grid.id_column] if grid.id_column else []) + list(drafts.COLUMNS[grid.table])
     frame = pd.DataFrame(
@@ -305,86 +305,6 @@ def _footer(grid: Grid, draft: Draft, summary: str, left: Callable[[], None] | N
             forget(grid.table, grid.corpus.id)
             feedback.flash(message)
             st.rerun()
-
-
-def held_back(saved: str, conflicts: Sequence[drafts.Conflict]) -> str:
-    """A save's message, saying what it held back (the conflicts are shown above the grid)."""
-    if not conflicts:
-        return saved
-    held = n_(
-        "{n} edit was held back: its row was changed since you edited it (see above).",
-        "{n} edits were held back: their rows were changed since you edited them (see above).",
-        len(conflicts),
-    )
-    return _("{done} {held}", done=saved, held=held)
-
-
-def _version(cells: dict[str, Any] | None) -> str:
-    """A row's cells as markdown lines (or "deleted")."""
-    if cells is None:
-        return _("*deleted*")
-    return "\n".join(
-        "- " + _("{column} “{value}”", column=col, value="" if v is None else v)
-        for col, v in cells.items()
-    )
-
-
-def _conflicts(grid: Grid) -> None:
-    """The draft's edits whose rows were changed since (another tab, another person, an
-    undo): both versions side by side, theirs (by whom, when) and yours, and a choice: keep
-    theirs, keep mine, or merge (a row to edit). Resolving changes the draft only; the next
-    Save writes it. Until then the edit stays in the draft: nothing typed is lost."""
-    with feedback.error_boundary(N_("checking the unsaved edits against the saved rows")):
-        found = drafts.conflicts(browser_key(), grid.corpus.id, grid.table)
-        if not found:
-            return
-        st.warning(
-            n_(
-                "**{n} edit conflicts with a change made since.** Choose what to keep.",
-                "**{n} edits conflict with changes made since.** Choose what to keep.",
-                len(found),
-            ),
-            icon=":material/call_split:",
-        )
-        for c in found:
-            _conflict(grid, c)
-
-
-def _conflict(grid: Grid, c: drafts.Conflict) -> None:
-    label = _("pair {id}", id=c.row_id) if grid.table == "pairs" else _("term {id}", id=c.row_id)
-    slug = hashlib.blake2b(repr((grid.table, c.row_id)).encode(), digest_size=6).hexdigest()
-    with st.container(border=True, key=f"conflict_{slug}"):
-        st.markdown(f"**{label}**")
-        theirs, yours = st.columns(2)
-        if c.by:
-            when = formatting.fmt_datetime(c.at)
-            theirs.markdown(_("**Theirs** · changed by {who} on {when}", who=c.by, when=when))
-        else:
-            theirs.markdown(_("**Theirs** · changed since"))
-        theirs.markdown(_version(c.theirs))
-        yours.markdown(_("**Yours** · not saved"))
-        yours.markdown(_version(c.yours))
-        buttons = st.columns(3)
-
-        def resolve(keep: str, cells: dict[str, Any] | None = None) -> None:
-            drafts.resolve(browser_key(), grid.corpus.id, grid.table, c.row_id, keep, cells)
-            forget(grid.table, grid.corpus.id)
-            feedback.flash(_("Resolved {row}: Save to write it.", row=label), "info")
-            st.rerun()
-
-        if buttons[0].button(_("Keep theirs"), key=f"theirs_{slug}", width="stretch"):
-            resolve("theirs")
-        if buttons[1].button(_("Keep mine"), key=f"mine_{slug}", width="stretch"):
-            resolve("mine")
-        with buttons[2].popover(_("Merge"), width="stretch"):
-            merged = {
-                col: st.text_area(col, value=str(v or ""), key=f"merge_{slug}_{col}")
-                for col, v in (c.yours or c.theirs or {}).items()
-                if col != "split"
-            }
-            if st.button(_("Keep this merge"), key=f"merged_{slug}", type="primary"):
-                base = c.yours or c.theirs or {}
-                resolve("merged", {**base, **merged})
 
 
 def describe(draft: Draft, grid: Grid) -> list[str]:

@@ -30,6 +30,38 @@ SEVERITIES = {
 
 def import_panel(current: CorpusInfo) -> None:
     nonce = st.session_state.get("upload_nonce", 0)
+    chosen = _choose_files(current, nonce)
+    if chosen is None:
+        return
+    upload, fmt, target, options = chosen
+    parsed = _preview(current, upload, fmt, target, options)
+    if parsed is None:
+        return
+    _show_counts(parsed, options)
+    _show_preview(parsed)
+    _show_report(parsed)
+    if st.button(
+        n_("Import {n} pair", "Import {n} pairs", parsed.accepted),
+        type="primary",
+        icon=":material/upload:",
+        key="do_import",
+        disabled=not parsed.accepted,
+    ):
+        with (
+            feedback.error_boundary(N_("importing the file")),
+            st.spinner(_("Importing…"), show_time=True),
+        ):
+            # The upload is read again as a stream: the preview kept only a sample.
+            result = importing.import_file(current.id, upload, fmt, target, cleaning=options)
+            st.session_state["upload_nonce"] = nonce + 1
+            st.session_state.pop("_import_preview", None)
+            feedback.flash(_imported_text(current, result))
+            st.rerun()
+
+
+def _choose_files(current: CorpusInfo, nonce: int) -> tuple[Any, str, Any, CleaningOptions] | None:
+    """The upload(s), their format and the clean-up options; None (with a hint) until every
+    file the format needs is chosen."""
     left, right = st.columns([3, 2])
     with left:
         upload = st.file_uploader(
@@ -74,14 +106,14 @@ def import_panel(current: CorpusInfo) -> None:
             ),
             icon=":material/upload_file:",
         )
-        return
+        return None
     if two_files and target is None:
         st.info(_("Now choose the target-language file."), icon=":material/upload_file:")
-        return
+        return None
+    return upload, fmt, target, options
 
-    parsed = _preview(current, upload, fmt, target, options)
-    if parsed is None:
-        return
+
+def _show_counts(parsed: import_checks.ParsedImport, options: CleaningOptions) -> None:
     counts = st.columns(5 if options.active else 4)
     counts[0].metric(_("Rows read"), formatting.fmt_int(parsed.rows))
     counts[1].metric(_("Will be added"), formatting.fmt_int(parsed.accepted))
@@ -97,6 +129,8 @@ def import_panel(current: CorpusInfo) -> None:
             delta_arrow="off",
         )
 
+
+def _show_preview(parsed: import_checks.ParsedImport) -> None:
     shown = min(PREVIEW_ROWS, len(parsed.pairs))
     st.markdown(
         n_(
@@ -121,6 +155,9 @@ def import_panel(current: CorpusInfo) -> None:
         columns=["line", "source", "target", "split", "note"],
     )
     st.dataframe(preview, hide_index=True, width="stretch", column_config=_preview_columns())
+
+
+def _show_report(parsed: import_checks.ParsedImport) -> None:
     if parsed.report:
         warnings = len(parsed.warnings)
         total = sum(parsed.issue_counts.values())
@@ -147,56 +184,43 @@ def import_panel(current: CorpusInfo) -> None:
     else:
         st.success(_("Every row is valid."), icon=":material/check_circle:")
 
-    if st.button(
-        n_("Import {n} pair", "Import {n} pairs", parsed.accepted),
-        type="primary",
-        icon=":material/upload:",
-        key="do_import",
-        disabled=not parsed.accepted,
-    ):
-        with (
-            feedback.error_boundary(N_("importing the file")),
-            st.spinner(_("Importing…"), show_time=True),
-        ):
-            # The upload is read again as a stream: the preview kept only a sample.
-            result = importing.import_file(current.id, upload, fmt, target, cleaning=options)
-            st.session_state["upload_nonce"] = nonce + 1
-            st.session_state.pop("_import_preview", None)
-            cleaned = result.issue_counts.get("control_chars", 0)
-            counts = {
-                "name": current.name,
-                "duplicates": formatting.fmt_int(result.duplicates),
-                "invalid": formatting.fmt_int(result.skipped),
-            }
-            done = n_(
-                "Imported {n} pair into “{name}” ({duplicates} duplicates and {invalid} "
-                "invalid rows skipped).",
-                "Imported {n} pairs into “{name}” ({duplicates} duplicates and {invalid} "
-                "invalid rows skipped).",
-                result.added,
-                **counts,
-            )
-            if result.filtered or cleaned:
-                done = n_(
-                    "Imported {n} pair into “{name}” ({duplicates} duplicates and {invalid} "
-                    "invalid rows skipped, {filtered} filtered by clean-up, control or invisible "
-                    "characters removed from {cleaned} rows).",
-                    "Imported {n} pairs into “{name}” ({duplicates} duplicates and {invalid} "
-                    "invalid rows skipped, {filtered} filtered by clean-up, control or invisible "
-                    "characters removed from {cleaned} rows).",
-                    result.added,
-                    **counts,
-                    filtered=formatting.fmt_int(result.filtered),
-                    cleaned=formatting.fmt_int(cleaned),
-                )
-            if result.regrouped:
-                done = _(
-                    "{done} {regrouped}",
-                    done=done,
-                    regrouped=localized(splits.regrouped_text(result.regrouped)),
-                )
-            feedback.flash(done)
-            st.rerun()
+
+def _imported_text(current: CorpusInfo, result: import_checks.ImportResult) -> str:
+    """What the page says after an import: counts, clean-up and regrouped sentence groups."""
+    cleaned = result.issue_counts.get("control_chars", 0)
+    counts = {
+        "name": current.name,
+        "duplicates": formatting.fmt_int(result.duplicates),
+        "invalid": formatting.fmt_int(result.skipped),
+    }
+    done = n_(
+        "Imported {n} pair into “{name}” ({duplicates} duplicates and {invalid} "
+        "invalid rows skipped).",
+        "Imported {n} pairs into “{name}” ({duplicates} duplicates and {invalid} "
+        "invalid rows skipped).",
+        result.added,
+        **counts,
+    )
+    if result.filtered or cleaned:
+        done = n_(
+            "Imported {n} pair into “{name}” ({duplicates} duplicates and {invalid} "
+            "invalid rows skipped, {filtered} filtered by clean-up, control or invisible "
+            "characters removed from {cleaned} rows).",
+            "Imported {n} pairs into “{name}” ({duplicates} duplicates and {invalid} "
+            "invalid rows skipped, {filtered} filtered by clean-up, control or invisible "
+            "characters removed from {cleaned} rows).",
+            result.added,
+            **counts,
+            filtered=formatting.fmt_int(result.filtered),
+            cleaned=formatting.fmt_int(cleaned),
+        )
+    if result.regrouped:
+        done = _(
+            "{done} {regrouped}",
+            done=done,
+            regrouped=localized(splits.regrouped_text(result.regrouped)),
+        )
+    return done
 
 
 def _preview_columns() -> dict[str, str]:

@@ -20,7 +20,7 @@ import streamlit as st
 from ui import charts, feedback, formatting, memory_panel, pickers
 from ui.i18n import N_, _, choice_labels, localized, translate
 from workbench.evaluation import inspection
-from workbench.memory import datastore
+from workbench.memory import explanation
 from workbench.models import engines, registry, translation
 
 RESULT = "inspect_result"
@@ -129,7 +129,7 @@ def render() -> None:
                     version.id, text, beam=beam, padding=padding, reference=reference
                 )
                 st.session_state[KNN_RESULT] = (
-                    datastore.explain_translation(version.id, text) if knn else None
+                    explanation.explain_translation(version.id, text) if knn else None
                 )
     shown = st.session_state.get(RESULT)
     if shown is None:

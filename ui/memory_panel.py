@@ -12,7 +12,7 @@ import streamlit as st
 
 from ui import feedback
 from ui.i18n import N_, _, localized
-from workbench.memory import datastore, file_translation
+from workbench.memory import datastore, explanation, file_translation
 from workbench.memory.matches import MIN_SCORE, Match
 from workbench.memory.recall import Recalled
 from workbench.models import engines
@@ -204,7 +204,7 @@ def _memory_build_progress(version_id: int) -> None:
     )
 
 
-def knn_steps_view(steps: list[datastore.MemoryStep]) -> None:
+def knn_steps_view(steps: list[explanation.MemoryStep]) -> None:
     """Inspect: what the memory did at each decoding step (the model's own choice beside the
     one made with the memory, λ), and one step's neighbours with their pairs."""
     st.dataframe(

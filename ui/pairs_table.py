@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 
 import streamlit as st
 
-from ui import formatting, grid
+from ui import formatting, grid, grid_conflicts
 from ui.i18n import _, localized, n_
-from workbench.corpus import drafts, pairs, splits
+from workbench.corpus import draft_saves, pairs, splits
 from workbench.corpus.corpora import CorpusInfo
 from workbench.corpus.pairs import SPLITS
 
@@ -72,29 +72,7 @@ def pairs_editor(current: CorpusInfo) -> None:
         shown = None
     unsaved = grid.pending("pairs", current).count
 
-    bar = st.columns([4, 1.4, 1.1], vertical_alignment="bottom")
-    query = bar[0].text_input(
-        _("Search"),
-        key="pairs_query",
-        placeholder=_("Search source or target text…"),
-        on_change=_reset_page,
-        icon=":material/search:",
-    )
-    split = bar[1].selectbox(
-        _("Split"),
-        ["all", *SPLITS],
-        # A split is a value of the table: shown as it is. (Labels made here, in the run:
-        # AppTest calls a format_func outside it, where the language is not known.)
-        format_func={"all": _("all"), **{s: s for s in SPLITS}}.__getitem__,
-        key="pairs_split",
-        on_change=_reset_page,
-    )
-    page_size = bar[2].selectbox(
-        _("Rows per page"), PAGE_SIZES, index=1, key="pairs_page_size", on_change=_reset_page
-    )
-    wanted = _View(
-        current.id, query, split, int(page_size), int(st.session_state.get("pairs_page", 1))
-    )
+    wanted = _search_bar(current)
     # Unsaved edits hold the table on the rows they were made in (the draft keeps them
     # whatever the table shows, but the user would no longer see them): the wanted view
     # waits (the search bar keeps what was typed) until they are saved or discarded.
@@ -164,23 +142,7 @@ def pairs_editor(current: CorpusInfo) -> None:
             corpus=current,
             key_prefix="pairs_editor",
             id_column="id",
-            column_config={
-                "id": st.column_config.NumberColumn(_("id"), width="small", format="%d"),
-                # widths that keep every column in view on a 1400 px window (sidebar open)
-                "source": st.column_config.TextColumn(
-                    _("source ({lang})", lang=current.src_lang), width=310
-                ),
-                "target": st.column_config.TextColumn(
-                    _("target ({lang})", lang=current.tgt_lang), width=310
-                ),
-                "split": st.column_config.SelectboxColumn(
-                    _("split"),
-                    options=list(SPLITS),
-                    width="small",
-                    help=_("Leave empty on a new row to let the workbench choose (≈90/5/5)."),
-                ),
-                "note": st.column_config.TextColumn(_("note"), width=150),
-            },
+            column_config=_columns(current),
             save=lambda key: _save(key, current),
             save_key="save_edits",
             discard_key="discard_edits",
@@ -193,8 +155,56 @@ def pairs_editor(current: CorpusInfo) -> None:
     )
 
 
+def _search_bar(current: CorpusInfo) -> _View:
+    """The search bar (text, split, rows per page) and the page: the view the user asks for."""
+    bar = st.columns([4, 1.4, 1.1], vertical_alignment="bottom")
+    query = bar[0].text_input(
+        _("Search"),
+        key="pairs_query",
+        placeholder=_("Search source or target text…"),
+        on_change=_reset_page,
+        icon=":material/search:",
+    )
+    split = bar[1].selectbox(
+        _("Split"),
+        ["all", *SPLITS],
+        # A split is a value of the table: shown as it is. (Labels made here, in the run:
+        # AppTest calls a format_func outside it, where the language is not known.)
+        format_func={"all": _("all"), **{s: s for s in SPLITS}}.__getitem__,
+        key="pairs_split",
+        on_change=_reset_page,
+    )
+    page_size = bar[2].selectbox(
+        _("Rows per page"), PAGE_SIZES, index=1, key="pairs_page_size", on_change=_reset_page
+    )
+    return _View(
+        current.id, query, split, int(page_size), int(st.session_state.get("pairs_page", 1))
+    )
+
+
+def _columns(current: CorpusInfo) -> dict[str, Any]:
+    """The table's columns, sized to keep every one in view."""
+    return {
+        "id": st.column_config.NumberColumn(_("id"), width="small", format="%d"),
+        # widths that keep every column in view on a 1400 px window (sidebar open)
+        "source": st.column_config.TextColumn(
+            _("source ({lang})", lang=current.src_lang), width=310
+        ),
+        "target": st.column_config.TextColumn(
+            _("target ({lang})", lang=current.tgt_lang), width=310
+        ),
+        "split": st.column_config.SelectboxColumn(
+            _("split"),
+            options=list(SPLITS),
+            width="small",
+            help=_("Leave empty on a new row to let the workbench choose (≈90/5/5)."),
+        ),
+        "note": st.column_config.TextColumn(_("note"), width=150),
+    }
+
+
 def _save(browser_key: str, current: CorpusInfo) -> str:
-    done = drafts.apply_pairs(browser_key, current.id)
+    done = draft_saves.apply_pairs(browser_key, current.id)
     res = done.result
     saved = _(
         "Saved: {added} added, {edited} edited, {deleted} deleted.",
@@ -205,7 +215,7 @@ def _save(browser_key: str, current: CorpusInfo) -> str:
     if res.regrouped:
         regrouped = localized(splits.regrouped_text(res.regrouped))
         saved = _("{done} {regrouped}", done=saved, regrouped=regrouped)
-    return grid.held_back(saved, done.conflicts)
+    return grid_conflicts.held_back(saved, done.conflicts)
 
 
 def _search(view: _View) -> pairs.PairPage:

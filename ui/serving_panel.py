@@ -2,7 +2,7 @@
 answers (started here on demand, stopped here), the request that calls it, the served pairs,
 and the API keys (created, shown once, revoked).
 
-The server is ``python -m workbench serve`` on this machine (``serving.server_process``): it
+The server is ``python -m workbench serve`` on this machine (``serving.launcher``): it
 reads the same database, so what is chosen here takes effect there at once.
 """
 
@@ -16,13 +16,13 @@ import streamlit as st
 from ui import dialogs, feedback, formatting, pickers
 from ui.i18n import N_, _
 from ui.signin import can, role_label
-from workbench.serving import api_keys, served, server_process
+from workbench.serving import api_keys, launcher, served
 from workbench.serving.config import ServeConfig
 from workbench.team.access import Permission
 
 if TYPE_CHECKING:
     from workbench.models.registry import VersionInfo
-    from workbench.serving.server_process import ServerState
+    from workbench.serving.launcher import ServerState
 
 # The server states that change by themselves soon: the page checks every FOLLOW_S seconds
 # while it shows one of them, and not at all otherwise (an open tab does no work).
@@ -43,7 +43,7 @@ def version_serving(version: VersionInfo) -> None:
     st.markdown("**" + _("Serving over HTTP") + "**")
     state = None
     with feedback.error_boundary(N_("reading the server's state")):
-        state = server_process.server_state()
+        state = launcher.server_state()
     if mine is not None:
         st.markdown(
             _(":green-badge[:material/cloud_done: served] answers {pair} requests", pair=pair)
@@ -117,13 +117,13 @@ def _follow_server(drawn: str) -> None:
     """While the server starts or loads its versions, the page follows it: it is drawn again
     once the server's state is no longer ``drawn`` (and then this check stops)."""
     with feedback.error_boundary(N_("reading the server's state")):
-        if server_process.server_state().status != drawn:
+        if launcher.server_state().status != drawn:
             st.rerun()
 
 
 def _start_server() -> ServerState:
     with st.spinner(_("Starting the HTTP server…")):
-        return server_process.start_server()
+        return launcher.start_server()
 
 
 def _server_line(state: ServerState, startable: bool) -> None:
@@ -174,7 +174,7 @@ def _server_button(state: ServerState, startable: bool) -> None:
     if state.pid is not None:
         if st.button(_("Stop the server"), icon=":material/stop:", key="stop_server"):
             with feedback.error_boundary(N_("stopping the server")):
-                server_process.stop_server()
+                launcher.stop_server()
                 feedback.flash(_("Stopped the server at {url}.", url=state.url))
                 st.rerun()
     elif (

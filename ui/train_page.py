@@ -8,7 +8,7 @@ shows. Every choice of the form comes from ``workbench.training.train_options``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import streamlit as st
 
@@ -106,6 +106,46 @@ def new_run_form(all_corpora: list[Any]) -> None:
     init_version = start_choice(current)
     if init_version is not None:
         fine_tune_note(init_version, current, minutes, epochs, device)
+    advanced = _advanced_options()
+
+    label = _("Continue from #{id}", id=init_version) if init_version else _("Train")
+    if st.button(label, type="primary", icon=":material/play_arrow:", key="train_button"):
+        max_steps, million_tokens, precision, processes = advanced
+        overrides: dict[str, Any] = {"max_steps": int(max_steps)} if max_steps else {}
+        with feedback.error_boundary(N_("starting the run")):
+            run_id = runs.enqueue_training(
+                current.id,
+                preset=preset,
+                epochs=int(epochs) if epochs else None,
+                minutes=float(minutes) if minutes else None,
+                tokens=round(million_tokens * 1e6) if million_tokens else None,
+                precision=precision or train_options.DEFAULT_PRECISION,
+                device=device,
+                init_version_id=init_version,
+                processes=int(processes) if processes else None,
+                **overrides,
+            )
+            worker_process.ensure_worker()
+            feedback.flash(
+                _(
+                    "Run #{id} queued on {corpus}: a worker is picking it up.",
+                    id=run_id,
+                    corpus=current.name,
+                )
+            )
+            st.rerun()
+
+
+class _Advanced(NamedTuple):
+    """The Advanced expander's choices (None: not set)."""
+
+    max_steps: int | None
+    million_tokens: float | None
+    precision: str | None
+    processes: int | None
+
+
+def _advanced_options() -> _Advanced:
     with st.expander(_("Advanced"), icon=":material/tune:"):
         max_steps = st.number_input(
             _("Stop after at most N steps"),
@@ -153,32 +193,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
                 "process per GPU."
             ),
         )
-
-    label = _("Continue from #{id}", id=init_version) if init_version else _("Train")
-    if st.button(label, type="primary", icon=":material/play_arrow:", key="train_button"):
-        overrides: dict[str, Any] = {"max_steps": int(max_steps)} if max_steps else {}
-        with feedback.error_boundary(N_("starting the run")):
-            run_id = runs.enqueue_training(
-                current.id,
-                preset=preset,
-                epochs=int(epochs) if epochs else None,
-                minutes=float(minutes) if minutes else None,
-                tokens=round(million_tokens * 1e6) if million_tokens else None,
-                precision=precision or train_options.DEFAULT_PRECISION,
-                device=device,
-                init_version_id=init_version,
-                processes=int(processes) if processes else None,
-                **overrides,
-            )
-            worker_process.ensure_worker()
-            feedback.flash(
-                _(
-                    "Run #{id} queued on {corpus}: a worker is picking it up.",
-                    id=run_id,
-                    corpus=current.name,
-                )
-            )
-            st.rerun()
+    return _Advanced(max_steps, million_tokens, precision, processes)
 
 
 def start_choice(current: Any) -> int | None:

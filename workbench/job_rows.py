@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Select, Update, func, select, update
 from sqlalchemy.orm import Session
 
-from db.models import PoolJob, RunStatus, TrainingRun, utcnow
+from db.tables import PoolJob, RunStatus, TrainingRun, utcnow
 
 JobTable = type[TrainingRun] | type[PoolJob]
 

@@ -26,7 +26,7 @@ Environment:
 * ``WORKBENCH_SERVE_CONFIG``: set by ``workbench serve`` for its worker processes (the
   server's ``ServeConfig`` as JSON); not meant to be set by hand.
 * ``WORKBENCH_SERVE_PORT``: the port of the HTTP server the Models page starts on 127.0.0.1
-  (default 5000; ``workbench.serving.server_process``).
+  (default 5000; ``workbench.serving.launcher``).
 
 The data folder::
 
@@ -148,7 +148,7 @@ def serve_config() -> str | None:
 
 def serve_port_as_set() -> str | None:
     """The port of the HTTP server the Models page starts (``WORKBENCH_SERVE_PORT``, as set:
-    ``serving.server_process`` checks it)."""
+    ``serving.launcher`` checks it)."""
     return os.environ.get(ENV_SERVE_PORT, "").strip() or None
 
 

@@ -8,7 +8,7 @@ from sqlalchemy import Connection
 
 from db.engine import create_workbench_engine
 from db.migrate import include_name
-from db.models import Base
+from db.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -141,13 +141,13 @@ def test_finished_sentences_leave_the_batch(model: Transformer) -> None:
         model.generator.proj.bias[model.cfg.eos_id] += 5.0  # sentences end after 2-12 steps
     src = _batch()
     rows_per_step: list[int] = []
-    real_decode = model.decode
+    real_decode = model.decode_states  # what every decoding step runs
 
     def counting_decode(tgt, *args, **kwargs):
         rows_per_step.append(tgt.size(0))
         return real_decode(tgt, *args, **kwargs)
 
-    model.decode = counting_decode  # type: ignore[method-assign]
+    model.decode_states = counting_decode  # type: ignore[method-assign]
     greedy = greedy_decode(model, src, max_len_a=0.0, max_len_b=12)
     steps = [len(r.tokens) + r.ended for r in greedy]  # the step each one finished in
     assert len(set(steps)) == 4

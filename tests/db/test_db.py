@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from db import init
 from db.engine import create_workbench_engine
 from db.migrate import alembic_config, current_revision, head_revision, include_name, upgrade
-from db.models import Base, Corpus, ModelVersion, Pair, RunMetric, TrainingRun
+from db.tables import Base, Corpus, ModelVersion, Pair, RunMetric, TrainingRun
 from tests.helpers import ROOT
 from workbench.settings import database_url, home
 from workbench.storage import engine, session_scope
@@ -135,7 +135,7 @@ def test_an_engine_is_migrated_by_db_init_only(tmp_path: Path) -> None:
 def test_db_imports_nothing_of_the_application() -> None:
     """The storage layer stands alone: importing all of it loads no workbench or UI module."""
     code = (
-        "import sys, db, db.engine, db.migrate, db.models, db.search\n"
+        "import sys, db, db.engine, db.migrate, db.tables, db.search\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('workbench', 'ui')))\n"
     )
     out = subprocess.run(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from tests.ui.pages import assert_clean, open_page, texts
-from workbench.corpus import drafts, pairs
+from workbench.corpus import draft_saves, drafts, pairs
 from workbench.corpus.drafts import Draft
 
 
@@ -23,11 +23,11 @@ def _edit(at: AppTest, **edited_rows: dict) -> None:
 
 def _other_tab_saves(corpus_id: int, pair_id: int, target: str) -> None:
     other = drafts.new_browser_key()
-    revision = drafts.revisions(corpus_id, "pairs", [pair_id])[pair_id]
+    revision = draft_saves.revisions(corpus_id, "pairs", [pair_id])[pair_id]
     drafts.save(
         other, corpus_id, "pairs", Draft({pair_id: {"target": target}}, bases={pair_id: revision})
     )
-    drafts.apply_pairs(other, corpus_id)
+    draft_saves.apply_pairs(other, corpus_id)
 
 
 def _rice(corpus_id: int) -> int:

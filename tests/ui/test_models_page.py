@@ -15,7 +15,7 @@ from workbench import settings
 from workbench.corpus import corpora, demo
 from workbench.evaluation import significance
 from workbench.models import registry
-from workbench.serving import api_keys, served, server_process
+from workbench.serving import api_keys, launcher, served
 from workbench.training import run_info, runs, worker
 
 
@@ -114,8 +114,8 @@ def serve_port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     port = free_port()
     monkeypatch.setenv(settings.ENV_SERVE_PORT, str(port))
     yield port
-    if server_process.server_state().pid is not None:
-        server_process.stop_server()
+    if launcher.server_state().pid is not None:
+        launcher.stop_server()
 
 
 def test_serve_a_version_starts_the_server_that_answers_the_request(
@@ -161,7 +161,7 @@ def test_serve_a_version_starts_the_server_that_answers_the_request(
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{url}/health", timeout=5)
         at.button(key="start_server").click().run()  # a served version, no server: start it
-        wait_for(lambda: server_process.server_state().status == "ok", 60, "the version")
+        wait_for(lambda: launcher.server_state().status == "ok", 60, "the version")
         at.button(key="stop_serving").click().run()
         assert_clean(at)
         assert served.list_served() == []
@@ -182,7 +182,7 @@ def test_serve_a_version_on_a_port_in_use_says_so_and_changes_nothing(
         assert_clean(at)
         assert f"Port {serve_port} on 127.0.0.1 is in use by another program" in texts(at.error)
         assert served.list_served() == []
-        assert server_process.server_state().status == "down"
+        assert launcher.server_state().status == "down"
 
 
 def test_models_api_keys_are_shown_once_and_revoked(populated: Trained) -> None:

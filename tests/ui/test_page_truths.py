@@ -107,7 +107,7 @@ def test_help_texts_read_as_written(populated: Trained) -> None:
 def _set_metrics(version_id: int, **changes: object) -> dict:
     """Change a version's recorded metrics (as an older or imported version has them);
     returns the metrics before."""
-    from db.models import ModelVersion
+    from db.tables import ModelVersion
     from workbench.storage import session_scope
 
     with session_scope() as s:

@@ -188,7 +188,7 @@ def test_inspect_shapes_beam_states_roles_and_the_live_panel_in_chinese(populate
     stopped), the role select ("viewer") and the live panel's "auto" stayed English. Stored
     values stay English: only what is shown is translated."""
     from core_model import inspection as core_inspection
-    from core_model.decoding import BEAM_STATUSES
+    from core_model.beam_history import BEAM_STATUSES
     from ui import charts, inspect_page
 
     # every stage core_model names has its message id (core_model knows no catalog)

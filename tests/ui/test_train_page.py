@@ -190,7 +190,7 @@ def test_live_panel_follows_the_tokens_of_a_token_budget(
     populated: Trained, no_worker: None
 ) -> None:
     """Under a token budget the bar and its text follow the tokens trained, not steps."""
-    from db.models import TrainingRun
+    from db.tables import TrainingRun
     from workbench.storage import session_scope
 
     run_id = _fake_running_run(populated.corpus_id, tokens=1_100_000)
@@ -248,7 +248,7 @@ def test_the_page_offers_every_preset_of_core_model(
 
 def _fake_running_run(corpus_id: int, **enqueue: Any) -> int:
     """A run as a worker leaves it mid-training: progress on the row, metric rows streamed."""
-    from db.models import RunMetric, TrainingRun, utcnow
+    from db.tables import RunMetric, TrainingRun, utcnow
     from workbench.storage import session_scope
 
     run_id = runs.enqueue_training(corpus_id, preset="tiny", **enqueue)
@@ -282,7 +282,7 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
     """A run that may stop early (here: once it reproduces its training pairs) shows its step
     budget as an upper bound, the rule and how close it is; under a time budget the bar
     follows the clock."""
-    from db.models import TrainingRun
+    from db.tables import TrainingRun
     from workbench.storage import session_scope
 
     run_id = _fake_running_run(populated.corpus_id)  # the automatic budget
@@ -320,7 +320,7 @@ def test_live_tiles_of_a_run_of_short_epochs(populated: Trained, no_worker: None
     loss and the speed its epoch ends measured (issue 30 item 10), not "—"."""
     from sqlalchemy import delete
 
-    from db.models import RunMetric, TrainingRun
+    from db.tables import RunMetric, TrainingRun
     from workbench.storage import session_scope
 
     run_id = _fake_running_run(populated.corpus_id)
@@ -436,7 +436,7 @@ def test_a_dead_workers_run_waits_for_a_worker_to_resume_it(
 ) -> None:
     from datetime import timedelta
 
-    from db.models import TrainingRun, utcnow
+    from db.tables import TrainingRun, utcnow
     from workbench.storage import session_scope
 
     started = []
@@ -462,7 +462,7 @@ def test_a_preparing_run_says_what_it_prepares_and_for_how_long(
     """Issue 37: 15-20 s of "Preparing: tokenizers and model…" above four empty tiles. The
     worker names each step before the first (``RunSync.preparing``, written as the worker
     writes it); the page shows it with the time spent so far and a spinner, and no tiles."""
-    from db.models import TrainingRun
+    from db.tables import TrainingRun
     from workbench.storage import session_scope
     from workbench.training import worker
 

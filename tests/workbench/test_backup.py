@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from core_model.artifact import matches_recorded_sha256, model_files, sha256_file
 from db import dispose_engines
-from db.models import GlossaryTerm, ModelVersion, Pair, TrainingRun
+from db.tables import GlossaryTerm, ModelVersion, Pair, TrainingRun
 from tests.helpers import cli, make_toy_corpus, start_worker, stop, train_version, wait_for
 from workbench import database_lock, settings
 from workbench.backup.archive import DATABASE_MEMBERS, MANIFEST

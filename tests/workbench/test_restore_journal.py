@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from db.models import ModelVersion
+from db.tables import ModelVersion
 from tests.helpers import ROOT, make_toy_corpus, subprocess_env
 from tests.workbench.test_backup import _let_go, _restore, _untouched_target
 from workbench import settings

@@ -24,7 +24,7 @@ import pytest
 from sqlalchemy import select, text, update
 from sqlalchemy.engine import make_url
 
-from db.models import ModelVersion, Pair
+from db.tables import ModelVersion, Pair
 from tests.helpers import ROOT, cli, make_toy_corpus, subprocess_env
 from tests.workbench.test_backup import _home, _restore, _untouched_target, _wipe
 from workbench import database_lock, settings

@@ -36,7 +36,7 @@ from sqlalchemy import Connection, Engine, func, select, text
 from core_model.artifact import ArtifactError, model_files
 from db.engine import create_workbench_engine
 from db.migrate import current_revision
-from db.models import Corpus, GlossaryTerm, ModelVersion, Pair, TrainingRun, utcnow
+from db.tables import Corpus, GlossaryTerm, ModelVersion, Pair, TrainingRun, utcnow
 from workbench import settings
 from workbench.backup import pg_tools
 from workbench.backup.archive import (

@@ -36,7 +36,7 @@ from sqlalchemy.engine import URL, make_url
 
 import db
 from db.engine import create_workbench_engine
-from db.models import Base
+from db.tables import Base
 from workbench import database_lock, settings
 from workbench.backup import pg_tools, restore_checks, restore_journal
 from workbench.backup.archive import (

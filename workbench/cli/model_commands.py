@@ -281,18 +281,18 @@ def _glossary_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _glossary_choice(args: argparse.Namespace) -> dict[str, Any]:
+    """``--glossary``/``--enforce-glossary`` (``_glossary_args``) as keyword arguments."""
+    if args.enforce_glossary and not args.glossary:
+        raise WorkbenchError(N_("--enforce-glossary needs --glossary CORPUS"))
+    return {"glossary": _glossary(args.glossary), "enforce": args.enforce_glossary}
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from workbench.evaluation.evaluation import evaluate
 
-    if args.enforce_glossary and not args.glossary:
-        raise WorkbenchError(N_("--enforce-glossary needs --glossary CORPUS"))
-    scores = evaluate(
-        args.version,
-        _test_pairs(args.src, args.ref),
-        beam=args.beam,
-        glossary=_glossary(args.glossary),
-        enforce=args.enforce_glossary,
-    )
+    glossary = _glossary_choice(args)
+    scores = evaluate(args.version, _test_pairs(args.src, args.ref), beam=args.beam, **glossary)
     print(json.dumps(scores))
     return EXIT_OK
 
@@ -322,15 +322,8 @@ def _args_compare(p: argparse.ArgumentParser) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from workbench.evaluation.evaluation import compare
 
-    if args.enforce_glossary and not args.glossary:
-        raise WorkbenchError(N_("--enforce-glossary needs --glossary CORPUS"))
-    comparison = compare(
-        args.versions,
-        _test_pairs(args.src, args.ref),
-        beam=args.beam,
-        glossary=_glossary(args.glossary),
-        enforce=args.enforce_glossary,
-    )
+    glossary = _glossary_choice(args)
+    comparison = compare(args.versions, _test_pairs(args.src, args.ref), beam=args.beam, **glossary)
     for line in [comparison.withheld] if comparison.withheld else comparison.verdicts:
         print_text(line)
     print_json(comparison.as_dict())

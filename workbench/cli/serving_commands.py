@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from db.models import Role
+from db.tables import Role
 from workbench.cli.common import (
     EXIT_OK,
     Command,
@@ -69,7 +69,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from workbench.errors import WorkbenchError
     from workbench.messages import N_
     from workbench.serving.config import ServeConfig
-    from workbench.serving.server import refuse_anonymous_network, run_server
+    from workbench.serving.entry import refuse_anonymous_network, run_server
 
     try:
         config = ServeConfig(

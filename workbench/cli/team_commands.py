@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from db.models import Role
+from db.tables import Role
 from workbench.cli.common import EXIT_OK, Command, print_json, print_text
 
 if TYPE_CHECKING:

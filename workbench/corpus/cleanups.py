@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from db.models import Cleanup, CleanupChange, Pair, utcnow
+from db.tables import Cleanup, CleanupChange, Pair, utcnow
 from workbench.corpus import cleaning
 from workbench.corpus.cleaning import Cleaner, CleaningOptions, Verdict
 from workbench.corpus.corpora import CorpusRef, find

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.engine import MAX_ID
-from db.models import Corpus, Pair
+from db.tables import Corpus, Pair
 from workbench.corpus.text_rules import explicit_id, normalize_text, validate_name
 from workbench.errors import WorkbenchError
 from workbench.messages import N_

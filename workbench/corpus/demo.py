@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from db.models import Role
+from db.tables import Role
 from workbench.corpus import corpora, importing
 from workbench.corpus.corpora import CorpusInfo
 from workbench.team.access import Actor, acting_as

@@ -17,7 +17,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.models import Pair
+from db.tables import Pair
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.formats import FORMATS, ExportInfo, ExportRow, Format, file_extension
 from workbench.corpus.text_rules import normalize_text

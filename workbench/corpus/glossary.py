@@ -32,7 +32,7 @@ from core_model.batching import encode_source, pad_sources
 from core_model.constrained_decoding import constrained_beam_search
 from core_model.tokenizer import Tokenizer
 from core_model.translator import TranslationResult
-from db.models import Corpus, GlossaryTerm
+from db.tables import Corpus, GlossaryTerm
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.formats import Malformed, read_columns
 from workbench.corpus.text_files import Data

@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.orm import Session
 
-from db.models import Corpus, Pair
+from db.tables import Corpus, Pair
 from workbench import settings, storage
 from workbench.corpus.corpora import STAGING_NAME
 from workbench.corpus.import_checks import ParsedPair, Validator, in_corpus

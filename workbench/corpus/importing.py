@@ -34,7 +34,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.models import Corpus, Pair
+from db.tables import Corpus, Pair
 from workbench import storage
 from workbench.corpus import splits
 from workbench.corpus.cleaning import Cleaner, CleaningOptions

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db import search
-from db.models import Corpus, Pair, utcnow
+from db.tables import Corpus, Pair, utcnow
 from workbench.corpus.corpora import find_by_id
 from workbench.corpus.import_checks import ParsedImport, ParsedPair, in_corpus
 from workbench.corpus.pairs import existing_hashes

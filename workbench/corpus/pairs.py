@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, delete, func, select, update
@@ -30,7 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db import search
-from db.models import SPLITS, Corpus, Pair, utcnow
+from db.tables import SPLITS, Corpus, Pair, utcnow
 from workbench.corpus import splits
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.import_checks import message_of, too_long
@@ -287,72 +288,9 @@ def edit_pairs(
     ]
 
     # 1. Validate the final state of every edited and every added pair.
-    labelled: list[tuple[Message, int | None, _Row]] = []  # (label, pair id, row)
-    for pid, changes in edits.items():
-        if pid in deleted_ids or pid not in current:
-            continue
-        unknown = sorted(set(changes) - {"source", "target", "split", "note"})
-        if unknown:
-            errors.append(
-                Message(N_("pair {id}: unknown field {field!r}"), id=pid, field=unknown[0])
-            )
-            continue
-        p = current[pid]
-        row, err = _clean_pair(
-            changes.get("source", p.source),
-            changes.get("target", p.target),
-            changes.get("split", p.split),
-            changes.get("note", p.note),
-            Message(PAIR, id=pid),
-        )
-        if row is None:
-            errors.append(err)
-        else:
-            labelled.append((Message(PAIR, id=pid), pid, row))
-    for n, item in enumerate(added, start=1):
-        row, err = _clean_pair(
-            item.get("source"),
-            item.get("target"),
-            item.get("split"),
-            item.get("note"),
-            Message(NEW_ROW, n=n),
-        )
-        if row is None:
-            errors.append(err)
-        else:
-            labelled.append((Message(NEW_ROW, n=n), None, row))
-
+    labelled = _validated_rows(edits, added, deleted_ids, current, errors)
     # 2. Duplicates inside the change set, then against the pairs that remain.
-    claimed: dict[str, Message] = {}
-    for label, _pid, r in labelled:
-        if r.content_hash in claimed:
-            errors.append(
-                Message(
-                    N_("{row} duplicates {other}: {source!r} → {target!r}"),
-                    row=label,
-                    other=claimed[r.content_hash],
-                    source=_shorten(r.source),
-                    target=_shorten(r.target),
-                )
-            )
-        claimed.setdefault(r.content_hash, label)
-    final_hash = {pid: r.content_hash for _l, pid, r in labelled if pid is not None}
-    existing = existing_hashes(s, corpus.id, claimed)
-    for label, pid, r in labelled:
-        owner = existing.get(r.content_hash)
-        if owner is None or owner == pid or owner in deleted_ids:
-            continue
-        if owner in final_hash and final_hash[owner] != r.content_hash:
-            continue  # the current owner moves to other content in this same edit
-        errors.append(
-            Message(
-                N_("{row} duplicates existing pair {id}: {source!r} → {target!r}"),
-                row=label,
-                id=owner,
-                source=_shorten(r.source),
-                target=_shorten(r.target),
-            )
-        )
+    errors += _duplicate_errors(s, corpus.id, labelled, deleted_ids)
     _raise_collected(errors)
 
     # 3. Write: deletes, updates (two phases so pairs may swap content), inserts.
@@ -360,26 +298,7 @@ def edit_pairs(
     if deleted_ids:
         s.execute(delete(Pair).where(Pair.id.in_(sorted(deleted_ids))))
     now = utcnow()
-    changed: list[tuple[Pair, _Row]] = []
-    for _label, pid, r in labelled:
-        if pid is None:
-            continue
-        p = current[pid]
-        new = (r.source, r.target, r.split or p.split, r.note)
-        if (p.source, p.target, p.split, p.note) != new:
-            changed.append((p, r))
-    revisions = {p.id: p.revision for p, _r in changed}  # raised by one: not per UPDATE
-    for p, r in changed:
-        if p.content_hash != r.content_hash:
-            p.content_hash = f"~{p.id}"  # placeholder, unique per pair
-    s.flush()
-    for p, r in changed:
-        p.revision = revisions[p.id] + 1
-        p.source, p.target, p.note = r.source, r.target, r.note
-        p.split = r.split or p.split
-        p.content_hash = r.content_hash
-        p.updated_at = now
-    s.flush()
+    changed = _update_changed(s, current, labelled, now)
     inserts = [r for _l, pid, r in labelled if pid is None]
     size_after = _count(s, corpus.id) + len(inserts)
     objs = [
@@ -416,6 +335,122 @@ def edit_pairs(
         summary=", ".join(f"{n} {what}" for n, what in counts if n),
     )
     return EditResult(len(objs), len(changed), len(deleted_ids), ids_added, cleaned, len(moves))
+
+
+_Labelled = list[tuple[Message, int | None, _Row]]  # (label, pair id or None if new, row)
+
+
+def _validated_rows(
+    edits: dict[int, dict[str, Any]],
+    added: Sequence[Mapping[str, Any]],
+    deleted_ids: set[int],
+    current: dict[int, Pair],
+    errors: list[Message],
+) -> _Labelled:
+    """The final state of every edited pair and every added row, cleaned; what is wrong with
+    one goes to ``errors`` (all of them are reported at once)."""
+    labelled: _Labelled = []
+    for pid, changes in edits.items():
+        if pid in deleted_ids or pid not in current:
+            continue
+        unknown = sorted(set(changes) - {"source", "target", "split", "note"})
+        if unknown:
+            errors.append(
+                Message(N_("pair {id}: unknown field {field!r}"), id=pid, field=unknown[0])
+            )
+            continue
+        p = current[pid]
+        row, err = _clean_pair(
+            changes.get("source", p.source),
+            changes.get("target", p.target),
+            changes.get("split", p.split),
+            changes.get("note", p.note),
+            Message(PAIR, id=pid),
+        )
+        if row is None:
+            errors.append(err)
+        else:
+            labelled.append((Message(PAIR, id=pid), pid, row))
+    for n, item in enumerate(added, start=1):
+        row, err = _clean_pair(
+            item.get("source"),
+            item.get("target"),
+            item.get("split"),
+            item.get("note"),
+            Message(NEW_ROW, n=n),
+        )
+        if row is None:
+            errors.append(err)
+        else:
+            labelled.append((Message(NEW_ROW, n=n), None, row))
+    return labelled
+
+
+def _duplicate_errors(
+    s: Session, corpus_id: int, labelled: _Labelled, deleted_ids: set[int]
+) -> list[Message]:
+    """Rows that duplicate each other, or a pair that stays (not deleted, not moved to other
+    content in this same edit)."""
+    errors: list[Message] = []
+    claimed: dict[str, Message] = {}
+    for label, _pid, r in labelled:
+        if r.content_hash in claimed:
+            errors.append(
+                Message(
+                    N_("{row} duplicates {other}: {source!r} → {target!r}"),
+                    row=label,
+                    other=claimed[r.content_hash],
+                    source=_shorten(r.source),
+                    target=_shorten(r.target),
+                )
+            )
+        claimed.setdefault(r.content_hash, label)
+    final_hash = {pid: r.content_hash for _l, pid, r in labelled if pid is not None}
+    existing = existing_hashes(s, corpus_id, claimed)
+    for label, pid, r in labelled:
+        owner = existing.get(r.content_hash)
+        if owner is None or owner == pid or owner in deleted_ids:
+            continue
+        if owner in final_hash and final_hash[owner] != r.content_hash:
+            continue  # the current owner moves to other content in this same edit
+        errors.append(
+            Message(
+                N_("{row} duplicates existing pair {id}: {source!r} → {target!r}"),
+                row=label,
+                id=owner,
+                source=_shorten(r.source),
+                target=_shorten(r.target),
+            )
+        )
+    return errors
+
+
+def _update_changed(
+    s: Session, current: dict[int, Pair], labelled: _Labelled, now: datetime
+) -> list[tuple[Pair, _Row]]:
+    """Write the edited pairs whose content changed, in two phases (a placeholder hash first)
+    so that two pairs may swap their content; each one's revision goes up by one."""
+    changed: list[tuple[Pair, _Row]] = []
+    for _label, pid, r in labelled:
+        if pid is None:
+            continue
+        p = current[pid]
+        new = (r.source, r.target, r.split or p.split, r.note)
+        if (p.source, p.target, p.split, p.note) != new:
+            changed.append((p, r))
+    revisions = {p.id: p.revision for p, _r in changed}  # raised by one: not per UPDATE
+    for p, r in changed:
+        if p.content_hash != r.content_hash:
+            p.content_hash = f"~{p.id}"  # placeholder, unique per pair
+    s.flush()
+    for p, r in changed:
+        p.revision = revisions[p.id] + 1
+        p.source, p.target, p.note = r.source, r.target, r.note
+        p.split = r.split or p.split
+        p.content_hash = r.content_hash
+        p.updated_at = now
+    s.flush()
+    return changed
 
 
 def add_pair(

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.models import Corpus, Pair
+from db.tables import Corpus, Pair
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import validate_split
 from workbench.errors import WorkbenchError

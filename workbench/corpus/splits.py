@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, Row, select, update
 from sqlalchemy.orm import Session
 
-from db.models import Corpus, Pair
+from db.tables import Corpus, Pair
 from workbench.corpus.text_rules import default_split, split_groups
 from workbench.messages import N_, Message
 

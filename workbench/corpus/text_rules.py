@@ -47,7 +47,7 @@ from collections.abc import Hashable, Sequence
 from hashlib import blake2b
 from typing import Any
 
-from db.models import SPLITS
+from db.tables import SPLITS
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 

@@ -19,7 +19,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.models import PoolJob, PoolSentence, PoolStatus, utcnow
+from db.tables import PoolJob, PoolSentence, PoolStatus, utcnow
 from workbench.corpus import text_files
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.import_checks import message_of

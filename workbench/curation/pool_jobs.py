@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Update, func, select, update
 from sqlalchemy.orm import Session
 
-from db.models import ModelVersion, PoolJob, PoolSentence, PoolStatus, RunStatus, utcnow
+from db.tables import ModelVersion, PoolJob, PoolSentence, PoolStatus, RunStatus, utcnow
 from workbench import job_rows, settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError

@@ -25,7 +25,7 @@ from sqlalchemy import bindparam, func, select
 
 from core_model.artifact import ArtifactError
 from core_model.translator import TranslationResult
-from db.models import PoolSentence, PoolStatus, RunStatus
+from db.tables import PoolSentence, PoolStatus, RunStatus
 from workbench.curation import pool_jobs
 from workbench.errors import WorkbenchError
 from workbench.messages import N_

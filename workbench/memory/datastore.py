@@ -11,7 +11,12 @@ in it for the next translation, a deleted pair is out). It is rebuilt — with t
 the version's files change (another sha256) or its file is missing, unreadable or of another
 format; nothing of it is needed to open the app. It lives in ``<data folder>/memory/`` and is
 written atomically (one file, renamed into place), so a crash never leaves half a store.
-k, λ and T are tuned on the corpus' valid split at build time and saved with it.
+k, λ and T are tuned on the corpus' valid split at build time and saved with it. What the
+memory did in one translation, step by step (the Inspect page), is ``memory.explanation``.
+
+(Over 450 lines on purpose: the store's file, its entries' ids, its build and tuning and its
+sync with the corpus are one life cycle — every one of them reads the same ``Store`` and its
+id layout — and apart they would share their private parts.)
 """
 
 from __future__ import annotations
@@ -35,15 +40,13 @@ from core_model.batching import Example, encode_source
 from core_model.retrieval import (
     KnnSettings,
     RetrievalMemory,
-    explain,
     median_nearest,
     scaled_settings,
     teacher_forced_entries,
     tune,
     tuning_data,
 )
-from core_model.translator import translate as translate_loaded
-from db.models import Pair
+from db.tables import Pair
 from workbench import settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
@@ -475,70 +478,6 @@ def build_in_background(version_id: int, corpus: CorpusRef | None = None) -> Bui
 def retrieval(version_id: int, corpus: CorpusRef | None = None) -> RetrievalMemory:
     """What the decoders take (``core_model.retrieval``): the version's store, up to date."""
     return open_store(version_id, corpus).memory()
-
-
-@dataclass(frozen=True)
-class MemoryStep:
-    """One decoding step as the memory saw it (Inspect): the piece the model alone would
-    choose and the one chosen with the memory, their probabilities, λ, and the neighbours
-    with their pairs."""
-
-    step: int
-    model_piece: str
-    model_p: float
-    chosen_piece: str
-    chosen_p: float
-    lam: float
-    neighbours: list[dict[str, Any]]  # pair_id, source, target, piece, distance
-
-
-def explain_translation(
-    version_id: int, text: str, corpus: CorpusRef | None = None
-) -> tuple[str, list[MemoryStep]]:
-    """Translate `text` greedily with the memory and say, step by step, which stored decoder
-    states were retrieved (their pair, next piece, distance) and how they moved the choice."""
-    retrieval_memory = retrieval(version_id, corpus)
-    loaded = load_model_of(get_version(version_id))
-    [result] = translate_loaded(loaded, [text], retrieval=retrieval_memory)
-    if not result.src_ids:
-        return "", []
-    ended = bool(result.out_pieces) and result.out_pieces[-1] == "</s>"
-    out = [*result.out_ids, loaded.model.cfg.eos_id] if ended else list(result.out_ids)
-    steps = explain(loaded.model, result.src_ids, out, retrieval_memory)
-    pieces = loaded.tokenizers.tgt.ids_to_pieces
-    entries = {n.entry for step in steps for n in step.neighbours}
-    texts = _pair_texts({pair_of(e) for e in entries})
-    return result.text, [
-        MemoryStep(
-            t,
-            pieces([s.model_top])[0],
-            s.model_p,
-            pieces([s.final_top])[0],
-            s.final_p,
-            s.lam,
-            [
-                {
-                    "pair_id": pair_of(n.entry),
-                    "source": texts.get(pair_of(n.entry), ("", ""))[0],
-                    "target": texts.get(pair_of(n.entry), ("", ""))[1],
-                    "piece": pieces([n.token])[0],
-                    "distance": n.distance,
-                }
-                for n in s.neighbours
-            ],
-        )
-        for t, s in enumerate(steps)
-    ]
-
-
-def _pair_texts(pair_ids: set[int]) -> dict[int, tuple[str, str]]:
-    if not pair_ids:
-        return {}
-    with session_scope() as s:
-        rows = s.execute(
-            select(Pair.id, Pair.source, Pair.target).where(Pair.id.in_(pair_ids))
-        ).all()
-    return {r.id: (r.source, r.target) for r in rows}
 
 
 def serialized_size(store: Store) -> int:

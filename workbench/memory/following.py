@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from db.models import Change, Pair
+from db.tables import Change, Pair
 
 _IDS_PER_QUERY = 900
 

@@ -36,7 +36,7 @@ import numpy as np
 from rapidfuzz import fuzz
 from sqlalchemy import select
 
-from db.models import Pair
+from db.tables import Pair
 from workbench import settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError

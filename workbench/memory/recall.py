@@ -69,6 +69,17 @@ def from_memory(match: Match) -> TranslationResult:
     return TranslationResult(text=match.target, src_pieces=[], out_pieces=[])
 
 
+def merged(
+    memory: Sequence[Recalled], decoded: Sequence[TranslationResult]
+) -> list[TranslationResult]:
+    """Each sentence's result: its curated target where the memory holds an exact match, else
+    the next of ``decoded`` (the translations of the others, in order)."""
+    if len(decoded) != sum(r.exact is None for r in memory):
+        raise ValueError("one decoded result is needed per sentence without an exact match")
+    rest = iter(decoded)
+    return [next(rest) if r.exact is None else from_memory(r.exact) for r in memory]
+
+
 def decode(
     version_id: int,
     sentences: Sequence[str],
@@ -131,8 +142,4 @@ def translate_with_memory(
         if todo
         else []
     )
-    by_index = dict(zip(todo, decoded, strict=True))
-    results = [
-        by_index[i] if r.exact is None else from_memory(r.exact) for i, r in enumerate(memory)
-    ]
-    return results, memory
+    return merged(memory, decoded), memory

@@ -35,7 +35,7 @@ from core_model.artifact import (
     model_files,
 )
 from db.engine import MAX_ID
-from db.models import Corpus, ModelVersion, TrainingRun
+from db.tables import Corpus, ModelVersion, TrainingRun
 from workbench import settings
 from workbench.corpus.text_rules import normalize_text, strip_invisible, validate_name
 from workbench.errors import WorkbenchError

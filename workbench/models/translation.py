@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from core_model.retrieval import RetrievalMemory
 from core_model.translator import TranslationResult, cross_attention
 from core_model.translator import translate as translate_loaded
-from db.models import Pair
+from db.tables import Pair
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.glossary import Glossary, enforce
 from workbench.corpus.pairs import edit_pairs

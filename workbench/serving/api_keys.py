@@ -17,7 +17,7 @@ from datetime import datetime
 
 from sqlalchemy import select
 
-from db.models import ApiKey, Role, utcnow
+from db.tables import ApiKey, Role, utcnow
 from workbench.corpus.text_rules import validate_name
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, MessageId

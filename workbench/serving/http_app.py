@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -48,7 +48,6 @@ from workbench.serving import served
 from workbench.serving.batching import Engine, default_engine
 from workbench.serving.config import ServeConfig
 from workbench.serving.memory_routes import file_routes, memory_fields, translate_remembering
-from workbench.serving.process import Observed, Server
 from workbench.serving.protocol import (
     ERROR_RESPONSES,
     ApiError,
@@ -65,6 +64,7 @@ from workbench.serving.protocol import (
     read_fields,
     validated,
 )
+from workbench.serving.runtime import Observed, Server
 
 log = logging.getLogger("workbench.serving")
 
@@ -122,6 +122,9 @@ async def _memory_ready(version_id: int, engine: str) -> None:
 
 
 def create_app(config: ServeConfig | None = None, engine: Engine | None = None) -> FastAPI:
+    """The app: one ``Server`` (what this process holds), the JSON error shapes, one router per
+    concept (LibreTranslate's protocol, the native ``/v1`` API, health and metrics) and the
+    middleware that watches every request."""
     server = Server(config or ServeConfig(), engine or default_engine())
 
     @asynccontextmanager
@@ -144,6 +147,23 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         responses=ERROR_RESPONSES,
     )
     app.state.server = server
+    _add_error_handlers(app)
+    app.include_router(libretranslate_routes(server))
+    app.include_router(native_routes(server))
+    app.include_router(operations_routes(server))
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=["*"],
+        allow_methods=["GET", "POST"],
+        allow_headers=["Authorization", "Content-Type"],
+        max_age=24 * 3600,
+    )
+    app.add_middleware(Observed, server=server)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error answers ``{"error": message}``, as LibreTranslate's do."""
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -159,14 +179,16 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
         where = ".".join(str(p) for p in first["loc"])
         return JSONResponse({"error": f"Invalid request: {where}: {first['msg']}"}, 400)
 
-    # ------------------------------------------------------------- LibreTranslate
 
-    @app.post(
+def libretranslate_routes(server: Server) -> APIRouter:
+    """LibreTranslate's protocol: ``/translate``, ``/languages``, ``/frontend/settings``."""
+    router = APIRouter(tags=["LibreTranslate"])
+
+    @router.post(
         "/translate",
         response_model=TranslateResponse,
         response_model_exclude_none=True,
         openapi_extra=body_schema(TranslateRequest, form=True),
-        tags=["LibreTranslate"],
         summary="Translate text(s) with the version served for the pair",
     )
     async def translate(request: Request) -> dict[str, Any]:
@@ -192,10 +214,9 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
             answer["alternatives"] = [] if single else [[] for _ in outputs]
         return answer
 
-    @app.get(
+    @router.get(
         "/languages",
         response_model=list[Language],
-        tags=["LibreTranslate"],
         summary="The languages of the served pairs",
     )
     async def languages() -> list[Language]:
@@ -211,7 +232,7 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
             for code, t in sorted(targets.items())
         ]
 
-    @app.get("/frontend/settings", tags=["LibreTranslate"], summary="Limits clients show")
+    @router.get("/frontend/settings", summary="Limits clients show")
     async def frontend_settings() -> dict[str, Any]:
         pairs = await run_in_threadpool(served.list_served)
         source, target = (pairs[0].src_lang, pairs[0].tgt_lang) if pairs else ("", "")
@@ -229,13 +250,17 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
             },
         }
 
-    # --------------------------------------------------------------------- native
+    return router
 
-    @app.post(
+
+def native_routes(server: Server) -> APIRouter:
+    """The native API: ``/v1/translate``, ``/v1/translate_file``, ``/v1/versions``."""
+    router = APIRouter(tags=["native"])
+
+    @router.post(
         "/v1/translate",
         response_model=V1TranslateResponse,
         openapi_extra=body_schema(V1TranslateRequest, form=False),
-        tags=["native"],
         summary="Translate with a pinned version (or a pair's served one), any beam, attention "
         "and engine",
     )
@@ -280,12 +305,11 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
             ],
         )
 
-    app.include_router(file_routes(server, _call, _served_version))
+    router.include_router(file_routes(server, _call, _served_version))
 
-    @app.get(
+    @router.get(
         "/v1/versions",
         response_model=list[V1Version],
-        tags=["native"],
         summary="Every stored version, and whether it is served",
     )
     async def v1_versions(request: Request) -> list[V1Version]:
@@ -306,9 +330,14 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
 
         return await run_in_threadpool(read)
 
-    # ---------------------------------------------------------- health and metrics
+    return router
 
-    @app.get("/health", tags=["operations"], summary="Ready once every served version loaded")
+
+def operations_routes(server: Server) -> APIRouter:
+    """What operators and load balancers read: ``/health`` and ``/metrics``."""
+    router = APIRouter(tags=["operations"])
+
+    @router.get("/health", summary="Ready once every served version loaded")
     async def health() -> JSONResponse:
         pairs = await run_in_threadpool(served.list_served)
         server.ensure_loaded([p.version_id for p in pairs])
@@ -325,10 +354,9 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
             return JSONResponse({"status": "loading", "error": message, "served": listed}, 503)
         return JSONResponse({"status": "ok", "served": listed})
 
-    @app.get(
+    @router.get(
         "/metrics",
         response_class=PlainTextResponse,
-        tags=["operations"],
         summary="Prometheus text format",
     )
     async def metrics(request: Request) -> PlainTextResponse:
@@ -339,18 +367,10 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
             media_type="text/plain; version=0.0.4; charset=utf-8",
         )
 
-    app.add_middleware(
-        CORSMiddleware,
-        allow_origins=["*"],
-        allow_methods=["GET", "POST"],
-        allow_headers=["Authorization", "Content-Type"],
-        max_age=24 * 3600,
-    )
-    app.add_middleware(Observed, server=server)
-    return app
+    return router
 
 
 def app_from_environment() -> FastAPI:
-    """The app of a ``workbench serve`` process (uvicorn's factory; see ``server``)."""
+    """The app of a ``workbench serve`` process (uvicorn's factory; see ``entry``)."""
     raw = settings.serve_config()
     return create_app(ServeConfig.from_json(raw) if raw else ServeConfig())

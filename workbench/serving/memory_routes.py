@@ -19,11 +19,11 @@ from fastapi.responses import Response
 from starlette.datastructures import UploadFile
 
 from workbench.memory.file_translation import translate_xliff
-from workbench.memory.recall import Recalled, from_memory, recall
+from workbench.memory.recall import Recalled, merged, recall
 from workbench.models import registry
 from workbench.models.translation import MAX_BEAM
-from workbench.serving.process import Server
 from workbench.serving.protocol import ApiError, V1Match, V1TranslateRequest
+from workbench.serving.runtime import Server
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -44,11 +44,7 @@ async def translate_remembering(
         if todo
         else []
     )
-    by_index = dict(zip(todo, decoded, strict=True))
-    results = [
-        by_index[i] if r.exact is None else from_memory(r.exact) for i, r in enumerate(memory)
-    ]
-    return results, memory
+    return merged(memory, decoded), memory
 
 
 def _recall(
@@ -71,8 +67,8 @@ def memory_fields(recalled: Recalled) -> dict[str, Any]:
 
 def file_routes(server: Server, call: Any, served_version: Any) -> APIRouter:
     """``POST /v1/translate_file`` (module docstring); ``call`` and ``served_version`` are
-    ``http_app``'s."""
-    router = APIRouter(tags=["native"])
+    ``http_app``'s; the native router that includes it gives its tag."""
+    router = APIRouter()
 
     @router.post(
         "/v1/translate_file",

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlalchemy import delete, func, select
 
-from db.models import ModelVersion, ServedVersion, utcnow
+from db.tables import ModelVersion, ServedVersion, utcnow
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.models.registry import get_version

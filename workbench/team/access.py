@@ -30,7 +30,7 @@ from typing import NoReturn
 
 from sqlalchemy import select
 
-from db.models import Role, User
+from db.tables import Role, User
 from workbench import settings
 from workbench.errors import PermissionDenied, WorkbenchError
 from workbench.messages import N_, Message, MessageId
@@ -49,7 +49,7 @@ class Permission(StrEnum):
 
     READ is every member's: reading services need no actor (a page is shown to members only,
     ``ui.signin``), and the HTTP API asks it of a request's key when it runs with
-    ``--require-keys`` (``serving.process.Server.identify``). Every other permission guards
+    ``--require-keys`` (``serving.runtime.Server.identify``). Every other permission guards
     writes: a viewer holds none of them (a translation saved into a corpus is an edit).
     """
 

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Table, select
 from sqlalchemy.orm import Session
 
-from db.models import Base, Change, Corpus, GlossaryTerm, ModelVersion, Pair, UTCDateTime
+from db.tables import Base, Change, Corpus, GlossaryTerm, ModelVersion, Pair, UTCDateTime
 from workbench.messages import N_
 from workbench.storage import session_scope
 from workbench.team import access
@@ -77,7 +77,7 @@ ACTION_LABELS = {
 # moved is a note any write of pairs rewrites; undoing a rename must neither restore it nor
 # be refused because it changed. (Older records may hold it: an undo ignores it there too.)
 _UNRECORDED = {"corpora": frozenset({"split_note"})}
-# A row's revision (``db.models.Pair.revision``) is recorded but never compared or put back:
+# A row's revision (``db.tables.Pair.revision``) is recorded but never compared or put back:
 # every write raises it, an undo's too, so an edit based on the row before is a conflict.
 REVISION = "revision"
 

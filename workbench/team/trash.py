@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from db.models import Corpus, Pair, utcnow
+from db.tables import Corpus, Pair, utcnow
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.storage import session_scope

@@ -22,7 +22,7 @@ from sqlalchemy import ColumnElement, Table, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.models import Change, Pair
+from db.tables import Change, Pair
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.storage import session_scope

@@ -32,7 +32,7 @@ from core_model.training import TrainConfig, TrainingError, recipe, setup
 from core_model.training.calibration import Calibration, measure_candidate
 from core_model.training.layout import ONE_PROCESS
 from core_model.transformer import ModelConfig
-from db.models import Pair
+from db.tables import Pair
 from workbench import settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError

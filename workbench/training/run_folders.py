@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from core_model.artifact import ArtifactError
 from core_model.training import checkpoint as ckpt
-from db.models import RunStatus, TrainingRun
+from db.tables import RunStatus, TrainingRun
 from workbench import settings
 from workbench.models import staging
 from workbench.storage import session_scope

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
 from core_model.training import StopReason
-from db.models import Corpus, ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
+from db.tables import Corpus, ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message

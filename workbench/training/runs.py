@@ -33,7 +33,7 @@ from typing import Any
 
 from sqlalchemy import Update, delete, func, select, update
 
-from db.models import ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
+from db.tables import ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
 from workbench import job_rows, settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.snapshots import take_snapshot

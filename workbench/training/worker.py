@@ -36,7 +36,7 @@ from core_model.distributed import train_data_parallel
 from core_model.training import ProgressEvent, TrainConfig, TrainingError, parallel, resolve_device
 from core_model.training import checkpoint as ckpt
 from core_model.training.layout import LayoutChoice, choose_layout
-from db.models import Corpus, RunMetric, RunStatus, TrainingRun
+from db.tables import Corpus, RunMetric, RunStatus, TrainingRun
 from workbench import settings
 from workbench.corpus.snapshots import snapshot_from_ids
 from workbench.curation import pool_jobs, pool_translation

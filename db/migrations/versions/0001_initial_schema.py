@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-11-21
 
-Besides the tables of ``db.models`` this creates the backend-specific search support:
+Besides the tables of ``db.tables`` this creates the backend-specific search support:
 SQLite gets an external-content FTS5 table ``pairs_fts`` with the trigram tokenizer (substring
 search that works for unsegmented Chinese) kept in sync by triggers; ``detail='none'`` keeps
 the index small and fast to build (a query ANDs its trigrams, then LIKE confirms the hit).

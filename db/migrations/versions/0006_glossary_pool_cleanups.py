@@ -26,7 +26,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _SQLITE = {"sqlite_autoincrement": True}  # never reuse ids
-# The values as of this revision (db.models: RunStatus, PoolStatus, CLEANUP_ACTIONS).
+# The values as of this revision (db.tables: RunStatus, PoolStatus, CLEANUP_ACTIONS).
 RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 POOL_STATUSES = ("new", "accepted", "edited", "skipped")
 CLEANUP_ACTIONS = ("removed", "changed")

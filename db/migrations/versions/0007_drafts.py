@@ -21,7 +21,7 @@ down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-DRAFT_TABLES = ("pairs", "glossary")  # db.models.DRAFT_TABLES as of this revision
+DRAFT_TABLES = ("pairs", "glossary")  # db.tables.DRAFT_TABLES as of this revision
 
 
 def upgrade() -> None:

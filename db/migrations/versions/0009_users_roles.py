@@ -23,7 +23,7 @@ down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-ROLES = ("viewer", "editor", "admin")  # db.models.Role as of this revision
+ROLES = ("viewer", "editor", "admin")  # db.tables.Role as of this revision
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from db.models import Pair
+from db.tables import Pair
 from workbench.corpus import cleanups, corpora, importing, pairs
 from workbench.corpus.cleaning import Cleaner, CleaningOptions
 from workbench.errors import WorkbenchError

@@ -372,7 +372,7 @@ def test_every_write_path_applies_the_one_text_rule(db_url: str) -> None:
 
 
 def test_one_name_rule_for_corpora_and_versions(db_url: str) -> None:
-    from db.models import ModelVersion
+    from db.tables import ModelVersion
     from workbench.models import registry
     from workbench.storage import session_scope
 
@@ -399,7 +399,7 @@ def test_one_name_rule_for_corpora_and_versions(db_url: str) -> None:
 def test_a_numeric_name_never_hides_a_corpus_id(db_url: str) -> None:
     """New names may not be numbers; a legacy corpus named like another's id is ambiguous
     as a bare number, and '#N' always means the id."""
-    from db.models import Corpus
+    from db.tables import Corpus
     from workbench.storage import session_scope
 
     first = C.create_corpus("first", "zh", "en")

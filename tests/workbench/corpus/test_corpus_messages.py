@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ui import i18n
-from workbench.corpus import corpora, drafts, pairs, splits
+from workbench.corpus import corpora, draft_saves, drafts, pairs, splits
 from workbench.corpus.cleaning import Cleaner, CleaningOptions
 from workbench.corpus.formats import read_rows
 from workbench.corpus.import_checks import parse_pairs
@@ -104,7 +104,7 @@ def test_half_filled_rows_are_joined_in_chinese(wb_home: Path, chinese: None) ->
     added = tuple({"source": "汤"} if i % 2 else {"target": "soup"} for i in range(40))
     drafts.save(key, info.id, "pairs", drafts.Draft({}, added, ()))
     with pytest.raises(WorkbenchError) as refused:
-        drafts.apply_pairs(key, info.id)
+        draft_saves.apply_pairs(key, info.id)
     english = str(refused.value)
     assert english.startswith("nothing was saved: new row 1 has no source (zh); new row 2 has")
     assert english.count("; ") == 39
@@ -128,7 +128,7 @@ def test_a_pool_review_refusal_keeps_the_rows_problem(wb_home: Path, chinese: No
 def _pool_items(corpus_id: int) -> list:
     from sqlalchemy import select
 
-    from db.models import PoolSentence
+    from db.tables import PoolSentence
     from workbench.storage import session_scope
 
     with session_scope() as s:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import fingerprint_database
 from tests.workbench.team.test_access import VIEWER
-from workbench.corpus import corpora, drafts, glossary, pairs
+from workbench.corpus import corpora, draft_saves, drafts, glossary, pairs
 from workbench.corpus.drafts import Draft
 from workbench.errors import PermissionDenied, WorkbenchError
 from workbench.team import access
@@ -119,7 +119,7 @@ def test_saving_a_draft_writes_the_pairs_and_forgets_it_in_one_transaction(kitch
             deleted=(tea,),
         ),
     )
-    result = drafts.apply_pairs(A, kitchen).result
+    result = draft_saves.apply_pairs(A, kitchen).result
     assert (result.added, result.updated, result.deleted) == (1, 1, 1)
     assert pairs.search_pairs(kitchen).rows["target"].tolist() == ["cooked rice", "soup"]
     assert not drafts.load(A, kitchen, "pairs")
@@ -147,7 +147,7 @@ def test_a_refused_draft_changes_nothing_and_stays(
     """One rule for half-filled rows in every grid; any refusal writes nothing."""
     drafts.save(A, kitchen, table, draft)
     before = fingerprint_database()
-    apply = drafts.apply_pairs if table == "pairs" else drafts.apply_glossary
+    apply = draft_saves.apply_pairs if table == "pairs" else draft_saves.apply_glossary
     with pytest.raises(WorkbenchError, match=re.escape(message)):
         apply(A, kitchen)
     assert fingerprint_database() == before
@@ -166,7 +166,7 @@ def test_a_glossary_draft_edits_terms_by_their_stored_source_term(kitchen: int) 
             deleted=("米饭",),
         ),
     )
-    assert drafts.apply_glossary(A, kitchen).result == 2
+    assert draft_saves.apply_glossary(A, kitchen).result == 2
     assert glossary.list_terms(kitchen) == [("汤", "soup"), ("茶", "black tea")]
 
 
@@ -195,7 +195,7 @@ def test_only_a_role_that_may_edit_keeps_or_forgets_a_draft(
             lambda: drafts.save(A, kitchen, "glossary", Draft(added=({"source term": "茶"},))),
             lambda: drafts.save(A, kitchen, "pairs", Draft()),  # forgetting is a write too
             lambda: drafts.discard(A, kitchen, "pairs"),
-            lambda: drafts.apply_pairs(A, kitchen),
+            lambda: draft_saves.apply_pairs(A, kitchen),
         ):
             with pytest.raises(PermissionDenied, match=refused):
                 write()

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from db.models import Change, GlossaryTerm, Pair
+from db.tables import Change, GlossaryTerm, Pair
 from tests.helpers import cli
-from workbench.corpus import corpora, drafts, glossary, pairs
+from workbench.corpus import corpora, draft_saves, drafts, glossary, pairs
 from workbench.corpus.drafts import Draft
 from workbench.errors import WorkbenchError
 from workbench.storage import session_scope
@@ -91,9 +91,9 @@ def test_a_stale_edit_is_held_back_with_both_versions_and_the_rest_is_saved(kitc
     _edit(A, kitchen, tea, "green tea", seen_by_a)
     with acting_as(Actor("bo@example.org", access.Role.EDITOR)):
         _edit(B, kitchen, rice, "rice (tab B)", _revisions(kitchen))
-        assert drafts.apply_pairs(B, kitchen).result.updated == 1
+        assert draft_saves.apply_pairs(B, kitchen).result.updated == 1
 
-    saved = drafts.apply_pairs(A, kitchen)
+    saved = draft_saves.apply_pairs(A, kitchen)
     assert saved.result.updated == 1  # tea: nobody changed it since
     [conflict] = saved.conflicts
     assert conflict.row_id == rice
@@ -105,12 +105,12 @@ def test_a_stale_edit_is_held_back_with_both_versions_and_the_rest_is_saved(kitc
     assert _targets(kitchen)[tea] == "green tea"
     kept = drafts.load(A, kitchen, "pairs")  # the held-back edit stays in the draft alone
     assert kept.edited == {rice: {"target": "rice (tab A)"}} and kept.bases == {rice: 1}
-    assert drafts.conflicts(A, kitchen, "pairs") == [conflict]
-    assert drafts.apply_pairs(A, kitchen).conflicts == (conflict,)  # saving again: still held
+    assert draft_saves.conflicts(A, kitchen, "pairs") == [conflict]
+    assert draft_saves.apply_pairs(A, kitchen).conflicts == (conflict,)  # saving again: still held
 
-    drafts.resolve(A, kitchen, "pairs", rice, "mine")
-    assert drafts.conflicts(A, kitchen, "pairs") == []
-    done = drafts.apply_pairs(A, kitchen)
+    draft_saves.resolve(A, kitchen, "pairs", rice, "mine")
+    assert draft_saves.conflicts(A, kitchen, "pairs") == []
+    done = draft_saves.apply_pairs(A, kitchen)
     assert (done.result.updated, done.conflicts) == (1, ())
     assert _targets(kitchen)[rice] == "rice (tab A)"
     assert not drafts.load(A, kitchen, "pairs")
@@ -130,10 +130,10 @@ def test_keeping_theirs_forgets_the_edit_and_a_merge_is_saved(
     seen = _revisions(kitchen)
     _edit(A, kitchen, rice, "rice (A)", seen)
     _edit(B, kitchen, rice, "rice (B)", seen)
-    drafts.apply_pairs(B, kitchen)
-    assert [c.row_id for c in drafts.apply_pairs(A, kitchen).conflicts] == [rice]
-    drafts.resolve(A, kitchen, "pairs", rice, keep, cells)
-    drafts.apply_pairs(A, kitchen)
+    draft_saves.apply_pairs(B, kitchen)
+    assert [c.row_id for c in draft_saves.apply_pairs(A, kitchen).conflicts] == [rice]
+    draft_saves.resolve(A, kitchen, "pairs", rice, keep, cells)
+    draft_saves.apply_pairs(A, kitchen)
     assert _targets(kitchen)[rice] == target
     assert not drafts.load(A, kitchen, "pairs")
 
@@ -143,32 +143,32 @@ def test_a_pair_deleted_since_comes_back_only_if_kept(kitchen: int) -> None:
     seen = _revisions(kitchen)
     _edit(A, kitchen, rice, "rice (A)", seen)
     drafts.save(B, kitchen, "pairs", Draft(deleted=(rice, tea), bases={rice: 1, tea: 1}))
-    drafts.apply_pairs(B, kitchen)
-    [conflict] = drafts.apply_pairs(A, kitchen).conflicts
+    draft_saves.apply_pairs(B, kitchen)
+    [conflict] = draft_saves.apply_pairs(A, kitchen).conflicts
     assert conflict.theirs is None and conflict.revision is None
     assert conflict.yours == {"source": "米饭", "target": "rice (A)", "split": "train", "note": ""}
-    drafts.resolve(A, kitchen, "pairs", rice, "mine")
-    assert drafts.apply_pairs(A, kitchen).result.added == 1
+    draft_saves.resolve(A, kitchen, "pairs", rice, "mine")
+    assert draft_saves.apply_pairs(A, kitchen).result.added == 1
     assert "rice (A)" in _targets(kitchen).values()
     # A deletion of a pair deleted meanwhile is no conflict: both wanted it gone.
     drafts.save(A, kitchen, "pairs", Draft(deleted=(tea,), bases={tea: 1}))
-    assert drafts.apply_pairs(A, kitchen).conflicts == ()
+    assert draft_saves.apply_pairs(A, kitchen).conflicts == ()
 
 
 def test_an_edit_of_a_pair_that_a_draft_deletes_is_a_conflict(kitchen: int) -> None:
     rice = min(_revisions(kitchen))
     drafts.save(A, kitchen, "pairs", Draft(deleted=(rice,), bases={rice: 1}))
     pairs.apply_edits(kitchen, edited={rice: {"note": "keep me"}})
-    [conflict] = drafts.apply_pairs(A, kitchen).conflicts
+    [conflict] = draft_saves.apply_pairs(A, kitchen).conflicts
     assert conflict.yours is None and conflict.theirs is not None
     assert conflict.theirs["note"] == "keep me"
     assert rice in _targets(kitchen)
     with pytest.raises(WorkbenchError, match="keep one of theirs, mine, merged"):
-        drafts.resolve(A, kitchen, "pairs", rice, "both")
+        draft_saves.resolve(A, kitchen, "pairs", rice, "both")
     with pytest.raises(WorkbenchError, match="no conflict on row 999"):
-        drafts.resolve(A, kitchen, "pairs", 999, "mine")
-    drafts.resolve(A, kitchen, "pairs", rice, "mine")  # delete it as it is now
-    assert drafts.apply_pairs(A, kitchen).result.deleted == 1
+        draft_saves.resolve(A, kitchen, "pairs", 999, "mine")
+    draft_saves.resolve(A, kitchen, "pairs", rice, "mine")  # delete it as it is now
+    assert draft_saves.apply_pairs(A, kitchen).result.deleted == 1
 
 
 def test_a_glossary_term_changed_since_is_held_back(kitchen: int) -> None:
@@ -182,7 +182,7 @@ def test_a_glossary_term_changed_since_is_held_back(kitchen: int) -> None:
         Draft(edited={"茶": {tgt: "green tea"}, "汤": {tgt: "broth"}}, bases=seen),
     )
     glossary.set_terms(kitchen, [("茶", "black tea"), ("汤", "soup")])
-    saved = drafts.apply_glossary(A, kitchen)
+    saved = draft_saves.apply_glossary(A, kitchen)
     [conflict] = saved.conflicts
     assert conflict.row_id == "茶"
     assert conflict.theirs == {src: "茶", tgt: "black tea"}
@@ -202,7 +202,7 @@ def test_an_undo_from_the_command_line_makes_a_draft_based_before_it_a_conflict(
         last = s.scalar(select(Change.id).order_by(Change.id.desc()).limit(1))
     proc = cli("undo", str(last))
     assert proc.returncode == 0, proc.stderr
-    [conflict] = drafts.apply_pairs(A, kitchen).conflicts
+    [conflict] = draft_saves.apply_pairs(A, kitchen).conflicts
     assert conflict.theirs is not None and conflict.theirs["target"] == "rice"
     assert _targets(kitchen)[rice] == "rice"
 
@@ -222,7 +222,7 @@ OPS = st.one_of(
     st.tuples(st.just("look"), st.integers(0, 1)),
     st.tuples(st.just("edit"), st.integers(0, 1), st.integers(0, 2)),
     st.tuples(st.just("save"), st.integers(0, 1)),
-    st.tuples(st.just("resolve"), st.integers(0, 1), st.sampled_from(drafts.KEEP[:2])),
+    st.tuples(st.just("resolve"), st.integers(0, 1), st.sampled_from(draft_saves.KEEP[:2])),
 )
 
 
@@ -244,7 +244,7 @@ def test_two_tabs_in_any_order_lose_no_saved_edit(kitchen: int, ops: list[tuple]
     def save(tab: Tab) -> None:
         before_rev, before_text = _revisions(kitchen), _targets(kitchen)
         draft = drafts.load(tab.key, kitchen, "pairs")
-        saved = drafts.apply_pairs(tab.key, kitchen)
+        saved = draft_saves.apply_pairs(tab.key, kitchen)
         held = {c.row_id for c in saved.conflicts}
         after_rev, after_text = _revisions(kitchen), _targets(kitchen)
         for pid in ids:
@@ -268,15 +268,15 @@ def test_two_tabs_in_any_order_lose_no_saved_edit(kitchen: int, ops: list[tuple]
         elif op[0] == "save":
             save(tab)
         else:
-            for c in drafts.conflicts(tab.key, kitchen, "pairs"):
-                drafts.resolve(tab.key, kitchen, "pairs", c.row_id, op[2])
+            for c in draft_saves.conflicts(tab.key, kitchen, "pairs"):
+                draft_saves.resolve(tab.key, kitchen, "pairs", c.row_id, op[2])
                 if op[2] == "theirs":
                     tab.typed.pop(c.row_id, None)
             tab.seen = _revisions(kitchen)
     for tab in tabs:
         last = dict(tab.typed)
-        for c in drafts.conflicts(tab.key, kitchen, "pairs"):
-            drafts.resolve(tab.key, kitchen, "pairs", c.row_id, "mine")
+        for c in draft_saves.conflicts(tab.key, kitchen, "pairs"):
+            draft_saves.resolve(tab.key, kitchen, "pairs", c.row_id, "mine")
         save(tab)
         assert not tab.typed and not drafts.load(tab.key, kitchen, "pairs")
         assert all(_targets(kitchen)[pid] == text for pid, text in last.items())

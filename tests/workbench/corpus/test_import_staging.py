@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from db.models import Corpus, Pair
+from db.tables import Corpus, Pair
 from tests.helpers import killed_import
 from workbench.corpus import corpora as C
 from workbench.corpus import formats as F

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from db.models import PoolJob, RunStatus, utcnow
+from db.tables import PoolJob, RunStatus, utcnow
 from tests.helpers import (
     module_home,
     start_worker,

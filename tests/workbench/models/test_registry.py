@@ -369,7 +369,7 @@ def test_the_recorded_checksum_covers_the_model_config(outside_folder: Path) -> 
     import json
 
     from core_model.artifact import sha256_file
-    from db.models import ModelVersion
+    from db.tables import ModelVersion
     from workbench.storage import session_scope
 
     version = model_import.import_version(outside_folder)

@@ -13,7 +13,7 @@ import torch
 from core_model import ModelConfig, Transformer
 from core_model.tokenizer import TokenizerPair, WhitespaceTokenizer
 from core_model.translator import translate_ids
-from db.models import ModelVersion
+from db.tables import ModelVersion
 from tests.helpers import module_home, trained_home, training
 from workbench.corpus import corpora, demo, pairs
 from workbench.errors import WorkbenchError

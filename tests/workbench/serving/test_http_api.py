@@ -602,7 +602,7 @@ def test_the_http_front_end_holds_no_sql_and_no_torch() -> None:
     """Like the UI and the CLI, the HTTP layer only calls workbench services."""
     import ast
 
-    for name in ("http_app.py", "process.py", "protocol.py"):
+    for name in ("http_app.py", "runtime.py", "protocol.py"):
         tree = ast.parse((ROOT / "workbench" / "serving" / name).read_text("utf-8"))
         modules = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         modules += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import cli, free_port
 from workbench.errors import WorkbenchError
 from workbench.serving.config import ServeConfig
-from workbench.serving.server import refuse_anonymous_network, startup_lines
+from workbench.serving.entry import refuse_anonymous_network, startup_lines
 
 
 def _listening(port: int) -> bool:

@@ -23,7 +23,7 @@ from tests.helpers import (
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import registry, translation
-from workbench.serving import api_keys, served, server_process
+from workbench.serving import api_keys, launcher, served
 from workbench.serving.batching import BatchDone, Batcher, Busy, Engine, default_engine
 from workbench.serving.limits import RateLimiter
 from workbench.serving.metrics import Metrics, percentile
@@ -331,6 +331,6 @@ def test_a_bad_serve_port_setting_is_one_clear_error(
 ) -> None:
     monkeypatch.setenv(settings.ENV_SERVE_PORT, value)
     with pytest.raises(WorkbenchError, match="must be a port number from 1 to 65535"):
-        server_process.server_state()
+        launcher.server_state()
     monkeypatch.setenv(settings.ENV_SERVE_PORT, "5123")
-    assert server_process.server_url() == "http://127.0.0.1:5123"
+    assert launcher.server_url() == "http://127.0.0.1:5123"

@@ -14,7 +14,7 @@ from unittest import mock
 
 import pytest
 
-from db.models import Role
+from db.tables import Role
 from tests.helpers import cli, make_toy_corpus, toy_pairs
 from ui import i18n
 from workbench import settings

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from db.models import Change, Pair, utcnow
+from db.tables import Change, Pair, utcnow
 from tests.conftest import fingerprint_database
 from tests.helpers import ROOT
 from tests.workbench.models.test_registry import outside_folder  # noqa: F401 (a fixture)
@@ -375,7 +375,7 @@ def test_the_command_line_lists_undoes_and_restores(wb_home: Path, tmp_path: Pat
 
 
 def test_a_pool_sentence_accepted_into_the_corpus_is_recorded(wb_home: Path) -> None:
-    from db.models import PoolSentence
+    from db.tables import PoolSentence
     from workbench.curation import pool
 
     info = corpora.create_corpus("pool", "zh", "en")

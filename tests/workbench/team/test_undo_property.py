@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from db.models import Change, Corpus, GlossaryTerm, Pair
+from db.tables import Change, Corpus, GlossaryTerm, Pair
 from tests.conftest import fingerprint_database
 from workbench.corpus import cleanups, corpora, glossary, importing, pairs
 from workbench.corpus.cleaning import CleaningOptions

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from core_model.training import checkpoint as ckpt
-from db.models import RunMetric, RunStatus, TrainingRun, utcnow
+from db.tables import RunMetric, RunStatus, TrainingRun, utcnow
 from tests.helpers import (
     ROOT,
     add_preset,

@@ -1,4 +1,5 @@
-"""Run the HTTP server: uvicorn with the app of ``http_app``, in one or several processes.
+"""The entry point of ``python -m workbench serve``: uvicorn with the app of ``http_app``, in one
+or several processes.
 
 Each process loads the served versions once (the registry caches loaded versions) and keeps
 its own batcher, limits and metrics. The config reaches the processes through the

@@ -1,4 +1,4 @@
-"""The HTTP server the Models page starts and stops (``serving.server_process``), for real:
+"""The HTTP server the Models page starts and stops (``serving.launcher``), for real:
 a stopped server leaves no ``<defunct>`` child under the app and no PID in ``server.json``
 (issue 37: both stayed after "Stop the server")."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import free_port
 from workbench import settings
-from workbench.serving import server_process
+from workbench.serving import launcher
 
 
 def _children() -> dict[int, str]:
@@ -32,16 +32,16 @@ def test_a_stopped_server_is_reaped_and_forgotten(
     wb_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(settings.ENV_SERVE_PORT, str(free_port()))
-    state = server_process.start_server()
+    state = launcher.start_server()
     pid = state.pid
     try:
         assert state.answering and pid is not None
         assert json.loads(settings.server_record_path().read_text())["pid"] == pid
         assert pid in _children(), "the server is this process' child: it must reap it"
     finally:
-        server_process.stop_server()
+        launcher.stop_server()
     assert pid not in _children(), f"the stopped server is still a child: {_children()}"
     assert not settings.server_record_path().exists(), "server.json still names the PID"
-    assert server_process.server_state().status == "down"
-    with pytest.raises(server_process.WorkbenchError, match="No server started by this app"):
-        server_process.stop_server()
+    assert launcher.server_state().status == "down"
+    with pytest.raises(launcher.WorkbenchError, match="No server started by this app"):
+        launcher.stop_server()

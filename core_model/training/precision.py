@@ -4,7 +4,10 @@ One policy for the whole engine, so training, validation and the benchmarks agre
 - device 'auto' is the GPU when there is one;
 - precision 'auto' is bf16 autocast where the hardware multiplies bf16 natively (CUDA GPUs
   with bf16; CPUs with AMX or AVX512-BF16) and the model is big enough for the matrix
-  products to outweigh the casts, else fp32;
+  products to outweigh the casts, else fp32; on such a CPU a run that calibrates times both
+  (`candidate_precisions`) and trains the faster on its own batches: CPU bf16 (oneDNN)
+  prepares its kernels per batch shape, and on an AMX Xeon that made real batches 2.7x
+  slower than one shape timed again and again;
 - CPU threads follow the cores other processes leave idle (OpenMP threads spin-wait on each
   other, so one thread on a busy core stalls all of them).
 """
@@ -20,6 +23,10 @@ import torch
 
 from core_model.training.config import TrainingError
 
+# Training batches' lengths are rounded up to a multiple of this, by device and precision
+# (`shape_multiple`): fewer distinct shapes, at the cost of some padding. Measured by
+# `bench/batch_shapes.py` (docs/TRAINING.md, "Batch shapes"): real tokens/s decide.
+SHAPE_MULTIPLE = {("cpu", "bf16"): 8, ("cpu", "fp32"): 1, ("cuda", "bf16"): 8, ("cuda", "fp32"): 8}
 BF16_MIN_PARAMETERS = 2_000_000  # below this, CPU autocast's casts cost more than they save
 SINGLE_THREAD_PARAMETERS = 2_000_000  # below this, a second thread gains nothing
 
@@ -77,6 +84,17 @@ def cpu_threads(requested: int | None, n_params: int, default: int) -> int:
     return max(1, min(default, int(idle + 0.3)))
 
 
+def candidate_precisions(name: str, device: torch.device, n_params: int) -> list[str]:
+    """The precisions a calibration times for a run asked `name`: the one asked for; on a
+    CPU with native bf16, for 'auto', both (the faster on the run's batches trains); else
+    what 'auto' resolves to."""
+    if name != "auto":
+        return [name]
+    if device.type == "cpu" and cpu_supports_bf16() and n_params >= BF16_MIN_PARAMETERS:
+        return ["bf16", "fp32"]
+    return ["bf16" if resolve_precision(name, device, n_params) is not None else "fp32"]
+
+
 def resolve_device(name: str) -> torch.device:
     """'auto' | 'cpu' | 'cuda' | 'cuda:N' -> a device this machine has (or a TrainingError)."""
     if name == "auto":
@@ -101,6 +119,12 @@ def resolve_precision(name: str, device: torch.device, n_params: int = 0) -> tor
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
     return torch.bfloat16 if cpu_supports_bf16() and n_params >= BF16_MIN_PARAMETERS else None
+
+
+def shape_multiple(device: torch.device, amp: torch.dtype | None) -> int:
+    """What a training batch's lengths are rounded up to on `device` at this precision
+    (SHAPE_MULTIPLE)."""
+    return SHAPE_MULTIPLE[(device.type, "fp32" if amp is None else "bf16")]
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:

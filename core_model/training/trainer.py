@@ -28,13 +28,14 @@ from core_model.batching import Batch, collate, encode_pairs, make_batches, shar
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
 from core_model.training import progress, recipe, setup
-from core_model.training.calibration import Calibration, measure_candidate
+from core_model.training.calibration import Calibration, fastest, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Layout, Ranks, data_parallel
 from core_model.training.precision import (
     cpu_threads,
     is_out_of_memory,
     resolve_precision,
+    shape_multiple,
 )
 from core_model.training.progress import ProgressEvent, StopReason
 from core_model.training.schedule import BudgetClock, make_schedule, plan_budget
@@ -196,7 +197,12 @@ class Trainer:
         self.model = init_model if init_model is not None else Transformer(mcfg)
         self.model.to(self.device).train()
         self.n_params = self.model.num_parameters()
-        self.amp = resolve_precision(cfg.precision, self.device, self.n_params)
+        # 'auto' trains at the precision measured fastest on this machine's real batches
+        measured = self.plan.calibration or self.measured_speed
+        asked = cfg.precision
+        precision = measured.precision if asked == "auto" and measured is not None else asked
+        self.amp = resolve_precision(precision, self.device, self.n_params)
+        self.shape_multiple = shape_multiple(self.device, self.amp)
         self.default_threads = torch.get_num_threads()
         self._set_threads()
         self.optimizer = setup.make_optimizer(cfg, self.model)
@@ -250,8 +256,8 @@ class Trainer:
         if self.device.type != "cpu" or self.ranks.on:
             return None
         one = Layout(1, self.cfg.num_threads or 0)
-        return lambda candidate: measure_candidate(
-            candidate, facts.side_tokens, self.device, one, pretrained
+        return lambda candidate: fastest(
+            measure_candidate(candidate, facts.length_mix(), self.device, one, pretrained)
         )
 
     def _set_threads(self) -> None:
@@ -368,7 +374,8 @@ class Trainer:
             if self.state.step >= self.budget.total_steps:
                 self.stop_reason = self._planned_end()
                 break
-            batch = collate(self.train_ex, idx, self.mcfg.specials).to(self.device)
+            batch = collate(self.train_ex, idx, self.mcfg.specials, self.shape_multiple)
+            batch = batch.to(self.device)
             # One exchange a step: the stop flags (a rank alone may see a cancel request or
             # its clock run out, and every rank must stop at the same step) and the update's
             # tokens over all ranks (the loss is the mean over them; the budget counts them).

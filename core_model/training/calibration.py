@@ -95,12 +95,16 @@ def measure(
     precision: str = "auto",
     num_threads: int | None = None,
     seconds: float = CALIBRATION_S,
+    multiple: int | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> Calibration:
     """Tokens per second of training steps of a fresh `mcfg` model on this machine, at the
     precision and thread count a run of it would get (`precision`, `num_threads` as in
-    TrainConfig), on length-bucketed batches of pairs of these (source, target) `lengths`.
-    Inside a process group every rank takes its share of `batch_tokens` and of the batches,
-    and the gradients are all-reduced, as in training; the result counts all ranks."""
+    TrainConfig), on length-bucketed batches of pairs of these (source, target) `lengths`
+    (their lengths rounded up to `multiple`; None: as the run rounds them). Inside a process
+    group every rank takes its share of `batch_tokens` and of the batches, and the gradients
+    are all-reduced, as in training; the result counts all ranks. (`multiple` and
+    `max_steps`: for `bench/batch_shapes.py`.)"""
     ranks = Ranks()
     model = Transformer(mcfg).to(device).train()
     n_params = model.num_parameters()
@@ -114,7 +118,7 @@ def measure(
     examples = synthetic_examples(vocab, lengths, specials=mcfg.specials)
     share = max(1, batch_tokens // ranks.world)
     batches = shard_batches(make_batches(examples, share), ranks.rank, ranks.world)
-    multiple = shape_multiple(device, amp)
+    multiple = multiple or shape_multiple(device, amp)
     comm = ranks.comm_device(device)
     before = torch.get_num_threads()
     if device.type == "cpu":
@@ -144,7 +148,7 @@ def measure(
         tokens, steps, start = 0, 0, time.perf_counter()
         while True:  # rank 0's clock decides, so every rank takes the same steps
             late = steps >= 2 and time.perf_counter() - start >= seconds
-            done = step(UNTIMED_STEPS + steps, stop=steps >= MAX_STEPS or (ranks.main and late))
+            done = step(UNTIMED_STEPS + steps, stop=steps >= max_steps or (ranks.main and late))
             if done is None:
                 break
             tokens, steps = tokens + done, steps + 1

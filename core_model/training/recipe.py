@@ -246,6 +246,21 @@ def resolve(
     return Plan(_choose(base, facts, gpu, fine_tune, memorise, tokens), tokens, calibration)
 
 
+def replan(
+    plan: Plan, requested: TrainConfig, facts: CorpusFacts, fine_tune: bool, tokens: float
+) -> Plan:
+    """`plan` for a run that will train `tokens` instead of `plan.budget_tokens` (it trains
+    faster or slower than calibrated, `training.pace`): the automatic choices that follow the
+    budget and can still change once the run has started — dropout (the passes it will make)
+    and the warm-up (the updates it buys); the vocabulary, the model and the batch are fixed
+    by then, and the decay and the averaging window follow the clock already."""
+    cfg = plan.cfg
+    passes = tokens / max(1, facts.tokens)
+    dropout = requested.dropout if requested.dropout is not None else _dropout(passes, False)
+    warmup = _warmup(requested, False, fine_tune, tokens, int(cfg.max_tokens_per_batch or 0))
+    return Plan(replace(cfg, dropout=dropout, warmup_steps=warmup), tokens, plan.calibration)
+
+
 def _budget_tokens(
     cfg: TrainConfig,
     facts: CorpusFacts,

@@ -143,9 +143,9 @@ def test_calibration_batches_the_corpus_length_mix_as_the_run_does() -> None:
     )
     mcfg = ModelConfig.from_preset("tiny", src_vocab_size=300, tgt_vocab_size=300)
     cpu = torch.device("cpu")
-    mixed = measure(mcfg, 250, facts.length_mix(), cpu, "fp32", 1, seconds=0.5)
-    one = measure(mcfg, 250, [(9, 9)] * 50, cpu, "fp32", 1, seconds=0.5)  # 2 equal batches
-    assert mixed.shapes >= 3 and mixed.steps >= mixed.shapes
+    mixed = measure(mcfg, 250, facts.length_mix(), cpu, "fp32", 1, 600.0, max_steps=6)
+    one = measure(mcfg, 250, [(9, 9)] * 50, cpu, "fp32", 1, 600.0, max_steps=6)  # 2 equal batches
+    assert mixed.steps == 6 and mixed.shapes >= 3
     assert one.shapes == 1
     assert CorpusFacts(10, 0, 100, True).length_mix()[0] == (6, 6)  # no sample: side_tokens
 
@@ -179,7 +179,7 @@ def test_auto_trains_the_precision_measured_faster_on_the_runs_batches(
     m = train(pairs, pairs[:30], cfg).metrics
     assert sorted(set(timed)) == ["bf16", "fp32"]
     assert m["precision"] == faster and m["calibration"]["precision"] == faster
-    assert m["budget_tokens"] == int(2 * 3_000.0 * 0.9)
+    assert m["pace"]["budget_tokens_at_start"] == int(2 * 3_000.0 * 0.9)
 
 
 def test_a_minutes_run_records_its_calibration_and_projected_budget() -> None:
@@ -188,7 +188,8 @@ def test_a_minutes_run_records_its_calibration_and_projected_budget() -> None:
     m = train(pairs, pairs[:30], cfg).metrics
     cal = m["calibration"]
     assert m["budget_tokens_projected"] and cal["precision"] == "fp32" and cal["threads"] == 1
-    assert m["budget_tokens"] == pytest.approx(3 * cal["tokens_per_s"] * 0.9, rel=0.01)
+    planned = m["pace"]["budget_tokens_at_start"]
+    assert planned == pytest.approx(3 * cal["tokens_per_s"] * 0.9, rel=0.01)
     by_tokens = train(pairs[:40], None, TrainConfig(token_budget=500, tokenizer="whitespace"))
     assert by_tokens.metrics["budget_tokens"] == 500
     assert by_tokens.metrics["calibration"] is None

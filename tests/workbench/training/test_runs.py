@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -117,6 +118,26 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
     assert run.stopped_because == "time budget reached"
     assert run.progress_detail["limit"] == "time"
     assert run.progress_total == run.progress_step < 20000
+    # the run against its plan (issue 38): planned and real speed, and, in words, a re-plan
+    pace = run.progress_detail["pace"]
+    assert pace["planned_tokens_per_s"] > 0 and pace["real_tokens_per_s"] > 0
+    replanned = dataclasses.replace(
+        run,
+        status=RunStatus.RUNNING,
+        progress_detail={
+            "pace": {
+                "planned_tokens_per_s": 5_000.0,
+                "replans": [{"real_tokens_per_s": 3_000.0}],
+                "thread_changes": [{"threads": 1, "why": "slowed down"}],
+            }
+        },
+    )
+    assert replanned.pace == [
+        "This machine trains 40 % slower than measured at the start (3,000 instead of 5,000 "
+        "tokens/s): the plan was adjusted.",
+        "Steps slowed down (another program is using a core): training goes on with one "
+        "thread until the core is free again.",
+    ]
 
 
 def test_two_workers_claim_one_run_exactly_once(db_url: str, tmp_path: Path) -> None:

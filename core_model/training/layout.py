@@ -32,7 +32,7 @@ from core_model.training.precision import resolve_device
 from core_model.transformer import ModelConfig
 
 PARALLEL_MIN_S = 60.0  # a run expected to train for less keeps one process (not timed)
-ONE_PROCESS = Layout(1, 0)  # threads 0: the idle cores, checked every epoch
+ONE_PROCESS = Layout(1, 0)  # threads 0: the idle cores at the start, then `pace.ThreadWatch`
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def cpu_threads(requested: int | None, n_params: int, default: int) -> int:
 
     On a busy 2-core machine two threads measured 4-10x slower than one, so: 1 thread for
     small models (too small to gain anyway), otherwise as many threads as there are idle cores
-    (at least 1, at most `default`, torch's setting). Re-checked every epoch.
+    (at least 1, at most `default`, torch's setting); then `pace.ThreadWatch` follows the steps.
     """
     if requested:
         return max(1, int(requested))

@@ -95,7 +95,8 @@ def train(
     - `speed`: this machine's measured speed for the run's layout (`layout.choose_layout`),
       which a minutes budget is planned by instead of a measurement of its own (data-parallel
       ranks must all plan alike); a resumed run keeps its first measurement.
-    - `threads`: CPU threads for the whole run (None: the idle cores, checked every epoch).
+    - `threads`: CPU threads to train with (None: the idle cores); fewer while a core is taken
+      (`pace.ThreadWatch`) unless `cfg.num_threads` fixes them.
     Raises TrainingError with a user-facing sentence on bad input, divergence or OOM.
     """
     trainer = Trainer(cfg or TrainConfig(), callback, should_cancel, speed, threads)

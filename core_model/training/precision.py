@@ -24,8 +24,10 @@ import torch
 from core_model.training.config import TrainingError
 
 # Training batches' lengths are rounded up to a multiple of this, by device and precision
-# (`shape_multiple`): fewer distinct shapes, at the cost of some padding. Measured by
-# `bench/batch_shapes.py` (docs/TRAINING.md, "Batch shapes"): real tokens/s decide.
+# (`shape_multiple`): fewer distinct shapes, at the cost of some padding. Real tokens/s
+# decide (docs/TRAINING.md, "Batch shapes"; `bench/batch_shapes.py`): CPU bf16 on an
+# AVX512-BF16 EPYC, 60 steps, one shape 5,874 tokens/s, real batches 4,540, padded to 8
+# 5,871; fp32 unchanged by the shapes. GPU: tensor-core tiles, not measured yet.
 SHAPE_MULTIPLE = {("cpu", "bf16"): 8, ("cpu", "fp32"): 1, ("cuda", "bf16"): 8, ("cuda", "fp32"): 8}
 BF16_MIN_PARAMETERS = 2_000_000  # below this, CPU autocast's casts cost more than they save
 SINGLE_THREAD_PARAMETERS = 2_000_000  # below this, a second thread gains nothing

@@ -571,3 +571,23 @@ def test_stored_reasons_are_told_truthfully(db_url: str) -> None:
         "validation stopped improving for 4 epochs"
     )
     assert run_info.describe_stop(None) is None
+
+
+def test_the_worker_and_cli_let_waiting_openmp_threads_sleep() -> None:
+    """`python -m workbench` sets OMP_WAIT_POLICY=PASSIVE before torch loads OpenMP (spinning
+    threads collapsed a run when another program took a core: docs/TRAINING.md "A busy
+    core"); a policy the user set is kept."""
+    code = (
+        "import os, runpy; runpy.run_module('workbench', run_name='imported'); "
+        "import torch; print(os.environ['OMP_WAIT_POLICY'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "PASSIVE", out.stderr[-2000:]
+    kept = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+        capture_output=True,
+        text=True,
+    )
+    assert kept.stdout.strip() == "ACTIVE"

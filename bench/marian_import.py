@@ -166,7 +166,7 @@ def throughput(seconds: float, threads: int) -> dict:
     out: dict = {}
     for name, cfg in (("marian", marian), ("small", small)):
         for batch in recipe.CPU_BATCH_TOKENS:
-            speed = measure(cfg, batch, 20, cpu, "fp32", threads, seconds=seconds)
+            speed = measure(cfg, batch, [(20, 20)] * 64, cpu, "fp32", threads, seconds=seconds)
             out[f"train_tokens_per_s_{name}_batch{batch}"] = speed.tokens_per_s
     ratios = [
         out[f"train_tokens_per_s_small_batch{b}"] / out[f"train_tokens_per_s_marian_batch{b}"]

@@ -92,13 +92,12 @@ def layouts_on_the_whole_machine(
     for layout in cpu_layouts(cores):
         # the FLOPs of one rank's calibration batch, per token it counts
         share = max(sentence_tokens, batch_tokens // layout.processes)
-        examples = synthetic_examples(
-            cfg.src_vocab_size, sentence_tokens, share // sentence_tokens + 1
-        )
+        lengths = [(sentence_tokens, sentence_tokens)] * (share // sentence_tokens + 1)
+        examples = synthetic_examples(cfg.src_vocab_size, lengths)
         batch = collate(examples, make_batches(examples, share, shuffle=False)[0])
         per_token = step_flops(cfg, batch.src, batch.tgt_in) / (batch.n_tokens + batch.n_src_tokens)
-        speed = measure_layout(
-            layout, cfg, batch_tokens, sentence_tokens, torch.device("cpu"), "fp32", seconds=5.0
+        (speed,) = measure_layout(
+            layout, cfg, batch_tokens, lengths, torch.device("cpu"), ["fp32"], seconds=5.0
         )
         flops = speed.tokens_per_s * per_token
         timed.append(

@@ -126,14 +126,19 @@ class Batch:
 
 
 def collate(
-    examples: Sequence[Example], indices: Sequence[int], specials: SpecialIds = RESERVED
+    examples: Sequence[Example],
+    indices: Sequence[int],
+    specials: SpecialIds = RESERVED,
+    multiple: int = 1,
 ) -> Batch:
     """Pad a batch: decoder input = BOS + target, decoder output = target + EOS (`specials`:
-    the model's reserved ids, `ModelConfig.specials`)."""
+    the model's reserved ids, `ModelConfig.specials`). `multiple`: both lengths are rounded
+    up to a multiple of it, so that a run meets few distinct shapes (`precision.shape_multiple`);
+    the extra positions are padding, masked like any other."""
     chosen = [examples[i] for i in indices]
     b = len(chosen)
-    s = max(len(ex.src) for ex in chosen)
-    t = max(len(ex.tgt) for ex in chosen) + 1
+    s = _round_up(max(len(ex.src) for ex in chosen), multiple)
+    t = _round_up(max(len(ex.tgt) for ex in chosen) + 1, multiple)
     src = torch.full((b, s), specials.pad, dtype=torch.long)
     tgt_in = torch.full((b, t), specials.pad, dtype=torch.long)
     tgt_out = torch.full((b, t), specials.pad, dtype=torch.long)
@@ -147,6 +152,10 @@ def collate(
     n_tokens = sum(len(ex.tgt) + 1 for ex in chosen)
     n_src = sum(len(ex.src) for ex in chosen)
     return Batch(src, tgt_in, tgt_out, n_tokens, n_src)
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // max(1, multiple)) * max(1, multiple)
 
 
 def pad_sources(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:

@@ -213,6 +213,8 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
             st.caption(localized(run.note))
         if run.layout:
             st.caption(localized(run.layout))
+        for words in run.pace:
+            st.caption(localized(words))
         if run.status == RunStatus.QUEUED:
             st.caption(_("Waiting for the worker…"))
             return

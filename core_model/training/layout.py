@@ -25,21 +25,21 @@ from typing import Any
 import torch
 
 from core_model.training import recipe, setup
-from core_model.training.calibration import Calibration, measure_candidate
+from core_model.training.calibration import Calibration, fastest, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Layout, cpu_cores, cpu_layouts
 from core_model.training.precision import resolve_device
 from core_model.transformer import ModelConfig
 
 PARALLEL_MIN_S = 60.0  # a run expected to train for less keeps one process (not timed)
-ONE_PROCESS = Layout(1, 0)  # threads 0: the idle cores, checked every epoch
+ONE_PROCESS = Layout(1, 0)  # threads 0: the idle cores at the start, then `pace.ThreadWatch`
 
 
 @dataclass(frozen=True)
 class LayoutChoice:
-    """The layout a run trains with, the measured speed its budget is planned by (None: not
-    measured here; the run measures itself, or uses the preset's typical speed on a GPU),
-    every layout timed, and why, in words."""
+    """The layout a run trains with, the measured speed its budget is planned by and its
+    precision trains at (None: not measured here; the run measures itself, or uses the
+    preset's typical speed on a GPU), every layout and precision timed, and why, in words."""
 
     layout: Layout
     speed: Calibration | None
@@ -53,7 +53,13 @@ class LayoutChoice:
             "threads_per_process": self.layout.threads or None,
             "layout_reason": self.reason,
             "layout_timings": [
-                {"processes": t.processes, "threads": t.threads, "tokens_per_s": t.tokens_per_s}
+                {
+                    "processes": t.processes,
+                    "threads": t.threads,
+                    "precision": t.precision,
+                    "tokens_per_s": t.tokens_per_s,
+                    "shapes": t.shapes,
+                }
                 for t in self.timings
             ],
         }
@@ -97,25 +103,29 @@ def choose_layout(
         candidates = cpu_layouts(cores)
         reason = "the fastest when timed"
 
-    timings: list[Calibration] = []  # of the candidates, in order, on the last plan
+    timings: list[Calibration] = []  # of the candidates and precisions, on the last plan
 
     def speed(candidate: TrainConfig) -> Calibration:
-        """Time every candidate layout on this candidate's model and batch. The recipe asks
-        again when its plan changes the model or batch, and the layouts are timed again: a
-        rank's share of a 250-token batch is too small to pay for the exchange of gradients
-        where its share of a 625-token one is not (measured: 2 x 1 at 0.80x of 1 x 2 on
-        250 tokens, 1.04x on 625)."""
+        """Time every candidate layout, at every precision the run may train, on this
+        candidate's model and batch. The recipe asks again when its plan changes the model
+        or batch, and the layouts are timed again: a rank's share of a 250-token batch is too
+        small to pay for the exchange of gradients where its share of a 625-token one is not
+        (measured: 2 x 1 at 0.80x of 1 x 2 on 250 tokens, 1.04x on 625)."""
         timings[:] = [
-            measure_candidate(candidate, facts.side_tokens, device, layout, model)
+            timing
             for layout in candidates
+            for timing in measure_candidate(candidate, facts.length_mix(), device, layout, model)
         ]
-        return max(timings, key=lambda t: t.tokens_per_s)
+        return fastest(timings)
 
     plan = recipe.resolve(cfg, facts, False, fine_tune, speed, pretrained)
     if plan.calibration is None and not processes:  # tokens or epochs: time only to choose
         speed(plan.cfg)
-    fastest = max(range(len(timings)), key=lambda i: timings[i].tokens_per_s, default=0)
-    return LayoutChoice(candidates[fastest], plan.calibration, tuple(timings), reason)
+    if not timings:
+        return LayoutChoice(candidates[0], None, (), reason)
+    best = plan.calibration or fastest(timings)
+    chosen = Layout(best.processes, best.threads)
+    return LayoutChoice(chosen, best, tuple(timings), reason)
 
 
 def _typical_seconds(plan: recipe.Plan, model: ModelConfig | None) -> float | None:

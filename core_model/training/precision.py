@@ -4,7 +4,10 @@ One policy for the whole engine, so training, validation and the benchmarks agre
 - device 'auto' is the GPU when there is one;
 - precision 'auto' is bf16 autocast where the hardware multiplies bf16 natively (CUDA GPUs
   with bf16; CPUs with AMX or AVX512-BF16) and the model is big enough for the matrix
-  products to outweigh the casts, else fp32;
+  products to outweigh the casts, else fp32; on such a CPU a run that calibrates times both
+  (`candidate_precisions`) and trains the faster on its own batches: CPU bf16 (oneDNN)
+  prepares its kernels per batch shape, and on an AMX Xeon that made real batches 2.7x
+  slower than one shape timed again and again;
 - CPU threads follow the cores other processes leave idle (OpenMP threads spin-wait on each
   other, so one thread on a busy core stalls all of them).
 """
@@ -20,6 +23,12 @@ import torch
 
 from core_model.training.config import TrainingError
 
+# Training batches' lengths are rounded up to a multiple of this, by device and precision
+# (`shape_multiple`): fewer distinct shapes, at the cost of some padding. Real tokens/s
+# decide (docs/TRAINING.md, "Batch shapes"; `bench/batch_shapes.py`): CPU bf16 on an
+# AVX512-BF16 EPYC, 60 steps, one shape 5,874 tokens/s, real batches 4,540, padded to 8
+# 5,871; fp32 unchanged by the shapes. GPU: tensor-core tiles, not measured yet.
+SHAPE_MULTIPLE = {("cpu", "bf16"): 8, ("cpu", "fp32"): 1, ("cuda", "bf16"): 8, ("cuda", "fp32"): 8}
 BF16_MIN_PARAMETERS = 2_000_000  # below this, CPU autocast's casts cost more than they save
 SINGLE_THREAD_PARAMETERS = 2_000_000  # below this, a second thread gains nothing
 
@@ -65,7 +74,7 @@ def cpu_threads(requested: int | None, n_params: int, default: int) -> int:
 
     On a busy 2-core machine two threads measured 4-10x slower than one, so: 1 thread for
     small models (too small to gain anyway), otherwise as many threads as there are idle cores
-    (at least 1, at most `default`, torch's setting). Re-checked every epoch.
+    (at least 1, at most `default`, torch's setting); then `pace.ThreadWatch` follows the steps.
     """
     if requested:
         return max(1, int(requested))
@@ -75,6 +84,17 @@ def cpu_threads(requested: int | None, n_params: int, default: int) -> int:
     if idle is None:
         return default
     return max(1, min(default, int(idle + 0.3)))
+
+
+def candidate_precisions(name: str, device: torch.device, n_params: int) -> list[str]:
+    """The precisions a calibration times for a run asked `name`: the one asked for; on a
+    CPU with native bf16, for 'auto', both (the faster on the run's batches trains); else
+    what 'auto' resolves to."""
+    if name != "auto":
+        return [name]
+    if device.type == "cpu" and cpu_supports_bf16() and n_params >= BF16_MIN_PARAMETERS:
+        return ["bf16", "fp32"]
+    return ["bf16" if resolve_precision(name, device, n_params) is not None else "fp32"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -101,6 +121,12 @@ def resolve_precision(name: str, device: torch.device, n_params: int = 0) -> tor
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
     return torch.bfloat16 if cpu_supports_bf16() and n_params >= BF16_MIN_PARAMETERS else None
+
+
+def shape_multiple(device: torch.device, amp: torch.dtype | None) -> int:
+    """What a training batch's lengths are rounded up to on `device` at this precision
+    (SHAPE_MULTIPLE)."""
+    return SHAPE_MULTIPLE[(device.type, "fp32" if amp is None else "bf16")]
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:

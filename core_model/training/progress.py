@@ -52,7 +52,7 @@ class ProgressEvent:
     0 while not known: a minutes or tokens run before its first step).
     `watch` says what may end the run earlier: {"rule": "patience", "bad_epochs": k,
     "patience": p} or {"rule": "memorise", "reproduced": share of training pairs}, empty when
-    nothing does.
+    nothing does. `pace`: the real speed against the planned one and what was changed for it.
     """
 
     step: int
@@ -71,3 +71,6 @@ class ProgressEvent:
     limit: str = "steps"
     watch: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None  # a StopReason value, on the 'done' event
+    # the run against its plan (`Trainer._pace`): planned and real tokens/s, the re-plans,
+    # the threads and their changes
+    pace: dict[str, Any] = field(default_factory=dict)

@@ -128,6 +128,11 @@ PRETRAINED_WARMUP_STEPS = 50  # at most; a tenth of the planned updates below th
 PRETRAINED_PASSES = 10  # the automatic budget's ceiling, in passes over the corpus
 
 
+LENGTH_SAMPLE = 2_000  # pairs whose lengths the calibration's batches are made of
+SUBWORDS_PER_WORD = 1.3  # SentencePiece pieces per rough token (word) of our vocabularies
+LONGEST_SIDE = 255  # no side is longer (TrainConfig.max_len, less the EOS)
+
+
 @dataclass(frozen=True)
 class CorpusFacts:
     """What the recipe needs to know about the data (cheap to compute before tokenizing)."""
@@ -136,18 +141,34 @@ class CorpusFacts:
     valid_pairs: int
     tokens: int  # rough source + target token count of the training pairs
     shared_alphabet: bool  # both languages write with mostly the same letters (de/en)
+    # estimated subword lengths (source, target) of an even sample of the training pairs:
+    # the length mix the calibration batches as the run will (empty: `side_tokens` each)
+    lengths: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def of(cls, train: list[tuple[str, str]], valid: list[tuple[str, str]] | None) -> CorpusFacts:
         """Tokens estimated as words, or characters / 1.5 for unsegmented scripts."""
-        tokens = sum(_rough_tokens(s) + _rough_tokens(t) for s, t in train)
+        rough = [(_rough_tokens(s), _rough_tokens(t)) for s, t in train]
+        tokens = sum(s + t for s, t in rough)
         shared = shares_alphabet([s for s, _ in train], [t for _, t in train])
-        return cls(len(train), len(valid or []), tokens, shared)
+        every = max(1, len(rough) // LENGTH_SAMPLE)
+        lengths = tuple((_subwords(s), _subwords(t)) for s, t in rough[::every][:LENGTH_SAMPLE])
+        return cls(len(train), len(valid or []), tokens, shared, lengths)
 
     @property
     def side_tokens(self) -> int:
         """Typical subword tokens of one side of a pair (about 1.3 per word), for timing."""
-        return min(64, max(4, round(1.3 * self.tokens / max(1, 2 * self.train_pairs))))
+        per_side = SUBWORDS_PER_WORD * self.tokens / max(1, 2 * self.train_pairs)
+        return min(64, max(4, round(per_side)))
+
+    def length_mix(self) -> list[tuple[int, int]]:
+        """The (source, target) subword lengths a calibration batches: the sample's, else
+        `side_tokens` on both sides (facts given without their sample)."""
+        return list(self.lengths) or [(self.side_tokens, self.side_tokens)] * 64
+
+
+def _subwords(rough_tokens: int) -> int:
+    return min(LONGEST_SIDE, max(1, round(SUBWORDS_PER_WORD * rough_tokens)))
 
 
 def _rough_tokens(text: str) -> int:
@@ -234,6 +255,21 @@ def resolve(
             tokens = _budget_tokens(base, facts, gpu, memorise, calibration)
     chosen = _choose(base, facts, gpu, fine_tune, memorise, tokens)
     return Plan(chosen, tokens, calibration, facts.tokens)
+
+
+def replan(
+    plan: Plan, requested: TrainConfig, facts: CorpusFacts, fine_tune: bool, tokens: float
+) -> Plan:
+    """`plan` for a run that will train `tokens` instead of `plan.budget_tokens` (it trains
+    faster or slower than calibrated, `training.pace`): the automatic choices that follow the
+    budget and can still change once the run has started — dropout (the passes it will make)
+    and the warm-up (the updates it buys); the vocabulary, the model and the batch are fixed
+    by then, and the decay and the averaging window follow the clock already."""
+    cfg = plan.cfg
+    passes = tokens / max(1, facts.tokens)
+    dropout = requested.dropout if requested.dropout is not None else _dropout(passes, False)
+    warmup = _warmup(requested, False, fine_tune, tokens, int(cfg.max_tokens_per_batch or 0))
+    return Plan(replace(cfg, dropout=dropout, warmup_steps=warmup), tokens, plan.calibration)
 
 
 def _budget_tokens(

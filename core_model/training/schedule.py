@@ -121,12 +121,26 @@ class BudgetClock:
         self.start_step = step  # steps before this attempt do not count for its speed
         self.resumed_s = already_s
         self.start_tokens = self.tokens = already_tokens
+        # seconds kept at the end of a time budget for choosing the final weights (their
+        # validations): training, and its decay, end that much earlier
+        self.reserve_s = 0.0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t_start
 
+    def training_s(self) -> float | None:
+        """The seconds of a time budget that train (the reserve kept apart)."""
+        return None if self.time_budget_s is None else self.time_budget_s - self.reserve_s
+
     def time_left(self) -> float | None:
-        return None if self.time_budget_s is None else self.time_budget_s - self.elapsed()
+        budget = self.training_s()
+        return None if budget is None else budget - self.elapsed()
+
+    def tokens_per_s(self) -> float | None:
+        """This attempt's speed so far, validations included (None before its first step)."""
+        spent = self.elapsed() - self.resumed_s
+        done = self.tokens - self.start_tokens
+        return done / spent if done > 0 and spent > 0 else None
 
     def tokens_left(self) -> int | None:
         return None if self.token_budget is None else self.token_budget - self.tokens
@@ -135,7 +149,7 @@ class BudgetClock:
         """The share of each budget used so far."""
         shares = {"steps": step / max(1, self.budget.total_steps)}
         if self.time_budget_s:
-            shares["time"] = self.elapsed() / self.time_budget_s
+            shares["time"] = self.elapsed() / max(1e-9, self.training_s() or 0.0)
         if self.token_budget:
             shares["tokens"] = self.tokens / self.token_budget
         return shares

@@ -24,6 +24,7 @@ class TrainerState:
     elapsed_s: float = 0.0  # training time so far (a time budget counts it across resumes)
     tokens_trained: int = 0  # source + target tokens of every step so far (all ranks)
     calibration: dict[str, Any] | None = None  # the measured speed the recipe planned with
+    replans: list[dict[str, Any]] = field(default_factory=list)  # `Trainer._replan`'s, in order
     best_weights: Weights | None = None
     recent_weights: list[Weights] = field(default_factory=list)  # for checkpoint averaging
 
@@ -41,6 +42,7 @@ class TrainerState:
             "elapsed_s": self.elapsed_s,
             "tokens_trained": self.tokens_trained,
             "calibration": self.calibration,
+            "replans": self.replans,
             "best_weights": self.best_weights,
             "recent_weights": list(self.recent_weights),
         }
@@ -56,6 +58,7 @@ class TrainerState:
         self.elapsed_s = float(state.get("elapsed_s", 0.0))
         self.tokens_trained = int(state.get("tokens_trained", 0))
         self.calibration = state.get("calibration")
+        self.replans = list(state.get("replans") or [])
         self.best_weights = state.get("best_weights")
         self.recent_weights = list(state.get("recent_weights") or [])
 

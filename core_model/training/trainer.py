@@ -27,14 +27,17 @@ from core_model.artifact import ArtifactError, save_model
 from core_model.batching import Batch, collate, encode_pairs, make_batches, shard_batches
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
-from core_model.training import progress, recipe, setup
-from core_model.training.calibration import Calibration, measure_candidate
+from core_model.training import pace, progress, recipe, setup
+from core_model.training.calibration import Calibration, fastest, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Layout, Ranks, data_parallel
 from core_model.training.precision import (
+    SINGLE_THREAD_PARAMETERS,
     cpu_threads,
+    idle_cores,
     is_out_of_memory,
     resolve_precision,
+    shape_multiple,
 )
 from core_model.training.progress import ProgressEvent, StopReason
 from core_model.training.schedule import BudgetClock, make_schedule, plan_budget
@@ -47,6 +50,9 @@ from core_model.training.validation import (
     exact_match_share,
 )
 from core_model.transformer import ModelConfig, Transformer
+
+FINAL_VALIDATIONS = 2  # what choosing the final weights may validate: the average, the last
+MAX_RESERVE_SHARE = 0.2  # of a time budget, at most, kept for them
 
 
 @dataclass
@@ -89,7 +95,8 @@ def train(
     - `speed`: this machine's measured speed for the run's layout (`layout.choose_layout`),
       which a minutes budget is planned by instead of a measurement of its own (data-parallel
       ranks must all plan alike); a resumed run keeps its first measurement.
-    - `threads`: CPU threads for the whole run (None: the idle cores, checked every epoch).
+    - `threads`: CPU threads to train with (None: the idle cores); fewer while a core is taken
+      (`pace.ThreadWatch`) unless `cfg.num_threads` fixes them.
     Raises TrainingError with a user-facing sentence on bad input, divergence or OOM.
     """
     trainer = Trainer(cfg or TrainConfig(), callback, should_cancel, speed, threads)
@@ -170,6 +177,8 @@ class Trainer:
         speed = self._speed(facts, resume_dir, start.model if start is not None else None)
         self.plan = recipe.resolve(self.requested, facts, gpu, fine_tune, speed, pretrained)
         self.cfg = cfg = self.plan.cfg
+        self.facts, self.fine_tune = facts, fine_tune
+        self.budget_tokens_at_start = self.plan.budget_tokens
         self.state.calibration = self.plan.metrics()["calibration"]
 
         tokenizers, mcfg, init_model = setup.starting_point(
@@ -196,7 +205,12 @@ class Trainer:
         self.model = init_model if init_model is not None else Transformer(mcfg)
         self.model.to(self.device).train()
         self.n_params = self.model.num_parameters()
-        self.amp = resolve_precision(cfg.precision, self.device, self.n_params)
+        # 'auto' trains at the precision measured fastest on this machine's real batches
+        measured = self.plan.calibration or self.measured_speed
+        asked = cfg.precision
+        precision = measured.precision if asked == "auto" and measured is not None else asked
+        self.amp = resolve_precision(precision, self.device, self.n_params)
+        self.shape_multiple = shape_multiple(self.device, self.amp)
         self.default_threads = torch.get_num_threads()
         self._set_threads()
         self.optimizer = setup.make_optimizer(cfg, self.model)
@@ -222,6 +236,22 @@ class Trainer:
                 )
             except (ArtifactError, KeyError, ValueError, RuntimeError) as exc:
                 raise TrainingError(f"Cannot resume from {resume_from}: {exc}") from exc
+        for record in self.state.replans[-1:]:  # a resumed run goes on with its last re-plan
+            self._apply_replan(record["budget_tokens"])
+        # the speed a minutes budget was projected with, which the run is held to (`_replan`)
+        replannable = (
+            asked.time_budget_s is not None
+            and asked.token_budget is None
+            and asked.epochs is None
+            and self.plan.budget_tokens is not None
+            and pretrained is None
+        )
+        self.planned_speed = (
+            self.plan.budget_tokens / float(asked.time_budget_s) if replannable else None
+        )
+        if self.state.replans:
+            self.planned_speed = self.state.replans[-1]["real_tokens_per_s"]
+        self.first_check_done = False
         self.net: nn.Module = self.model
         if ranks.on:
             self.net = data_parallel(self.model, self.device)
@@ -250,25 +280,102 @@ class Trainer:
         if self.device.type != "cpu" or self.ranks.on:
             return None
         one = Layout(1, self.cfg.num_threads or 0)
-        return lambda candidate: measure_candidate(
-            candidate, facts.side_tokens, self.device, one, model
+        return lambda candidate: fastest(
+            measure_candidate(candidate, facts.length_mix(), self.device, one, model)
         )
 
     def _set_threads(self) -> None:
-        """CPU threads for the next epoch: those the run's layout chose, else (DDP ranks keep
-        torchrun's OMP_NUM_THREADS so that every rank computes identically) the idle cores."""
+        """CPU threads to start with: those the run's layout chose, else (DDP ranks keep
+        torchrun's OMP_NUM_THREADS) the idle cores; then, unless the user fixed them, a
+        `pace.ThreadWatch` changes them while the run trains when a core is taken or freed."""
+        self.thread_watch: pace.ThreadWatch | None = None
         if self.device.type != "cpu":
             return
         if self.threads:
             torch.set_num_threads(self.threads)
-            return
-        if self.ranks.on:
+        elif self.ranks.on:
             if self.cfg.num_threads:
                 torch.set_num_threads(self.cfg.num_threads)
+        else:
+            torch.set_num_threads(
+                cpu_threads(self.cfg.num_threads, self.n_params, self.default_threads)
+            )
+        if self.cfg.num_threads is None and self.n_params >= SINGLE_THREAD_PARAMETERS:
+            full = self.threads or self.default_threads
+            self.thread_watch = pace.ThreadWatch(full, torch.get_num_threads(), idle_cores)
+
+    # -- holding the run to its plan (`pace`) -------------------------------------------------
+    def _attempt_s(self) -> float:
+        """Seconds this attempt has run (a resumed run's earlier attempts not counted)."""
+        return self.clock.elapsed() - self.clock.resumed_s
+
+    def _watch_threads(self, tokens: int) -> None:
+        """After a step: fewer threads when a core was taken, all again when it is free."""
+        if self.thread_watch is None:
             return
-        torch.set_num_threads(
-            cpu_threads(self.cfg.num_threads, self.n_params, self.default_threads)
+        threads = self.thread_watch.observe(tokens, self.clock.elapsed())
+        if threads is not None:
+            torch.set_num_threads(threads)
+            self._emit("step", None)  # the Train page says so at once
+
+    def _replan(self) -> None:
+        """Compare the real speed with the plan's (rank 0 decides, every rank follows); when
+        they differ by more than `pace.REPLAN_TOLERANCE`, choose again what depends on the
+        tokens the run will now train (`recipe.replan`) and record it."""
+        decision = [0.0, 0.0, 0.0]
+        real = self.clock.tokens_per_s()
+        left = self.clock.time_left()
+        off = abs(real / self.planned_speed - 1.0) if real and self.planned_speed else 0.0
+        if self.ranks.main and off > pace.REPLAN_TOLERANCE and left is not None:
+            decision = [1.0, float(real or 0.0), self.state.tokens_trained + real * max(0.0, left)]
+        decision = self.ranks.broadcast_flags(decision, self.comm_device)
+        if not decision[0]:
+            return
+        real, tokens = decision[1], decision[2]
+        self.state.replans.append(
+            {
+                "elapsed_s": round(self.clock.elapsed(), 1),
+                "step": self.state.step,
+                "planned_tokens_per_s": round(float(self.planned_speed or 0.0), 1),
+                "real_tokens_per_s": round(real, 1),
+                "budget_tokens": int(tokens),
+                **self._apply_replan(tokens),
+            }
         )
+        self.planned_speed = real
+
+    def _apply_replan(self, tokens: float) -> dict[str, Any]:
+        """The plan for `tokens`: the model's dropout now, the warm-up while it has not ended
+        (a longer one must not lower the rate of a run already past it); returns both."""
+        self.plan = recipe.replan(self.plan, self.requested, self.facts, self.fine_tune, tokens)
+        self.cfg = self.plan.cfg
+        dropout = float(self.cfg.dropout or 0.0)
+        if dropout != self.model.cfg.dropout:
+            self.model.set_dropout(dropout)
+            self.mcfg = self.model.cfg
+        warmup = self.cfg.warmup_steps
+        if warmup is not None and self.state.step < min(warmup, self.schedule.warmup):
+            self.schedule.warmup = warmup
+        return {"dropout": dropout, "warmup_steps": self.schedule.warmup}
+
+    def _pace(self) -> dict[str, Any]:
+        """The run against its plan, for the Train page and the metrics: the speed planned at
+        the start, the real one, every re-plan and every change of threads."""
+        real = self.clock.tokens_per_s()
+        return {
+            "planned_tokens_per_s": (
+                None
+                if self.budget_tokens_at_start is None or not self.cfg.time_budget_s
+                else round(self.budget_tokens_at_start / self.cfg.time_budget_s, 1)
+            ),
+            "real_tokens_per_s": None if real is None else round(real, 1),
+            "budget_tokens_at_start": (
+                None if self.budget_tokens_at_start is None else int(self.budget_tokens_at_start)
+            ),
+            "replans": list(self.state.replans),
+            "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
+            "thread_changes": list(self.thread_watch.changes) if self.thread_watch else [],
+        }
 
     # -- where the run stands ------------------------------------------------------------------
     def _watch(self) -> dict[str, Any]:
@@ -305,6 +412,7 @@ class Trainer:
             fraction=self.clock.progress(self.state.step),
             limit=self.clock.binding(self.state.step),
             watch=self._watch(),
+            pace=self._pace(),
         )
         for k, v in override.items():
             setattr(event, k, v)
@@ -326,8 +434,6 @@ class Trainer:
             if self.state.step >= self.budget.total_steps:
                 break
             self.current_epoch = epoch
-            if epoch > 1:
-                self._set_threads()
             trained = self._train_epoch(epoch)
             if self.stop_reason is StopReason.CANCELLED:
                 return
@@ -368,12 +474,19 @@ class Trainer:
             if self.state.step >= self.budget.total_steps:
                 self.stop_reason = self._planned_end()
                 break
-            batch = collate(self.train_ex, idx, self.mcfg.specials).to(self.device)
+            batch = collate(self.train_ex, idx, self.mcfg.specials, self.shape_multiple)
+            batch = batch.to(self.device)
             # One exchange a step: the stop flags (a rank alone may see a cancel request or
             # its clock run out, and every rank must stop at the same step) and the update's
             # tokens over all ranks (the loss is the mean over them; the budget counts them).
             left, tokens_left = self.clock.time_left(), self.clock.tokens_left()
             cancel = bool(self.should_cancel is not None and self.should_cancel())
+            # rank 0's clock says when the first minute's comparison with the plan is due
+            due = (
+                ranks.main
+                and not self.first_check_done
+                and self._attempt_s() >= pace.REPLAN_AFTER_S
+            )
             flags = ranks.all_sum(
                 [
                     float(cancel),
@@ -381,6 +494,7 @@ class Trainer:
                     float(tokens_left is not None and tokens_left <= 0),
                     float(batch.n_tokens),
                     float(batch.n_tokens + batch.n_src_tokens),
+                    float(ranks.main and due),
                 ],
                 self.comm_device,
             )
@@ -393,6 +507,9 @@ class Trainer:
             if flags[2] > 0:
                 self.stop_reason = StopReason.TOKEN_BUDGET
                 break
+            if flags[5] > 0:
+                self.first_check_done = True
+                self._replan()
             loss_sum = self._train_step(batch, per_tokens=flags[3] / ranks.world)
             if self.selector.due(self.state, self.clock.progress(self.state.step)):
                 self.selector.snapshot(self.state, self.model)
@@ -402,6 +519,7 @@ class Trainer:
             self.state.tokens_trained += int(flags[4])
             self.clock.tokens = self.state.tokens_trained
             self._add_loss(loss_sum, batch.n_tokens)
+            self._watch_threads(int(flags[4]) // ranks.world)
             now = time.monotonic()
             if now - last_emit >= self.cfg.progress_every_s:
                 self.throughput = window_all / max(1e-9, now - window_start)
@@ -475,15 +593,20 @@ class Trainer:
         """Validate (rank 0), track the best/last-N weights, checkpoint, report; returns the
         reason to stop now, if any (rank 0 decides, every rank follows)."""
         cfg, state = self.cfg, self.state
-        stop = 0.0
+        stop, reserve = 0.0, 0.0
         if self.ranks.main:
+            started = time.monotonic()
+            scores = self._validate()
+            # choosing the final weights validates up to twice more (the average, the last
+            # weights): the clock keeps that time, so the whole run fits its budget
+            reserve = FINAL_VALIDATIONS * (time.monotonic() - started)
             record: dict[str, Any] = {
                 "epoch": state.epoch,
                 "step": state.step,
                 "train_loss": trained[0] / max(1, trained[1]),
                 "lr": self.schedule.lr_at(state.step, self.clock.progress(state.step)),
                 "tokens_per_s": self.throughput,
-                **self._validate(),
+                **scores,
                 "elapsed_s": self.clock.elapsed(),
             }
             if self.memorise_pairs:
@@ -509,8 +632,13 @@ class Trainer:
                     state,
                 )
             self._emit("epoch", record["train_loss"])
-        flag = int(self.ranks.broadcast_flags([stop], self.comm_device)[0])
-        return {0: None, 1: StopReason.EARLY_STOPPING, 2: StopReason.MEMORISED}[flag]
+        flags = self.ranks.broadcast_flags([stop, reserve], self.comm_device)
+        if self.clock.time_budget_s:
+            self.clock.reserve_s = min(flags[1], MAX_RESERVE_SHARE * self.clock.time_budget_s)
+        self._replan()
+        if self.thread_watch is not None:
+            self.thread_watch.restart()  # the validation was no training step
+        return {0: None, 1: StopReason.EARLY_STOPPING, 2: StopReason.MEMORISED}[int(flags[0])]
 
     # -- the end -------------------------------------------------------------------------------
     @property
@@ -553,6 +681,8 @@ class Trainer:
             "train_loss": state.last_record.get("train_loss"),
             # the tokens the recipe chose for, and the measured speed that projected them
             **self.plan.metrics(),
+            # the speed planned and the speed trained, each re-plan and change of threads
+            "pace": self._pace(),
             **scores,
         }
         if ranks.main and self.out_path is not None and not self.cancelled:

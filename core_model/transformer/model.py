@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
+from core_model.transformer.attention import MultiHeadAttention
 from core_model.transformer.config import ModelConfig
 from core_model.transformer.decoder import Decoder, DecoderCache, LayerWeights
+from core_model.transformer.dropout import Dropout
 from core_model.transformer.embedding import TokenEmbedding
 from core_model.transformer.encoder import Encoder
 from core_model.transformer.generator import Generator
@@ -81,6 +83,20 @@ class Transformer(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights are counted once
+
+    def set_dropout(self, p: float) -> None:
+        """Every dropout of the model to `p` (a run re-planned for fewer or more passes over
+        its corpus, `training.recipe.replan`); the config says so, and is saved so. Only for
+        models whose attention and feed-forward dropouts follow `dropout` (ours, not an
+        imported Marian model's)."""
+        if self.cfg.attention_dropout is not None or self.cfg.activation_dropout is not None:
+            raise ValueError("this model sets its attention/activation dropout apart")
+        self.cfg = replace(self.cfg, dropout=p)
+        for module in self.modules():
+            if isinstance(module, Dropout):
+                module.p = p
+            elif isinstance(module, MultiHeadAttention):
+                module.dropout = p
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src_ids [B, S] -> (memory [B, S, D], src_mask [B, 1, 1, S])."""

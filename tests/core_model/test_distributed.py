@@ -174,12 +174,12 @@ def test_layouts_are_compared_on_the_batch_the_run_will_train(
 
     asked: list[tuple[int, Layout]] = []
 
-    def timed(candidate: TrainConfig, _tokens, _device, layout: Layout, _model):
+    def timed(candidate: TrainConfig, _lengths, _device, layout: Layout, _model):
         batch = int(candidate.max_tokens_per_batch)
         asked.append((batch, layout))
         fast = (layout.processes == 2) == (batch > 250)  # two ranks win only on large batches
         tokens_per_s = 20_000.0 if fast else 15_000.0
-        return Calibration(tokens_per_s, 5, 2.0, layout.threads, "fp32", 1, layout.processes)
+        return [Calibration(tokens_per_s, 5, 2.0, layout.threads, "fp32", 1, layout.processes)]
 
     monkeypatch.setattr(layout_module, "measure_candidate", timed)
     cfg = TrainConfig(time_budget_s=600, device="cpu", precision="fp32")

@@ -10,7 +10,10 @@ import pytest
 import torch
 
 from bench.marian_checkpoint import opus_mt_config
+from core_model.batching import Example, collate
 from core_model.training import TrainConfig, train
+from core_model.training import calibration as calibration_module
+from core_model.training import precision as precision_module
 from core_model.training import trainer as trainer_module
 from core_model.training.calibration import Calibration, measure
 from core_model.training.checkpoint import find_checkpoint, read_state
@@ -123,10 +126,60 @@ def test_token_budgets_and_epochs_are_not_measured() -> None:
 
 def test_calibration_times_real_training_steps_at_the_runs_precision_and_threads() -> None:
     mcfg = ModelConfig.from_preset("tiny", src_vocab_size=300, tgt_vocab_size=300)
-    cal = measure(mcfg, 400, 10, torch.device("cpu"), "fp32", 1, seconds=0.2)
+    cal = measure(mcfg, 400, [(10, 10)] * 64, torch.device("cpu"), "fp32", 1, seconds=0.2)
     assert cal.tokens_per_s > 0 and cal.steps >= 2 and cal.seconds > 0
     assert (cal.precision, cal.threads) == ("fp32", 1)
     assert cal.parameters == sum(p.numel() for p in Transformer(mcfg).parameters())
+
+
+def test_calibration_batches_the_corpus_length_mix_as_the_run_does() -> None:
+    """The timed steps are the run's: length-bucketed batches of the corpus' own mix, a new
+    shape nearly every step (what CPU bf16 prepares kernels for), not one shape again and
+    again; their lengths are rounded as the run rounds them (`shape_multiple`)."""
+    pairs = [(" ".join(["wort"] * n), " ".join(["word"] * (n + 2))) for n in range(3, 43)] * 5
+    facts = CorpusFacts.of(pairs, None)
+    assert sorted(set(facts.lengths)) == sorted(
+        {(round(1.3 * n), round(1.3 * (n + 2))) for n in range(3, 43)}
+    )
+    mcfg = ModelConfig.from_preset("tiny", src_vocab_size=300, tgt_vocab_size=300)
+    cpu = torch.device("cpu")
+    mixed = measure(mcfg, 250, facts.length_mix(), cpu, "fp32", 1, 600.0, max_steps=6)
+    one = measure(mcfg, 250, [(9, 9)] * 50, cpu, "fp32", 1, 600.0, max_steps=6)  # 2 equal batches
+    assert mixed.steps == 6 and mixed.shapes >= 3
+    assert one.shapes == 1
+    assert CorpusFacts(10, 0, 100, True).length_mix()[0] == (6, 6)  # no sample: side_tokens
+
+
+def test_batch_lengths_round_up_to_few_shapes_without_counting_the_padding() -> None:
+    examples = [Example((5, 6, 7), (8, 9)), Example((5,) * 9, (8,) * 10)]
+    plain, padded = collate(examples, [0, 1]), collate(examples, [0, 1], multiple=8)
+    assert plain.src.shape == (2, 9) and plain.tgt_in.shape == (2, 11)
+    assert padded.src.shape == (2, 16) and padded.tgt_in.shape == (2, 16)
+    assert (padded.n_tokens, padded.n_src_tokens) == (plain.n_tokens, plain.n_src_tokens)
+    assert torch.equal(padded.src[:, :9], plain.src) and (padded.src[:, 9:] == 0).all()
+
+
+@pytest.mark.parametrize("faster", ["bf16", "fp32"])
+def test_auto_trains_the_precision_measured_faster_on_the_runs_batches(
+    faster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a CPU with native bf16 a minutes run times both precisions on its own batches and
+    trains, and plans by, the faster one: bf16 only where it beats fp32 here."""
+    monkeypatch.setattr(precision_module, "cpu_supports_bf16", lambda: True)
+    timed: list[str] = []
+
+    def fake_measure(mcfg, batch_tokens, lengths, device, precision, *args, **kwargs):
+        timed.append(precision)
+        tokens_per_s = 3_000.0 if precision == faster else 2_000.0
+        return Calibration(tokens_per_s, 9, 2.0, 1, precision, 5_000_000, shapes=9)
+
+    monkeypatch.setattr(calibration_module, "measure", fake_measure)
+    pairs = [(f"ein haus nummer {i}", f"a house number {i}") for i in range(300)]
+    cfg = TrainConfig(time_budget_s=2, tokenizer="whitespace", preset="small", num_threads=1)
+    m = train(pairs, pairs[:30], cfg).metrics
+    assert sorted(set(timed)) == ["bf16", "fp32"]
+    assert m["precision"] == faster and m["calibration"]["precision"] == faster
+    assert m["pace"]["budget_tokens_at_start"] == int(2 * 3_000.0 * 0.9)
 
 
 def test_a_minutes_run_records_its_calibration_and_projected_budget() -> None:
@@ -135,7 +188,8 @@ def test_a_minutes_run_records_its_calibration_and_projected_budget() -> None:
     m = train(pairs, pairs[:30], cfg).metrics
     cal = m["calibration"]
     assert m["budget_tokens_projected"] and cal["precision"] == "fp32" and cal["threads"] == 1
-    assert m["budget_tokens"] == pytest.approx(3 * cal["tokens_per_s"] * 0.9, rel=0.01)
+    planned = m["pace"]["budget_tokens_at_start"]
+    assert planned == pytest.approx(3 * cal["tokens_per_s"] * 0.9, rel=0.01)
     by_tokens = train(pairs[:40], None, TrainConfig(token_budget=500, tokenizer="whitespace"))
     assert by_tokens.metrics["budget_tokens"] == 500
     assert by_tokens.metrics["calibration"] is None

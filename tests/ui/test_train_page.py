@@ -308,6 +308,24 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
         at = open_page("train")
         assert at.progress[0].text == "1 min 30 s of 5 min 00 s · step 50 of about 200 · 30 %"
         assert {m.label: m.value for m in at.metric}["ETA"] == "1 min 15 s"
+
+        with session_scope() as s:  # it trains slower than calibrated, a core is taken
+            s.get(TrainingRun, run_id).progress_detail = {
+                "fraction": 0.3,
+                "limit": "time",
+                "elapsed_s": 90.0,
+                "pace": {
+                    "planned_tokens_per_s": 5_000.0,
+                    "replans": [{"real_tokens_per_s": 3_000.0}],
+                    "thread_changes": [{"threads": 1, "why": "slowed down"}],
+                },
+            }
+        captions = texts(open_page("train").caption)
+        assert (
+            "This machine trains 40 % slower than measured at the start (3,000 instead of "
+            "5,000 tokens/s): the plan was adjusted." in captions
+        )
+        assert "Steps slowed down (another program is using a core): training goes on" in captions
         at.button(key=f"cancel_{run_id}").click().run()
         assert run_info.get_run(run_id).cancel_requested
     finally:

@@ -139,7 +139,9 @@ class RunInfo:
         if not layout:
             return None
         timings = " · ".join(
-            f"{t['processes']}×{t['threads']} {t['tokens_per_s']:,.0f}"
+            f"{t['processes']}×{t['threads']}"
+            + (f" {t['precision']}" if t.get("precision") else "")
+            + f" {t['tokens_per_s']:,.0f}"
             for t in layout.get("layout_timings") or []
         )
         shape = {"processes": layout["processes"], "threads": layout["threads_per_process"] or "—"}
@@ -153,6 +155,41 @@ class RunInfo:
                 timings=timings,
             )
         return Message(N_("{processes} × {threads} (training processes × threads each)"), **shape)
+
+    @property
+    def pace(self) -> list[Message]:
+        """What the run changed because the machine trains at another speed than measured at
+        the start (`core_model.training.pace`), in words: the last re-plan, and fewer threads
+        while another program holds a core."""
+        pace = self.progress_detail.get("pace") or {}
+        out = []
+        replans, planned = pace.get("replans") or [], pace.get("planned_tokens_per_s")
+        if replans and planned:
+            real = replans[-1]["real_tokens_per_s"]
+            off = round(abs(1 - real / planned) * 100)
+            words = (
+                N_(
+                    "This machine trains {percent} % slower than measured at the start "
+                    "({real} instead of {planned} tokens/s): the plan was adjusted."
+                )
+                if real < planned
+                else N_(
+                    "This machine trains {percent} % faster than measured at the start "
+                    "({real} instead of {planned} tokens/s): the plan was adjusted."
+                )
+            )
+            out.append(Message(words, percent=off, real=f"{real:,.0f}", planned=f"{planned:,.0f}"))
+        changes = pace.get("thread_changes") or []
+        if changes and changes[-1]["threads"] == 1 and self.status == RunStatus.RUNNING:
+            out.append(
+                Message(
+                    N_(
+                        "Steps slowed down (another program is using a core): training "
+                        "goes on with one thread until the core is free again."
+                    )
+                )
+            )
+        return out
 
     @property
     def early_stop_rule(self) -> Message | None:

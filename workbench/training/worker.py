@@ -132,6 +132,8 @@ class RunSync(threading.Thread):
                 "limit": event.limit,
                 "watch": event.watch,
                 "elapsed_s": event.elapsed_s,
+                # planned against real speed, re-plans, thread changes (`training.pace`)
+                "pace": event.pace,
             },
         }
         if event.stop_reason is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -117,6 +118,26 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
     assert run.stopped_because == "time budget reached"
     assert run.progress_detail["limit"] == "time"
     assert run.progress_total == run.progress_step < 20000
+    # the run against its plan (issue 38): planned and real speed, and, in words, a re-plan
+    pace = run.progress_detail["pace"]
+    assert pace["planned_tokens_per_s"] > 0 and pace["real_tokens_per_s"] > 0
+    replanned = dataclasses.replace(
+        run,
+        status=RunStatus.RUNNING,
+        progress_detail={
+            "pace": {
+                "planned_tokens_per_s": 5_000.0,
+                "replans": [{"real_tokens_per_s": 3_000.0}],
+                "thread_changes": [{"threads": 1, "why": "slowed down"}],
+            }
+        },
+    )
+    assert replanned.pace == [
+        "This machine trains 40 % slower than measured at the start (3,000 instead of 5,000 "
+        "tokens/s): the plan was adjusted.",
+        "Steps slowed down (another program is using a core): training goes on with one "
+        "thread until the core is free again.",
+    ]
 
 
 def test_two_workers_claim_one_run_exactly_once(db_url: str, tmp_path: Path) -> None:
@@ -551,3 +572,23 @@ def test_stored_reasons_are_told_truthfully(db_url: str) -> None:
         "validation stopped improving for 4 epochs"
     )
     assert run_info.describe_stop(None) is None
+
+
+def test_the_worker_and_cli_let_waiting_openmp_threads_sleep() -> None:
+    """`python -m workbench` sets OMP_WAIT_POLICY=PASSIVE before torch loads OpenMP (spinning
+    threads collapsed a run when another program took a core: docs/TRAINING.md "A busy
+    core"); a policy the user set is kept."""
+    code = (
+        "import os, runpy; runpy.run_module('workbench', run_name='imported'); "
+        "import torch; print(os.environ['OMP_WAIT_POLICY'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "PASSIVE", out.stderr[-2000:]
+    kept = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+        capture_output=True,
+        text=True,
+    )
+    assert kept.stdout.strip() == "ACTIVE"

@@ -1,0 +1,105 @@
+"""Keeping a run to its plan when the machine's speed changes under it (issue 38).
+
+A plan is made on the machine as it was at the start; a laptop's browser or build can take a
+core at minute 2. Two watches, fed after every step:
+
+- `ThreadWatch`, within seconds: a process training with several OpenMP threads stalls when
+  one of its cores is taken (the threads wait for each other at every parallel region, and
+  one of them shares its core: 1 x 2 fell from 8,538 to ~190 tokens/s with `yes` on one of
+  two cores). When a window of steps trains under `SLOW_SHARE` of the speed the same threads
+  had, the process drops to one thread; every `RECHECK_S` it looks whether the cores are idle
+  again and, if so, tries its threads back for a window, keeping them only if they train
+  faster than one did.
+- The re-plan (`Trainer._replan`, `recipe.replan`), after `REPLAN_AFTER_S` and at every
+  epoch's end: a minutes budget was projected to tokens from the calibration; when the run
+  trains more than `REPLAN_TOLERANCE` off that speed, what depends on the tokens is chosen
+  again for the tokens it will really see.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+WINDOW_S = 3.0  # the speed of steps is judged over windows this long
+SLOW_SHARE = 0.5  # a window under this share of the threads' best speed: a core was taken
+RECHECK_S = 15.0  # with fewer threads, how often to look whether the cores are idle again
+FREE_MARGIN = 0.5  # idle cores this close to the threads' count: free again
+GAIN = 1.1  # the threads come back only when their window trains this much faster
+REPLAN_AFTER_S = 60.0  # the first comparison of real and planned speed
+REPLAN_TOLERANCE = 0.15  # real speed this far off the plan's: re-plan
+
+
+class ThreadWatch:
+    """The thread count a CPU process trains with, watched step by step (module docstring).
+
+    `idle_cores()` says how many cores other processes leave idle (None: unknown);
+    `clock()` is the time in seconds. Both are parameters so a test can drive them."""
+
+    def __init__(
+        self,
+        full: int,
+        threads: int,
+        idle_cores: Callable[[], float | None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.full, self.threads = full, threads  # the most it may use, what it uses now
+        self.idle_cores = idle_cores
+        self.clock = clock
+        self.best: float | None = None  # the best window at full threads
+        self.fewer: float | None = None  # the latest window at one thread
+        self.probing = False  # the threads are back on trial for one window
+        self.next_check = 0.0
+        self.window_start = clock()
+        self.window_tokens = 0
+        self.changes: list[dict[str, Any]] = []  # what the metrics show, in order
+
+    def restart(self) -> None:
+        """Start a new window (after a pause that is not training: validation)."""
+        self.window_start, self.window_tokens = self.clock(), 0
+
+    def observe(self, tokens: int, elapsed_s: float) -> int | None:
+        """After a step of `tokens` tokens: the thread count to train with from now on, if it
+        changes (else None). `elapsed_s`: the run's clock, for the record."""
+        now = self.clock()
+        self.window_tokens += tokens
+        span = now - self.window_start
+        if self.full <= 1 or span < WINDOW_S:
+            return None
+        speed = self.window_tokens / span
+        self.restart()
+        if self.threads == self.full:
+            if self.probing:
+                self.probing = False
+                if speed < GAIN * (self.fewer or 0.0):
+                    return self._change(1, speed, elapsed_s, "no gain", now)
+                self.best = speed
+                self.changes.append(self._record(self.full, speed, elapsed_s, "cores free"))
+                return None
+            if self.best is not None and speed < SLOW_SHARE * self.best:
+                return self._change(1, speed, elapsed_s, "slowed down", now)
+            self.best = max(self.best or 0.0, speed)
+            return None
+        self.fewer = speed
+        if now >= self.next_check:
+            self.next_check = now + RECHECK_S
+            idle = self.idle_cores()
+            if idle is not None and idle >= self.full - FREE_MARGIN:
+                self.threads, self.probing = self.full, True
+                return self.full
+        return None
+
+    def _change(self, threads: int, speed: float, elapsed_s: float, why: str, now: float) -> int:
+        self.threads, self.next_check = threads, now + RECHECK_S
+        self.changes.append(self._record(threads, speed, elapsed_s, why))
+        return threads
+
+    @staticmethod
+    def _record(threads: int, speed: float, elapsed_s: float, why: str) -> dict[str, Any]:
+        return {
+            "elapsed_s": round(elapsed_s, 1),
+            "threads": threads,
+            "window_tokens_per_s": round(speed, 1),
+            "why": why,
+        }

@@ -1,0 +1,138 @@
+"""A run held to its plan when the machine's speed changes under it (issue 38): fewer threads
+within seconds when a core is taken, back when it frees, and a re-plan of what depends on
+the tokens when the run trains far off its calibrated speed. Slow-downs are injected (a fake
+clock, a sleep in the step callback), so nothing here depends on this CPU's speed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from core_model.artifact import read_config
+from core_model.training import TrainConfig, pace, train
+from core_model.training import trainer as trainer_module
+from core_model.training.calibration import Calibration
+from core_model.training.pace import ThreadWatch
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run_steps(watch: ThreadWatch, clock: FakeClock, seconds_per_step: float, n: int) -> list:
+    """`n` steps of 1,000 tokens taking `seconds_per_step` each; the changes asked for."""
+    asked = []
+    for _ in range(n):
+        clock.now += seconds_per_step
+        threads = watch.observe(1_000, clock.now)
+        if threads is not None:
+            asked.append(threads)
+    return asked
+
+
+def test_a_taken_core_drops_to_one_thread_within_seconds_and_back_when_free() -> None:
+    clock, idle = FakeClock(), [0.0]
+    watch = ThreadWatch(2, 2, lambda: idle[0], clock)
+    assert run_steps(watch, clock, 0.1, 60) == []  # 6 s at 10,000 tokens/s
+    # a core is taken: 35x slower; the first full window (3 s) decides
+    assert run_steps(watch, clock, 3.5, 1) == [1]
+    assert watch.changes[-1] | {"window_tokens_per_s": 0} == {
+        "elapsed_s": pytest.approx(clock.now, abs=0.1),
+        "threads": 1,
+        "window_tokens_per_s": 0,
+        "why": "slowed down",
+    }
+    # while the core stays busy, one thread goes on (5,000 tokens/s) and nothing is tried
+    assert run_steps(watch, clock, 0.2, 150) == []
+    # the core frees: at the next look the threads are tried again, and kept: they are faster
+    idle[0] = 2.0
+    asked = run_steps(watch, clock, 0.1, 250)
+    assert asked == [2] and watch.threads == 2 and watch.changes[-1]["why"] == "cores free"
+
+
+def test_threads_that_do_not_train_faster_are_given_up_again() -> None:
+    clock = FakeClock()
+    watch = ThreadWatch(2, 2, lambda: 2.0, clock)  # the machine says its cores are idle
+    run_steps(watch, clock, 0.1, 40)
+    assert run_steps(watch, clock, 4.0, 1) == [1]
+    run_steps(watch, clock, 0.2, 20)  # one thread: 5,000 tokens/s
+    asked = run_steps(watch, clock, 0.2, 200)  # two threads no faster: back to one
+    assert asked[:2] == [2, 1] and watch.changes[2]["why"] == "no gain"
+
+
+def test_one_thread_has_nothing_to_give_up() -> None:
+    clock = FakeClock()
+    watch = ThreadWatch(1, 1, lambda: 0.0, clock)
+    run_steps(watch, clock, 0.1, 40)
+    assert run_steps(watch, clock, 5.0, 3) == [] and watch.changes == []
+
+
+def numbered_pairs(n: int) -> list[tuple[str, str]]:
+    words = ["ein", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn"]
+    return [(f"{' '.join(words)} {i}", f"one two three four five six seven {i}") for i in range(n)]
+
+
+def test_a_run_far_slower_than_calibrated_is_replanned_and_says_so(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calibrated at a speed that buys hundreds of passes (dropout on), the run trains at a
+    fraction of it (a sleep caps every step): after its first check it re-plans for the
+    passes it will really make (dropout off), records planned and real speed, and the saved
+    model is the re-planned one."""
+    monkeypatch.setattr(pace, "REPLAN_AFTER_S", 1.0)
+    pairs = numbered_pairs(3_000)
+    cfg = TrainConfig(
+        time_budget_s=4,
+        preset="tiny",
+        tokenizer="whitespace",
+        precision="fp32",
+        num_threads=1,
+        max_tokens_per_batch=250,
+    )
+    fast = Calibration(1_000_000.0, 20, 2.0, 1, "fp32", 300_000)
+
+    def slow_steps(event) -> None:
+        if event.kind == "loss":
+            time.sleep(0.02)
+
+    result = train(pairs, pairs[:20], cfg, out_dir=tmp_path, speed=fast, callback=slow_steps)
+    m = result.metrics
+    first = m["pace"]["replans"][0]
+    assert m["pace"]["planned_tokens_per_s"] == pytest.approx(1_000_000 * 0.9)
+    assert first["real_tokens_per_s"] < 0.1 * first["planned_tokens_per_s"]
+    assert first["elapsed_s"] >= 1.0 and first["dropout"] == 0.0
+    assert m["budget_tokens"] < m["pace"]["budget_tokens_at_start"]
+    saved = read_config(tmp_path)
+    assert saved["model"]["dropout"] == 0.0 and saved["training"]["dropout"] == 0.0
+
+
+def test_the_trainer_drops_its_threads_when_steps_slow_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model worth two threads, trained with two; from its 15th step every step is slowed
+    (a sleep in the step callback, as a taken core would): the trainer goes to one thread
+    within a window and says why; when the steps are fast and the cores idle again it tries
+    its threads back."""
+    monkeypatch.setattr(pace, "WINDOW_S", 0.3)
+    monkeypatch.setattr(pace, "RECHECK_S", 0.3)
+    busy = [False]
+    monkeypatch.setattr(trainer_module, "idle_cores", lambda: 0.0 if busy[0] else 2.0)
+
+    def callback(event) -> None:
+        if event.kind == "loss":
+            busy[0] = 15 <= event.step < 19
+            if busy[0]:
+                time.sleep(1.5)
+
+    cfg = TrainConfig(
+        epochs=1, max_steps=60, preset="small", tokenizer="whitespace", precision="fp32"
+    )
+    result = train(numbered_pairs(400), None, cfg, callback=callback, threads=2)
+    changes = result.metrics["pace"]["thread_changes"]
+    assert changes[0]["threads"] == 1 and changes[0]["why"] == "slowed down"
+    assert len(changes) >= 2 and changes[1]["why"] in ("cores free", "no gain")

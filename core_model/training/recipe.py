@@ -269,7 +269,12 @@ def replan(
     passes = tokens / max(1, facts.tokens)
     dropout = requested.dropout if requested.dropout is not None else _dropout(passes, False)
     warmup = _warmup(requested, False, fine_tune, tokens, int(cfg.max_tokens_per_batch or 0))
-    return Plan(replace(cfg, dropout=dropout, warmup_steps=warmup), tokens, plan.calibration)
+    return Plan(
+        replace(cfg, dropout=dropout, warmup_steps=warmup),
+        tokens,
+        plan.calibration,
+        plan.corpus_tokens,
+    )
 
 
 def _budget_tokens(

@@ -214,6 +214,28 @@ class _Index:
     def stale(self) -> bool:
         return self.dead > 1000 and self.dead * 4 > len(self.ids)
 
+    def _best_overlap(self, shared: np.ndarray, grams: int) -> list[int]:
+        """The ``CANDIDATES`` slots of best Dice overlap, ``shared`` / (``grams`` + the slot's
+        trigrams), of the slots sharing any. A slot sharing s trigrams holds at least s, so
+        it scores at most s / (grams + s): the overlap is computed first for the slots that
+        share the most, then only for those whose bound reaches the worst of their best."""
+        at_least = np.cumsum(np.bincount(shared)[::-1])[::-1]  # slots sharing ≥ s trigrams
+        at_least[0] = 0
+        enough = np.flatnonzero(at_least >= CANDIDATES)
+        fewest = max(1, int(enough[-1])) if len(enough) else 1
+        sizes = np.frombuffer(self.sizes, dtype=np.int32)
+        while True:
+            seen = np.flatnonzero(shared >= fewest)
+            overlap = shared[seen] / (grams + sizes[seen])
+            if fewest == 1 and len(seen) <= CANDIDATES:  # (else len(seen) ≥ CANDIDATES)
+                return seen.tolist()
+            worst = float(np.partition(overlap, len(seen) - CANDIDATES)[len(seen) - CANDIDATES])
+            reach = max(1, int(worst * grams / (1 - worst)))  # s / (grams + s) ≥ worst
+            if reach >= fewest:
+                best = np.argpartition(-overlap, CANDIDATES - 1)[:CANDIDATES]
+                return seen[best].tolist()
+            fewest = reach
+
     def search(self, sentence: str, limit: int, min_score: float) -> list[Match]:
         text = normalized(sentence)
         if not text or not self.ids:
@@ -226,15 +248,9 @@ class _Index:
         chosen = rare if len(rare) >= 3 else postings
         slots: set[int] = set(self.exact.get(text, ()))
         if chosen:
-            hits = np.concatenate(chosen)
-            shared = np.bincount(hits, minlength=len(self.ids))
-            seen = np.flatnonzero(shared * np.frombuffer(self.alive, dtype=np.int8))
-            sizes = np.frombuffer(self.sizes, dtype=np.int32)[seen]
-            overlap = shared[seen] / (len(codes) + sizes)
-            k = min(CANDIDATES, len(seen))
-            if k:
-                best = seen[np.argpartition(-overlap, k - 1)[:k]]
-                slots.update(int(i) for i in best)
+            shared = np.bincount(np.concatenate(chosen), minlength=len(self.ids))
+            shared *= np.frombuffer(self.alive, dtype=np.int8)
+            slots.update(self._best_overlap(shared, len(codes)))
         found = []
         for slot in slots:
             score = 100.0 if self.sources[slot] == text else fuzz.ratio(text, self.sources[slot])
@@ -270,37 +286,35 @@ def _build(corpus_id: int) -> _Index:
         return _Index(at, [tuple(row) for row in rows])
 
 
-def _current(corpus_id: int) -> _Index:
-    """The corpus' index, with every change since it was built taken in."""
-    key = (settings.database_url(), corpus_id)
-    with _indexes_lock:
-        index = _indexes.get(key)
+def _current(corpus: CorpusRef) -> _Index:
+    """The index of a corpus named or numbered (``WorkbenchError`` for none), for a reader,
+    with every change since it was built taken in: one session, two small queries, when
+    the index is cached and nothing changed."""
+    require(Permission.READ)
+    with session_scope() as s:
+        corpus_id = find(s, corpus).id
+        key = (settings.database_url(), corpus_id)
+        with _indexes_lock:
+            index = _indexes.get(key)
+            if index is not None:
+                _indexes.move_to_end(key)
         if index is not None:
-            _indexes.move_to_end(key)
-    if index is not None:
-        with session_scope() as s, index.lock:
-            delta = changes_since(s, corpus_id, index.at)
-            if delta is not None:
-                for pid in delta.deleted:
-                    index.remove(pid)
-                for pid, (source, target) in delta.upserted.items():
-                    index.add(pid, source, target)
-                index.at = delta.last
-        if delta is not None and not index.stale():
-            return index
+            with index.lock:
+                delta = changes_since(s, corpus_id, index.at)
+                if delta is not None:
+                    for pid in delta.deleted:
+                        index.remove(pid)
+                    for pid, (source, target) in delta.upserted.items():
+                        index.add(pid, source, target)
+                    index.at = delta.last
+            if delta is not None and not index.stale():
+                return index
     index = _build(corpus_id)
     with _indexes_lock:
         _indexes[key] = index
         while len(_indexes) > CACHED_CORPORA:
             _indexes.popitem(last=False)
     return index
-
-
-def corpus_id_of(corpus: CorpusRef) -> int:
-    """The id of a corpus named or numbered (``WorkbenchError`` for none), for a reader."""
-    require(Permission.READ)
-    with session_scope() as s:
-        return find(s, corpus).id
 
 
 def find_matches(
@@ -317,6 +331,6 @@ def find_matches(
             max=MAX_MATCHES,
             n=limit,
         )
-    index = _current(corpus_id_of(corpus))
+    index = _current(corpus)
     with index.lock:
         return [index.search(sentence, limit, min_score) for sentence in sentences]

@@ -4,8 +4,10 @@ every write to the pairs at once (save, edit, delete, import, undo)."""
 from __future__ import annotations
 
 import random
+from array import array
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.helpers import make_toy_corpus, toy_pairs
@@ -106,3 +108,23 @@ def test_an_index_built_at_once_answers_as_one_built_pair_by_pair() -> None:
     for query in queries:
         assert at_once.search(query, 10, 0.0) == one_by_one.search(query, 10, 0.0)
         assert at_once.search(query, 10, 0.0)  # something found, so the equality says much
+
+
+def test_the_candidates_are_the_pairs_of_best_overlap() -> None:
+    """The pruned choice (most shared trigrams first) keeps the overlaps of a full ranking."""
+    rng = np.random.default_rng(4)
+    index = M._Index(0, [(i, f"s{i}", "t") for i in range(3000)])
+    for trial in range(200):
+        shared = rng.integers(0, 4 + trial % 30, len(index.ids)) * (rng.random(3000) < 0.5)
+        if trial % 4 == 0:  # exactly CANDIDATES pairs share the most, a pair sharing less wins
+            shared[:] = 0
+            shared[: M.CANDIDATES] = 20
+            shared[M.CANDIDATES : M.CANDIDATES + 5] = 19
+        sizes = shared + rng.integers(0, 60, len(shared))
+        if trial % 4 == 0:
+            sizes[: M.CANDIDATES] = 200
+        index.sizes = array("i", sizes.astype(np.int32).tobytes())
+        overlap = shared / (70 + sizes)
+        chosen = index._best_overlap(shared, 70)
+        expected = np.sort(overlap[shared > 0])[::-1][: M.CANDIDATES]
+        assert np.array_equal(np.sort(overlap[chosen])[::-1], expected)

@@ -1,5 +1,6 @@
 """TMX 1.4b, the translation memories every CAT tool exchanges: the ``tmx`` format's reader and
-writer (``formats.FORMATS``), through translate-toolkit, parsed safely (``xml_files``).
+writer (``formats.FORMATS``): read from the lxml tree, parsed safely (``xml_files``), and
+written through translate-toolkit.
 
 Reading: each ``<tu>`` is a record numbered by its line in the file. Its ``<tuv>`` languages
 (``xml:lang``) are matched to the corpus' by ``xml_files.same_language``: zh-CN, zh-Hans and

@@ -23,8 +23,8 @@ Text in, text out: no database, no validation of the pairs themselves
                the units with a source and a target (read only; ``xliff.fill_targets``
                translates such a file).
 
-The XML formats are parsed by translate-toolkit, safely (``xml_files``: a file declaring
-entities is refused), and imported only on first use.
+The XML formats are parsed safely (``xml_files``: lxml with translate-toolkit's settings,
+a file declaring entities refused), and imported only on first use.
 
 Adding a format is adding one ``Format`` to ``FORMATS``; a format the registry does not name
 is refused (``format_named``), never read as another. (Over 450 lines on purpose: each

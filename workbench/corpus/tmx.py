@@ -1,5 +1,6 @@
 """TMX 1.4b, the translation memories every CAT tool exchanges: the ``tmx`` format's reader and
-writer (``formats.FORMATS``), through translate-toolkit, parsed safely (``xml_files``).
+writer (``formats.FORMATS``): read from the lxml tree, parsed safely (``xml_files``), and
+written through translate-toolkit.
 
 Reading: each ``<tu>`` is a record numbered by its line in the file. Its ``<tuv>`` languages
 (``xml:lang``) are matched to the corpus' by ``xml_files.same_language``: zh-CN, zh-Hans and
@@ -22,10 +23,15 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 from lxml import etree
-from translate.storage.tmx import tmxfile, tmxunit
+from translate.storage.tmx import tmxunit
 
 from workbench.corpus.formats import ExportInfo, ExportRow, Files, Malformed, Record
-from workbench.corpus.xml_files import local, parse_store, plain_text, same_language, xml_lang
+from workbench.corpus.xml_files import (
+    parse_document,
+    plain_text,
+    same_language,
+    xml_lang,
+)
 from workbench.messages import N_, Message
 
 CREATION_TOOL = "Translation workbench"
@@ -54,32 +60,30 @@ def _side(found: list[tuple[str, str]], lang: str, usual: str) -> str | None:
     return text
 
 
-def _usual_variant(units: list, lang: str | None) -> str:
+def _usual_variant(tags: Counter[str], lang: str | None) -> str:
     """The variant of ``lang`` most units of the file use (zh-CN where a few units add zh-TW),
-    lower case; "" for none."""
+    lower case, from the counts of the file's ``<tuv>`` language tags; "" for none."""
     counts: Counter[str] = Counter()
-    for unit in units:
-        for tuv in unit.xmlelement.iterchildren("tuv"):
-            tag = xml_lang(tuv).lower()
-            if lang and same_language(tag, lang) == 1:
-                counts[tag] += 1
+    for tag, n in tags.items():
+        if lang and same_language(tag, lang) == 1:
+            counts[tag.lower()] += n
     return counts.most_common(1)[0][0] if counts else ""
 
 
 def read_tmx(files: Files) -> Iterator[Record]:
-    store = parse_store(tmxfile, files.data, "TMX", files.what)
-    header = store.document.getroot().find("header")
+    root = parse_document(files.data, "TMX", "tmx", files.what)
+    header = root.find("header")
     header_src = header.get("srclang", "") if header is not None else ""
     src_lang, tgt_lang = files.src_lang, files.tgt_lang
-    usual = (_usual_variant(store.units, src_lang), _usual_variant(store.units, tgt_lang))
-    for unit in store.units:
-        tu = unit.xmlelement
+    tags = Counter(map(xml_lang, root.iter("tuv")))  # (a <tuv> is always a unit's)
+    usual = (_usual_variant(tags, src_lang), _usual_variant(tags, tgt_lang))
+    for tu in root.iter("tu"):
         found: list[tuple[str, str]] = []
         notes, split = [], None
-        for child in tu:
-            name = local(child.tag)
+        for child in tu:  # (TMX has no namespace)
+            name = child.tag
             if name == "tuv":
-                seg = next((c for c in child if local(c.tag) == "seg"), None)
+                seg = child.find("seg")
                 if seg is not None:
                     found.append((xml_lang(child), plain_text(seg)))
             elif name == "note":

@@ -6,9 +6,11 @@ score them, from an index that follows every write to the pairs.
   collapsed, case kept: "Hello world" against "Hello, world" is 96 %. A match is **exact**
   when the two are the same text after whitespace normalisation: its target is the curated
   translation (``recall`` gives it instead of the model's, unless switched off).
-* **Index**: per corpus and process, each pair's character trigrams (lower case) → the
-  slots of the pairs that hold them (``array('i')`` appended in place, read by numpy without
-  a copy). A query counts its trigrams shared with every pair in one ``bincount`` (trigrams
+* **Index**: per corpus and process, each pair's character trigrams (lower case, as int64
+  codes) → the slots of the pairs that hold them: built in one go with numpy (one sort of
+  packed (trigram, slot) numbers, cut by trigram), pairs added later kept apart in
+  per-trigram ``array('i')``s.
+  A query counts its trigrams shared with every pair in one ``bincount`` (trigrams
   held by more than a twentieth of the pairs left out while three rarer ones remain), keeps
   the ``CANDIDATES`` pairs of best Dice overlap and scores only those with rapidfuzz; exact
   matches come from a dict. A few milliseconds at 100k pairs (``bench/tm_matches.py``).
@@ -49,6 +51,7 @@ MIN_SCORE = 50.0  # below this a match helps nobody (CAT tools default to 50-75 
 MAX_MATCHES = 10  # per sentence
 CANDIDATES = 64  # pairs scored with rapidfuzz per sentence, of best trigram overlap
 CACHED_CORPORA = 8  # indexes a process keeps (least recently used dropped)
+_PACKED_BITS = 63  # (trigram, text) numbers of at most this many bits are sorted as one
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]|\w+|[^\w\s]")
 
@@ -58,9 +61,37 @@ def normalized(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def _grams(text: str) -> set[str]:
-    padded = f"  {text.lower()} "
-    return {padded[i : i + 3] for i in range(len(padded) - 2)}
+def _trigrams(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's distinct character trigrams (lower case, padded: "  text "), as
+    (trigram code, text number) pairs sorted by code, then by text: the postings of an
+    index in one sort. A code packs three code points (21 bits each) into an int64."""
+    padded = [f"  {text.lower()} " for text in texts]
+    lengths = np.fromiter(map(len, padded), np.int64, len(padded))
+    chars = np.frombuffer("".join(padded).encode("utf-32-le", "surrogatepass"), np.uint32)
+    text_of = np.repeat(np.arange(len(padded), dtype=np.int64), lengths)[: max(0, len(chars) - 2)]
+    ends = np.cumsum(lengths)  # a trigram (by its first character) ends by its text's end
+    inside = np.arange(3, len(chars) + 1) <= ends[text_of]
+    text_of = text_of[inside]
+    used = np.flatnonzero(np.bincount(chars)) if len(chars) else np.zeros(0, np.int64)
+    bits, text_bits = len(used).bit_length(), max(1, len(padded).bit_length())
+    if 3 * bits + text_bits <= _PACKED_BITS:  # (trigram, text) as one number: one plain sort
+        rank = np.zeros(int(used[-1]) + 1 if len(used) else 0, np.int64)
+        rank[used] = np.arange(len(used))
+        r = rank[chars]
+        keys = ((r[:-2] << 2 * bits | r[1:-1] << bits | r[2:])[inside] << text_bits) | text_of
+        keys = np.sort(keys)
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
+        text_of, packed = keys & ((1 << text_bits) - 1), keys >> text_bits
+        mask = (1 << bits) - 1
+        codes = used[packed >> 2 * bits] << 42 | used[packed >> bits & mask] << 21
+        return codes | used[packed & mask], text_of.astype(np.int32)
+    c = chars.astype(np.int64)  # too many distinct characters to pack: sort the codes
+    codes = ((c[:-2] << 42) | (c[1:-1] << 21) | c[2:])[inside]
+    order = np.argsort(codes, kind="stable")  # the texts stay in order within a code
+    codes, text_of = codes[order], text_of[order]
+    first = np.ones(len(codes), dtype=bool)
+    first[1:] = (codes[1:] != codes[:-1]) | (text_of[1:] != text_of[:-1])
+    return codes[first], text_of[first].astype(np.int32)
 
 
 @dataclass(frozen=True)
@@ -109,37 +140,65 @@ def diff_spans(sentence: str, source: str) -> tuple[tuple[str, bool], ...]:
 class _Index:
     """One corpus' pairs, indexed by trigram (module docstring); guarded by its lock."""
 
-    def __init__(self, at: int) -> None:
+    def __init__(self, at: int, rows: Sequence[tuple[int, str, str]] = ()) -> None:
+        """The index of ``rows`` (pair id, source, target), at change ``at``, built in one go:
+        its postings are one sorted array (``_trigrams``) cut by trigram."""
         self.at = at  # the newest change taken in
         self.lock = threading.Lock()
-        self.ids: list[int] = []
-        self.sources: list[str] = []  # normalised
-        self.targets: list[str] = []
-        self.sizes = array("i")  # trigrams per slot
-        self.alive = array("b")  # 0: the pair was edited or deleted since
-        self.postings: dict[str, array] = {}
-        self.slot_of: dict[int, int] = {}  # pair id -> its live slot
+        self.ids: list[int] = [pid for pid, _, _ in rows]
+        self.sources: list[str] = [normalized(source) for _, source, _ in rows]
+        self.targets: list[str] = [target for _, _, target in rows]
+        codes, slots = _trigrams(self.sources)
+        cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+        self.codes = codes[np.concatenate(([0], cuts))] if len(codes) else codes  # sorted
+        self.starts = np.concatenate(([0], cuts, [len(codes)]))  # code i: slots[starts[i]:…]
+        self.slots = slots
+        self.sizes = array(
+            "i", np.bincount(slots, minlength=len(self.ids)).astype(np.int32).tobytes()
+        )
+        self.alive = array("b", b"\x01" * len(self.ids))  # 0: edited or deleted since
+        self.added: dict[int, array] = {}  # trigram code -> slots of the pairs added since
+        self.slot_of: dict[int, int] = dict(zip(self.ids, range(len(self.ids)), strict=True))
         self.exact: dict[str, list[int]] = {}  # normalised source -> live slots
+        for slot, text in enumerate(self.sources):
+            self.exact.setdefault(text, []).append(slot)
         self.dead = 0
 
     def add(self, pair_id: int, source: str, target: str) -> None:
         self.remove(pair_id)
         slot = len(self.ids)
         text = normalized(source)
-        grams = _grams(text)
+        codes, _ = _trigrams([text])
         self.ids.append(pair_id)
         self.sources.append(text)
         self.targets.append(target)
-        self.sizes.append(len(grams))
+        self.sizes.append(len(codes))
         self.alive.append(1)
-        for gram in grams:
-            posting = self.postings.get(gram)
+        for code in codes.tolist():
+            posting = self.added.get(code)
             if posting is None:
-                self.postings[gram] = array("i", (slot,))
+                self.added[code] = array("i", (slot,))
             else:
                 posting.append(slot)
         self.slot_of[pair_id] = slot
         self.exact.setdefault(text, []).append(slot)
+
+    def _postings(self, codes: np.ndarray) -> list[np.ndarray]:
+        """The slots holding each of these trigrams (those of the build, then those added)."""
+        at = np.searchsorted(self.codes, codes)
+        built = np.zeros(len(codes), dtype=bool)
+        if len(self.codes):
+            built = self.codes[np.minimum(at, len(self.codes) - 1)] == codes
+        found = []
+        for i, code, known in zip(at.tolist(), codes.tolist(), built.tolist(), strict=True):
+            posting = self.slots[self.starts[i] : self.starts[i + 1]] if known else None
+            extra = self.added.get(code)
+            if extra is not None:
+                more = np.frombuffer(extra, dtype=np.int32).copy()  # the array grows later
+                posting = more if posting is None else np.concatenate((posting, more))
+            if posting is not None:
+                found.append(posting)
+        return found
 
     def remove(self, pair_id: int) -> None:
         slot = self.slot_of.pop(pair_id, None)
@@ -155,27 +214,43 @@ class _Index:
     def stale(self) -> bool:
         return self.dead > 1000 and self.dead * 4 > len(self.ids)
 
+    def _best_overlap(self, shared: np.ndarray, grams: int) -> list[int]:
+        """The ``CANDIDATES`` slots of best Dice overlap, ``shared`` / (``grams`` + the slot's
+        trigrams), of the slots sharing any. A slot sharing s trigrams holds at least s, so
+        it scores at most s / (grams + s): the overlap is computed first for the slots that
+        share the most, then only for those whose bound reaches the worst of their best."""
+        at_least = np.cumsum(np.bincount(shared)[::-1])[::-1]  # slots sharing ≥ s trigrams
+        at_least[0] = 0
+        enough = np.flatnonzero(at_least >= CANDIDATES)
+        fewest = max(1, int(enough[-1])) if len(enough) else 1
+        sizes = np.frombuffer(self.sizes, dtype=np.int32)
+        while True:
+            seen = np.flatnonzero(shared >= fewest)
+            overlap = shared[seen] / (grams + sizes[seen])
+            if fewest == 1 and len(seen) <= CANDIDATES:  # (else len(seen) ≥ CANDIDATES)
+                return seen.tolist()
+            worst = float(np.partition(overlap, len(seen) - CANDIDATES)[len(seen) - CANDIDATES])
+            reach = max(1, int(worst * grams / (1 - worst)))  # s / (grams + s) ≥ worst
+            if reach >= fewest:
+                best = np.argpartition(-overlap, CANDIDATES - 1)[:CANDIDATES]
+                return seen[best].tolist()
+            fewest = reach
+
     def search(self, sentence: str, limit: int, min_score: float) -> list[Match]:
         text = normalized(sentence)
         if not text or not self.ids:
             return []
-        grams = _grams(text)
-        postings = sorted((self.postings[g] for g in grams if g in self.postings), key=len)
+        codes, _ = _trigrams([text])
+        postings = sorted(self._postings(codes), key=len)
         # Trigrams in most pairs tell little and cost most: counted only when few others remain.
         common = max(1000, len(self.ids) // 20)
         rare = [p for p in postings if len(p) <= common]
         chosen = rare if len(rare) >= 3 else postings
         slots: set[int] = set(self.exact.get(text, ()))
         if chosen:
-            hits = np.concatenate([np.frombuffer(p, dtype=np.int32) for p in chosen])
-            shared = np.bincount(hits, minlength=len(self.ids))
-            seen = np.flatnonzero(shared * np.frombuffer(self.alive, dtype=np.int8))
-            sizes = np.frombuffer(self.sizes, dtype=np.int32)[seen]
-            overlap = shared[seen] / (len(grams) + sizes)
-            k = min(CANDIDATES, len(seen))
-            if k:
-                best = seen[np.argpartition(-overlap, k - 1)[:k]]
-                slots.update(int(i) for i in best)
+            shared = np.bincount(np.concatenate(chosen), minlength=len(self.ids))
+            shared *= np.frombuffer(self.alive, dtype=np.int8)
+            slots.update(self._best_overlap(shared, len(codes)))
         found = []
         for slot in slots:
             score = 100.0 if self.sources[slot] == text else fuzz.ratio(text, self.sources[slot])
@@ -201,49 +276,45 @@ _indexes_lock = threading.Lock()
 
 def _build(corpus_id: int) -> _Index:
     with session_scope() as s:
-        index = _Index(last_change(s, corpus_id))
+        at = last_change(s, corpus_id)
         rows = s.execute(
             select(Pair.id, Pair.source, Pair.target)
             .where(Pair.corpus_id == corpus_id)
             .order_by(Pair.id)
             .execution_options(yield_per=10_000)
         )
-        for pid, source, target in rows:
-            index.add(pid, source, target)
-    return index
+        return _Index(at, [tuple(row) for row in rows])
 
 
-def _current(corpus_id: int) -> _Index:
-    """The corpus' index, with every change since it was built taken in."""
-    key = (settings.database_url(), corpus_id)
-    with _indexes_lock:
-        index = _indexes.get(key)
+def _current(corpus: CorpusRef) -> _Index:
+    """The index of a corpus named or numbered (``WorkbenchError`` for none), for a reader,
+    with every change since it was built taken in: one session, two small queries, when
+    the index is cached and nothing changed."""
+    require(Permission.READ)
+    with session_scope() as s:
+        corpus_id = find(s, corpus).id
+        key = (settings.database_url(), corpus_id)
+        with _indexes_lock:
+            index = _indexes.get(key)
+            if index is not None:
+                _indexes.move_to_end(key)
         if index is not None:
-            _indexes.move_to_end(key)
-    if index is not None:
-        with session_scope() as s, index.lock:
-            delta = changes_since(s, corpus_id, index.at)
-            if delta is not None:
-                for pid in delta.deleted:
-                    index.remove(pid)
-                for pid, (source, target) in delta.upserted.items():
-                    index.add(pid, source, target)
-                index.at = delta.last
-        if delta is not None and not index.stale():
-            return index
+            with index.lock:
+                delta = changes_since(s, corpus_id, index.at)
+                if delta is not None:
+                    for pid in delta.deleted:
+                        index.remove(pid)
+                    for pid, (source, target) in delta.upserted.items():
+                        index.add(pid, source, target)
+                    index.at = delta.last
+            if delta is not None and not index.stale():
+                return index
     index = _build(corpus_id)
     with _indexes_lock:
         _indexes[key] = index
         while len(_indexes) > CACHED_CORPORA:
             _indexes.popitem(last=False)
     return index
-
-
-def corpus_id_of(corpus: CorpusRef) -> int:
-    """The id of a corpus named or numbered (``WorkbenchError`` for none), for a reader."""
-    require(Permission.READ)
-    with session_scope() as s:
-        return find(s, corpus).id
 
 
 def find_matches(
@@ -260,6 +331,6 @@ def find_matches(
             max=MAX_MATCHES,
             n=limit,
         )
-    index = _current(corpus_id_of(corpus))
+    index = _current(corpus)
     with index.lock:
         return [index.search(sentence, limit, min_score) for sentence in sentences]

@@ -82,16 +82,21 @@ class RetrievalMemory:
     settings: KnnSettings = field(default_factory=KnnSettings)
 
 
+def knn_weights(distances: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Each neighbour's vote [N, k]: softmax(-d / T) over a row's neighbours, 0 for none (token
+    -1); a row without neighbours is all zeros."""
+    valid = tokens >= 0
+    logits = torch.where(valid, -distances / temperature, float("-inf"))  # [N, k]
+    return torch.softmax(logits, dim=-1).nan_to_num(0.0) * valid  # all -inf rows -> 0
+
+
 def knn_probs(
     distances: torch.Tensor, tokens: torch.Tensor, vocab_size: int, temperature: float
 ) -> torch.Tensor:
-    """p_kNN [N, V]: softmax(-d / T) over each row's neighbours [N, k], summed per token.
-    A row without neighbours (all d = inf) is all zeros."""
-    valid = tokens >= 0
-    logits = torch.where(valid, -distances / temperature, float("-inf"))  # [N, k]
-    weights = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # all -inf rows -> 0
+    """p_kNN [N, V]: the votes of each row's neighbours [N, k], summed per token."""
+    weights = knn_weights(distances, tokens, temperature)
     probs = distances.new_zeros(distances.size(0), vocab_size)
-    return probs.scatter_add_(1, tokens.clamp(min=0), weights * valid)
+    return probs.scatter_add_(1, tokens.clamp(min=0), weights)
 
 
 def row_lambdas(distances: torch.Tensor, settings: KnnSettings) -> torch.Tensor:
@@ -104,16 +109,20 @@ def row_lambdas(distances: torch.Tensor, settings: KnnSettings) -> torch.Tensor:
 
 
 def interpolate(
-    model_log_probs: torch.Tensor, p_knn: torch.Tensor, lam: torch.Tensor
+    model_log_probs: torch.Tensor, tokens: torch.Tensor, weights: torch.Tensor, lam: torch.Tensor
 ) -> torch.Tensor:
-    """log(λ·p_kNN + (1 − λ)·p_model) [N, V] from log p_model [N, V], p_kNN [N, V], λ [N];
-    exact where λ = 0 (the model's own log-probabilities)."""
-    lam = lam[:, None]
-    mixed = torch.logaddexp(
-        model_log_probs + torch.log1p(-lam.clamp(max=1 - 1e-6)),
-        torch.log(p_knn * lam),
-    )
-    return torch.where(lam > 0, mixed, model_log_probs)
+    """log(λ·p_kNN + (1 − λ)·p_model) [N, V] from log p_model [N, V], the neighbours' tokens
+    [N, k] and votes [N, k] (`knn_weights`), λ [N]. p_kNN is 0 outside a row's k tokens, so
+    only those columns need more than log(1 − λ) added: O(N·k) work beside one O(N·V) add."""
+    lam = lam[:, None].clamp(max=1 - 1e-6)  # [N, 1]
+    out = model_log_probs + torch.log1p(-lam)
+    columns = tokens.clamp(min=0)  # [N, k]
+    # p_kNN of each listed token: the votes of every neighbour with that token
+    same = tokens[:, :, None] == tokens[:, None, :]  # [N, k, k]
+    p_knn = (same * weights[:, None, :]).sum(dim=-1)  # [N, k]
+    p_model = model_log_probs.gather(1, columns).exp()
+    mixed = torch.log((1 - lam) * p_model + lam * p_knn)
+    return out.scatter_(1, columns, torch.where(tokens >= 0, mixed, out.gather(1, columns)))
 
 
 def retrieve(
@@ -141,8 +150,8 @@ def _mix(
     # At an exact context only the exact entries vote: the memory knows what came next there.
     exact = distances[:, :1] <= s.exact_distance  # [N, 1]: sorted, nearest first
     tokens = torch.where(exact & (distances > s.exact_distance), -1, tokens)
-    p_knn = knn_probs(distances, tokens, model_log_probs.size(-1), s.temperature)
-    return interpolate(model_log_probs, p_knn, lam), lam
+    weights = knn_weights(distances, tokens, s.temperature)
+    return interpolate(model_log_probs, tokens, weights, lam), lam
 
 
 @torch.inference_mode()

@@ -19,6 +19,7 @@ from core_model.retrieval import (
     explain,
     interpolate,
     knn_probs,
+    knn_weights,
     mean_log_likelihood,
     row_lambdas,
     teacher_forced_entries,
@@ -60,13 +61,16 @@ def test_knn_probabilities_sum_the_votes_of_each_token() -> None:
 
 def test_interpolation_is_the_papers_mixture_and_the_model_alone_without_neighbours() -> None:
     model_lp = torch.log_softmax(torch.randn(2, 6), dim=-1)
-    p_knn = torch.zeros(2, 6)
-    p_knn[:, 2] = 1.0
+    distances = torch.tensor([[0.5, 1.0, 2.0], [math.inf, math.inf, math.inf]])
+    tokens = torch.tensor([[2, 4, 2], [-1, -1, -1]])
+    weights = knn_weights(distances, tokens, temperature=1.0)
     lam = torch.tensor([0.25, 0.0])
-    mixed = interpolate(model_lp, p_knn, lam)
-    expected = 0.25 * p_knn[0] + 0.75 * model_lp[0].exp()
+    mixed = interpolate(model_lp.clone(), tokens, weights, lam)
+    dense = knn_probs(distances, tokens, 6, temperature=1.0)
+    expected = 0.25 * dense[0] + 0.75 * model_lp[0].exp()  # the paper's eq. 2, densely
     assert torch.allclose(mixed[0].exp(), expected, atol=1e-6)
-    assert torch.equal(mixed[1], model_lp[1])
+    assert torch.allclose(mixed[1], model_lp[1])
+    assert float(mixed[0].exp().sum()) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_an_exact_context_raises_lambda() -> None:

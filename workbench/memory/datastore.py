@@ -21,6 +21,7 @@ id layout — and apart they would share their private parts.)
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
@@ -364,8 +365,44 @@ def sync(store: Store, loaded: LoadedModel) -> int:
         keys, ids = _entries(loaded, added)
         store.faiss_store.add(keys, ids)
         store.pairs.update({pid: content for pid, (_, _, content) in added.items()})
-    _save(store)
+    _save_soon(store)
     return len(gone) + len(new_ids)
+
+
+# A synced store is written a moment later, not before the translation that synced it: the
+# file is a cache of what the database says (a process that dies first leaves an older file,
+# which the next one syncs again), and writing a large store takes longer than a translation.
+SAVE_DELAY_S = 2.0
+_pending: dict[tuple[int, int], threading.Timer] = {}
+_pending_lock = threading.Lock()
+
+
+def _save_soon(store: Store) -> None:
+    key = (store.version_id, store.corpus_id)
+    with _pending_lock:
+        if key in _pending:
+            return
+        timer = threading.Timer(SAVE_DELAY_S, _save_pending, (store,))
+        timer.daemon = True
+        _pending[key] = timer
+    timer.start()
+
+
+def _save_pending(store: Store) -> None:
+    with _pending_lock:
+        _pending.pop((store.version_id, store.corpus_id), None)
+    with store.lock:
+        _save(store)
+
+
+@atexit.register
+def _save_pending_at_exit() -> None:
+    """A command that synced a store and ends at once (``translate --memory``) writes it."""
+    with _pending_lock:
+        waiting = list(_pending.values())
+    for timer in waiting:
+        timer.cancel()
+        _save_pending(timer.args[0])
 
 
 # ---------------------------------------------------------------------- the services

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, module_home, toy_pairs, trained_home, training
+from tests.helpers import cli, module_home, toy_pairs, trained_home, training, wait_for
 from workbench.corpus import corpora, pairs
 from workbench.errors import WorkbenchError
 from workbench.memory import datastore, recall
-from workbench.models import translation
+from workbench.models import registry, translation
 
 NEW_SOURCE = "我的猫喜欢喝咖啡"  # not in the toy corpus
 
@@ -41,6 +41,27 @@ def test_the_store_holds_every_train_position_and_is_saved(trained: dict) -> Non
     assert datastore.store_path(trained["version"], trained["corpus_id"]).is_file()
     state = datastore.store_state(trained["version"])
     assert state["state"] == "ready" and state["entries"] == store.faiss_store.size
+
+
+def test_a_synced_store_is_written_a_moment_later(
+    trained: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The translation that syncs a saved pair does not wait for the file: it is written just
+    after (another process then loads the pair from it)."""
+    monkeypatch.setattr(datastore, "SAVE_DELAY_S", 0.2)
+    _open(trained)
+    path = datastore.store_path(trained["version"], trained["corpus_id"])
+    written = path.stat().st_mtime_ns
+    added = {"source": "他喜欢在图书馆喝茶", "target": "He works at the library.", "split": "train"}
+    [pair_id] = pairs.apply_edits(trained["corpus_id"], added=[added]).added_ids
+    try:
+        assert pair_id in _open(trained).pairs  # in memory at once
+        wait_for(lambda: path.stat().st_mtime_ns != written, 30, "the store to be written")
+        info = registry.get_version(trained["version"])
+        stored, _why = datastore._load(info, trained["corpus_id"])
+        assert stored is not None and pair_id in stored.pairs
+    finally:
+        pairs.apply_edits(trained["corpus_id"], deleted=[pair_id])
 
 
 @pytest.mark.parametrize("beam", [1, 4])

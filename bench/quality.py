@@ -97,7 +97,10 @@ def train_through_product(
     worker = subprocess.run(
         [sys.executable, "-m", "workbench", "worker", "--once"],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+        },
         capture_output=True,
         text=True,
     )

@@ -33,10 +33,16 @@ def clean_pairs(pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]
 
 
 def choose_device(name: str, ranks: Ranks) -> torch.device:
-    """The device to train on; each DDP rank on a GPU takes its own (LOCAL_RANK)."""
+    """The device to train on; each DDP rank on a GPU takes its own (LOCAL_RANK), one process
+    the current one (``torch.cuda.set_device`` wants an index: "cuda" alone is refused)."""
     device = resolve_device(name)
-    if ranks.on and device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", ranks.rank)))
+    if device.type == "cuda" and device.index is None:
+        index = (
+            int(os.environ.get("LOCAL_RANK", ranks.rank))
+            if ranks.on
+            else torch.cuda.current_device()
+        )
+        device = torch.device("cuda", index)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     return device

@@ -19,6 +19,7 @@ from core_model.tokenizer import train_tokenizers
 from core_model.training import TrainConfig, TrainingError, plan_budget, train
 from core_model.training.checkpoint import find_checkpoint, read_state
 from core_model.training.label_smoothing import LabelSmoothingLoss, label_smoothed_nll_loss
+from core_model.training.parallel import Ranks
 from core_model.training.schedule import (
     LRSchedule,
     constant_lr,
@@ -520,3 +521,23 @@ def test_the_automatic_budget_says_it_finished_its_passes() -> None:
     res = train(toy_pairs(), toy_pairs()[:4], cfg)
     reason = tr.StopReason(res.metrics["stop_reason"])
     assert reason is tr.StopReason.AUTO_STEPS
+
+
+def test_one_process_on_a_gpu_sets_an_indexed_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.cuda.set_device refuses "cuda" without an index (seen on a lent H100): one
+    process takes the current GPU, a rank its LOCAL_RANK. No GPU here: torch.cuda's answers
+    are stood in for, and what set_device receives is checked."""
+    from core_model.training import setup
+
+    chosen: list[torch.device] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    one = Ranks()  # not initialised: one process
+    assert setup.choose_device("auto", one) == torch.device("cuda", 0)
+    rank = Ranks()
+    rank.on, rank.rank, rank.world = True, 1, 2  # as a second DDP rank sees itself
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert setup.choose_device("cuda", rank) == torch.device("cuda", 1)
+    assert chosen == [torch.device("cuda", 0), torch.device("cuda", 1)]
+    assert all(d.index is not None for d in chosen)

@@ -58,6 +58,11 @@ def _tsv(pairs_by_split: dict[str, data.Pairs]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def _path() -> str | None:
+    """The caller's PYTHONPATH (packages installed beside the environment stay importable)."""
+    return os.environ.get("PYTHONPATH")
+
+
 def import_corpus(
     name: str, src_lang: str, tgt_lang: str, train: data.Pairs, valid: data.Pairs
 ) -> tuple[int, int]:

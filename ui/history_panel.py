@@ -91,14 +91,16 @@ def _state(c: ChangeInfo) -> str:
 def _columns() -> dict[str, Any]:
     """The table's headers in the session's language (its columns keep their English keys);
     the state wide enough for "cannot be undone" (the grid sizes a column by its first rows,
-    where the state is often empty)."""
+    where the state is often empty), the summary no wider than the window leaves."""
     return {
         "change": _("change"),
         "when (UTC)": _("when (UTC)"),
         "who": _("who"),
         "what": _("what"),
         "action": _("action"),
-        "summary": _("summary"),
+        # a long summary would push the table past a 1400 px window: it is cut (the whole
+        # text on hover) where the state is not
+        "summary": st.column_config.TextColumn(_("summary"), width="medium"),
         "rows": _("rows"),
         "state": st.column_config.TextColumn(_("state"), width="medium"),
     }

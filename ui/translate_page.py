@@ -219,8 +219,8 @@ def results_view(shown: dict[str, Any], version: Any) -> None:
         column_config={
             # widths that keep the warnings in view on a 1400 px window (sidebar open)
             "#": st.column_config.NumberColumn("#", width="small"),
-            "source": st.column_config.TextColumn(_("source"), width=300),
-            "translation": st.column_config.TextColumn(_("translation"), width=300),
+            "source": st.column_config.TextColumn(_("source"), width=250),
+            "translation": st.column_config.TextColumn(_("translation"), width=250),
             "memory": st.column_config.TextColumn(_("origin"), width="small"),
             "unknown": st.column_config.NumberColumn(
                 _("unknown"),

@@ -269,8 +269,12 @@ def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
             print(f"demo training: click → version ready in {time.monotonic() - started:.1f} s")
             _no_traceback(page)
 
-            # 3. Translate a training sentence of the demo corpus.
+            # 3. Translate a training sentence of the demo corpus: by the model (the memory's
+            # exact match, on by default, would give the pair's target and no attention map).
             page.goto(f"{url}/translate")
+            page.get_by_text("Use the memory's exact matches").click()
+            expect(page.locator(".st-key-translate_memory input")).not_to_be_checked()
+            _settle(page)
             source = page.locator(".st-key-translate_input textarea")
             source.fill(DEMO_SOURCE)
             source.press("Control+Enter")

@@ -51,6 +51,7 @@ def test_translate_page_in_chinese(populated) -> None:
     at = open_in_chinese(navigation.TRANSLATE)
     assert at.title[0].value == "翻译"
     assert at.text_area(key="translate_input").label == "源句（zh），每行一句"
+    at.toggle(key="translate_memory").set_value(False)  # the model translates: a map is drawn
     at.text_area(key="translate_input").input("我想喝一杯茶。")
     at.button(key="translate").click().run()
     assert_clean(at)

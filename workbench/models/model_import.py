@@ -197,10 +197,17 @@ def import_zip_upload(data: bytes, filename: str, **options: Any) -> int:
     `options`: those of `import_version`."""
     require(Permission.TRAIN)
     stem = "".join(c for c in Path(str(filename)).stem if c.isalnum() or c in "-_.")[:100]
+    shown = Path(str(filename)).name[:200]
     with staging.staging_folder() as upload:
         path = upload / f"{stem or 'model'}.zip"
         path.write_bytes(data)
-        return import_version(path, **options, shown_as=Path(str(filename)).name[:200])
+        try:
+            return import_version(path, **options, shown_as=shown)
+        except WorkbenchError as exc:  # the staged copy's name is the user's file's
+            if exc.msgid is None:
+                raise
+            params = {k: shown if v == path.name else v for k, v in exc.params.items()}
+            raise WorkbenchError(exc.msgid, **params) from None
 
 
 def _without(text: str, work: Path, shown: str) -> str:

@@ -28,7 +28,7 @@ from core_model.untrusted_files import UntrustedFileError
 from workbench.corpus.corpora import get_corpus, validate_lang
 from workbench.corpus.text_rules import normalize_text, validate_name
 from workbench.errors import WorkbenchError
-from workbench.messages import N_
+from workbench.messages import N_, MessageId
 from workbench.models import registry, staging
 from workbench.models.archives import is_zip, unpack_model_zip
 from workbench.team.access import Permission, require
@@ -206,8 +206,14 @@ def import_zip_upload(data: bytes, filename: str, **options: Any) -> int:
         except WorkbenchError as exc:  # the staged copy's name is the user's file's
             if exc.msgid is None:
                 raise
-            params = {k: shown if v == path.name else v for k, v in exc.params.items()}
-            raise WorkbenchError(exc.msgid, **params) from None
+            raise _named_as_uploaded(exc.msgid, exc.params, path.name, shown) from None
+
+
+def _named_as_uploaded(
+    message: MessageId, params: dict[str, Any], staged: str, shown: str
+) -> WorkbenchError:
+    """The refusal `message` with the staged zip's name given as the uploaded file's."""
+    return WorkbenchError(message, **{k: shown if v == staged else v for k, v in params.items()})
 
 
 def _without(text: str, work: Path, shown: str) -> str:

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,11 +19,16 @@ from tests.helpers import start_worker
 
 
 @pytest.fixture
-def group_folder() -> Iterator[Callable[[int, str], Path]]:
-    """Makes a group's folder as rank ``pid`` would, where this machine puts them; whatever
-    is left of them is removed afterwards."""
+def group_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[int, str], Path]]:
+    """Makes a group's folder as rank ``pid`` would where /dev/shm is not writable: in the
+    temp folder, here one of this test's own (``TMPDIR``, which the worker started here
+    inherits), so that no other test's worker sweeps them first."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setenv("TMPDIR", str(root))
     made: list[Path] = []
-    root = parallel._groups() or Path(tempfile.gettempdir())
 
     def make(pid: int, tag: str) -> Path:
         folder = root / f"{parallel.GROUP_PREFIX}{pid}-{tag}"

@@ -161,9 +161,6 @@ class RankGroup:
             "PYTHONPATH": path,
             "OMP_NUM_THREADS": threads,
             "MKL_NUM_THREADS": threads,
-            # waiting threads sleep instead of spinning on a core another program may need
-            # (read when the child's torch loads OpenMP; `python -m workbench` sets the same)
-            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
         }
         try:
             for rank in range(1, world):

@@ -574,21 +574,22 @@ def test_stored_reasons_are_told_truthfully(db_url: str) -> None:
     assert run_info.describe_stop(None) is None
 
 
-def test_the_worker_and_cli_let_waiting_openmp_threads_sleep() -> None:
-    """`python -m workbench` sets OMP_WAIT_POLICY=PASSIVE before torch loads OpenMP (spinning
-    threads collapsed a run when another program took a core: docs/TRAINING.md "A busy
-    core"); a policy the user set is kept."""
+def test_the_worker_and_cli_keep_openmps_own_wait_policy() -> None:
+    """`python -m workbench` sets no OMP_WAIT_POLICY: libgomp's default (spin a moment, then
+    sleep) trained 5,616-6,278 tokens/s with 1 x 2 threads on an idle machine where PASSIVE
+    trained 4,058-4,447 (docs/TRAINING.md "A busy core"); a taken core is
+    `pace.ThreadWatch`'s to notice. A policy the user set is kept."""
     code = (
         "import os, runpy; runpy.run_module('workbench', run_name='imported'); "
-        "import torch; print(os.environ['OMP_WAIT_POLICY'])"
+        "import torch; print(os.environ.get('OMP_WAIT_POLICY', 'unset'))"
     )
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.stdout.strip() == "PASSIVE", out.stderr[-2000:]
+    assert out.stdout.strip() == "unset", out.stderr[-2000:]
     kept = subprocess.run(
         [sys.executable, "-c", code],
-        env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+        env={**env, "OMP_WAIT_POLICY": "PASSIVE"},
         capture_output=True,
         text=True,
     )
-    assert kept.stdout.strip() == "ACTIVE"
+    assert kept.stdout.strip() == "PASSIVE"

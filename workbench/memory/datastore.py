@@ -173,8 +173,11 @@ def store_path(version_id: int, corpus_id: int) -> Path:
 
 def _save(store: Store) -> None:
     """One file, written beside and renamed into place: the old store or the new one."""
-    path = store_path(store.version_id, store.corpus_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _write(store_path(store.version_id, store.corpus_id), _snapshot(store))
+
+
+def _snapshot(store: Store) -> dict[str, np.ndarray]:
+    """What the file holds, copied: taken under the store's lock, written without it."""
     meta = {
         "format": STORE_FORMAT,
         "version_sha256": store.version_sha256,
@@ -183,16 +186,19 @@ def _save(store: Store) -> None:
         "built_seconds": store.built_seconds,
     }
     ids = np.fromiter(store.pairs, dtype=np.int64, count=len(store.pairs))
-    hashes = np.array([store.pairs[i] for i in ids.tolist()], dtype="U64")
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    return {
+        "meta": np.array(json.dumps(meta)),
+        "index": faiss.serialize_index(store.faiss_store.index),
+        "pair_ids": ids,
+        "pair_hashes": np.array([store.pairs[i] for i in ids.tolist()], dtype="U64"),
+    }
+
+
+def _write(path: Path, snapshot: dict[str, np.ndarray]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "wb") as f:
-        np.savez(
-            f,
-            meta=np.array(json.dumps(meta)),
-            index=faiss.serialize_index(store.faiss_store.index),
-            pair_ids=ids,
-            pair_hashes=hashes,
-        )
+        np.savez(f, **snapshot)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -389,10 +395,12 @@ def _save_soon(store: Store) -> None:
 
 
 def _save_pending(store: Store) -> None:
+    """Copy the store under its lock (a translation waits for the copy only), write it after."""
     with _pending_lock:
         _pending.pop((store.version_id, store.corpus_id), None)
     with store.lock:
-        _save(store)
+        snapshot = _snapshot(store)
+    _write(store_path(store.version_id, store.corpus_id), snapshot)
 
 
 @atexit.register

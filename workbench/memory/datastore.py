@@ -384,10 +384,12 @@ _pending_lock = threading.Lock()
 
 
 def _save_soon(store: Store) -> None:
+    """Write the store once no sync has come for SAVE_DELAY_S (a translator saving pair after
+    pair is not made to wait for the copy each time)."""
     key = (store.version_id, store.corpus_id)
     with _pending_lock:
         if key in _pending:
-            return
+            _pending[key].cancel()
         timer = threading.Timer(SAVE_DELAY_S, _save_pending, (store,))
         timer.daemon = True
         _pending[key] = timer

@@ -12,8 +12,10 @@ core at minute 2. Two watches, fed after every step:
   faster than one did.
 - The re-plan (`Trainer._replan`, `recipe.replan`), after `REPLAN_AFTER_S` and at every
   epoch's end: a minutes budget was projected to tokens from the calibration; when the run
-  trains more than `REPLAN_TOLERANCE` off that speed, what depends on the tokens is chosen
-  again for the tokens it will really see.
+  trained more than `REPLAN_TOLERANCE` off that speed since the last comparison (a window of
+  at least `REPLAN_AFTER_S`: a GPU's start-up would keep a running average rising and
+  re-planning at every epoch), what depends on the tokens is chosen again for the tokens it
+  will really see, and the new speed is the plan's.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ SLOW_SHARE = 0.5  # a window under this share of the threads' best speed: a core
 RECHECK_S = 15.0  # with fewer threads, how often to look whether the cores are idle again
 FREE_MARGIN = 0.5  # idle cores this close to the threads' count: free again
 GAIN = 1.1  # the threads come back only when their window trains this much faster
-REPLAN_AFTER_S = 60.0  # the first comparison of real and planned speed
+REPLAN_AFTER_S = 60.0  # the first comparison of real and planned speed, and the shortest window
 REPLAN_TOLERANCE = 0.15  # real speed this far off the plan's: re-plan
 
 

@@ -121,6 +121,7 @@ class BudgetClock:
         self.start_step = step  # steps before this attempt do not count for its speed
         self.resumed_s = already_s
         self.start_tokens = self.tokens = already_tokens
+        self.mark = (already_s, already_tokens)  # (elapsed, tokens) of `recent_tokens_per_s`
         # seconds kept at the end of a time budget for choosing the final weights (their
         # validations): training, and its decay, end that much earlier
         self.reserve_s = 0.0
@@ -141,6 +142,19 @@ class BudgetClock:
         spent = self.elapsed() - self.resumed_s
         done = self.tokens - self.start_tokens
         return done / spent if done > 0 and spent > 0 else None
+
+    def recent_tokens_per_s(self, min_s: float) -> float | None:
+        """The speed since the previous measurement (the first: since this attempt began),
+        validations included, once that is at least `min_s` seconds ago (else None, and the
+        window goes on). A re-plan compares this, not the average since the start: a GPU's
+        start-up (CUDA, first kernels) keeps the average rising long after the speed settled,
+        and a core taken an hour into a run would weigh too little in it."""
+        now = self.elapsed()
+        since_s, since_tokens = now - self.mark[0], self.tokens - self.mark[1]
+        if since_s < min_s:
+            return None
+        self.mark = (now, self.tokens)
+        return since_tokens / since_s if since_tokens > 0 else None
 
     def tokens_left(self) -> int | None:
         return None if self.token_budget is None else self.token_budget - self.tokens

@@ -323,7 +323,7 @@ class Trainer:
         they differ by more than `pace.REPLAN_TOLERANCE`, choose again what depends on the
         tokens the run will now train (`recipe.replan`) and record it."""
         decision = [0.0, 0.0, 0.0]
-        real = self.clock.tokens_per_s()
+        real = self.clock.recent_tokens_per_s(pace.REPLAN_AFTER_S)  # since the last comparison
         left = self.clock.time_left()
         off = abs(real / self.planned_speed - 1.0) if real and self.planned_speed else 0.0
         if self.ranks.main and off > pace.REPLAN_TOLERANCE and left is not None:

@@ -10,10 +10,11 @@ import time
 import pytest
 
 from core_model.artifact import read_config
-from core_model.training import TrainConfig, pace, train
+from core_model.training import TrainConfig, pace, schedule, train
 from core_model.training import trainer as trainer_module
 from core_model.training.calibration import Calibration
 from core_model.training.pace import ThreadWatch
+from core_model.training.schedule import Budget, BudgetClock
 
 
 class FakeClock:
@@ -136,3 +137,22 @@ def test_the_trainer_drops_its_threads_when_steps_slow_down(
     changes = result.metrics["pace"]["thread_changes"]
     assert changes[0]["threads"] == 1 and changes[0]["why"] == "slowed down"
     assert len(changes) >= 2 and changes[1]["why"] in ("cores free", "no gain")
+
+
+def test_the_replan_compares_the_speed_since_its_last_check_not_since_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GPU's first minute is start-up: 60 s at 1,000 tokens/s, then 90 s at 10,000. The
+    average since the start is still 6,400 at 150 s, 36 % under the settled speed, and would
+    re-plan again at every epoch; the window since the last check reads 10,000. A window
+    shorter than asked is not judged (None) and keeps counting."""
+    now = [0.0]
+    monkeypatch.setattr(schedule.time, "monotonic", lambda: now[0])
+    clock = BudgetClock(Budget(1, 100, 10, 1_000), time_budget_s=600.0, step=0)
+    now[0], clock.tokens = 60.0, 60_000
+    assert clock.recent_tokens_per_s(60.0) == pytest.approx(1_000.0)
+    now[0], clock.tokens = 90.0, 360_000
+    assert clock.recent_tokens_per_s(60.0) is None  # 30 s: too short a window
+    now[0], clock.tokens = 150.0, 960_000
+    assert clock.recent_tokens_per_s(60.0) == pytest.approx(10_000.0)
+    assert clock.tokens_per_s() == pytest.approx(6_400.0)

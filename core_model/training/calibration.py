@@ -10,12 +10,17 @@ precision and thread count, and the recipe projects tokens = seconds x tokens/s 
 The steps are taken on batches of the run's own length mix (`CorpusFacts.lengths`: the
 corpus' pairs, random ids of their estimated subword lengths), bucketed by `make_batches` at
 the run's batch size and padded as the run pads them (`precision.shape_multiple`): nearly
-every step of a real run has a new shape, and CPU bf16 (oneDNN) prepares its kernels per
-shape, so one synthetic shape timed again and again overstated real runs by up to 2.7x (an
-AMX Xeon; 1.2x on an AVX512-BF16 EPYC). Where 'auto' may train either, both precisions are
-timed (`precision.candidate_precisions`) and the faster on these batches is the one the run
-trains. Each measurement takes at most `CALIBRATION_S`; the weights it touches are thrown
-away.
+first step of a real run on a shape is slow, as CPU bf16 (oneDNN) prepares its kernels per
+shape: one synthetic shape timed again and again overstated real runs by up to 2.7x (an AMX
+Xeon; 1.2x on an AVX512-BF16 EPYC), and timing only first visits understated them by 1.25x
+(a 10-minute click calibrated at 4,539 tokens/s trained at 5,656). So the timed batches are
+visited twice: the second visits give the steady speed a run keeps for thousands of steps,
+the first ones what each new shape costs once (`new_shape_s`), and the run's shapes are
+counted (`run_shapes`: its sample's batches); the recipe takes the shapes' cost off the
+budget (`Calibration.tokens_in`). Where 'auto' may train either, both precisions are timed
+(`precision.candidate_precisions`) and the faster on these batches is the one the run
+trains. Each measurement takes at most about `CALIBRATION_S`; the weights it touches are
+thrown away.
 
 The same measurement chooses how a run spreads over the cores (`choose_layout`): one process
 with every thread, or data-parallel ranks with fewer threads each (`parallel.Layout`), timed
@@ -64,9 +69,16 @@ class Calibration:
     parameters: int
     processes: int = 1  # data-parallel ranks, each with its share of every batch
     shapes: int = 1  # distinct batch shapes among the timed steps (rank 0's)
+    new_shape_s: float = 0.0  # the extra seconds of a step on a shape not seen before
+    run_shapes: int = 0  # distinct shapes of the run's batches (of its length sample's)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def tokens_in(self, seconds: float) -> float:
+        """The tokens `seconds` of training buy: the steady speed, less each of the run's
+        shapes' first step (at most half the time: a measurement of a few steps is noisy)."""
+        return max(seconds / 2, seconds - self.run_shapes * self.new_shape_s) * self.tokens_per_s
 
 
 def synthetic_examples(
@@ -123,50 +135,67 @@ def measure(
     before = torch.get_num_threads()
     if device.type == "cpu":
         torch.set_num_threads(threads)
-    shapes: set[tuple[int, ...]] = set()
 
-    def step(i: int, stop: bool) -> int | None:
+    def shape(i: int) -> tuple[int, ...]:
+        batch = collate(examples, batches[i % len(batches)], mcfg.specials, multiple)
+        return (*batch.src.shape, batch.tgt_in.size(1))
+
+    run_shapes = len({shape(i) for i in range(len(batches))})
+    seen: set[tuple[int, ...]] = set()
+    timed: list[tuple[float, int, bool]] = []  # per step: seconds, tokens, a new shape
+
+    def step(i: int, stop: bool) -> bool:
         """One training step as the loop takes it: first the exchange of the stop flags and
-        the update's tokens (None: stop), then forward, backward, clipping, Adam."""
+        the update's tokens (False: stop), then forward, backward, clipping, Adam."""
+        start = time.perf_counter()
         batch = collate(examples, batches[i % len(batches)], mcfg.specials, multiple).to(device)
         flags = ranks.all_sum([float(stop), 0.0, float(batch.n_tokens)], comm)
         if flags[0] > 0:
-            return None
+            return False
         forward_backward(net, batch, device, amp, 0.1, mcfg.pad_id, flags[2] / ranks.world)
         clip_and_check(model, 1.0, 0.0, i)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if i >= UNTIMED_STEPS:
-            shapes.add((*batch.src.shape, batch.tgt_in.size(1)))
-        return batch.n_tokens + batch.n_src_tokens
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i >= 0:  # the untimed steps have negative numbers
+            key = (*batch.src.shape, batch.tgt_in.size(1))
+            tokens = batch.n_tokens + batch.n_src_tokens
+            timed.append((time.perf_counter() - start, tokens, key not in seen))
+            seen.add(key)
+        return True
 
     try:
-        for i in range(UNTIMED_STEPS):
-            step(i, stop=False)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        tokens, steps, start = 0, 0, time.perf_counter()
-        while True:  # rank 0's clock decides, so every rank takes the same steps
-            late = steps >= 2 and time.perf_counter() - start >= seconds
-            done = step(UNTIMED_STEPS + steps, stop=steps >= max_steps or (ranks.main and late))
-            if done is None:
+        for i in range(UNTIMED_STEPS):  # the last batches: allocation, threads
+            step(-1 - i, stop=False)
+        # first visits until half the time is spent (rank 0's clock decides, so every rank
+        # takes the same steps), then the same batches again
+        visits, start = 0, time.perf_counter()
+        while True:
+            late = visits >= 1 and time.perf_counter() - start >= seconds / 2
+            if not step(visits, stop=visits >= max_steps // 2 or (ranks.main and late)):
                 break
-            tokens, steps = tokens + done, steps + 1
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        spent = time.perf_counter() - start
-        tokens = int(ranks.all_sum([float(tokens)], comm)[0])
+            visits += 1
+        for i in range(visits):
+            step(i, stop=False)
+        again = [(s, n) for s, n, new in timed if not new] or [(s, n) for s, n, _ in timed]
+        steady = ranks.all_sum([float(sum(n for _, n in again))], comm)[0] / sum(
+            s for s, _ in again
+        )
+        extra = [s - n / (steady / ranks.world) for s, n, new in timed if new]
     finally:
         torch.set_num_threads(before)
     return Calibration(
-        tokens_per_s=round(tokens / spent, 1),
-        steps=steps,
-        seconds=round(spent, 2),
+        tokens_per_s=round(steady, 1),
+        steps=len(timed),
+        seconds=round(sum(s for s, _, _ in timed), 2),
         threads=threads if device.type == "cpu" else 0,
         precision="bf16" if amp is not None else "fp32",
         parameters=n_params,
         processes=ranks.world,
-        shapes=len(shapes),
+        shapes=len(seen),
+        new_shape_s=round(max(0.0, sum(extra) / len(extra)) if extra else 0.0, 4),
+        run_shapes=run_shapes,
     )
 
 

@@ -293,7 +293,7 @@ def _budget_tokens(
     if memorise or cfg.time_budget_s is None:
         return None
     if calibration is not None:
-        return cfg.time_budget_s * calibration.tokens_per_s * RUN_SHARE_OF_CALIBRATION
+        return calibration.tokens_in(cfg.time_budget_s) * RUN_SHARE_OF_CALIBRATION
     return cfg.time_budget_s * (GPU_TOKENS_PER_S if gpu else CPU_TOKENS_PER_S)[cfg.preset]
 
 

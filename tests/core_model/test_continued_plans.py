@@ -15,6 +15,7 @@ from bench.marian_checkpoint import save_random_marian, toy_pairs
 from core_model.artifact import load_model
 from core_model.marian import convert_marian
 from core_model.training import TrainConfig, train
+from core_model.training.calibration import Calibration
 from core_model.training.layout import choose_layout
 from core_model.training.recipe import RUN_SHARE_OF_CALIBRATION, CorpusFacts
 from core_model.training.selection import (
@@ -56,7 +57,7 @@ def test_a_continued_runs_plan_is_measured_on_the_parents_model(
     calibration = m["calibration"]
     assert calibration["parameters"] == parameters == m["parameters"]
     assert calibration["tokens_per_s"] > 0
-    projected = 3 * calibration["tokens_per_s"] * RUN_SHARE_OF_CALIBRATION
+    projected = Calibration(**calibration).tokens_in(3) * RUN_SHARE_OF_CALIBRATION
     assert m["pace"]["budget_tokens_at_start"] == int(projected)  # before any re-plan
     corpus_tokens = CorpusFacts.of(PAIRS, VALID).tokens
     assert m["budget_passes"] == pytest.approx(m["budget_tokens"] / corpus_tokens, abs=0.01)

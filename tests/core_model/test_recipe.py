@@ -106,6 +106,17 @@ def test_minutes_are_planned_for_the_tokens_this_machine_trains() -> None:
     assert fast.cfg.vocab_size == 8_000
 
 
+def test_a_budget_pays_each_new_shapes_first_step_once() -> None:
+    """The steady speed (second visits) buys the minutes less the first step of each of the
+    run's shapes: 80 shapes at 0.5 s each leave 560 of 600 s."""
+    cal = Calibration(
+        1_000.0, 10, 2.0, 2, "bf16", 6_000_000, shapes=5, new_shape_s=0.5, run_shapes=80
+    )
+    assert cal.tokens_in(600) == pytest.approx(560_000)
+    plan = resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=lambda _c: cal)
+    assert plan.budget_tokens == pytest.approx(560_000 * 0.9)
+
+
 def test_a_candidate_is_measured_again_only_when_the_budget_changes_its_cost() -> None:
     calls: list[TrainConfig] = []
     # the first guess (2,500 tokens/s: 1.35M tokens -> 250) holds at 2,000 tokens/s: one timing
@@ -145,8 +156,9 @@ def test_calibration_batches_the_corpus_length_mix_as_the_run_does() -> None:
     cpu = torch.device("cpu")
     mixed = measure(mcfg, 250, facts.length_mix(), cpu, "fp32", 1, 600.0, max_steps=6)
     one = measure(mcfg, 250, [(9, 9)] * 50, cpu, "fp32", 1, 600.0, max_steps=6)  # 2 equal batches
-    assert mixed.steps == 6 and mixed.shapes >= 3
-    assert one.shapes == 1
+    assert mixed.steps == 6 and mixed.shapes >= 3  # 3 batches, each visited twice
+    assert mixed.run_shapes >= mixed.shapes and mixed.new_shape_s >= 0.0
+    assert (one.shapes, one.run_shapes) == (1, 1)
     assert CorpusFacts(10, 0, 100, True).length_mix()[0] == (6, 6)  # no sample: side_tokens
 
 
@@ -189,7 +201,8 @@ def test_a_minutes_run_records_its_calibration_and_projected_budget() -> None:
     cal = m["calibration"]
     assert m["budget_tokens_projected"] and cal["precision"] == "fp32" and cal["threads"] == 1
     planned = m["pace"]["budget_tokens_at_start"]
-    assert planned == pytest.approx(3 * cal["tokens_per_s"] * 0.9, rel=0.01)
+    steady_s = max(1.5, 3 - cal["run_shapes"] * cal["new_shape_s"])  # the shapes' first steps
+    assert planned == pytest.approx(steady_s * cal["tokens_per_s"] * 0.9, rel=0.01)
     by_tokens = train(pairs[:40], None, TrainConfig(token_budget=500, tokenizer="whitespace"))
     assert by_tokens.metrics["budget_tokens"] == 500
     assert by_tokens.metrics["calibration"] is None

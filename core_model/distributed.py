@@ -7,9 +7,11 @@ Each process trains on its share of every update (`batching.shard_batches` of ba
 rank's share in size, so the update is the size the recipe chose whatever the number of
 ranks); gradients are all-reduced by DistributedDataParallel, so every rank holds identical
 weights after every step. Rank 0 trains the tokenizers (and sends them to the others),
-validates, checkpoints, reports and writes the model folder. Backend: NCCL on GPUs, Gloo on
-CPU. `python -m core_model.distributed --child SPEC RANK` is a child rank of a
-`parallel.RankGroup` (a run's, or a speed measurement's).
+validates, checkpoints, reports and writes the model folder. Every rank, whoever started it,
+trains a `parallel.TrainTask` through `train_task`; the ranks themselves (the spec, the backend,
+starting and stopping them) are `training/parallel.py`'s. `python -m core_model.distributed
+--child SPEC RANK` is a child rank of a `parallel.RankGroup` (a run's, or a speed
+measurement's).
 """
 
 from __future__ import annotations
@@ -17,11 +19,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,17 @@ from torch import distributed as dist
 
 from core_model.artifact import unique_state_dict
 from core_model.training import TrainConfig, TrainingError, TrainResult, train
-from core_model.training.calibration import Calibration, measure_as_rank
-from core_model.training.parallel import Layout, RankGroup, join_as_child
+from core_model.training.calibration import measure_share
+from core_model.training.parallel import (
+    Calibration,
+    Layout,
+    MeasureTask,
+    RankGroup,
+    TrainTask,
+    join_as_child,
+    join_torchrun,
+    rank_device,
+)
 from core_model.training.precision import resolve_device
 
 CHILD_DEATH_WAIT_S = 2.0  # a rank's socket closes as it dies: give its exit status a moment
@@ -64,41 +73,30 @@ def train_data_parallel(
     valid_pairs: Sequence[tuple[str, str]] | None,
     cfg: TrainConfig,
     speed: Calibration | None = None,
-    **train_kwargs: Any,
+    *,
+    init_from: str | Path | None = None,
+    resume_from: str | Path | None = None,
+    **rank_zero: Any,
 ) -> TrainResult:
     """`train()` spread as `layout` says: this process is rank 0 (it reports, checkpoints and
-    writes the model, as a one-process run does) and starts the other ranks, which end with
-    it. `speed` is the measurement the layout was chosen by: every rank plans its budget with
-    it, so all choose alike. A rank that dies ends the run with a TrainingError saying which
-    and how; the others are stopped."""
-
-    def run() -> TrainResult:
-        return train(
-            train_pairs,
-            valid_pairs,
-            cfg,
-            speed=speed,
-            threads=layout.threads or None,
-            **train_kwargs,
-        )
-
+    writes the model as a one-process run does: `rank_zero` are `train()`'s arguments for
+    that) and starts the other ranks, which end with it. `speed` is the measurement the
+    layout was chosen by. A rank that dies ends the run with a TrainingError saying which and
+    how; the others are stopped."""
+    task = TrainTask(
+        train=tuple(train_pairs),
+        valid=tuple(valid_pairs or ()),
+        config=cfg,
+        speed=speed,
+        threads=layout.threads or None,
+        init_from=None if init_from is None else str(init_from),
+        resume_from=None if resume_from is None else str(resume_from),
+    )
     if layout.processes == 1:
-        return run()
-    device = resolve_device(cfg.device)
-    init_from, resume_from = train_kwargs.get("init_from"), train_kwargs.get("resume_from")
-    spec = {
-        "task": "train",
-        "train": [list(p) for p in train_pairs],
-        "valid": [list(p) for p in valid_pairs or []],
-        "config": cfg.to_dict(),
-        "init_from": None if init_from is None else str(init_from),
-        "resume_from": None if resume_from is None else str(resume_from),
-        "speed": None if speed is None else speed.to_dict(),
-        "threads": layout.threads or None,
-    }
-    with RankGroup(layout, spec, device) as group:
+        return train_task(task, **rank_zero)
+    with RankGroup(layout, task, resolve_device(cfg.device)) as group:
         try:
-            return run()
+            return train_task(task, **rank_zero)
         except RuntimeError as exc:  # a collective failed: did a rank die?
             deadline = time.monotonic() + CHILD_DEATH_WAIT_S
             while (why := group.failure()) is None and time.monotonic() < deadline:
@@ -108,26 +106,31 @@ def train_data_parallel(
             raise
 
 
-def _train_as_rank(spec: dict[str, Any]) -> None:
-    """A child rank of `train_data_parallel`: the same run, without reports or files."""
-    speed = spec["speed"]
-    train(
-        spec["train"],
-        spec["valid"],
-        TrainConfig.from_dict(spec["config"]),
-        init_from=spec["init_from"],
-        resume_from=spec["resume_from"],
-        speed=None if speed is None else Calibration(**speed),
-        threads=spec["threads"],
+def train_task(task: TrainTask, **rank_zero: Any) -> TrainResult:
+    """What every rank of a run does: `train()` as the task says (rank 0 adds `rank_zero`)."""
+    return train(
+        task.train,
+        task.valid or None,
+        task.config,
+        init_from=task.init_from,
+        resume_from=task.resume_from,
+        speed=task.speed,
+        threads=task.threads,
+        **rank_zero,
     )
 
 
 def _child(spec_path: str, rank: str) -> int:
     number = int(rank)
-    spec = join_as_child(Path(spec_path), number)
-    if spec["task"] == "measure":
-        return _exit_status(number, lambda: measure_as_rank(spec, number))
-    return _exit_status(number, lambda: _train_as_rank(spec))
+
+    def work() -> None:
+        task = join_as_child(Path(spec_path), number)
+        if isinstance(task, MeasureTask):
+            measure_share(task, rank_device(task.device, number))
+        else:
+            train_task(task)
+
+    return _exit_status(number, work)
 
 
 def _exit_status(rank: int, work: Callable[[], None]) -> int:
@@ -179,15 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             **extra,
         }
     )
-    use_cuda = cfg.device != "cpu" and torch.cuda.is_available()
-    backend = "nccl" if use_cuda else "gloo"
-    if "RANK" in os.environ:
-        dist.init_process_group(backend=backend, timeout=timedelta(minutes=30))
+    join_torchrun(resolve_device(cfg.device))
     rank = dist.get_rank() if dist.is_initialized() else 0
 
     def work() -> None:
-        valid = read_tsv(args.valid) if args.valid else None
-        result = train(read_tsv(args.train), valid, cfg, out_dir=args.out)
+        valid = read_tsv(args.valid) if args.valid else ()
+        task = TrainTask(train=tuple(read_tsv(args.train)), valid=tuple(valid), config=cfg)
+        result = train_task(task, out_dir=args.out)
         if args.hash_dir:
             Path(args.hash_dir).mkdir(parents=True, exist_ok=True)
             digest = state_sha256(result.model)

@@ -10,7 +10,7 @@
 - `selection`       early-stopping bookkeeping and the choice/averaging of the final weights
 - `validation`      loss, BLEU/chrF and exact-match checks on held-out pairs
 - `checkpoint`      resumable checkpoints on disk (safetensors + JSON)
-- `parallel`        data-parallel ranks (DistributedDataParallel under torchrun)
+- `parallel`        the ranks of a data-parallel run: layouts, their task spec, backend, launch
 - `setup`           what a run starts from: clean pairs, device, tokenizers, model, optimizer
 - `progress`        what a run reports (`ProgressEvent`) and why it ended (`StopReason`)
 - `trainer`         the loop itself: `train()` and `Trainer`

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import torch
 from torch import nn
@@ -41,7 +39,15 @@ from core_model.batching import Example, collate, make_batches, shard_batches
 from core_model.special_tokens import RESERVED, SpecialIds
 from core_model.training import setup
 from core_model.training.config import TrainConfig
-from core_model.training.parallel import Layout, RankGroup, Ranks, data_parallel, rank_device
+from core_model.training.parallel import (
+    Calibration,
+    Layout,
+    MeasureTask,
+    RankGroup,
+    Ranks,
+    data_parallel,
+    rank_device,
+)
 from core_model.training.precision import (
     candidate_precisions,
     cpu_threads,
@@ -55,30 +61,6 @@ CALIBRATION_S = 2.0  # timed seconds (after untimed steps: allocation, kernel ch
 UNTIMED_STEPS = 2
 MAX_STEPS = 30  # enough on a fast machine; the clock ends it first on a slow one
 BUDGET_SHARE = 1 / 200  # of a minutes budget, at most, per measurement
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """What the measurement saw (saved in the run's metrics so a user can check the plan)."""
-
-    tokens_per_s: float  # source + target tokens per second of full training steps
-    steps: int
-    seconds: float
-    threads: int  # per process
-    precision: str  # 'fp32' | 'bf16'
-    parameters: int
-    processes: int = 1  # data-parallel ranks, each with its share of every batch
-    shapes: int = 1  # distinct batch shapes among the timed steps (rank 0's)
-    new_shape_s: float = 0.0  # the extra seconds of a step on a shape not seen before
-    run_shapes: int = 0  # distinct shapes of the run's batches (of its length sample's)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def tokens_in(self, seconds: float) -> float:
-        """The tokens `seconds` of training buy: the steady speed, less each of the run's
-        shapes' first step (at most half the time: a measurement of a few steps is noisy)."""
-        return max(seconds / 2, seconds - self.run_shapes * self.new_shape_s) * self.tokens_per_s
 
 
 def synthetic_examples(
@@ -211,27 +193,19 @@ def measure_layout(
     """`measure` at each of `precisions` in turn, with the run spread as `layout` says: this
     process is rank 0 of a group of `layout.processes` (the others are started for the
     measurements and stopped after them)."""
-
-    def each() -> list[Calibration]:
-        return [
-            measure(mcfg, batch_tokens, lengths, device, p, layout.threads, seconds)
-            for p in precisions
-        ]
-
+    task = MeasureTask(
+        model=mcfg,
+        batch_tokens=batch_tokens,
+        lengths=tuple((s, t) for s, t in lengths),
+        device=device.type,
+        precisions=tuple(precisions),
+        threads=layout.threads,
+        seconds=seconds,
+    )
     if layout.processes == 1:
-        return each()
-    spec = {
-        "task": "measure",
-        "model": mcfg.to_dict(),
-        "batch_tokens": batch_tokens,
-        "lengths": [list(pair) for pair in lengths],
-        "device": device.type,
-        "precisions": list(precisions),
-        "threads": layout.threads,
-        "seconds": seconds,
-    }
-    with RankGroup(layout, spec, device):
-        return each()
+        return measure_share(task, device)
+    with RankGroup(layout, task, device):
+        return measure_share(task, rank_device(task.device, 0))
 
 
 def measure_candidate(
@@ -267,16 +241,18 @@ def fastest(timings: Sequence[Calibration]) -> Calibration:
     return max(timings, key=lambda t: t.tokens_per_s)
 
 
-def measure_as_rank(spec: dict[str, Any], rank: int) -> None:
-    """A child rank of `measure_layout` (started by `core_model.distributed`, already in the
-    group): the same measurements, with its share of each batch."""
-    for precision in spec["precisions"]:
+def measure_share(task: MeasureTask, device: torch.device) -> list[Calibration]:
+    """What every rank of a measurement does, rank 0 and the children alike (inside a group,
+    each with its share of every batch): `measure` at each of the task's precisions."""
+    return [
         measure(
-            ModelConfig.from_dict(spec["model"]),
-            spec["batch_tokens"],
-            [tuple(pair) for pair in spec["lengths"]],
-            rank_device(spec["device"], rank),
+            task.model,
+            task.batch_tokens,
+            task.lengths,
+            device,
             precision,
-            spec["threads"],
-            spec["seconds"],
+            task.threads,
+            task.seconds,
         )
+        for precision in task.precisions
+    ]

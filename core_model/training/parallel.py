@@ -1,30 +1,42 @@
-"""Data-parallel training (DistributedDataParallel) on one machine: the shapes its cores can
-take (`Layout`: processes × threads), a group of rank processes started by this one
-(`RankGroup`), this process's rank, and the few collectives the training loop needs besides
-DDP's gradient all-reduce. Without an initialised process group every collective is a cheap
-no-op, so the loop has one code path.
+"""The ranks of a data-parallel (DistributedDataParallel) run on one machine — the one home of
+everything about them: the shapes a machine's cores can take (`Layout`: processes × threads),
+what a rank is asked to do (`RankSpec`: the group it joins and its task, a `TrainTask` or a
+`MeasureTask`, written as JSON and read back in one place each), the backend (`backend_for`),
+a group of ranks this process starts and joins as rank 0 (`RankGroup`), and this process's
+rank with the few collectives the training loop needs besides DDP's gradient all-reduce
+(`Ranks`). Without an initialised process group every collective is a cheap no-op, so the loop
+has one code path.
 
 A `RankGroup` is how one click uses every core: this process becomes rank 0 and starts ranks
-1..N-1 as child processes (`python -m core_model.distributed --child <spec> <rank>`, which
-does the spec's task: a speed measurement or a run) that meet it through a file
-store in a private folder (no port to pick, nothing reachable from outside the machine). A
-child dies with its parent (Linux's parent-death signal), so killing the parent leaves no
-orphan; a child that dies makes rank 0's next collective fail at once (Gloo sees the closed
-socket), and the group says which rank ended and how. Multi-node training stays with torchrun
-(`core_model.distributed`).
+1..N-1 with torch's own launcher (`torch.distributed.elastic.multiprocessing.start_processes`,
+the one torchrun uses: `python -m core_model.distributed --child <spec> <rank>`, which does
+the spec's task) that meet it through a file store in a private folder (no port to pick,
+nothing reachable from outside the machine). What torchrun's agent does besides is not used:
+rank 0 is the caller, not a child, so there is no agent to restart ranks, and the launcher's
+signal handlers, meant for an agent process, are put back as they were. A child dies with its
+parent (Linux's parent-death signal: the launcher puts each child in a session of its own, so
+nothing else would reach it when the parent is killed -9); a child that dies makes rank 0's next
+collective fail at once (Gloo sees the closed socket), and the group says which rank ended and
+how, with the last line it wrote. Multi-node training stays with torchrun
+(`core_model.distributed`), which reads the same `TrainTask` and joins through `join_torchrun`.
+
+(Over 450 lines on purpose: issue 40 asked for one home of the ranks' protocol, so a newcomer
+reads what a rank is told, how it is started and how it fails in one file.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -33,19 +45,26 @@ from typing import Any
 import torch
 from torch import distributed as dist
 from torch import nn
+from torch.distributed.elastic.multiprocessing import (
+    LogsDest,
+    LogsSpecs,
+    PContext,
+    start_processes,
+)
 
-from core_model.training import shared_memory
-from core_model.training.config import TrainingError
+from core_model.training.config import TrainConfig, TrainingError
+from core_model.transformer import ModelConfig
 
 # Ranks wait for each other at every step; rank 0 alone validates and checkpoints meanwhile,
 # which on a large validation set takes minutes, never this long.
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)
 START_TIMEOUT_S = 120.0  # a child imports torch and reads its spec: seconds, even when busy
-STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
+STOP_GRACE_S = 5  # after SIGTERM, before SIGKILL
 CHILD_MODULE = "core_model.distributed"  # a child rank's entry point (not imported by the package)
 SHARED_MEMORY = Path("/dev/shm")  # a group's folder lives here where it exists: memory, not disk
 GROUP_PREFIX = "ranks-"  # a group's folder: ranks-<PID of rank 0>-<random>
-_group_folder: Path | None = None  # the folder of the RankGroup this process is in
+# the signals torch's launcher takes over in the process that starts ranks (its agent's)
+LAUNCHER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 @dataclass(frozen=True)
@@ -58,6 +77,139 @@ class Layout:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How fast a layout trained a model when timed (`calibration.measure`; saved in the run's
+    metrics so a user can check the plan). Here, not in `calibration`, because a rank's
+    `TrainTask` carries it and `calibration` starts rank groups."""
+
+    tokens_per_s: float  # source + target tokens per second of full training steps
+    steps: int
+    seconds: float
+    threads: int  # per process
+    precision: str  # 'fp32' | 'bf16'
+    parameters: int
+    processes: int = 1  # data-parallel ranks, each with its share of every batch
+    shapes: int = 1  # distinct batch shapes among the timed steps (rank 0's)
+    new_shape_s: float = 0.0  # the extra seconds of a step on a shape not seen before
+    run_shapes: int = 0  # distinct shapes of the run's batches (of its length sample's)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def tokens_in(self, seconds: float) -> float:
+        """The tokens `seconds` of training buy: the steady speed, less each of the run's
+        shapes' first step (at most half the time: a measurement of a few steps is noisy)."""
+        return max(seconds / 2, seconds - self.run_shapes * self.new_shape_s) * self.tokens_per_s
+
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class TrainTask:
+    """Every rank of a run trains this (`train()` with these arguments; rank 0 alone adds its
+    reports and files). `speed` is the measurement the layout was chosen by: every rank plans
+    its budget with it, so all choose alike."""
+
+    train: Pairs
+    valid: Pairs
+    config: TrainConfig
+    speed: Calibration | None = None
+    threads: int | None = None  # per process; None: as `train()` chooses
+    init_from: str | None = None
+    resume_from: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "train": self.train,  # JSON writes the tuples as lists: not copied first
+            "valid": self.valid,
+            "config": self.config.to_dict(),
+            "speed": None if self.speed is None else self.speed.to_dict(),
+            "threads": self.threads,
+            "init_from": self.init_from,
+            "resume_from": self.resume_from,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainTask:
+        speed = data["speed"]
+        return cls(
+            train=_pairs(data["train"]),
+            valid=_pairs(data["valid"]),
+            config=TrainConfig.from_dict(data["config"]),
+            speed=None if speed is None else Calibration(**speed),
+            threads=data["threads"],
+            init_from=data["init_from"],
+            resume_from=data["resume_from"],
+        )
+
+
+@dataclass(frozen=True)
+class MeasureTask:
+    """Every rank of a speed measurement takes its share of these timed steps
+    (`calibration.measure_share`)."""
+
+    model: ModelConfig
+    batch_tokens: int
+    lengths: tuple[tuple[int, int], ...]  # (source, target) lengths of the batches' pairs
+    device: str  # 'cpu' | 'cuda': each rank takes its own GPU (`rank_device`)
+    precisions: tuple[str, ...]  # one measurement each, in turn
+    threads: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "model": self.model.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MeasureTask:
+        return cls(
+            model=ModelConfig.from_dict(data["model"]),
+            batch_tokens=int(data["batch_tokens"]),
+            lengths=tuple((int(s), int(t)) for s, t in data["lengths"]),
+            device=str(data["device"]),
+            precisions=tuple(str(p) for p in data["precisions"]),
+            threads=int(data["threads"]),
+            seconds=float(data["seconds"]),
+        )
+
+
+RankTask = TrainTask | MeasureTask
+_TASKS: dict[str, type[TrainTask] | type[MeasureTask]] = {
+    "train": TrainTask,
+    "measure": MeasureTask,
+}
+
+
+def _pairs(rows: list[list[str]]) -> Pairs:
+    return tuple((str(s), str(t)) for s, t in rows)
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """What a child rank of a `RankGroup` reads first: the group it joins and its task."""
+
+    world: int
+    backend: str  # `backend_for`'s
+    task: RankTask
+
+    def to_json(self) -> str:
+        kind = next(name for name, cls in _TASKS.items() if isinstance(self.task, cls))
+        group = {"world": self.world, "backend": self.backend}
+        return json.dumps({**group, "kind": kind, "task": self.task.to_dict()})
+
+    @classmethod
+    def from_json(cls, text: str) -> RankSpec:
+        """The spec `to_json` wrote; a TrainingError in one line for anything else."""
+        try:
+            data = json.loads(text)
+            task = _TASKS[data["kind"]].from_dict(data["task"])
+            return cls(int(data["world"]), str(data["backend"]), task)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            why = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise TrainingError(f"A training process got an invalid task ({why}).") from None
 
 
 def cpu_cores() -> int:
@@ -88,6 +240,44 @@ def cpu_layouts(cores: int) -> list[Layout]:
     return split if cores == 1 else [*split, Layout(1, 1)]
 
 
+def backend_for(device: torch.device) -> str:
+    """NCCL between GPUs, Gloo between CPU processes (the one place that chooses)."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def rank_device(kind: str, rank: int) -> torch.device:
+    """One GPU per rank; CPU ranks share the CPU."""
+    return torch.device("cuda", rank) if kind == "cuda" else torch.device("cpu")
+
+
+def join_torchrun(device: torch.device) -> None:
+    """Join the group torchrun started this process in (its RANK, WORLD_SIZE and MASTER_*
+    variables say which); outside torchrun, nothing."""
+    if "RANK" in os.environ:
+        dist.init_process_group(backend=backend_for(device), timeout=COLLECTIVE_TIMEOUT)
+
+
+def _join_group(folder: Path, rank: int, world: int, backend: str) -> None:
+    store = dist.FileStore(str(folder / "store"), world)
+    dist.init_process_group(
+        backend, store=store, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT
+    )
+
+
+def join_as_child(spec_path: Path, rank: int) -> RankTask:
+    """What a child rank does first: tie its life to its parent's, read its spec, say it is
+    ready (its imports are done) and join the group. Returns its task."""
+    die_with_parent()
+    try:
+        text = spec_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TrainingError(f"A training process cannot read its task: {exc}") from None
+    spec = RankSpec.from_json(text)
+    (spec_path.parent / f"ready.{rank}").touch()
+    _join_group(spec_path.parent, rank, spec.world, spec.backend)
+    return spec.task
+
+
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a rank outliving a killed
     worker would hold cores and memory forever); exit now if the parent is already gone."""
@@ -101,48 +291,19 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def backend_for(device: torch.device) -> str:
-    """NCCL between GPUs, Gloo between CPU processes."""
-    return "nccl" if device.type == "cuda" else "gloo"
-
-
-def _join_group(folder: Path, rank: int, world: int, backend: str) -> None:
-    global _group_folder
-    _group_folder = folder
-    store = dist.FileStore(str(folder / "store"), world)
-    dist.init_process_group(
-        backend, store=store, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT
-    )
-
-
-def join_as_child(spec_path: Path, rank: int) -> dict[str, Any]:
-    """What a child rank does first: tie its life to its parent's, read the spec, say it is
-    ready (its imports are done) and join the group. Returns the spec."""
-    die_with_parent()
-    spec = json.loads(spec_path.read_text(encoding="utf-8"))
-    (spec_path.parent / f"ready.{rank}").touch()
-    group = spec["group"]
-    _join_group(spec_path.parent, rank, group["world"], group["backend"])
-    return spec
-
-
-def rank_device(kind: str, rank: int) -> torch.device:
-    """One GPU per rank; CPU ranks share the CPU."""
-    return torch.device("cuda", rank) if kind == "cuda" else torch.device("cpu")
-
-
 class RankGroup:
     """Ranks 1..N-1 as child processes of this one, which joins as rank 0 (a context manager).
 
-    Each child runs `python -m core_model.distributed --child spec.json rank`; `spec`
-    (JSON-able, its "task" says what to do) is what the children need. On exit the group is
-    closed and every child still running is stopped and reaped, whatever happened.
+    Each child runs `python -m core_model.distributed --child spec.json rank` and does `task`.
+    On exit the group is closed, the children are given `STOP_GRACE_S` to end with it, and
+    every one still running is then stopped and reaped (SIGTERM, then SIGKILL after
+    `STOP_GRACE_S` more), whatever happened.
     """
 
-    def __init__(self, layout: Layout, spec: dict[str, Any], device: torch.device) -> None:
-        self.layout, self.spec, self.device = layout, spec, device
-        self.children: list[subprocess.Popen] = []
+    def __init__(self, layout: Layout, task: RankTask, device: torch.device) -> None:
+        self.layout, self.task, self.device = layout, task, device
         self.folder: Path | None = None
+        self.children: PContext | None = None
 
     def __enter__(self) -> RankGroup:
         world = self.layout.processes
@@ -150,29 +311,28 @@ class RankGroup:
         self.folder = Path(tempfile.mkdtemp(prefix=f"{GROUP_PREFIX}{os.getpid()}-", dir=_groups()))
         spec_path = self.folder / "spec.json"
         backend = backend_for(self.device)
-        group = {"world": world, "backend": backend}
-        spec_path.write_text(json.dumps({**self.spec, "group": group}), encoding="utf-8")
+        spec_path.write_text(RankSpec(world, backend, self.task).to_json(), encoding="utf-8")
         threads = str(max(1, self.layout.threads))
         # the children import core_model from where this process did, whatever their cwd
         source = str(Path(__file__).resolve().parents[2])
-        path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
         env = {
-            **os.environ,
-            "PYTHONPATH": path,
+            "PYTHONPATH": os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p),
             "OMP_NUM_THREADS": threads,
             "MKL_NUM_THREADS": threads,
         }
+        ranks = range(1, world)  # the launcher's local rank i is the group's rank i + 1
         try:
-            for rank in range(1, world):
-                cmd = [sys.executable, "-m", CHILD_MODULE, "--child", str(spec_path), str(rank)]
-                # the child's output, for the reason it gives if it fails (it keeps its own copy
-                # of the descriptor)
-                with open(self.folder / f"rank{rank}.log", "wb") as log:
-                    self.children.append(
-                        subprocess.Popen(
-                            cmd, env={**env, "LOCAL_RANK": str(rank)}, stdout=log, stderr=log
-                        )
-                    )
+            with _signals_kept():
+                self.children = start_processes(
+                    name="ranks",
+                    entrypoint=sys.executable,
+                    args={
+                        i: ("-m", CHILD_MODULE, "--child", str(spec_path), str(r))
+                        for i, r in enumerate(ranks)
+                    },
+                    envs={i: {**env, "LOCAL_RANK": str(r)} for i, r in enumerate(ranks)},
+                    logs_specs=_ChildLogs(self.folder),
+                )
             self._wait_until_ready()
             # every child has read it: a worker killed now leaves no copy of the corpus in memory
             spec_path.unlink()
@@ -188,8 +348,8 @@ class RankGroup:
         while not all(
             (self.folder / f"ready.{r}").exists() for r in range(1, self.layout.processes)
         ):
-            if self.failure() is not None:
-                raise TrainingError(self.failure())
+            if (why := self.failure()) is not None:
+                raise TrainingError(why)
             if time.monotonic() > deadline:
                 raise TrainingError(
                     f"The training processes did not start within {START_TIMEOUT_S:.0f} s."
@@ -197,49 +357,80 @@ class RankGroup:
             time.sleep(0.05)
 
     def failure(self) -> str | None:
-        """Which rank ended before the group closed, and how, in words; None while all run."""
-        world = self.layout.processes
-        for rank, child in enumerate(self.children, start=1):
-            code = child.poll()
-            if code is None or code == 0:
-                continue
-            if code < 0:
-                name = signal.Signals(-code).name
-                why = f"was killed by signal {-code} ({name})"
-                if -code == signal.SIGKILL:
-                    why += ", perhaps by the system for lack of memory"
-            else:
-                why = f"stopped with exit code {code}"
-            said = self._last_line(rank)
-            return f"Training process {rank + 1} of {world} {why}" + (f": {said}" if said else ".")
-        return None
-
-    def _last_line(self, rank: int) -> str:
-        """The last line a child wrote (its error, when it raised one)."""
-        assert self.folder is not None
-        try:
-            text = (self.folder / f"rank{rank}.log").read_text(errors="replace")
-        except OSError:
-            return ""
-        return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+        """Which rank ended before the group closed, and how, in words; None while all run.
+        (Once one has failed, the launcher stops the others.)"""
+        done = None if self.children is None else self.children.wait(0)
+        if done is None or not done.failures:
+            return None
+        # the first failure the launcher saw: the others' are its SIGTERMs
+        index, first = next(iter(done.failures.items()))
+        code = first.exitcode
+        if code < 0:
+            why = f"was killed by signal {-code} ({first.signal_name()})"
+            if -code == signal.SIGKILL:
+                why += ", perhaps by the system for lack of memory"
+        else:
+            why = f"stopped with exit code {code}"
+        said = _last_line(Path(self.children.stderrs[index]))  # type: ignore[union-attr]
+        where = f"Training process {index + 2} of {self.layout.processes}"
+        return f"{where} {why}" + (f": {said}" if said else ".")
 
     def __exit__(self, *exc: object) -> None:
-        global _group_folder
-        _group_folder = None
         if dist.is_initialized():
             dist.destroy_process_group()
-        for child in self.children:
-            if child.poll() is None:
-                child.terminate()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for child in self.children:
-            try:
-                child.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        if self.children is not None:
+            # they leave the group with rank 0 and end on their own; any still running then
+            # is stopped (the launcher warns of each one it has to stop)
+            self.children.wait(timeout=STOP_GRACE_S, period=0.05)
+            self.children.close(signal.SIGTERM, timeout=STOP_GRACE_S)
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class _ChildLogs(LogsSpecs):
+    """Where the launcher sends a child's output: its stderr to rank<R>.log in the group's
+    folder (the reason it gives if it fails), its stdout nowhere (a child rank reports
+    nothing)."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(log_dir=str(folder))
+        self.folder = folder
+
+    def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
+        return LogsDest(
+            stdouts=dict.fromkeys(envs, os.devnull),
+            stderrs={i: str(self.folder / f"rank{i + 1}.log") for i in envs},
+            error_files={i: str(self.folder / f"rank{i + 1}.error.json") for i in envs},
+        )
+
+    @property
+    def root_log_dir(self) -> str:
+        return str(self.folder)
+
+
+@contextlib.contextmanager
+def _signals_kept() -> Iterator[None]:
+    """Put back this process's handlers of the signals torch's launcher takes over on start:
+    they are an agent's (a SIGTERM raised as an exception), and this process is a worker whose
+    own handling stays as it was."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # the launcher installs none off the main thread
+        return
+    kept = {sig: signal.getsignal(sig) for sig in LAUNCHER_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+
+
+def _last_line(log: Path) -> str:
+    """The last line a child wrote (its error, when it raised one)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
 
 
 def _groups() -> Path | None:
@@ -279,24 +470,11 @@ def _alive(pid: int) -> bool:
 
 
 def data_parallel(model: nn.Module, device: torch.device) -> nn.Module:
-    """`model` wrapped by DistributedDataParallel for the group this process is in; between
-    the CPU processes of a RankGroup with room in its folder, gradients are summed through
-    shared memory (`shared_memory`), else by the backend's all-reduce. Every rank must
-    decide alike, so they vote."""
-    net = nn.parallel.DistributedDataParallel(
+    """`model` wrapped by DistributedDataParallel for the group this process is in: gradients
+    are averaged over the ranks by the backend's all-reduce."""
+    return nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None
     )
-    if device.type != "cpu" or _group_folder is None:
-        return net
-    parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    here = float(shared_memory.fits(_group_folder, world, parameters))
-    votes = torch.tensor([here])
-    dist.all_reduce(votes)
-    if votes.item() == world:
-        state = shared_memory.SharedMemoryAllReduce(_group_folder, rank, world, parameters)
-        net.register_comm_hook(state, shared_memory.shared_memory_hook)
-    return net
 
 
 class Ranks:

@@ -1,7 +1,8 @@
 """DDP: the training entry point under torchrun with 2 CPU processes (Gloo) ends with identical
 weights on both ranks, rank 0 writes the model folder, and `workbench register` adds that
 folder as a version; a run spread by the calling process (`train_data_parallel`) shares every
-update between its ranks, resumes in another layout, and its layout is timed or kept."""
+update between its ranks, resumes in another layout, and its layout is timed or kept; what a
+rank is asked to do reads back as it was written, and a bad spec is refused in one line."""
 
 from __future__ import annotations
 
@@ -15,15 +16,20 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from core_model.artifact import WEIGHTS_FILE, load_model
 from core_model.distributed import train_data_parallel
-from core_model.training import TrainConfig
+from core_model.training import TrainConfig, TrainingError
 from core_model.training.checkpoint import find_checkpoint, read_state
 from core_model.training.layout import ONE_PROCESS, choose_layout
-from core_model.training.parallel import Layout
-from core_model.training.shared_memory import SharedMemoryAllReduce
+from core_model.training.parallel import (
+    Calibration,
+    Layout,
+    MeasureTask,
+    RankSpec,
+    TrainTask,
+)
+from core_model.transformer import ModelConfig
 from tests.helpers import ROOT, TOY, cli, toy_pairs
 from workbench.models import registry
 
@@ -192,43 +198,68 @@ def test_layouts_are_compared_on_the_batch_the_run_will_train(
     assert choice.speed is not None and choice.speed.processes == 2
 
 
-def _reduce_both_ways(rank: int, world: int, folder: str, out: str) -> None:
-    """One rank: the same buckets summed through shared memory and by Gloo's all-reduce."""
-    store = torch.distributed.FileStore(f"{folder}/store", world)
-    torch.distributed.init_process_group("gloo", store=store, rank=rank, world_size=world)
-    try:
-        sizes = [1, 1_000, 77_777]  # buckets of a step, in index order; one shorter than world
-        state = SharedMemoryAllReduce(Path(folder), rank, world, sum(sizes))
-        torch.manual_seed(rank)
-        for step in range(2):  # the second step reuses the buffer from its start
-            for index, n in enumerate(sizes):
-                grads = torch.randn(n)
-                ours = state.reduce(grads.clone(), first=index == 0)
-                gloo = grads.clone()
-                torch.distributed.all_reduce(gloo)
-                gloo.div_(world)
-                torch.save((ours, gloo), f"{out}/rank{rank}_step{step}_bucket{index}.pt")
-    finally:
-        torch.distributed.destroy_process_group()
+# -- what a child rank is asked to do (parallel.RankSpec) -------------------------------------
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_gradients_summed_through_shared_memory_equal_gloos_on_every_rank(
-    tmp_path: Path, world: int
-) -> None:
-    shared = tmp_path / "group"
-    shared.mkdir()
-    torch.multiprocessing.start_processes(
-        _reduce_both_ways, args=(world, str(shared), str(tmp_path)), nprocs=world,
-        start_method="spawn",
-    )  # fmt: skip
-    for step in range(2):
-        for index in range(3):
-            results = [torch.load(tmp_path / f"rank{r}_step{step}_bucket{index}.pt")
-                       for r in range(world)]  # fmt: skip
-            first_ours = results[0][0]
-            for ours, gloo in results:
-                assert torch.equal(ours, first_ours)  # every rank reads the same sums
-                torch.testing.assert_close(ours, gloo, rtol=1e-6, atol=1e-7)
-    # the buffer's name is gone once every rank mapped it: a killed group leaks no memory
-    assert not (shared / "gradients").exists()
+def test_a_rank_spec_reads_back_as_it_was_written() -> None:
+    speed = Calibration(5_000.0, 12, 2.0, 1, "fp32", 1_000, processes=2, shapes=3)
+    train = TrainTask(
+        train=(("ein Haus", "a house"), ("zwei", "two")),
+        valid=(("drei", "three"),),
+        config=TrainConfig(preset="tiny", epochs=3, device="cpu", adam_betas=(0.8, 0.9)),
+        speed=speed,
+        threads=1,
+        init_from="/models/7",
+        resume_from=None,
+    )
+    measure = MeasureTask(
+        model=ModelConfig(src_vocab_size=300, tgt_vocab_size=300, d_model=32),
+        batch_tokens=625,
+        lengths=((3, 4), (10, 12)),
+        device="cpu",
+        precisions=("fp32", "bf16"),
+        threads=1,
+        seconds=0.5,
+    )
+    for spec in (RankSpec(2, "gloo", train), RankSpec(4, "nccl", measure)):
+        text = spec.to_json()
+        assert json.loads(text)["kind"] in ("train", "measure")
+        assert RankSpec.from_json(text) == spec
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("not json", "Expecting value"),
+        ('{"world": 2, "backend": "gloo", "kind": "sing", "task": {}}', "KeyError: 'sing'"),
+        ('{"world": 2, "backend": "gloo", "kind": "measure", "task": {}}', "KeyError: 'model'"),
+        (
+            '{"world": 2, "backend": "gloo", "kind": "train", "task": {"train": [], "valid": [],'
+            ' "config": {"epochz": 1}, "speed": null, "threads": null, "init_from": null,'
+            ' "resume_from": null}}',
+            "unknown training config keys: epochz",
+        ),
+    ],
+)
+def test_a_bad_rank_spec_is_refused_in_one_line(text: str, says: str) -> None:
+    with pytest.raises(TrainingError, match=r"^A training process got an invalid task") as info:
+        RankSpec.from_json(text)
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_child_rank_given_a_bad_spec_file_exits_saying_why(tmp_path: Path) -> None:
+    """The child's own entry (what a RankGroup starts): one line on stderr, exit status 1 —
+    the line its group quotes when it names the rank that stopped."""
+    bad = tmp_path / "spec.json"
+    bad.write_text('{"world": 2}', encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for spec, says in (
+        (bad, "invalid task (KeyError: 'kind')"),
+        (tmp_path / "gone.json", "cannot read"),
+    ):
+        cmd = [sys.executable, "-m", "core_model.distributed", "--child", str(spec), "1"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert line.startswith("rank 1: A training process") and says in line, line
+    assert not (tmp_path / "ready.1").exists()  # refused before saying it is ready

@@ -11,7 +11,8 @@ in it for the next translation, a deleted pair is out). It is rebuilt — with t
 the version's files change (another sha256) or its file is missing, unreadable or of another
 format; nothing of it is needed to open the app. It lives in ``<data folder>/memory/`` and is
 written atomically (one file, renamed into place), so a crash never leaves half a store.
-k, λ and T are tuned on the corpus' valid split at build time and saved with it. What the
+k, λ and T are tuned on the corpus' valid split at build time (``memory.tuning``) and saved
+with it. What the
 memory did in one translation, step by step (the Inspect page), is ``memory.explanation``.
 
 (Over 450 lines on purpose: the store's file, its entries' ids, its build and tuning and its
@@ -44,13 +45,12 @@ from core_model.retrieval import (
     median_nearest,
     scaled_settings,
     teacher_forced_entries,
-    tune,
-    tuning_data,
 )
 from db.tables import Pair
 from workbench import settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
+from workbench.memory.tuning import tune_store
 from workbench.messages import N_
 from workbench.models.registry import VersionInfo, get_version, load_model_of
 from workbench.storage import session_scope
@@ -298,7 +298,10 @@ def _entries(
     return torch.cat(keys), np.concatenate(ids)
 
 
-def _valid_examples(loaded: LoadedModel, corpus_id: int) -> list[Example]:
+def _valid_pairs(
+    loaded: LoadedModel, corpus_id: int
+) -> tuple[list[tuple[str, str]], list[Example]]:
+    """The valid pairs that tune the store (those the version can encode) and their encoding."""
     with session_scope() as s:
         rows = s.execute(
             select(Pair.source, Pair.target)
@@ -306,14 +309,16 @@ def _valid_examples(loaded: LoadedModel, corpus_id: int) -> list[Example]:
             .order_by(Pair.id)
             .limit(TUNING_PAIRS)
         ).all()
-    return [ex for r in rows if (ex := _encode(loaded, r.source, r.target))]
+    encoded = [(r, ex) for r in rows if (ex := _encode(loaded, r.source, r.target))]
+    return [(r.source, r.target) for r, _ in encoded], [ex for _, ex in encoded]
 
 
 def build(
     info: VersionInfo, corpus_id: int, progress: Callable[[int, int], None] | None = None
 ) -> Store:
     """Encode the corpus' train pairs with the version, index them, tune k/λ/T on the valid
-    split (defaults scaled to the store's distances without one), and save the store."""
+    split (``memory.tuning``; defaults scaled to the store's distances without one), and save
+    the store."""
     started = time.monotonic()
     loaded = load_model_of(info)
     pairs = _train_pairs(corpus_id)
@@ -321,9 +326,9 @@ def build(
     index = new_index(loaded.model.cfg.d_model, keys)
     faiss_store = FaissStore(index)
     faiss_store.add(keys, ids)
-    valid = _valid_examples(loaded, corpus_id)
+    valid, examples = _valid_pairs(loaded, corpus_id)
     if valid and faiss_store.size:
-        knn, tuning = tune(tuning_data(loaded.model, faiss_store, valid))
+        knn, tuning = tune_store(loaded, faiss_store, valid, examples)
     else:  # nothing to tune on: the defaults, at the scale of the store's own distances
         knn, tuning = scaled_settings(_self_distance_scale(faiss_store, keys)), {}
     store = Store(

@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from core_model.metrics import corpus_bleu
+from core_model.retrieval import RetrievalMemory
+from core_model.translator import translate
 from tests.helpers import cli, module_home, toy_pairs, trained_home, training, wait_for
 from workbench.corpus import corpora, pairs
 from workbench.errors import WorkbenchError
 from workbench.memory import datastore, recall
+from workbench.memory import tuning as tuning_module
 from workbench.models import registry, translation
 
 NEW_SOURCE = "我的猫喜欢喝咖啡"  # not in the toy corpus
@@ -41,6 +45,24 @@ def test_the_store_holds_every_train_position_and_is_saved(trained: dict) -> Non
     assert datastore.store_path(trained["version"], trained["corpus_id"]).is_file()
     state = datastore.store_state(trained["version"])
     assert state["state"] == "ready" and state["entries"] == store.faiss_store.size
+
+
+def test_lambda_and_t_are_chosen_by_the_valid_splits_bleu(trained: dict) -> None:
+    """`tune_store` keeps the setting whose greedy translations of the valid pairs score the
+    best BLEU (λ 0 among the candidates: the memory never makes valid translations worse);
+    decoding them again with the chosen setting gives the BLEU it recorded."""
+    store = _open(trained)
+    train = pairs.search_pairs(trained["corpus_id"], split="train", page_size=1000).rows
+    rows = train.head(12)
+    valid = [(s[:-1], t) for s, t in zip(rows["source"], rows["target"])]  # near, not exact
+    loaded = registry.load_version(trained["version"])
+    examples = [ex for s, t in valid if (ex := datastore._encode(loaded, s, t))]
+    knn, figures = tuning_module.tune_store(loaded, store.faiss_store, valid, examples)
+    assert knn.lam in tuning_module.BLEU_LAMBDAS and figures["valid_bleu_pairs"] == len(valid)
+    memory = RetrievalMemory(store.faiss_store, knn)
+    hyps = [r.text for r in translate(loaded, [s for s, _ in valid], retrieval=memory)]
+    assert corpus_bleu(hyps, [t for _, t in valid]) == pytest.approx(figures["valid_bleu_knn"])
+    assert figures["valid_bleu_knn"] >= figures["valid_bleu_model"]
 
 
 def test_a_synced_store_is_written_a_moment_later(

@@ -29,7 +29,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,10 +42,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch_threads(), help="CPU threads")
     parser.add_argument("--seconds", type=float, default=10.0, help="timed training seconds")
     args = parser.parse_args()
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="marian-bench-"))
-    os.environ["WORKBENCH_HOME"] = str(workdir / "home")
-    os.environ.pop("WORKBENCH_DB_URL", None)
     sys.path.insert(0, str(ROOT))
+    from bench.home import fresh_home
+
+    workdir = fresh_home(args.workdir, "marian-bench-")
 
     import torch
 
@@ -54,9 +53,7 @@ def main() -> None:
     from bench.marian_checkpoint import OPUS_MT_VOCABULARY, save_random_marian
     from core_model.marian import read_marian
     from workbench.models import model_import, registry
-    from workbench.team import access
 
-    access.use_actor_source(access.local_admin)
     report: dict = {"threads": args.threads, "cpu_count": os.cpu_count()}
     started = time.perf_counter()
     folder = save_random_marian(

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
-import tempfile
 import time
 from pathlib import Path
+
+from bench.home import fresh_home
 
 
 def _sentence(rng: random.Random, words: list[str]) -> str:
@@ -36,16 +36,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="tm_matches_"))
-    os.environ["WORKBENCH_HOME"] = str(work / "home")
+    fresh_home(args.workdir, "tm_matches_")
 
     from rapidfuzz import fuzz, process
 
     from workbench.corpus import corpora, importing
     from workbench.memory import matches
-    from workbench.team import access
 
-    access.use_actor_source(access.local_admin)
     rng = random.Random(7)
     words = [
         "".join(rng.choice("abcdefghijklmnoprstuvw") for _ in range(rng.randint(2, 9)))

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import tempfile
 import time
 from pathlib import Path
 from xml.sax.saxutils import escape
+
+from bench.home import fresh_home
 
 
 def write_tmx(path: Path, units: int) -> None:
@@ -61,12 +61,9 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=100_000)
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="tmx_import_"))
-    os.environ["WORKBENCH_HOME"] = str(work / "home")
+    work = fresh_home(args.workdir, "tmx_import_")
     from workbench.corpus import corpora, exporting, importing
-    from workbench.team import access
 
-    access.use_actor_source(access.local_admin)
     path = work / "memory.tmx"
     write_tmx(path, args.units)
     corpus = corpora.create_corpus("tmx bench", "zh", "en")

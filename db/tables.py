@@ -133,6 +133,16 @@ class Base(DeclarativeBase):
 _AUTOINCREMENT = {"sqlite_autoincrement": True}
 
 
+def _job_table_args(table: str) -> tuple[Any, ...]:
+    """A table of background jobs (training runs, pool jobs): its status is one of
+    ``RunStatus``, and workers claim the oldest queued row through the (status, id) index."""
+    return (
+        CheckConstraint(_one_of("status", RunStatus), name="status"),
+        Index(f"ix_{table}_status_id", "status", "id"),
+        _AUTOINCREMENT,
+    )
+
+
 def _created() -> Any:
     return mapped_column(UTCDateTime(), default=utcnow, server_default=func.now())
 
@@ -206,11 +216,7 @@ class TrainingRun(Base):
     """One training job: frozen config + corpus snapshot, claimed and driven by a worker."""
 
     __tablename__ = "training_runs"
-    __table_args__ = (
-        CheckConstraint(_one_of("status", RunStatus), name="status"),
-        Index("ix_training_runs_status_id", "status", "id"),
-        _AUTOINCREMENT,
-    )
+    __table_args__ = _job_table_args(__tablename__)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     corpus_id: Mapped[int | None] = mapped_column(
@@ -386,11 +392,7 @@ class PoolJob(Base):
     is made in ``workbench.curation.pool_jobs``."""
 
     __tablename__ = "pool_jobs"
-    __table_args__ = (
-        CheckConstraint(_one_of("status", RunStatus), name="status"),
-        Index("ix_pool_jobs_status_id", "status", "id"),
-        _AUTOINCREMENT,
-    )
+    __table_args__ = _job_table_args(__tablename__)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -21,6 +22,10 @@ import db
 from workbench import database_lock, settings
 from workbench.backup import restore_journal
 from workbench.corpus import splits
+from workbench.errors import WorkbenchError
+from workbench.messages import MessageId
+
+Row = TypeVar("Row")
 
 
 def engine() -> Engine:
@@ -47,3 +52,12 @@ def session_scope() -> Iterator[Session]:
     """
     with Session(engine(), expire_on_commit=False) as session, session.begin():
         yield session
+
+
+def get_row(session: Session, table: type[Row], row_id: int, missing: MessageId) -> Row:
+    """The row ``row_id`` of ``table``, or a ``WorkbenchError`` of ``missing`` (given ``id``):
+    a service names an id that is not there in one line, never a ``None`` further on."""
+    row = session.get(table, row_id)
+    if row is None:
+        raise WorkbenchError(missing, id=row_id)
+    return row

@@ -25,7 +25,7 @@ from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import pair_hash
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
-from workbench.storage import session_scope
+from workbench.storage import get_row, session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
 
@@ -196,9 +196,7 @@ def undo_cleanup(cleanup_id: int) -> UndoResult:
     it is (counted as skipped)."""
     require(Permission.EDIT)
     with session_scope() as s:
-        cleanup = s.get(Cleanup, cleanup_id)
-        if cleanup is None:
-            raise WorkbenchError(N_("Clean-up {id} does not exist."), id=cleanup_id)
+        cleanup = get_row(s, Cleanup, cleanup_id, N_("Clean-up {id} does not exist."))
         if cleanup.undone_at is not None:
             raise WorkbenchError(N_("Clean-up {id} was already undone."), id=cleanup_id)
         changes = s.scalars(

@@ -27,7 +27,7 @@ from workbench.corpus.pairs import NEW_ROW_PROBLEM, edit_pairs
 from workbench.corpus.text_rules import MAX_CHARS, hash_encoded, normalize_text
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
-from workbench.storage import session_scope
+from workbench.storage import get_row, session_scope
 from workbench.team.access import Permission, require
 
 REVIEW_ACTIONS = ("accept", "edit", "skip")
@@ -177,9 +177,7 @@ def review(sentence_id: int, action: str, translation: str | None = None) -> int
             actions=", ".join(REVIEW_ACTIONS),
         )
     with session_scope() as s:
-        item = s.get(PoolSentence, sentence_id)
-        if item is None:
-            raise WorkbenchError(N_("Pool sentence {id} does not exist."), id=sentence_id)
+        item = get_row(s, PoolSentence, sentence_id, N_("Pool sentence {id} does not exist."))
         if item.status != PoolStatus.NEW:
             raise WorkbenchError(
                 N_("Pool sentence {id} was already reviewed ({status})."),

@@ -26,16 +26,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import Update, func, select, update
 from sqlalchemy.orm import Session
 
-from db.tables import ModelVersion, PoolJob, PoolSentence, PoolStatus, RunStatus, utcnow
+from db.tables import PoolJob, PoolSentence, PoolStatus, RunStatus, utcnow
 from workbench import job_rows, settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.models import registry
-from workbench.storage import session_scope
+from workbench.storage import get_row, session_scope
 from workbench.team.access import Permission, require
 
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
+NO_SUCH_JOB = N_("Pool job {id} does not exist.")
 FINAL = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
@@ -78,9 +79,7 @@ def enqueue_translation(
     with session_scope() as s:
         corpus = find(s, corpus_id)
         for vid in filter(None, (version_id, second_version_id)):
-            version = s.get(ModelVersion, vid)
-            if version is None:
-                raise WorkbenchError(N_("Model version {id} does not exist."), id=vid)
+            version = registry.version_row(s, vid)
             registry.check_direction(version, corpus)
         busy = s.scalar(
             select(PoolJob.id).where(PoolJob.corpus_id == corpus.id, PoolJob.status.in_(ACTIVE))
@@ -118,15 +117,13 @@ def cancel_job(job_id: int) -> RunStatus:
     with session_scope() as s:
         status = job_rows.request_cancel(s, PoolJob, job_id)
     if status is None:
-        raise WorkbenchError(N_("Pool job {id} does not exist."), id=job_id)
+        raise WorkbenchError(NO_SUCH_JOB, id=job_id)
     return status
 
 
 def job_info(job_id: int) -> JobInfo:
     with session_scope() as s:
-        job = s.get(PoolJob, job_id)
-        if job is None:
-            raise WorkbenchError(N_("Pool job {id} does not exist."), id=job_id)
+        job = get_row(s, PoolJob, job_id, NO_SUCH_JOB)
         return _info(job)
 
 

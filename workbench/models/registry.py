@@ -40,9 +40,11 @@ from workbench import settings
 from workbench.corpus.text_rules import normalize_text, strip_invisible, validate_name
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
-from workbench.storage import session_scope
+from workbench.storage import get_row, session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
+
+NO_SUCH_VERSION = N_("Model version {id} does not exist.")
 
 
 @dataclass
@@ -240,9 +242,14 @@ def versions_table() -> pd.DataFrame:
     return table
 
 
+def version_row(session: Session, version_id: int) -> ModelVersion:
+    """The version's row in ``session``, or the error every service gives for a missing one."""
+    return get_row(session, ModelVersion, version_id, NO_SUCH_VERSION)
+
+
 def get_version(version_id: int) -> VersionInfo:
     if not 0 < int(version_id) <= MAX_ID:  # beyond the INTEGER column: no such row
-        raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
+        raise WorkbenchError(NO_SUCH_VERSION, id=version_id)
     with session_scope() as s:
         row = s.execute(
             select(ModelVersion, Corpus.name)
@@ -250,7 +257,7 @@ def get_version(version_id: int) -> VersionInfo:
             .where(ModelVersion.id == version_id)
         ).first()
         if row is None:
-            raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
+            raise WorkbenchError(NO_SUCH_VERSION, id=version_id)
         return _to_info(*row)
 
 
@@ -263,9 +270,7 @@ def rename_version(version_id: int, name: str) -> None:
     require(Permission.TRAIN)
     name = validate_name(name, "version name")
     with session_scope() as s:
-        version = s.get(ModelVersion, version_id)
-        if version is None:
-            raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
+        version = version_row(s, version_id)
         before = history.capture(s, ModelVersion, [version.id])
         version.name = name
         _record(s, version, "rename", before, f"renamed version #{version.id} to {name!r}")
@@ -274,9 +279,7 @@ def rename_version(version_id: int, name: str) -> None:
 def set_notes(version_id: int, notes: str) -> None:
     require(Permission.TRAIN)
     with session_scope() as s:
-        version = s.get(ModelVersion, version_id)
-        if version is None:
-            raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
+        version = version_row(s, version_id)
         before = history.capture(s, ModelVersion, [version.id])
         version.notes = strip_invisible(notes)[0]
         _record(s, version, "notes", before, f"notes of version #{version.id} changed")
@@ -288,9 +291,7 @@ def delete_version(version_id: int) -> None:
     a folder that another row names too is kept for that row."""
     require(Permission.DELETE)
     with session_scope() as s:
-        version = s.get(ModelVersion, version_id)
-        if version is None:
-            raise WorkbenchError(N_("Model version {id} does not exist."), id=version_id)
+        version = version_row(s, version_id)
         folder = settings.version_folder(version.artifact_path)
         if folder is None:  # only a hand-edited or restored row can name one
             raise WorkbenchError(

@@ -21,7 +21,7 @@ from db.tables import ApiKey, Role, utcnow
 from workbench.corpus.text_rules import validate_name
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, MessageId
-from workbench.storage import session_scope
+from workbench.storage import get_row, session_scope
 from workbench.team.access import Actor, Permission, parse_role, require
 
 KEY_PREFIX = "wbk_"
@@ -121,9 +121,7 @@ def revoke_key(key_id: int) -> None:
     """The key stops working at once (for every server reading this database)."""
     require(Permission.API_KEYS)
     with session_scope() as s:
-        row = s.get(ApiKey, key_id)
-        if row is None:
-            raise WorkbenchError(N_("API key {id} does not exist."), id=key_id)
+        row = get_row(s, ApiKey, key_id, N_("API key {id} does not exist."))
         if row.revoked_at is not None:
             raise WorkbenchError(N_("API key {id} is already revoked."), id=key_id)
         row.revoked_at = utcnow()

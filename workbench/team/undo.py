@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from db.tables import Change, Pair
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
-from workbench.storage import session_scope
+from workbench.storage import get_row, session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
 
@@ -90,10 +90,7 @@ def _undoing(work: Any) -> list[int]:
 
 
 def _get(s: Session, change_id: int) -> Change:
-    change = s.get(Change, int(change_id))
-    if change is None:
-        raise WorkbenchError(N_("change #{id} does not exist"), id=change_id)
-    return change
+    return get_row(s, Change, int(change_id), N_("change #{id} does not exist"))
 
 
 def _to_undo_since(s: Session, corpus_id: int, since: datetime) -> list[Change]:

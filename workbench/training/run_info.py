@@ -23,7 +23,7 @@ from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 from workbench.storage import session_scope
-from workbench.training.runs import ACTIVE_STATUSES
+from workbench.training.runs import ACTIVE_STATUSES, NO_SUCH_RUN
 
 
 @dataclass
@@ -344,7 +344,7 @@ def get_run(run_id: int) -> RunInfo:
             .where(TrainingRun.id == run_id)
         ).first()
         if row is None:
-            raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
+            raise WorkbenchError(NO_SUCH_RUN, id=run_id)
         return _info(row[0], row[1], _version_ids(s, [run_id]).get(run_id), _lost_before())
 
 

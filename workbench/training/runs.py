@@ -33,20 +33,21 @@ from typing import Any
 
 from sqlalchemy import Update, delete, func, select, update
 
-from db.tables import ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
+from db.tables import RunMetric, RunStatus, TrainingRun, utcnow
 from workbench import job_rows, settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.snapshots import take_snapshot
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.models import registry
-from workbench.storage import session_scope
+from workbench.storage import get_row, session_scope
 from workbench.team.access import Permission, require
 from workbench.training import run_folders, train_options
 
 __all__ = [
     "ACTIVE_STATUSES",
     "MAX_STALLED_ATTEMPTS",
+    "NO_SUCH_RUN",
     "RESUMABLE_STATUSES",
     "RESUME_NOTE",
     "RunStatus",
@@ -72,6 +73,7 @@ RESUME_NOTE = (
 )
 # progress_detail keys the reaper keeps across attempts (the worker writes the others)
 ATTEMPT_KEYS = ("checkpoint_step", "stalled_attempts")
+NO_SUCH_RUN = N_("Training run {id} does not exist.")
 
 
 # ------------------------------------------------------------------------- front ends
@@ -105,9 +107,7 @@ def enqueue_training(
                 name=corpus.name,
             )
         if init_version_id is not None:
-            version = s.get(ModelVersion, init_version_id)
-            if version is None:
-                raise WorkbenchError(N_("Model version {id} does not exist."), id=init_version_id)
+            version = registry.version_row(s, init_version_id)
             registry.check_direction(version, corpus)
         run = TrainingRun(
             corpus_id=corpus.id,
@@ -135,7 +135,7 @@ def cancel_run(run_id: int) -> RunStatus:
     with session_scope() as s:
         status = job_rows.request_cancel(s, TrainingRun, run_id, error=None)
     if status is None:
-        raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
+        raise WorkbenchError(NO_SUCH_RUN, id=run_id)
     return status
 
 
@@ -144,9 +144,7 @@ def resume_run(run_id: int) -> int:
     Returns the step it resumes from."""
     require(Permission.TRAIN)
     with session_scope() as s:
-        run = s.get(TrainingRun, run_id)
-        if run is None:
-            raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
+        run = get_row(s, TrainingRun, run_id, NO_SUCH_RUN)
         if run.status not in RESUMABLE_STATUSES:
             raise WorkbenchError(
                 N_("Run {id} is {status}: only a failed or cancelled run can be resumed."),
@@ -208,7 +206,7 @@ def delete_run(run_id: int) -> None:
             N_("Run {id} is {status}: cancel it before deleting it."), id=run_id, status=status
         )
     if not deleted:
-        raise WorkbenchError(N_("Training run {id} does not exist."), id=run_id)
+        raise WorkbenchError(NO_SUCH_RUN, id=run_id)
     shutil.rmtree(settings.run_dir(run_id), ignore_errors=True)  # its checkpoint
 
 

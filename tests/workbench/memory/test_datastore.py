@@ -54,7 +54,8 @@ def test_lambda_and_t_are_chosen_by_the_valid_splits_bleu(trained: dict) -> None
     store = _open(trained)
     train = pairs.search_pairs(trained["corpus_id"], split="train", page_size=1000).rows
     rows = train.head(12)
-    valid = [(s[:-1], t) for s, t in zip(rows["source"], rows["target"])]  # near, not exact
+    sources, targets = rows["source"].tolist(), rows["target"].tolist()
+    valid = [(s[:-1], t) for s, t in zip(sources, targets, strict=True)]  # near, not exact
     loaded = registry.load_version(trained["version"])
     examples = [ex for s, t in valid if (ex := datastore._encode(loaded, s, t))]
     knn, figures = tuning_module.tune_store(loaded, store.faiss_store, valid, examples)

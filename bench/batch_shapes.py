@@ -15,8 +15,11 @@ measurement is `calibration.measure` (forward, loss, backward, clipping, fused A
 **fresh process** — no kernel prepared by an earlier measurement — on `--steps` steps of
 batches drawn from a different slice of the corpus each round; the modes and precisions are
 interleaved within each round, so a machine shared with other work slows them alike, and
-the ratios are per round. Prints one JSON object: per precision and mode the tokens/s of
-each round and their median, the ratios to the real batches, the CPU's flags and the load.
+the ratios are per round. As in a run's calibration, the `--steps` steps visit half as many
+batches twice: tokens/s is the steady speed of the second visits, `new_shape_s` the extra
+seconds of a first step on a shape, `run_shapes` the distinct shapes of the slice's batches.
+Prints one JSON object: per precision and mode the tokens/s of each round and their median,
+the ratios to the real batches, the shapes' figures, the CPU's flags and the load.
 
     python -m bench.batch_shapes [--corpus multi30k] [--rounds 3] [--steps 60] [--threads 2]
         [--device cpu|cuda]
@@ -152,6 +155,8 @@ def main() -> None:
                 "tokens_per_s": speeds,
                 "median": statistics.median(speeds),
                 "shapes": [c["shapes"] for c in cals],
+                "new_shape_s": [c["new_shape_s"] for c in cals],
+                "run_shapes": [c["run_shapes"] for c in cals],
             }
         for mode in MODES:  # per round, then the median: the rounds share their load
             ratios = [

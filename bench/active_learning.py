@@ -109,10 +109,7 @@ def _train(
     }
 
 
-def main() -> None:
-    from workbench.team import access
-
-    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
+def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--start", type=int, default=2000, help="training pairs to start from")
     p.add_argument("--add", type=int, default=1000, help="pairs added by each strategy")
@@ -131,7 +128,14 @@ def main() -> None:
     p.add_argument("--control", action="store_true", help="also retrain with no added pairs")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--home", type=Path, help="WORKBENCH_HOME (default: a temporary folder)")
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main() -> None:
+    from workbench.team import access
+
+    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
+    args = _parse()
 
     home = args.home or Path(tempfile.mkdtemp(prefix="wb-al-"))
     os.environ["WORKBENCH_HOME"] = str(home)

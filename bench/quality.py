@@ -171,10 +171,8 @@ def _setting(text: str) -> tuple[str, object]:
         return key, value
 
 
-def main() -> None:
-    from workbench.team import access
-
-    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
+def _parse() -> argparse.Namespace:
+    """The arguments, checked (a bad combination exits with one error line)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data", choices=tuple(data.DATASETS), default="multi30k")
     budget = p.add_mutually_exclusive_group()
@@ -230,7 +228,14 @@ def main() -> None:
         args.minutes = 10.0
     if args.chain < 1 or (args.chain > 1 and (args.version is not None or args.reference)):
         raise SystemExit("error: --chain K (K >= 1) trains K runs; not with --version/--reference")
+    return args
 
+
+def main() -> None:
+    from workbench.team import access
+
+    access.use_actor_source(access.local_admin)  # a benchmark acts as the command line does
+    args = _parse()
     pairs = data.splits(args.data)
     train = pairs["train"][: args.train_limit]
     src_lang, tgt_lang = data.DATASETS[args.data]
@@ -303,6 +308,7 @@ def main() -> None:
         "threads_per_process": m.get("threads_per_process") or m.get("threads"),
         "layout_timings": m.get("layout_timings"),
         "calibration": m.get("calibration"),
+        "pace": m.get("pace"),
         "recipe": ours["recipe"],
     }
     if args.chain > 1:

@@ -50,6 +50,10 @@ rules, in short:
   each) within the clock. A minutes budget is measured on the model itself: a 77M-parameter
   OPUS-MT model trains about ten times fewer tokens per second than the CPU `small` model
   (`relative_cost`).
+
+(Over 450 lines on purpose: every automatic choice and the constant that decides it has this
+one home, so the docs' table of them is generated from here and a newcomer who moves one —
+the peak rate, a batch size — reads its neighbours beside it.)
 """
 
 from __future__ import annotations

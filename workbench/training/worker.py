@@ -11,6 +11,10 @@ job: translating a corpus' pool (``curation.pool_jobs``, ``curation.pool_transla
 A busy database (a big import holding SQLite's write lock for longer than its busy timeout)
 delays what the worker writes, it never fails a run: progress is buffered and written later,
 and the other writes are retried until the lock is free.
+
+(Over 450 lines on purpose: a run's whole stay in the worker — claim, heartbeat, progress
+buffer, cancel, failure sentence, registration — shares its per-run state and its retrying
+writes; apart, each part would reach into the others.)
 """
 
 from __future__ import annotations

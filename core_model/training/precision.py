@@ -33,8 +33,27 @@ BF16_MIN_PARAMETERS = 2_000_000  # below this, CPU autocast's casts cost more th
 SINGLE_THREAD_PARAMETERS = 2_000_000  # below this, a second thread gains nothing
 
 
+# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) that still have bf16 instructions; any lower cap (an
+# AVX2 laptop emulated on a server: AVX2, AVX512_CORE, ...) leaves bf16 to slow emulation.
+ONEDNN_BF16_ISAS = (
+    "ALL",
+    "AVX512_CORE_BF16",
+    "AVX512_CORE_FP16",
+    "AVX512_CORE_AMX",
+    "AVX512_CORE_AMX_FP16",
+    "AVX10_1_512",
+    "AVX10_1_512_AMX",
+    "AVX10_1_512_AMX_FP16",
+)
+
+
 def cpu_supports_bf16() -> bool:
-    """True when the CPU has native bf16 matrix math (AMX or AVX512-BF16): autocast then pays."""
+    """True when the CPU has native bf16 matrix math (AMX or AVX512-BF16) and the kernels may
+    use it: autocast then pays. Kernels capped below AVX512 (`ATEN_CPU_CAPABILITY=avx2`, a
+    lower `ONEDNN_MAX_CPU_ISA`: how a server emulates an AVX2 laptop) count as without."""
+    capped_isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper() not in ONEDNN_BF16_ISAS
+    if capped_isa or torch.backends.cpu.get_cpu_capability() != "AVX512":
+        return False
     try:
         if torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported():
             return True

@@ -4,6 +4,9 @@ rests on; a change of default has to change a line here."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -321,3 +324,18 @@ def test_the_docs_table_of_the_recipes_numbers_is_generated_from_its_constants()
     doc = recipe_table.DOC.read_text("utf-8")
     assert doc.count(recipe_table.BEGIN) == 1 and doc.count(recipe_table.END) == 1
     assert recipe_table.with_table(doc) == doc, "run python -m core_model.training.recipe_table"
+
+
+def test_kernels_capped_below_avx512_count_as_a_cpu_without_bf16() -> None:
+    """How a server emulates an AVX2 laptop (the guide's environment) makes `auto` train fp32
+    there, as on the laptop: bf16 would run through slow emulation."""
+    probe = "from core_model.training.precision import cpu_supports_bf16 as f; print(f())"
+    for env in ({"ATEN_CPU_CAPABILITY": "avx2"}, {"ONEDNN_MAX_CPU_ISA": "AVX2"}):
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.strip() == "False", env

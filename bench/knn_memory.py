@@ -17,7 +17,8 @@ HOME/ID: a version trained through the product's default path (e.g. by `bench.qu
   source translated at once and timed from the save (that translation syncs the store
   first), then the others; each source is translated again with the memory (chrF against the
   reference; the share ≥ 95), and a one-word variant of each source (its last word before
-  the final punctuation dropped) is scored before and after the saves.
+  the final punctuation dropped) is scored before and after the saves. The saved pairs are
+  deleted at the end; a corpus that already holds test sources in train is refused.
 
 Nothing here is tuned on the test set: the store's settings come from the valid split. The
 last line printed is one JSON object.
@@ -62,6 +63,7 @@ def main() -> None:
 
     from sacrebleu.metrics import CHRF
 
+    from workbench.corpus import pairs
     from workbench.memory import datastore, recall
     from workbench.models import registry, translation
     from workbench.team import access
@@ -71,6 +73,14 @@ def main() -> None:
     sources, refs = [s for s, _ in test], [t for _, t in test]
     info = registry.get_version(args.version)
     registry.load_version(args.version)  # loading is not the store's cost
+    test_sources = set(sources)
+    leaked = [
+        s
+        for s in pairs.search_pairs(info.corpus_id, split="train", page_size=10**7).rows["source"]
+        if s in test_sources
+    ]
+    if leaked:  # e.g. the corrections of an earlier run that was killed before removing them
+        raise SystemExit(f"error: {len(leaked)} test sources are train pairs of the corpus")
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     path = datastore.store_path(info.id, info.corpus_id)
     if not args.reuse_store:
@@ -108,16 +118,23 @@ def main() -> None:
     variants = [_variant(sources[i]) for i in chosen]
     variants_before, _ = run(True, variants)
     # one correction saved, then translated at once: what a translator does
-    translation.save_correction(
-        info.corpus_id, sources[chosen[0]], refs[chosen[0]], note="bench correction"
-    )
+    saved = [
+        translation.save_correction(
+            info.corpus_id, sources[chosen[0]], refs[chosen[0]], note="bench correction"
+        )
+    ]
     started = time.perf_counter()
     first, _ = run(True, [sources[chosen[0]]])
     first_s = time.perf_counter() - started
     for i in chosen[1:]:
-        translation.save_correction(info.corpus_id, sources[i], refs[i], note="bench correction")
+        saved.append(
+            translation.save_correction(
+                info.corpus_id, sources[i], refs[i], note="bench correction"
+            )
+        )
     again, _ = run(True, [sources[i] for i in chosen])
     variants_after, _ = run(True, variants)
+    pairs.apply_edits(info.corpus_id, deleted=saved)  # the corpus as it was: a rerun is honest
 
     def chrfs(hyps: list[str]) -> list[float]:
         return [chrf.sentence_score(h, [refs[i]]).score for h, i in zip(hyps, chosen, strict=True)]

@@ -73,14 +73,11 @@ def main() -> None:
     sources, refs = [s for s, _ in test], [t for _, t in test]
     info = registry.get_version(args.version)
     registry.load_version(args.version)  # loading is not the store's cost
-    test_sources = set(sources)
-    leaked = [
-        s
-        for s in pairs.search_pairs(info.corpus_id, split="train", page_size=10**7).rows["source"]
-        if s in test_sources
-    ]
+    leaked, page = 0, 1
+    while len(rows := pairs.search_pairs(info.corpus_id, "", "train", page, 1000).rows):
+        leaked, page = leaked + int(rows["source"].isin(set(sources)).sum()), page + 1
     if leaked:  # e.g. the corrections of an earlier run that was killed before removing them
-        raise SystemExit(f"error: {len(leaked)} test sources are train pairs of the corpus")
+        raise SystemExit(f"error: {leaked} test sources are train pairs of the corpus")
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     path = datastore.store_path(info.id, info.corpus_id)
     if not args.reuse_store:

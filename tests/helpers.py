@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
@@ -75,6 +76,27 @@ def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess
         text=True,
         timeout=timeout,
     )
+
+
+def cli_in_process(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``cli(*args)`` in this process: the same ``workbench.cli.main`` (``python -m
+    workbench``'s), with stdin, stdout and stderr as strings and the exit status argparse or
+    the command gives. For tests of what a command says and changes, not of the process
+    itself (``cli`` keeps those): each fresh Python that imports torch costs the suite 2-4 s."""
+    from workbench.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_stdin = sys.stdin
+    sys.stdin = io.StringIO(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's usage errors and --help
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    finally:
+        sys.stdin = saved_stdin
+    return subprocess.CompletedProcess(["workbench", *args], code, out.getvalue(), err.getvalue())
 
 
 _DYING_IMPORT = """

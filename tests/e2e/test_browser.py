@@ -85,14 +85,35 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
     raise RuntimeError("streamlit did not answer in time")
 
 
-def _stop(pid: int) -> None:
-    """SIGTERM, then SIGKILL after a grace period; only ever a PID we started."""
+def _stop(proc: subprocess.Popen | int) -> None:
+    """SIGTERM, then SIGKILL after a grace period; only ever a process we started (a child,
+    reaped here: a child that has exited stays a zombie that signal 0 still finds until it
+    is waited for, which made every stop wait the whole grace period), or the PID of one
+    the app started."""
+    if isinstance(proc, subprocess.Popen):
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+        os.kill(proc, signal.SIGTERM)
         for _ in range(50):
-            os.kill(pid, 0)
+            if _exited(proc):
+                return
             time.sleep(0.1)
-        os.kill(pid, signal.SIGKILL)
+        os.kill(proc, signal.SIGKILL)
+
+
+def _exited(pid: int) -> bool:
+    """Whether the process is gone or a zombie (exited, not yet reaped by its parent)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
 
 
 def _worker_pids(home: Path) -> list[int]:
@@ -146,10 +167,17 @@ def assert_clean_log(app: App) -> None:
 def app(tmp_path: Path) -> Iterator[App]:
     home = tmp_path / "wb_home"
     home.mkdir()
+    with running_app(home, tmp_path / "streamlit.log") as started:
+        yield started
+
+
+@contextlib.contextmanager
+def running_app(home: Path, log_path: Path) -> Iterator[App]:
+    """`make run`'s app on the data folder ``home``, logging to ``log_path``; stopped (with
+    the workers it spawned) by PID at the end."""
     port = _free_port()
     env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("WORKBENCH_DB_URL", None)
-    log_path = tmp_path / "streamlit.log"
     log = open(log_path, "wb")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
@@ -163,7 +191,7 @@ def app(tmp_path: Path) -> Iterator[App]:
         _wait_http(url, proc)
         yield App(url, home, log_path)
     finally:
-        _stop(proc.pid)
+        _stop(proc)
         for pid in _worker_pids(home):
             _stop(pid)
         log.close()

@@ -6,23 +6,44 @@ table's warning column, the History tab's state, the Models table's BLEU and chr
 
 A table's columns are drawn on a canvas; its scroller says whether they fit, and its
 accessibility table lists the columns drawn (those in view, first). The app and the browser
-are those of ``test_browser``; a version is trained beforehand with the command line.
+are those of ``test_browser``, on a data folder that holds the demo corpus, two versions and
+an API key before the app starts (the page tests' trained home: trained once per test run).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.e2e import test_browser
-from tests.e2e.test_browser import EXPECT_TIMEOUT_MS, ROOT, App, _settle, assert_clean_log, launch
+from tests.e2e.test_browser import (
+    EXPECT_TIMEOUT_MS,
+    App,
+    _settle,
+    assert_clean_log,
+    launch,
+    running_app,
+)
+from tests.helpers import module_home
+from tests.ui.pages import pages_home
 from ui import navigation
+from workbench.serving import api_keys
 
 pytestmark = test_browser.pytestmark
-app = test_browser.app  # the fixture: `make run`'s app on a fresh WORKBENCH_HOME
+
+
+@pytest.fixture
+def app(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    """The app on a copy of the page tests' trained home, with an API key."""
+    built = pages_home(tmp_path_factory)
+    with module_home(built.home):
+        api_keys.create_key("plugin")
+    with running_app(built.home, tmp_path / "streamlit.log") as started:
+        yield started
+
 
 WIDE = {"width": 1400, "height": 1000}
 PAGES = tuple(ref.url_path for ref in navigation.PAGES)  # every page of the navigation
@@ -36,16 +57,6 @@ _TABLES = """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')]
     return {fits: s !== null && s.scrollWidth <= s.clientWidth + 1,
             drawn: [...f.querySelectorAll('th')].map(t => t.innerText.trim())};
 })"""
-
-
-def _cli(home: Path, *args: str) -> None:
-    env = {**os.environ, "WORKBENCH_HOME": str(home)}
-    env.pop("WORKBENCH_DB_URL", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def _open(page, url: str) -> None:
@@ -82,10 +93,6 @@ def test_pages_fit_1400_px_and_call_nothing_outside(app: App) -> None:
                     None if r.url.startswith((app.url, "data:", "blob:")) else outside.append(r.url)
                 ),
             )
-            _open(page, f"{app.url}/corpus")  # the demo corpus, then a version and a key
-            _cli(app.home, "train", "--corpus", "Everyday phrases (demo)", "--max-steps", "40",
-                 "--wait")  # fmt: skip
-            _cli(app.home, "api-key-create", "--name", "plugin")
             for lang, words in (("en", _ENGLISH), ("zh_Hans", _CHINESE)):
                 for name in PAGES:
                     _open(page, f"{app.url}/{name}?lang={lang}")

@@ -91,7 +91,7 @@ def team_app(wb_home: Path, tmp_path: Path, provider: str) -> Iterator[str]:
         log.flush()
         raise AssertionError(f"{exc}\n{(tmp_path / 'streamlit.log').read_text()[-3000:]}") from exc
     finally:
-        _stop(proc.pid)
+        _stop(proc)
         log.close()
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import module_home, trained_home, training
-from tests.ui.pages import Trained
+from tests.helpers import module_home
+from tests.ui.pages import Trained, pages_home
 from workbench.corpus import corpora, demo, pairs
 from workbench.models import registry
 from workbench.settings import ENV_DB_URL, ENV_HOME
@@ -46,12 +46,7 @@ def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
     """The demo corpus and two real tiny versions (a short and a shorter training)."""
-    built = trained_home(
-        tmp_path_factory,
-        "demo",
-        training(preset="tiny", max_steps=60),
-        training(preset="tiny", max_steps=30),
-    )
+    built = pages_home(tmp_path_factory)
     with module_home(built.home) as home:
         versions = [v.id for v in registry.list_versions()]
         yield Trained(home, built.corpus_id, versions, built.run_ids)

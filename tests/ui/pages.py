@@ -9,7 +9,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TrainedHome, trained_home, training
 from ui import i18n, navigation
 
 APP = ROOT / "streamlit_app.py"
@@ -21,6 +21,17 @@ PAGES = {ref.url_path: ref for ref in navigation.PAGES}
 
 
 TIMEOUT = 120
+
+
+def pages_home(tmp_path_factory) -> TrainedHome:
+    """A copy of the data folder the pages are tested on: the demo corpus and two real tiny
+    versions (a short and a shorter training), trained once per test run."""
+    return trained_home(
+        tmp_path_factory,
+        "demo",
+        training(preset="tiny", max_steps=60),
+        training(preset="tiny", max_steps=30),
+    )
 
 
 def open_page(name: str, lang: str | None = None) -> AppTest:

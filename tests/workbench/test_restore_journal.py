@@ -6,6 +6,7 @@ one of two rows that share a folder keeps the folder."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -13,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,23 +28,37 @@ from workbench.corpus import corpora, pairs
 from workbench.models import registry
 from workbench.storage import engine, session_scope
 
-# `python -m workbench restore …` that SIGKILLs itself before its (argv[1])-th file-system
-# change: a rename, an unlink (shutil.rmtree's included) or a folder removal.
-_DYING_RESTORE = """
+# A Python that imports the command line once, then forks one child per line of its stdin
+# (N): the child, a real process, runs `restore ARGV…` and SIGKILLs itself before its N-th
+# file-system change (a rename, an unlink, shutil.rmtree's included, or a folder removal);
+# its stdout and stderr go to argv[1].N; the parent answers each line with the child's exit
+# status. A fresh Python per kill cost ~1.5 s, 20 s for the ~15 kills of a walk.
+_DYING_RESTORES = """
 import os, shutil, signal, sys
-left = [int(sys.argv.pop(1))]
-def dying(change):
-    def changed(*args, **kwargs):
-        if left[0] == 0:
-            os.kill(os.getpid(), signal.SIGKILL)
-        left[0] -= 1
-        return change(*args, **kwargs)
-    return changed
-for name in ("replace", "rename", "unlink", "rmdir"):
-    setattr(os, name, dying(getattr(os, name)))
-shutil.rmtree = dying(shutil.rmtree)
 from workbench.cli import main
-sys.exit(main())
+import workbench.backup.restore  # what each child runs, imported once
+for line in sys.stdin:
+    left = [int(line)]
+    pid = os.fork()
+    if pid == 0:
+        out = os.open(f"{sys.argv[1]}.{left[0]}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        def dying(change):
+            def changed(*args, **kwargs):
+                if left[0] == 0:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                left[0] -= 1
+                return change(*args, **kwargs)
+            return changed
+        for name in ("replace", "rename", "unlink", "rmdir"):
+            setattr(os, name, dying(getattr(os, name)))
+        shutil.rmtree = dying(shutil.rmtree)
+        code = main(sys.argv[2:])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
 """
 
 
@@ -102,15 +118,36 @@ def _old_and_new(home: Path, tmp_path: Path) -> tuple[Path, _Data, _Data, Path]:
     return archive, old, new, before
 
 
-def _killed_restore(archive: Path, changes: int) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", _DYING_RESTORE, str(changes), "restore", str(archive), "--force"],
+@contextlib.contextmanager
+def _killed_restores(archive: Path, logs: Path) -> Iterator[Callable[[int], tuple[int, str]]]:
+    """``killed(n)``: a `restore ARCHIVE --force` in a process of its own, SIGKILLed before
+    its n-th file-system change; returns its exit status and its output."""
+    forker = subprocess.Popen(
+        [sys.executable, "-c", _DYING_RESTORES, str(logs), "restore", str(archive), "--force"],
         cwd=ROOT,
         env=subprocess_env(),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         text=True,
-        timeout=120,
     )
+    assert forker.stdin is not None and forker.stdout is not None
+
+    def killed(changes: int) -> tuple[int, str]:
+        forker.stdin.write(f"{changes}\n")
+        forker.stdin.flush()
+        status = forker.stdout.readline()
+        assert status, f"the forking restorer ended: {forker.wait()}"
+        return int(status), Path(f"{logs}.{changes}").read_text(errors="replace")
+
+    try:
+        yield killed
+    finally:
+        forker.stdin.close()
+        try:
+            forker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            forker.kill()
+            forker.wait()
 
 
 def _leftovers(home: Path) -> list[str]:
@@ -128,34 +165,35 @@ def test_a_restore_killed_at_any_step_leaves_old_or_new_data_never_a_mix(
 ) -> None:
     archive, old, new, before = _old_and_new(wb_home, tmp_path)
     outcomes = []
-    for changes in range(200):
-        killed = _killed_restore(archive, changes)
-        if killed.returncode == 0:  # it made fewer changes than that: it ran whole
-            break
-        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-        assert _leftovers(wb_home) != [] or _data(wb_home) in (old, new)
-        caplog.clear()
-        engine()  # the next start: what every command, worker and the app does first
-        _let_go()
-        now = _data(wb_home)
-        assert now in (old, new), f"killed before change {changes}: a mix"
-        said = [r.getMessage() for r in caplog.records if r.name == "workbench.backup"]
-        if now == new and said:
-            assert said == [
-                f"an interrupted restore of {archive} was finished: the data folder holds "
-                "the backup's data"
-            ]
-        elif said:
-            assert said == [
-                f"an interrupted restore of {archive} was rolled back: the data folder "
-                "holds the data it held before"
-            ]
-        assert _leftovers(wb_home) == []
-        outcomes.append((changes, "new" if now == new else "old", bool(said)))
-        shutil.rmtree(wb_home)
-        shutil.copytree(before, wb_home)
-    else:
-        raise AssertionError("the restore never ran to its end")
+    with _killed_restores(archive, tmp_path / "restore.log") as killed_restore:
+        for changes in range(200):
+            status, output = killed_restore(changes)
+            if status == 0:  # it made fewer changes than that: it ran whole
+                break
+            assert status == -signal.SIGKILL, output[-2000:]
+            assert _leftovers(wb_home) != [] or _data(wb_home) in (old, new)
+            caplog.clear()
+            engine()  # the next start: what every command, worker and the app does first
+            _let_go()
+            now = _data(wb_home)
+            assert now in (old, new), f"killed before change {changes}: a mix"
+            said = [r.getMessage() for r in caplog.records if r.name == "workbench.backup"]
+            if now == new and said:
+                assert said == [
+                    f"an interrupted restore of {archive} was finished: the data folder holds "
+                    "the backup's data"
+                ]
+            elif said:
+                assert said == [
+                    f"an interrupted restore of {archive} was rolled back: the data folder "
+                    "holds the data it held before"
+                ]
+            assert _leftovers(wb_home) == []
+            outcomes.append((changes, "new" if now == new else "old", bool(said)))
+            shutil.rmtree(wb_home)
+            shutil.copytree(before, wb_home)
+        else:
+            raise AssertionError("the restore never ran to its end")
     assert _data(wb_home) == new and _leftovers(wb_home) == []
     # Every kind of outcome happened: killed before the journal (old, nothing said), rolled
     # back (old, said), and finished (new, said), where the kill fell after the commit.
@@ -169,15 +207,16 @@ def test_a_second_restore_rolls_the_killed_one_back_first(wb_home: Path, tmp_pat
     (no other process opened the data folder in between): the new restore rolls the killed
     one back, then restores whole, and nothing of either is left over."""
     archive, old, new, before = _old_and_new(wb_home, tmp_path)
-    for changes in range(50):
-        assert _killed_restore(archive, changes).returncode == -signal.SIGKILL
-        journal, weights = wb_home / "restore.journal", wb_home / "models/1/model.safetensors"
-        if journal.exists() and weights.exists() and weights.read_bytes() == b"new weights":
-            break
-        shutil.rmtree(wb_home)
-        shutil.copytree(before, wb_home)
-    else:
-        raise AssertionError("never killed between the two swaps")
+    with _killed_restores(archive, tmp_path / "restore.log") as killed_restore:
+        for changes in range(50):
+            assert killed_restore(changes)[0] == -signal.SIGKILL
+            journal, weights = wb_home / "restore.journal", wb_home / "models/1/model.safetensors"
+            if journal.exists() and weights.exists() and weights.read_bytes() == b"new weights":
+                break
+            shutil.rmtree(wb_home)
+            shutil.copytree(before, wb_home)
+        else:
+            raise AssertionError("never killed between the two swaps")
     assert _data(wb_home) not in (old, new)  # the mix the journal undoes
     assert not json.loads(journal.read_text())["committed"]
     done = _restore(archive, "--force")

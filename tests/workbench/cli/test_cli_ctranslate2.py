@@ -1,6 +1,7 @@
-"""A stored version through CTranslate2, in real processes: `export-version` writes the export
-(or refuses in one line, writing nothing), `translate --engine ctranslate2` decodes with it,
-and the heat-map stays our model's."""
+"""A stored version through CTranslate2 on the command line (its ``main``, in the test's
+process: the CLI's process itself is tested in test_cli_training): `export-version` writes the
+export (or refuses in one line, writing nothing), `translate --engine ctranslate2` decodes
+with it, and the heat-map stays our model's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from core_model.artifact import model_files
 from tests.helpers import (
-    cli,
+    cli_in_process,
     module_home,
     toy_pairs,
     trained_home,
@@ -37,7 +38,7 @@ def version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
 
 def test_export_version_writes_the_engine_folder(version: int, tmp_path: Path) -> None:
     out = tmp_path / "exported"
-    done = cli(
+    done = cli_in_process(
         "export-version",
         str(version),
         "--format",
@@ -60,13 +61,17 @@ def test_export_version_writes_the_engine_folder(version: int, tmp_path: Path) -
     assert (meta["version_id"], meta["quantization"]) == (version, "int8")
     assert meta["source_sha256"] == registry.get_version(version).sha256
 
-    again = cli("export-version", str(version), "--format", "ctranslate2", str(out))
+    again = cli_in_process("export-version", str(version), "--format", "ctranslate2", str(out))
     assert again.returncode == 2
     assert again.stderr.strip() == f"error: {out} already exists and is not an empty folder."
-    missing = cli("export-version", "999", "--format", "ctranslate2", str(tmp_path / "none"))
+    missing = cli_in_process(
+        "export-version", "999", "--format", "ctranslate2", str(tmp_path / "none")
+    )
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     assert not (tmp_path / "none").exists()
-    wrong = cli("export-version", str(version), "--format", "onnx", str(tmp_path / "onnx"))
+    wrong = cli_in_process(
+        "export-version", str(version), "--format", "onnx", str(tmp_path / "onnx")
+    )
     assert wrong.returncode == 2 and "invalid choice: 'onnx'" in wrong.stderr
     assert not (tmp_path / "onnx").exists()
 
@@ -74,19 +79,22 @@ def test_export_version_writes_the_engine_folder(version: int, tmp_path: Path) -
 def test_translate_with_either_engine(version: int) -> None:
     pairs = toy_pairs()
     sources = [s for s, _ in pairs]
-    ours = cli("translate", "--version", str(version), *sources)
+    ours = cli_in_process("translate", "--version", str(version), *sources)
     assert ours.returncode == 0, ours.stderr
     assert ours.stdout.splitlines() == [t for _, t in pairs]  # the version learnt them
     # float32 decodes exactly as ours; the engine's default int8 nearly (here: as)
     for quantization in ("float32", ENGINE_QUANTIZATION):
-        theirs = cli(
+        theirs = cli_in_process(
             "translate", "--version", str(version), "--engine", "ctranslate2",
             "--quantization", quantization, *sources,
         )  # fmt: skip
         assert theirs.returncode == 0, theirs.stderr
         assert theirs.stdout.splitlines() == ours.stdout.splitlines(), quantization
     beam4 = ["translate", "--version", str(version), "--beam", "4", "--quantization", "float32"]
-    beams = [cli(*beam4, "--engine", engine, *sources) for engine in ("handwritten", "ctranslate2")]
+    beams = [
+        cli_in_process(*beam4, "--engine", engine, *sources)
+        for engine in ("handwritten", "ctranslate2")
+    ]
     assert beams[0].returncode == beams[1].returncode == 0
     assert beams[1].stdout.splitlines() == beams[0].stdout.splitlines()
     # exported once, into the version's own folder, outside its model files
@@ -95,7 +103,7 @@ def test_translate_with_either_engine(version: int) -> None:
     assert not any(f.startswith("ctranslate2") for f in model_files(registry.artifact_dir(version)))
     registry.load_version(version)  # its recorded digest still matches
 
-    unknown = cli("translate", "--version", str(version), "--engine", "marian", "x")
+    unknown = cli_in_process("translate", "--version", str(version), "--engine", "marian", "x")
     assert unknown.returncode == 2 and "invalid choice: 'marian'" in unknown.stderr
 
 

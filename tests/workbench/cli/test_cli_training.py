@@ -1,4 +1,6 @@
-"""The CLI contract end to end, in real processes: import → train --wait → translate → evaluate."""
+"""The CLI contract end to end: import → train --wait → translate → evaluate, the first steps
+and an exit status of 2 in real processes, the rest (and the refusals) through the same
+``main`` in the test's process (``cli_in_process``: a fresh Python costs 2-4 s)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import TOY, add_preset, cli, cli_that_starts_a_worker, make_toy_corpus, toy_pairs
+from tests.helpers import (
+    TOY,
+    add_preset,
+    cli,
+    cli_in_process,
+    cli_that_starts_a_worker,
+    make_toy_corpus,
+    toy_pairs,
+)
 from workbench.corpus import corpora
 from workbench.training import run_info, worker_process
 
@@ -28,7 +38,7 @@ def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
     version_id = result["version_id"]
     version = str(version_id)
 
-    listed = cli("versions", "--json")
+    listed = cli_in_process("versions", "--json")
     assert listed.returncode == 0
     assert [v["id"] for v in json.loads(listed.stdout)] == [result["version_id"]]
 
@@ -37,13 +47,15 @@ def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
     assert by_args.returncode == 0, by_args.stderr
     assert by_args.stdout.splitlines() == [pairs[0][1], pairs[1][1]]
     stdin = "\n".join(s for s, _ in pairs) + "\n"
-    by_stdin = cli("translate", "--version", version, "--beam", "3", stdin=stdin)
+    by_stdin = cli_in_process("translate", "--version", version, "--beam", "3", stdin=stdin)
     assert by_stdin.stdout.splitlines() == [t for _, t in pairs]
 
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     src.write_text(stdin, encoding="utf-8")
     ref.write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
-    evaluated = cli("evaluate", "--version", version, "--src", str(src), "--ref", str(ref))
+    evaluated = cli_in_process(
+        "evaluate", "--version", version, "--src", str(src), "--ref", str(ref)
+    )
     assert evaluated.returncode == 0, evaluated.stderr
     assert json.loads(evaluated.stdout.strip().splitlines()[-1]) == {
         "bleu": 100.0,
@@ -51,7 +63,7 @@ def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
         "n": len(pairs),
     }
 
-    runs = cli("runs", "--json")
+    runs = cli_in_process("runs", "--json")
     assert runs.returncode == 0, runs.stderr
     [run] = json.loads(runs.stdout)
     assert (run["id"], run["status"], run["version_id"]) == (
@@ -63,13 +75,15 @@ def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
         result["steps"],
         "learned every training pair",
     )
-    assert "learned every training pair" in cli("runs").stdout
+    assert "learned every training pair" in cli_in_process("runs").stdout
     resumed = cli("resume", str(result["run_id"]))
     assert resumed.returncode == 2 and "only a failed or cancelled run" in resumed.stderr
-    deleted = cli("delete-run", str(result["run_id"]))
+    deleted = cli_in_process("delete-run", str(result["run_id"]))
     assert deleted.returncode == 0, deleted.stderr
-    assert json.loads(cli("runs", "--json").stdout) == []
-    assert [v["id"] for v in json.loads(cli("versions", "--json").stdout)] == [version_id]
+    assert json.loads(cli_in_process("runs", "--json").stdout) == []
+    assert [v["id"] for v in json.loads(cli_in_process("versions", "--json").stdout)] == [
+        version_id
+    ]
 
 
 def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Path) -> None:
@@ -88,7 +102,7 @@ def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Pa
         ("versions", "--bogus"),
     ]
     for args in cases:
-        done = cli(*args)
+        done = cli_in_process(*args)
         assert done.returncode != 0, args
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, done.stderr)
@@ -96,14 +110,18 @@ def test_bad_input_gives_one_line_and_a_nonzero_exit(wb_home: Path, tmp_path: Pa
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"source": "你好", "target": "hello"}\n{not json\n', encoding="utf-8")
     args = ("import", "--corpus", "new", "--src-lang", "zh", "--tgt-lang", "en")
-    failed = cli(*args, "--strict", str(bad))  # strict: any bad row refuses the whole file
+    failed = cli_in_process(
+        *args, "--strict", str(bad)
+    )  # strict: any bad row refuses the whole file
     assert failed.returncode != 0 and "line 2" in failed.stderr
     assert corpora.list_corpora() == []  # not even the new, empty corpus is left behind
-    skipped = cli(*args, str(bad))  # by default a malformed line is a skipped, reported row
+    skipped = cli_in_process(
+        *args, str(bad)
+    )  # by default a malformed line is a skipped, reported row
     assert skipped.returncode == 0 and "line 2" in skipped.stderr
     assert [c.pair_count for c in corpora.list_corpora()] == [1]
     corpora.delete_corpus("new")
-    empty = cli("versions")
+    empty = cli_in_process("versions")
     assert empty.returncode == 0 and "no model versions yet" in empty.stdout
 
 
@@ -153,7 +171,7 @@ def test_train_for_tokens_in_a_precision(
         (["--tokens", "5000", "--minutes", "2"], "not allowed with argument"),
         (["--precision", "fp16"], "Unknown precision 'fp16'; choose one of auto, fp32, bf16"),
     ):
-        done = cli("train", "--corpus", "toy", *bad)
+        done = cli_in_process("train", "--corpus", "toy", *bad)
         assert done.returncode != 0, bad
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], (bad, lines)

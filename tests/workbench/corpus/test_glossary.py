@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.helpers import (
-    cli,
+    cli_in_process,
     make_toy_corpus,
     module_home,
     toy_pairs,
@@ -100,19 +100,21 @@ def test_matching_and_editing_the_glossary(trained: dict, tmp_path) -> None:
 def test_the_command_line_enforces_and_reports_terms(trained: dict, tmp_path) -> None:
     glossary.set_terms(trained["corpus_id"], [("公园", "library")])
     version, corpus = str(trained["version"]), str(trained["corpus_id"])
-    plain = cli("translate", "--version", version, PARK)
-    obeyed = cli("translate", "--version", version, "--glossary", corpus, PARK)
+    plain = cli_in_process("translate", "--version", version, PARK)
+    obeyed = cli_in_process("translate", "--version", version, "--glossary", corpus, PARK)
     assert plain.returncode == obeyed.returncode == 0, obeyed.stderr
     assert "library" not in plain.stdout and "library" in obeyed.stdout
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     src.write_text("\n".join(s for s, _ in toy_pairs()) + "\n", encoding="utf-8")
     ref.write_text("\n".join(t for _, t in toy_pairs()) + "\n", encoding="utf-8")
     files = ("--src", str(src), "--ref", str(ref))
-    off = cli("evaluate", "--version", version, *files, "--glossary", corpus)
-    on = cli("evaluate", "--version", version, *files, "--glossary", corpus, "--enforce-glossary")
+    off = cli_in_process("evaluate", "--version", version, *files, "--glossary", corpus)
+    on = cli_in_process(
+        "evaluate", "--version", version, *files, "--glossary", corpus, "--enforce-glossary"
+    )
     assert json.loads(off.stdout.splitlines()[-1])["term_hit_rate"] == 0.0
     assert json.loads(on.stdout.splitlines()[-1])["term_hit_rate"] == 1.0
-    bad = cli("evaluate", "--version", version, *files, "--enforce-glossary")
+    bad = cli_in_process("evaluate", "--version", version, *files, "--enforce-glossary")
     assert bad.returncode == 2 and "needs --glossary" in bad.stderr
 
 

@@ -13,7 +13,16 @@ import httpx
 import pytest
 from lxml import etree
 
-from tests.helpers import ROOT, cli, module_home, stop, toy_pairs, trained_home, training, wait_for
+from tests.helpers import (
+    ROOT,
+    cli_in_process,
+    module_home,
+    stop,
+    toy_pairs,
+    trained_home,
+    training,
+    wait_for,
+)
 from tests.workbench.serving.test_http_api import start_server
 from workbench.corpus import pairs as P
 
@@ -75,7 +84,7 @@ def test_cli_translates_xliff_12_and_20_with_tags_intact(
     _, _, version = home
     for name, check in (("memoq_en_de.xlf", check_xliff12), ("xliff2_en_de.xlf", check_xliff20)):
         out = tmp_path / name
-        done = cli(
+        done = cli_in_process(
             "translate", "--version", str(version), "--xliff", str(CAT / name), "--out", str(out)
         )
         assert done.returncode == 0, done.stderr
@@ -83,7 +92,7 @@ def test_cli_translates_xliff_12_and_20_with_tags_intact(
         check(out.read_bytes())
     laughs = tmp_path / "laughs.xlf"
     laughs.write_bytes(b'<!DOCTYPE x [<!ENTITY a "b">]><xliff version="1.2"/>')
-    refused = cli(
+    refused = cli_in_process(
         "translate",
         "--version",
         str(version),
@@ -99,16 +108,16 @@ def test_cli_translates_xliff_12_and_20_with_tags_intact(
 def test_cli_memory_matches_and_exact_switch(home: tuple[Path, int, int]) -> None:
     _, corpus_id, version = home
     source, target = toy_pairs()[0]
-    model = cli("translate", "--version", str(version), "--matches", "2", source)
+    model = cli_in_process("translate", "--version", str(version), "--matches", "2", source)
     assert model.returncode == 0, model.stderr
     record = json.loads(model.stdout)
     assert record["origin"] == "model"  # off by default in the CLI
     assert record["matches"][0]["score"] == 100.0 and record["matches"][0]["target"] == target
     pid = P.add_pair(corpus_id, source, "A curated correction.")
-    exact = cli("translate", "--version", str(version), "--memory-exact", source)
+    exact = cli_in_process("translate", "--version", str(version), "--memory-exact", source)
     assert exact.stdout.splitlines() == ["A curated correction."]  # the newest exact match
     both = json.loads(
-        cli(
+        cli_in_process(
             "translate", "--version", str(version), "--memory-exact", "--matches", "3", source
         ).stdout
     )

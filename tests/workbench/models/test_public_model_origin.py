@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.marian_checkpoint import save_random_marian
-from tests.helpers import ROOT, cli, subprocess_env
+from tests.helpers import ROOT, cli_in_process, subprocess_env
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import model_import, registry, staging
@@ -45,7 +45,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _versions() -> list[dict]:
-    done = cli("versions", "--json")
+    done = cli_in_process("versions", "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -53,7 +53,7 @@ def _versions() -> list[dict]:
 def test_versions_json_names_a_public_model_and_says_where_it_came_from(
     wb_home: Path, checkpoint: Path, tmp_path: Path
 ) -> None:
-    done = cli("register", str(checkpoint), timeout=120)
+    done = cli_in_process("register", str(checkpoint))
     assert done.returncode == 0, done.stderr
     (row,) = _versions()
     assert row["name"] == "opus-mt-zh-en"  # not "model v1"
@@ -121,11 +121,12 @@ def _hostile(checkpoint: Path, tmp_path: Path, case: str) -> Path:
         ("oversized config.json", "config.json is larger than 64 MiB: refused"),
     ],
 )
+@pytest.mark.timeout(60)  # a FIFO must not hang the import: a hang fails the test
 def test_hostile_files_are_one_error_line_and_leave_nothing(
     wb_home: Path, checkpoint: Path, tmp_path: Path, case: str, message: str
 ) -> None:
     folder = _hostile(checkpoint, tmp_path, case)
-    done = cli("register", str(folder), timeout=60)  # a FIFO must not hang it
+    done = cli_in_process("register", str(folder))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: cannot import "), done.stderr

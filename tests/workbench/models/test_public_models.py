@@ -19,7 +19,7 @@ from core_model.artifact import TOKENIZER_DIR, load_model
 from core_model.batching import encode_source
 from core_model.marian import read_marian
 from core_model.training import recipe
-from tests.helpers import cli, module_home, train_version
+from tests.helpers import cli_in_process, module_home, train_version
 from workbench import settings
 from workbench.corpus import corpora, pairs
 from workbench.errors import WorkbenchError
@@ -56,7 +56,7 @@ def public(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     with module_home(tmp_path_factory.mktemp("public_home")) as home:
         corpus = corpora.create_corpus("curated", "zh", "en")
         pairs.apply_edits(corpus.id, added=[{"source": s, "target": t} for s, t in covered])
-        done = cli("register", str(checkpoint), "--corpus", "curated", timeout=120)
+        done = cli_in_process("register", str(checkpoint), "--corpus", "curated")
         assert done.returncode == 0, done.stderr
         yield {
             "home": home,
@@ -80,7 +80,7 @@ def test_the_command_line_registers_and_translates_a_marian_folder(
     assert version.param_count == loaded.model.num_parameters()
     expected = [r.text for r in translation.translate(version.id, ["我喜欢喝茶。", "猫 很 好"])]
     for engine in ("handwritten", "ctranslate2"):
-        done = cli(
+        done = cli_in_process(
             "translate",
             "--version",
             str(version.id),

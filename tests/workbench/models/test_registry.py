@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers import (
-    cli,
+    cli_in_process,
     module_home,
     toy_pairs,
     train_version,
@@ -145,7 +145,9 @@ def test_compare_command_prints_intervals_and_p_values_that_sacrebleu_agrees_wit
     src.write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
     ref.write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
     v1, v2 = trained["v1"], trained["v2"]
-    done = cli("compare", "--versions", str(v2), str(v1), "--src", str(src), "--ref", str(ref))
+    done = cli_in_process(
+        "compare", "--versions", str(v2), str(v1), "--src", str(src), "--ref", str(ref)
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
     assert [v["version"] for v in report["versions"]] == [v2, v1]
@@ -173,7 +175,7 @@ def test_compare_command_prints_intervals_and_p_values_that_sacrebleu_agrees_wit
     assert cli_p == pytest.approx([other["p_value"], other["chrf_p_value"]], abs=1e-4)
     assert done.stdout.splitlines()[0].startswith(("no significant", f"#{v1} is"))
 
-    bad = cli("compare", "--versions", str(v1), "--src", str(src), "--ref", str(ref))
+    bad = cli_in_process("compare", "--versions", str(v1), "--src", str(src), "--ref", str(ref))
     assert bad.returncode == 2 and "at least two" in bad.stderr
 
 
@@ -185,7 +187,9 @@ def test_compare_command_gives_no_verdict_on_too_few_pairs(trained: dict, tmp_pa
     src.write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
     ref.write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
     v1, v2 = trained["v1"], trained["v2"]
-    done = cli("compare", "--versions", str(v2), str(v1), "--src", str(src), "--ref", str(ref))
+    done = cli_in_process(
+        "compare", "--versions", str(v2), str(v1), "--src", str(src), "--ref", str(ref)
+    )
     assert done.returncode == 0, done.stderr
     *words, last = done.stdout.splitlines()
     report = json.loads(last)

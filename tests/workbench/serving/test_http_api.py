@@ -28,7 +28,7 @@ from schemathesis.checks import not_a_server_error
 from tests.conftest import _free_port
 from tests.helpers import (
     ROOT,
-    cli,
+    cli_in_process,
     module_home,
     stop,
     subprocess_env,
@@ -114,7 +114,7 @@ def post(api: Api, path: str, **kwargs: object) -> httpx.Response:
 def test_libretranslate_client_translates_like_the_cli(api: Api) -> None:
     client = LibreTranslateAPI(api.url)
     sources = [s for s, _ in toy_pairs()][:5]
-    out = cli("translate", "--version", str(api.v1), *sources)
+    out = cli_in_process("translate", "--version", str(api.v1), *sources)
     assert out.returncode == 0, out.stderr
     expected = out.stdout.splitlines()
     assert [client.translate(s, "zh", "en") for s in sources] == expected
@@ -194,7 +194,7 @@ def test_v1_translates_with_the_corpus_memory_once_it_is_built(api: Api) -> None
 
 def test_v1_translates_with_the_ctranslate2_engine_like_the_cli(api: Api) -> None:
     sources = [s for s, _ in toy_pairs()][:4]
-    out = cli("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)
+    out = cli_in_process("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)
     assert out.returncode == 0, out.stderr
     body = {"q": sources, "version": api.v1, "engine": "ctranslate2", "attention": True}
     answer = post(api, "/v1/translate", json=body)
@@ -221,10 +221,10 @@ def test_serve_engine_decodes_libretranslate_requests_with_ctranslate2(
         outputs = [client.translate(s, "zh", "en") for s in sources]
     finally:
         stop(proc)
-    out = cli("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)
+    out = cli_in_process("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)
     assert out.returncode == 0, out.stderr
     assert outputs == out.stdout.splitlines()
-    refused = cli("serve", "--engine", "marian")
+    refused = cli_in_process("serve", "--engine", "marian")
     assert refused.returncode != 0 and "invalid choice: 'marian'" in refused.stderr
 
 

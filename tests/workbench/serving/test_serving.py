@@ -13,7 +13,7 @@ import torch
 from sqlalchemy import text
 
 from tests.helpers import (
-    cli,
+    cli_in_process,
     module_home,
     toy_pairs,
     train_version,
@@ -297,32 +297,32 @@ def test_a_full_queue_refuses_instead_of_waiting(versions: tuple[int, int]) -> N
 
 def test_cli_serves_versions_and_manages_keys(clean: tuple[int, int]) -> None:
     v1, v2 = clean
-    out = cli("serve-version", str(v1))
+    out = cli_in_process("serve-version", str(v1))
     assert out.returncode == 0 and f"version {v1}" in out.stdout and "zh→en" in out.stdout
-    out = cli("serve-version", str(v2))
+    out = cli_in_process("serve-version", str(v2))
     assert f"(instead of version {v1})" in out.stdout
-    assert json.loads(cli("served", "--json").stdout) == [
+    assert json.loads(cli_in_process("served", "--json").stdout) == [
         {"source": "zh", "target": "en", "version_id": v2}
     ]
-    assert cli("serve-version", "999999").returncode == 2
-    assert cli("serve-version", str(v2), "--stop").returncode == 0
-    assert "no version is served" in cli("served").stdout
+    assert cli_in_process("serve-version", "999999").returncode == 2
+    assert cli_in_process("serve-version", str(v2), "--stop").returncode == 0
+    assert "no version is served" in cli_in_process("served").stdout
 
     created = json.loads(
-        cli("api-key-create", "--name", "plugin", "--chars-per-request", "99").stdout
+        cli_in_process("api-key-create", "--name", "plugin", "--chars-per-request", "99").stdout
     )
     assert created["api_key"].startswith("wbk_")
-    listing = cli("api-keys", "--json").stdout
+    listing = cli_in_process("api-keys", "--json").stdout
     assert created["api_key"] not in listing
     [record] = json.loads(listing)
     assert record["chars_per_request"] == 99 and record["revoked_at"] is None
-    assert cli("api-key-revoke", str(created["id"])).returncode == 0
-    again = cli("api-key-revoke", str(created["id"]))
+    assert cli_in_process("api-key-revoke", str(created["id"])).returncode == 0
+    again = cli_in_process("api-key-revoke", str(created["id"]))
     assert again.returncode == 2 and "already revoked" in again.stderr
-    assert "revoked" in cli("api-keys").stdout
-    bad = cli("serve", "--port", "70000")
+    assert "revoked" in cli_in_process("api-keys").stdout
+    bad = cli_in_process("serve", "--port", "70000")
     assert bad.returncode == 2 and "65535" in bad.stderr
-    assert cli("serve", "--threads", "0").returncode == 2
+    assert cli_in_process("serve", "--threads", "0").returncode == 2
 
 
 @pytest.mark.parametrize("value", ["http", "0", "70000"])

@@ -15,7 +15,7 @@ from unittest import mock
 import pytest
 
 from db.tables import Role
-from tests.helpers import cli, make_toy_corpus, toy_pairs
+from tests.helpers import cli, cli_in_process, make_toy_corpus, toy_pairs
 from ui import i18n
 from workbench import settings
 from workbench.corpus import corpora, glossary, importing, pairs
@@ -182,7 +182,7 @@ def test_a_run_records_who_started_it_and_its_version_who_trained_it(tmp_path: P
     runs.cancel_run(run_id)
     runs.delete_run(run_id)
     assert registry.get_version(version_id).trained_by == "ed@example.org"
-    result = cli("versions", "--json")
+    result = cli_in_process("versions", "--json")
     assert result.returncode == 0, result.stderr
     (row,) = json.loads(result.stdout)
     assert row["id"] == version_id and row["trained by"] == "ed@example.org"
@@ -256,16 +256,16 @@ def test_the_http_api_answers_a_write_refused_to_the_keys_role_with_403() -> Non
 @pytest.mark.usefixtures("wb_home")
 def test_the_command_line_sets_up_a_team() -> None:
     for args in (("user-role", "Vera@Example.org", "viewer"), ("user-role", "ed@x.org", "editor")):
-        result = cli(*args)
+        result = cli_in_process(*args)
         assert result.returncode == 0, result.stderr
-    result = cli("users", "--json")
+    result = cli_in_process("users", "--json")
     assert [(m["email"], m["role"]) for m in json.loads(result.stdout)] == [
         ("ed@x.org", "editor"),
         ("vera@example.org", "viewer"),
     ]
     assert access.role_of("vera@example.org") == Role.VIEWER
-    assert cli("user-remove", "ed@x.org").returncode == 0
-    result = cli("user-remove", "ed@x.org")
+    assert cli_in_process("user-remove", "ed@x.org").returncode == 0
+    result = cli_in_process("user-remove", "ed@x.org")
     assert result.returncode == 2 and result.stderr.strip() == (
         "error: ed@x.org is not a member of the team."
     )

@@ -346,31 +346,33 @@ def test_version_changes_are_recorded_and_renames_undone(request: pytest.Fixture
 
 
 def test_the_command_line_lists_undoes_and_restores(wb_home: Path, tmp_path: Path) -> None:
-    from tests.helpers import cli
+    from tests.helpers import cli, cli_in_process
 
     data = tmp_path / "pairs.tsv"
     data.write_text("汤\tsoup\n面\tnoodles\n", encoding="utf-8")
     made = cli("import", "--corpus", "Menus", "--src-lang", "zh", "--tgt-lang", "en", str(data))
     assert made.returncode == 0, made.stderr
     [corpus] = corpora.list_corpora()
-    listed = cli("history", "--corpus", "Menus", "--json")
+    listed = cli_in_process("history", "--corpus", "Menus", "--json")
     [change] = [json.loads(line) for line in listed.stdout.splitlines()]
     assert (change["action"], change["rows"]) == ("import", 3)  # corpus + pairs
     assert change["actor"] == access.local_admin().email  # the CLI acts as the local admin
 
-    undone = cli("undo", str(change["id"]))
+    undone = cli_in_process("undo", str(change["id"]))
     assert undone.returncode == 0 and corpora.get_corpus(corpus.id).pair_count == 0
     assert undone.stdout.strip() == f"undid #{change['id']} as change #{change['id'] + 1}"
-    since = cli("undo", "--corpus", "Menus", "--since", "2000-01-01")
+    since = cli_in_process("undo", "--corpus", "Menus", "--since", "2000-01-01")
     assert since.stdout.strip() == "undid 0 changes"  # the import and its undo cancel out
-    cli("undo", str(change["id"] + 1))  # the undo, undone
+    cli_in_process("undo", str(change["id"] + 1))  # the undo, undone
     assert corpora.get_corpus(corpus.id).pair_count == 2
-    bad = cli("undo")
+    bad = cli_in_process("undo")
     assert bad.returncode == 2 and bad.stderr.startswith("error: give a change id")
 
     corpora.delete_corpus(corpus.id)
-    assert f"#{corpus.id}  Menus  2 pairs" in cli("trash").stdout
-    assert cli("restore-corpus", str(corpus.id)).stdout.strip() == "restored corpus 'Menus'"
+    assert f"#{corpus.id}  Menus  2 pairs" in cli_in_process("trash").stdout
+    assert (
+        cli_in_process("restore-corpus", str(corpus.id)).stdout.strip() == "restored corpus 'Menus'"
+    )
     assert corpora.get_corpus("Menus").pair_count == 2
 
 

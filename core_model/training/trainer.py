@@ -326,8 +326,9 @@ class Trainer:
         real = self.clock.recent_tokens_per_s(pace.REPLAN_AFTER_S)  # since the last comparison
         left = self.clock.time_left()
         off = abs(real / self.planned_speed - 1.0) if real and self.planned_speed else 0.0
-        if self.ranks.main and off > pace.REPLAN_TOLERANCE and left is not None:
-            decision = [1.0, float(real or 0.0), self.state.tokens_trained + real * max(0.0, left)]
+        # (at the clock's end there is nothing left to plan)
+        if self.ranks.main and off > pace.REPLAN_TOLERANCE and left is not None and left > 0:
+            decision = [1.0, float(real or 0.0), self.state.tokens_trained + real * left]
         decision = self.ranks.broadcast_flags(decision, self.comm_device)
         if not decision[0]:
             return

@@ -50,6 +50,9 @@ def render() -> None:
             ":material/api: " + _("HTTP API"),
         ],
         key="models_tab",
+        # the server knows the open tab: a rerun in flight (a rename, a compare) never sends
+        # the browser back to the first tab and hides the result (seen on a slow machine)
+        on_change="rerun",
     )
     with manage_tab:
         manage(versions)

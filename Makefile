@@ -6,12 +6,10 @@ STAMP := $(VENV)/.requirements-installed
 
 .PHONY: run test lint i18n
 
-# --no-compile: Python compiles what it imports on first use; compiling every installed file
-# ahead (torch alone has thousands the app never imports) only lengthens a fresh install.
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -136,9 +136,7 @@ def collate(
     up to a multiple of it, so that a run meets few distinct shapes (`precision.shape_multiple`);
     the extra positions are padding, masked like any other."""
     chosen = [examples[i] for i in indices]
-    b = len(chosen)
-    s = _round_up(max(len(ex.src) for ex in chosen), multiple)
-    t = _round_up(max(len(ex.tgt) for ex in chosen) + 1, multiple)
+    b, s, t = padded_shape(examples, indices, multiple)
     src = torch.full((b, s), specials.pad, dtype=torch.long)
     tgt_in = torch.full((b, t), specials.pad, dtype=torch.long)
     tgt_out = torch.full((b, t), specials.pad, dtype=torch.long)
@@ -152,6 +150,19 @@ def collate(
     n_tokens = sum(len(ex.tgt) + 1 for ex in chosen)
     n_src = sum(len(ex.src) for ex in chosen)
     return Batch(src, tgt_in, tgt_out, n_tokens, n_src)
+
+
+def padded_shape(
+    examples: Sequence[Example], indices: Sequence[int], multiple: int = 1
+) -> tuple[int, int, int]:
+    """(rows, source length, decoder length) of the batch `collate` makes, without making it:
+    what a kernel sees, so what CPU bf16 prepares kernels for."""
+    chosen = [examples[i] for i in indices]
+    return (
+        len(chosen),
+        _round_up(max(len(ex.src) for ex in chosen), multiple),
+        _round_up(max(len(ex.tgt) for ex in chosen) + 1, multiple),
+    )
 
 
 def _round_up(n: int, multiple: int) -> int:

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from core_model.batching import Example, collate, make_batches, shard_batches
+from core_model.batching import Example, collate, make_batches, padded_shape, shard_batches
 from core_model.special_tokens import RESERVED, SpecialIds
 from core_model.training import setup
 from core_model.training.config import TrainConfig
@@ -118,12 +118,8 @@ def measure(
     if device.type == "cpu":
         torch.set_num_threads(threads)
 
-    def shape(i: int) -> tuple[int, ...]:
-        batch = collate(examples, batches[i % len(batches)], mcfg.specials, multiple)
-        return (*batch.src.shape, batch.tgt_in.size(1))
-
-    run_shapes = len({shape(i) for i in range(len(batches))})
-    seen: set[tuple[int, ...]] = set()
+    run_shapes = len({padded_shape(examples, b, multiple) for b in batches})
+    seen: set[tuple[int, int, int]] = set()
     timed: list[tuple[float, int, bool]] = []  # per step: seconds, tokens, a new shape
 
     def step(i: int, stop: bool) -> bool:
@@ -141,7 +137,7 @@ def measure(
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         if i >= 0:  # the untimed steps have negative numbers
-            key = (*batch.src.shape, batch.tgt_in.size(1))
+            key = padded_shape(examples, batches[i % len(batches)], multiple)
             tokens = batch.n_tokens + batch.n_src_tokens
             timed.append((time.perf_counter() - start, tokens, key not in seen))
             seen.add(key)

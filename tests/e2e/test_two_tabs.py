@@ -52,11 +52,15 @@ class _Tab:
         _edit_cell(self.page, self.grid, "target", target, row=row)
 
     def delete(self, row: int) -> None:
-        """Select a row by its marker and delete it with the keyboard."""
+        """Select a row by its marker and delete it with the grid's own toolbar button.
+
+        The button shows only once the row is selected: waiting for it is waiting for the
+        selection (a key pressed right after a click on a canvas still drawing after a run
+        deleted nothing)."""
         self.front()
         box, y = _row_y(self.grid, row)
-        self.page.mouse.click(box["x"] + _ROW_MARKER_X, y)
-        self.page.keyboard.press("Delete")
+        self.grid.click(position={"x": _ROW_MARKER_X, "y": y - box["y"]})
+        self.page.get_by_role("button", name="Delete row(s)").click()
 
     def save(self, message: str) -> None:
         from playwright.sync_api import expect

@@ -9,18 +9,18 @@ precision and thread count, and the recipe projects tokens = seconds x tokens/s 
 
 The steps are taken on batches of the run's own length mix (`CorpusFacts.lengths`: the
 corpus' pairs, random ids of their estimated subword lengths), bucketed by `make_batches` at
-the run's batch size and padded as the run pads them (`precision.shape_multiple`): nearly
-first step of a real run on a shape is slow, as CPU bf16 (oneDNN) prepares its kernels per
-shape: one synthetic shape timed again and again overstated real runs by up to 2.7x (an AMX
-Xeon; 1.2x on an AVX512-BF16 EPYC), and timing only first visits understated them by 1.25x
-(a 10-minute click calibrated at 4,539 tokens/s trained at 5,656). So the timed batches are
-visited twice: the second visits give the steady speed a run keeps for thousands of steps,
-the first ones what each new shape costs once (`new_shape_s`), and the run's shapes are
-counted (`run_shapes`: its sample's batches); the recipe takes the shapes' cost off the
-budget (`Calibration.tokens_in`). Where 'auto' may train either, both precisions are timed
-(`precision.candidate_precisions`) and the faster on these batches is the one the run
-trains. Each measurement takes at most about `CALIBRATION_S`; the weights it touches are
-thrown away.
+the run's batch size. CPU bf16 (oneDNN) prepares its kernels per shape, so the first step of
+a run on a shape is slow: one synthetic shape timed again and again overstated real runs by
+up to 2.7x (an AMX Xeon; 1.2x on an AVX512-BF16 EPYC), and timing only first visits
+understated them by 1.25x (a 10-minute click calibrated at 4,539 tokens/s trained at 5,656).
+So the timed batches are visited twice: the second visits give the steady speed a run keeps
+for thousands of steps, the first ones what each new shape costs once (`new_shape_s`), and
+the shapes of an epoch of the run's size are counted (`run_shapes`); the recipe takes the
+shapes' cost off the budget (`Calibration.tokens_in`). Where 'auto' may train either, both
+precisions are timed (`precision.candidate_precisions`), and at each precision every length
+multiple a run may pad to (`precision.SHAPE_MULTIPLES`: fewer shapes against less padding);
+the one that buys the most tokens in the budget is the one the run trains (`fastest`). Each
+measurement takes at most about `CALIBRATION_S`; the weights it touches are thrown away.
 
 The same measurement chooses how a run spreads over the cores (`choose_layout`): one process
 with every thread, or data-parallel ranks with fewer threads each (`parallel.Layout`), timed
@@ -51,8 +51,9 @@ from core_model.training.parallel import (
 from core_model.training.precision import (
     candidate_precisions,
     cpu_threads,
+    precision_name,
     resolve_precision,
-    shape_multiple,
+    shape_multiples,
 )
 from core_model.training.step import clip_and_check, forward_backward
 from core_model.transformer import ModelConfig, Transformer
@@ -61,6 +62,7 @@ CALIBRATION_S = 2.0  # timed seconds (after untimed steps: allocation, kernel ch
 UNTIMED_STEPS = 2
 MAX_STEPS = 30  # enough on a fast machine; the clock ends it first on a slow one
 BUDGET_SHARE = 1 / 200  # of a minutes budget, at most, per measurement
+RUN_SHAPES_PAIRS = 100_000  # enough pairs for a run's count of shapes to level off
 
 
 def synthetic_examples(
@@ -91,14 +93,16 @@ def measure(
     seconds: float = CALIBRATION_S,
     multiple: int | None = None,
     max_steps: int = MAX_STEPS,
+    run_pairs: int = 0,
 ) -> Calibration:
     """Tokens per second of training steps of a fresh `mcfg` model on this machine, at the
     precision and thread count a run of it would get (`precision`, `num_threads` as in
     TrainConfig), on length-bucketed batches of pairs of these (source, target) `lengths`
-    (their lengths rounded up to `multiple`; None: as the run rounds them). Inside a process
-    group every rank takes its share of `batch_tokens` and of the batches, and the gradients
-    are all-reduced, as in training; the result counts all ranks. (`multiple` and
-    `max_steps`: for `bench/batch_shapes.py`.)"""
+    (their lengths rounded up to `multiple`; None: as a run rounds them when nothing was
+    timed). Inside a process group every rank takes its share of `batch_tokens` and of the
+    batches, and the gradients are all-reduced, as in training; the result counts all ranks.
+    The shapes a run of `run_pairs` pairs of this mix meets are counted (`epoch_shapes`; 0:
+    as many pairs as `lengths`). (`max_steps`: for `bench/batch_shapes.py`.)"""
     ranks = Ranks()
     model = Transformer(mcfg).to(device).train()
     n_params = model.num_parameters()
@@ -112,13 +116,13 @@ def measure(
     examples = synthetic_examples(vocab, lengths, specials=mcfg.specials)
     share = max(1, batch_tokens // ranks.world)
     batches = shard_batches(make_batches(examples, share), ranks.rank, ranks.world)
-    multiple = multiple or shape_multiple(device, amp)
+    multiple = multiple or shape_multiples(device, amp)[0]
     comm = ranks.comm_device(device)
     before = torch.get_num_threads()
     if device.type == "cpu":
         torch.set_num_threads(threads)
 
-    run_shapes = len({padded_shape(examples, b, multiple) for b in batches})
+    run_shapes = epoch_shapes(lengths, run_pairs or len(lengths), share, multiple)
     seen: set[tuple[int, int, int]] = set()
     timed: list[tuple[float, int, bool]] = []  # per step: seconds, tokens, a new shape
 
@@ -168,13 +172,27 @@ def measure(
         steps=len(timed),
         seconds=round(sum(s for s, _, _ in timed), 2),
         threads=threads if device.type == "cpu" else 0,
-        precision="bf16" if amp is not None else "fp32",
+        precision=precision_name(amp),
         parameters=n_params,
         processes=ranks.world,
         shapes=len(seen),
         new_shape_s=round(max(0.0, sum(extra) / len(extra)) if extra else 0.0, 4),
         run_shapes=run_shapes,
+        shape_multiple=multiple,
     )
+
+
+def epoch_shapes(
+    lengths: Sequence[tuple[int, int]], pairs: int, batch_tokens: int, multiple: int
+) -> int:
+    """The distinct padded batch shapes of an epoch of `pairs` pairs of this length mix (the
+    mix repeated to that size, at most RUN_SHAPES_PAIRS): what a run prepares kernels for.
+    Counted on the run's size, not the sample's: a 2,000-pair sample of Multi30k makes 44
+    unpadded shapes, its 29,000 pairs 114 (21 and 40 padded to 8)."""
+    n = min(max(pairs, 1), RUN_SHAPES_PAIRS)
+    mix = [Example((0,) * s, (0,) * t) for s, t in lengths]
+    examples = (mix * (n // len(mix) + 1))[:n]
+    return len({padded_shape(examples, b, multiple) for b in make_batches(examples, batch_tokens)})
 
 
 def measure_layout(
@@ -185,14 +203,17 @@ def measure_layout(
     device: torch.device,
     precisions: Sequence[str] = ("auto",),
     seconds: float = CALIBRATION_S,
+    run_pairs: int = 0,
 ) -> list[Calibration]:
-    """`measure` at each of `precisions` in turn, with the run spread as `layout` says: this
-    process is rank 0 of a group of `layout.processes` (the others are started for the
-    measurements and stopped after them)."""
+    """`measure` at each of `precisions` and each of its shape multiples in turn
+    (`measure_share`), with the run spread as `layout` says: this process is rank 0 of a group
+    of `layout.processes` (the others are started for the measurements and stopped after
+    them)."""
     task = MeasureTask(
         model=mcfg,
         batch_tokens=batch_tokens,
         lengths=tuple((s, t) for s, t in lengths),
+        run_pairs=run_pairs,
         device=device.type,
         precisions=tuple(precisions),
         threads=layout.threads,
@@ -210,13 +231,15 @@ def measure_candidate(
     device: torch.device,
     layout: Layout,
     model: ModelConfig | None = None,
+    run_pairs: int = 0,
 ) -> list[Calibration]:
     """The speed of a recipe's candidate config spread as `layout` says: of the `model` the
     run continues (a version's or a public checkpoint's: its size, not the preset's), else of
     the candidate's preset at its vocabulary; at the candidate's batch either way, on batches
-    of `lengths` (`CorpusFacts.length_mix`), at each precision the run may train
-    (`precision.candidate_precisions`); each measurement takes at most `BUDGET_SHARE` of a
-    minutes budget (a test's few seconds give two steps)."""
+    of `lengths` (`CorpusFacts.length_mix`; a run of `run_pairs` pairs), at each precision the
+    run may train (`precision.candidate_precisions`) and each of its shape multiples; each
+    measurement takes at most `BUDGET_SHARE` of a minutes budget (a test's few seconds give
+    two steps)."""
     mcfg = model or setup.candidate_model(candidate)
     budget_s = candidate.time_budget_s or CALIBRATION_S / BUDGET_SHARE
     # the size decides whether bf16 is a candidate: counted only when 'auto' asks
@@ -229,17 +252,21 @@ def measure_candidate(
         device,
         candidate_precisions(candidate.precision, device, n_params),
         seconds=min(CALIBRATION_S, budget_s * BUDGET_SHARE),
+        run_pairs=run_pairs,
     )
 
 
-def fastest(timings: Sequence[Calibration]) -> Calibration:
-    """The measurement a run plans by and trains as: the most tokens per second."""
-    return max(timings, key=lambda t: t.tokens_per_s)
+def fastest(timings: Sequence[Calibration], seconds: float | None = None) -> Calibration:
+    """The measurement a run plans by and trains as: the most tokens in `seconds` of training
+    (each of its shapes' first steps paid: `Calibration.tokens_in`), or per second at the
+    steady speed (None: a budget not in time)."""
+    return max(timings, key=lambda t: t.tokens_in(seconds) if seconds else t.tokens_per_s)
 
 
 def measure_share(task: MeasureTask, device: torch.device) -> list[Calibration]:
     """What every rank of a measurement does, rank 0 and the children alike (inside a group,
-    each with its share of every batch): `measure` at each of the task's precisions."""
+    each with its share of every batch): `measure` at each of the task's precisions and each
+    shape multiple a run may pad to at it."""
     return [
         measure(
             task.model,
@@ -249,6 +276,16 @@ def measure_share(task: MeasureTask, device: torch.device) -> list[Calibration]:
             precision,
             task.threads,
             task.seconds,
+            multiple,
+            run_pairs=task.run_pairs,
         )
         for precision in task.precisions
+        for multiple in _multiples(precision, device)
     ]
+
+
+def _multiples(precision: str, device: torch.device) -> tuple[int | None, ...]:
+    """The shape multiples timed at `precision` ('auto': the one a run pads to untimed)."""
+    if precision == "auto":
+        return (None,)
+    return shape_multiples(device, resolve_precision(precision, device))

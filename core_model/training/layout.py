@@ -59,6 +59,7 @@ class LayoutChoice:
                     "precision": t.precision,
                     "tokens_per_s": t.tokens_per_s,
                     "shapes": t.shapes,
+                    "shape_multiple": t.shape_multiple,
                 }
                 for t in self.timings
             ],
@@ -114,9 +115,11 @@ def choose_layout(
         timings[:] = [
             timing
             for layout in candidates
-            for timing in measure_candidate(candidate, facts.length_mix(), device, layout, model)
+            for timing in measure_candidate(
+                candidate, facts.length_mix(), device, layout, model, facts.train_pairs
+            )
         ]
-        return fastest(timings)
+        return fastest(timings, candidate.time_budget_s)
 
     plan = recipe.resolve(cfg, facts, False, fine_tune, speed, pretrained)
     if plan.calibration is None and not processes:  # tokens or epochs: time only to choose

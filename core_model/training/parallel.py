@@ -94,7 +94,8 @@ class Calibration:
     processes: int = 1  # data-parallel ranks, each with its share of every batch
     shapes: int = 1  # distinct batch shapes among the timed steps (rank 0's)
     new_shape_s: float = 0.0  # the extra seconds of a step on a shape not seen before
-    run_shapes: int = 0  # distinct shapes of the run's batches (of its length sample's)
+    run_shapes: int = 0  # distinct shapes of an epoch's batches (its length mix at its size)
+    shape_multiple: int | None = None  # batch lengths were rounded up to this (None: default)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,6 +156,7 @@ class MeasureTask:
     model: ModelConfig
     batch_tokens: int
     lengths: tuple[tuple[int, int], ...]  # (source, target) lengths of the batches' pairs
+    run_pairs: int  # the run's pairs, whose batches' shapes are counted (`run_shapes`)
     device: str  # 'cpu' | 'cuda': each rank takes its own GPU (`rank_device`)
     precisions: tuple[str, ...]  # one measurement each, in turn
     threads: int
@@ -169,6 +171,7 @@ class MeasureTask:
             model=ModelConfig.from_dict(data["model"]),
             batch_tokens=int(data["batch_tokens"]),
             lengths=tuple((int(s), int(t)) for s, t in data["lengths"]),
+            run_pairs=int(data["run_pairs"]),
             device=str(data["device"]),
             precisions=tuple(str(p) for p in data["precisions"]),
             threads=int(data["threads"]),

@@ -23,12 +23,20 @@ import torch
 
 from core_model.training.config import TrainingError
 
-# Training batches' lengths are rounded up to a multiple of this, by device and precision
-# (`shape_multiple`): fewer distinct shapes, at the cost of some padding. Real tokens/s
-# decide (docs/TRAINING.md, "Batch shapes"; `bench/batch_shapes.py`): CPU bf16 on an
-# AVX512-BF16 EPYC, 60 steps, one shape 5,874 tokens/s, real batches 4,540, padded to 8
-# 5,871; fp32 unchanged by the shapes. GPU: tensor-core tiles, not measured yet.
-SHAPE_MULTIPLE = {("cpu", "bf16"): 8, ("cpu", "fp32"): 1, ("cuda", "bf16"): 8, ("cuda", "fp32"): 8}
+# What training batches' lengths may be rounded up to, by device and precision: fewer
+# distinct shapes, at the cost of some padding. Where there is a choice, the calibration times
+# each and the run trains with the one that buys the most real tokens in its budget
+# (`calibration.fastest`); the first is used where nothing was timed. Measured
+# (docs/TRAINING.md, "Batch shapes"; `bench/batch_shapes.py`): CPU bf16 prepares its kernels
+# per shape (a new shape every step: -23 % on an AVX512-BF16 EPYC, -63 % on an AMX Xeon), but
+# a run meets only ~100 shapes, and once prepared, unpadded batches trained 1.09x padded ones
+# on the EPYC; fp32 loses 21 % to padding. GPU: tensor-core tiles, not measured yet.
+SHAPE_MULTIPLES = {
+    ("cpu", "bf16"): (8, 1),
+    ("cpu", "fp32"): (1,),
+    ("cuda", "bf16"): (8,),
+    ("cuda", "fp32"): (8,),
+}
 BF16_MIN_PARAMETERS = 2_000_000  # below this, CPU autocast's casts cost more than they save
 SINGLE_THREAD_PARAMETERS = 2_000_000  # below this, a second thread gains nothing
 
@@ -113,7 +121,7 @@ def candidate_precisions(name: str, device: torch.device, n_params: int) -> list
         return [name]
     if device.type == "cpu" and cpu_supports_bf16() and n_params >= BF16_MIN_PARAMETERS:
         return ["bf16", "fp32"]
-    return ["bf16" if resolve_precision(name, device, n_params) is not None else "fp32"]
+    return [precision_name(resolve_precision(name, device, n_params))]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -142,10 +150,15 @@ def resolve_precision(name: str, device: torch.device, n_params: int = 0) -> tor
     return torch.bfloat16 if cpu_supports_bf16() and n_params >= BF16_MIN_PARAMETERS else None
 
 
-def shape_multiple(device: torch.device, amp: torch.dtype | None) -> int:
-    """What a training batch's lengths are rounded up to on `device` at this precision
-    (SHAPE_MULTIPLE)."""
-    return SHAPE_MULTIPLE[(device.type, "fp32" if amp is None else "bf16")]
+def precision_name(amp: torch.dtype | None) -> str:
+    """'bf16' or 'fp32': how metrics, calibrations and users name an autocast dtype."""
+    return "fp32" if amp is None else "bf16"
+
+
+def shape_multiples(device: torch.device, amp: torch.dtype | None) -> tuple[int, ...]:
+    """What a training batch's lengths may be rounded up to on `device` at this precision,
+    the one used when nothing was timed first (SHAPE_MULTIPLES)."""
+    return SHAPE_MULTIPLES[(device.type, precision_name(amp))]
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:

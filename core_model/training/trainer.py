@@ -36,8 +36,9 @@ from core_model.training.precision import (
     cpu_threads,
     idle_cores,
     is_out_of_memory,
+    precision_name,
     resolve_precision,
-    shape_multiple,
+    shape_multiples,
 )
 from core_model.training.progress import ProgressEvent, StopReason
 from core_model.training.schedule import BudgetClock, make_schedule, plan_budget
@@ -210,7 +211,11 @@ class Trainer:
         asked = cfg.precision
         precision = measured.precision if asked == "auto" and measured is not None else asked
         self.amp = resolve_precision(precision, self.device, self.n_params)
-        self.shape_multiple = shape_multiple(self.device, self.amp)
+        # lengths padded as timed fastest at this precision, else as untimed runs pad them
+        timed = measured if measured and measured.precision == precision_name(self.amp) else None
+        self.shape_multiple = (timed and timed.shape_multiple) or shape_multiples(
+            self.device, self.amp
+        )[0]
         self.default_threads = torch.get_num_threads()
         self._set_threads()
         self.optimizer = setup.make_optimizer(cfg, self.model)
@@ -281,7 +286,10 @@ class Trainer:
             return None
         one = Layout(1, self.cfg.num_threads or 0)
         return lambda candidate: fastest(
-            measure_candidate(candidate, facts.length_mix(), self.device, one, model)
+            measure_candidate(
+                candidate, facts.length_mix(), self.device, one, model, facts.train_pairs
+            ),
+            candidate.time_budget_s,
         )
 
     def _set_threads(self) -> None:
@@ -671,7 +679,8 @@ class Trainer:
             # these are outside what the model has learned
             "longest_source_tokens": max(len(ex.src) for ex in self.train_ex),
             "longest_target_tokens": max(len(ex.tgt) + 1 for ex in self.train_ex),
-            "precision": "bf16" if self.amp is not None else "fp32",
+            "precision": precision_name(self.amp),
+            "shape_multiple": self.shape_multiple,  # batch lengths rounded up to this
             "device": str(self.device),
             "world_size": ranks.world,
             # per process (every rank has the same)

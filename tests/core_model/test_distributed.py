@@ -180,7 +180,7 @@ def test_layouts_are_compared_on_the_batch_the_run_will_train(
 
     asked: list[tuple[int, Layout]] = []
 
-    def timed(candidate: TrainConfig, _lengths, _device, layout: Layout, _model):
+    def timed(candidate: TrainConfig, _lengths, _device, layout: Layout, _model, _run_pairs):
         batch = int(candidate.max_tokens_per_batch)
         asked.append((batch, layout))
         fast = (layout.processes == 2) == (batch > 250)  # two ranks win only on large batches
@@ -216,6 +216,7 @@ def test_a_rank_spec_reads_back_as_it_was_written() -> None:
         model=ModelConfig(src_vocab_size=300, tgt_vocab_size=300, d_model=32),
         batch_tokens=625,
         lengths=((3, 4), (10, 12)),
+        run_pairs=29_000,
         device="cpu",
         precisions=("fp32", "bf16"),
         threads=1,

@@ -5,6 +5,7 @@ rests on; a change of default has to change a line here."""
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from core_model.training import TrainConfig, train
 from core_model.training import calibration as calibration_module
 from core_model.training import precision as precision_module
 from core_model.training import trainer as trainer_module
-from core_model.training.calibration import Calibration, measure
+from core_model.training.calibration import Calibration, epoch_shapes, measure
 from core_model.training.checkpoint import find_checkpoint, read_state
 from core_model.training.recipe import (
     CorpusFacts,
@@ -195,6 +196,55 @@ def test_auto_trains_the_precision_measured_faster_on_the_runs_batches(
     assert sorted(set(timed)) == ["bf16", "fp32"]
     assert m["precision"] == faster and m["calibration"]["precision"] == faster
     assert m["pace"]["budget_tokens_at_start"] == int(2 * 3_000.0 * 0.9)
+
+
+@pytest.mark.parametrize(
+    ("unpadded_shapes", "padded"),
+    [(0, False), (100, True)],  # 100 new shapes x 0.01 s: half of a 2-second budget
+)
+def test_a_run_pads_its_lengths_as_timed_to_buy_the_most_tokens(
+    unpadded_shapes: int, padded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CPU bf16 is timed with lengths padded to a multiple of 8 and unpadded: unpadded batches
+    are 10 % faster once their kernels are ready, padded ones meet fewer new shapes. The run
+    trains (and plans by) whichever buys more tokens in its budget."""
+    monkeypatch.setattr(precision_module, "cpu_supports_bf16", lambda: True)
+    timed: list[tuple[str, int | None]] = []
+
+    def fake_measure(mcfg, batch_tokens, lengths, device, precision, threads, s, multiple, **kw):
+        timed.append((precision, multiple))
+        unpadded = multiple == 1
+        return Calibration(
+            3_300.0 if unpadded else 3_000.0,
+            9,
+            2.0,
+            1,
+            precision,
+            5_000_000,
+            new_shape_s=0.01,
+            run_shapes=unpadded_shapes if unpadded else 0,
+            shape_multiple=multiple,
+        )
+
+    monkeypatch.setattr(calibration_module, "measure", fake_measure)
+    pairs = [(f"ein haus nummer {i}", f"a house number {i}") for i in range(300)]
+    cfg = TrainConfig(time_budget_s=2, tokenizer="whitespace", preset="small", num_threads=1)
+    m = train(pairs, pairs[:30], cfg).metrics
+    assert sorted(set(timed)) == [("bf16", 1), ("bf16", 8), ("fp32", 1)]
+    assert m["shape_multiple"] == m["calibration"]["shape_multiple"] == (8 if padded else 1)
+    tokens = 2 * 3_000.0 if padded else 2 * 3_300.0
+    assert m["pace"]["budget_tokens_at_start"] == int(tokens * 0.9)
+
+
+def test_the_shapes_a_run_meets_are_counted_at_its_size() -> None:
+    """A run meets more shapes than the 2,000-pair sample its calibration batches (the
+    sample's mix repeated to the run's size), and fewer when its lengths are padded."""
+    rng = random.Random(0)
+    mix = [(n, n + rng.randint(-3, 6)) for n in (rng.randint(3, 40) for _ in range(2_000))]
+    sample = epoch_shapes(mix, len(mix), 625, 1)
+    run = epoch_shapes(mix, 29_000, 625, 1)
+    assert run > sample > 1
+    assert epoch_shapes(mix, 29_000, 625, 8) < run
 
 
 def test_a_minutes_run_records_its_calibration_and_projected_budget() -> None:

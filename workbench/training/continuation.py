@@ -273,8 +273,14 @@ def _continued_plan(
         def speed(candidate: TrainConfig) -> Calibration:
             return fastest(
                 measure_candidate(
-                    candidate, facts.length_mix(), torch.device("cpu"), ONE_PROCESS, start.model
-                )
+                    candidate,
+                    facts.length_mix(),
+                    torch.device("cpu"),
+                    ONE_PROCESS,
+                    start.model,
+                    facts.train_pairs,
+                ),
+                candidate.time_budget_s,
             )
 
     return recipe.resolve(_asked(minutes, epochs), facts, gpu, True, speed, pretrained)

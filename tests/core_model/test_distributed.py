@@ -198,6 +198,36 @@ def test_layouts_are_compared_on_the_batch_the_run_will_train(
     assert choice.speed is not None and choice.speed.processes == 2
 
 
+def test_a_layout_on_every_core_is_timed_again_when_fewer_cores_measured_faster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A core busy for a moment while 1 x 2 was timed (its threads then wait for each other)
+    must not leave a 10-minute run on one thread: the layouts on more cores than the fastest
+    are timed once more, and the better of their two timings counts."""
+    from core_model.training import layout as layout_module
+    from core_model.training.calibration import Calibration
+
+    asked: list[tuple[int, Layout]] = []
+
+    def timed(candidate: TrainConfig, _lengths, _device, layout: Layout, _model, _run_pairs):
+        asked.append((int(candidate.max_tokens_per_batch), layout))
+        busy = layout == Layout(1, 2) and len(asked) == 1  # its first timing only
+        speed = {Layout(1, 2): 350.0 if busy else 7_000.0, Layout(2, 1): 3_000.0}.get(
+            layout, 4_000.0
+        )
+        return [Calibration(speed, 5, 2.0, layout.threads, "fp32", 1, layout.processes)]
+
+    monkeypatch.setattr(layout_module, "measure_candidate", timed)
+    cfg = TrainConfig(time_budget_s=600, device="cpu", precision="fp32")
+    choice = choose_layout(cfg, _numbers_corpus(2_000), None, cores=2)
+    # the first round: 1 x 1 fastest; then the two layouts on both cores again, not 1 x 1
+    first = asked[0][0]  # the same candidate (its batch) timed again
+    layouts = [Layout(1, 2), Layout(2, 1), Layout(1, 1), Layout(1, 2), Layout(2, 1)]
+    assert asked[:5] == [(first, layout) for layout in layouts]
+    assert choice.layout == Layout(1, 2)
+    assert choice.speed is not None and choice.speed.tokens_per_s == 7_000.0
+
+
 # -- what a child rank is asked to do (parallel.RankSpec) -------------------------------------
 
 

@@ -1,4 +1,6 @@
-"""``python -m workbench import/export`` as real subprocesses."""
+"""``python -m workbench import/export``: in this process where what a command says and
+changes is tested, in real processes where the process is (a kill, a file size limit, bytes
+in argv)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, killed_import
+from db import dispose_engines
+from tests.helpers import ROOT, cli_in_process, killed_import
 
 TSV = (
     "我今天很忙。\tI am busy today.\n"
@@ -20,19 +23,36 @@ TSV = (
 IMPORT_C = ["import", "--corpus", "c", "--src-lang", "zh", "--tgt-lang", "en"]
 
 
-def run(home: Path, *args: str, db_url: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "WORKBENCH_HOME": str(home)}
-    env.pop("WORKBENCH_DB_URL", None)
-    if db_url:
-        env["WORKBENCH_DB_URL"] = db_url
-    return subprocess.run(
-        [sys.executable, "-m", "workbench", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def run(home: Path, *args: str | bytes, db_url: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m workbench ARGS`` with WORKBENCH_HOME=home (and WORKBENCH_DB_URL=db_url).
+
+    In this process (``cli_in_process``: the same ``main``, its output and exit status)
+    unless an argument is bytes: then in a real process, whose interpreter is what decodes
+    bytes that are not UTF-8 into the text ``main`` is given."""
+    if any(isinstance(arg, bytes) for arg in args):
+        env = {**os.environ, "WORKBENCH_HOME": str(home)}
+        env.pop("WORKBENCH_DB_URL", None)
+        if db_url:
+            env["WORKBENCH_DB_URL"] = db_url
+        return subprocess.run(
+            [sys.executable, "-m", "workbench", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_HOME", str(home))
+        if db_url:
+            mp.setenv("WORKBENCH_DB_URL", db_url)
+        else:
+            mp.delenv("WORKBENCH_DB_URL", raising=False)
+        dispose_engines()
+        try:
+            return cli_in_process(*(str(arg) for arg in args))
+        finally:
+            dispose_engines()
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
@@ -257,7 +277,8 @@ signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails wi
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 from workbench.__main__ import main
-from tests.helpers import ROOT, killed_import
+from db import dispose_engines
+from tests.helpers import ROOT, cli_in_process, killed_import
 """
 
 

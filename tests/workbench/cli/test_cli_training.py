@@ -1,6 +1,7 @@
-"""The CLI contract end to end: import → train --wait → translate → evaluate, the first steps
-and an exit status of 2 in real processes, the rest (and the refusals) through the same
-``main`` in the test's process (``cli_in_process``: a fresh Python costs 2-4 s)."""
+"""The CLI contract end to end: import → train --wait → translate → evaluate; `train --wait`
+(which starts a worker) and an exit status of 2 in real processes, the rest (and the
+refusals) through the same ``main`` in the test's process (``cli_in_process``: a fresh
+Python costs 2-4 s)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from workbench.training import run_info, worker_process
 
 
 def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
-    imported = cli("import", "--corpus", "toy", "--src-lang", "zh", "--tgt-lang", "en", str(TOY))
+    imported = cli_in_process(
+        "import", "--corpus", "toy", "--src-lang", "zh", "--tgt-lang", "en", str(TOY)
+    )
     assert imported.returncode == 0, imported.stderr
     assert "imported 12 pairs" in imported.stdout
 
@@ -43,7 +46,7 @@ def test_import_train_translate_evaluate(wb_home: Path, tmp_path: Path) -> None:
     assert [v["id"] for v in json.loads(listed.stdout)] == [result["version_id"]]
 
     pairs = toy_pairs()
-    by_args = cli("translate", "--version", version, pairs[0][0], pairs[1][0])
+    by_args = cli_in_process("translate", "--version", version, pairs[0][0], pairs[1][0])
     assert by_args.returncode == 0, by_args.stderr
     assert by_args.stdout.splitlines() == [pairs[0][1], pairs[1][1]]
     stdin = "\n".join(s for s, _ in pairs) + "\n"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from db.tables import Change, GlossaryTerm, Pair
-from tests.helpers import cli
+from tests.helpers import cli_in_process
 from workbench.corpus import corpora, draft_saves, drafts, glossary, pairs
 from workbench.corpus.drafts import Draft
 from workbench.errors import WorkbenchError
@@ -200,7 +200,7 @@ def test_an_undo_from_the_command_line_makes_a_draft_based_before_it_a_conflict(
     _edit(A, kitchen, rice, "rice (A)", _revisions(kitchen))
     with session_scope() as s:
         last = s.scalar(select(Change.id).order_by(Change.id.desc()).limit(1))
-    proc = cli("undo", str(last))
+    proc = cli_in_process("undo", str(last))
     assert proc.returncode == 0, proc.stderr
     [conflict] = draft_saves.apply_pairs(A, kitchen).conflicts
     assert conflict.theirs is not None and conflict.theirs["target"] == "rice"

@@ -11,7 +11,7 @@ import pytest
 from core_model.metrics import corpus_bleu
 from core_model.retrieval import RetrievalMemory
 from core_model.translator import translate
-from tests.helpers import cli, module_home, toy_pairs, trained_home, training, wait_for
+from tests.helpers import cli_in_process, module_home, toy_pairs, trained_home, training, wait_for
 from workbench.corpus import corpora, pairs
 from workbench.errors import WorkbenchError
 from workbench.memory import datastore, recall
@@ -131,10 +131,10 @@ def test_a_corpus_that_does_not_exist_is_refused(trained: dict) -> None:
 
 def test_the_cli_translates_with_memory(trained: dict, tmp_path: Path) -> None:
     source, target = toy_pairs()[1]
-    out = cli("translate", "--version", str(trained["version"]), "--memory", source)
+    out = cli_in_process("translate", "--version", str(trained["version"]), "--memory", source)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == target
-    bad = cli(
+    bad = cli_in_process(
         "translate",
         "--version",
         str(trained["version"]),

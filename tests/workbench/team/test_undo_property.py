@@ -227,7 +227,7 @@ FILLER = [(f"填充{i}", f"filler {i}") for i in range(24)]  # so that not every
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     writes=st.lists(OPS, min_size=4, max_size=16),

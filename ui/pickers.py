@@ -19,7 +19,7 @@ import streamlit as st
 from ui.formatting import pair_count_label
 from ui.i18n import N_, _, translate
 from ui.signin import role_labels
-from workbench.models import engines
+from workbench.models import engines, translation
 
 if TYPE_CHECKING:
     from workbench.corpus.corpora import CorpusInfo
@@ -154,7 +154,7 @@ def decoding_picker(prefix: str) -> int:
         ),
     )
     if mode == DECODINGS[1]:
-        return int(st.slider(_("Beam size"), 2, 8, 4, key=f"{prefix}_beam"))
+        return int(st.slider(_("Beam size"), 2, 8, translation.DEFAULT_BEAM, key=f"{prefix}_beam"))
     return 1
 
 

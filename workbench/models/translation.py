@@ -32,6 +32,7 @@ from workbench.storage import session_scope
 from workbench.team.access import Permission, require
 
 MAX_BEAM = 16
+DEFAULT_BEAM = 4  # the beam search's width until a user picks another
 MAX_SENTENCES = 5_000
 # Above this share of unknown source pieces a translation is mostly guesswork: the UI, the CLI
 # and the API warn (one pair of unknown characters in a short sentence is already 20 %).

@@ -48,9 +48,10 @@ def test_the_store_holds_every_train_position_and_is_saved(trained: dict) -> Non
 
 
 def test_lambda_and_t_are_chosen_by_the_valid_splits_bleu(trained: dict) -> None:
-    """`tune_store` keeps the setting whose greedy translations of the valid pairs score the
-    best BLEU (λ 0 among the candidates: the memory never makes valid translations worse);
-    decoding them again with the chosen setting gives the BLEU it recorded."""
+    """`tune_store` keeps the setting whose translations of the valid pairs, greedy and with
+    the default beam, score the best mean BLEU (λ 0 among the candidates: the memory never
+    makes valid translations worse); decoding them again both ways with the chosen setting
+    gives the BLEU it recorded."""
     store = _open(trained)
     train = pairs.search_pairs(trained["corpus_id"], split="train", page_size=1000).rows
     rows = train.head(12)
@@ -61,8 +62,14 @@ def test_lambda_and_t_are_chosen_by_the_valid_splits_bleu(trained: dict) -> None
     knn, figures = tuning_module.tune_store(loaded, store.faiss_store, valid, examples)
     assert knn.lam in tuning_module.BLEU_LAMBDAS and figures["valid_bleu_pairs"] == len(valid)
     memory = RetrievalMemory(store.faiss_store, knn)
-    hyps = [r.text for r in translate(loaded, [s for s, _ in valid], retrieval=memory)]
-    assert corpus_bleu(hyps, [t for _, t in valid]) == pytest.approx(figures["valid_bleu_knn"])
+    sources, references = [s for s, _ in valid], [t for _, t in valid]
+    scores = [
+        corpus_bleu(
+            [r.text for r in translate(loaded, sources, beam, retrieval=memory)], references
+        )
+        for beam in (1, translation.DEFAULT_BEAM)
+    ]
+    assert sum(scores) / 2 == pytest.approx(figures["valid_bleu_knn"])
     assert figures["valid_bleu_knn"] >= figures["valid_bleu_model"]
 
 

@@ -17,9 +17,10 @@ So the timed batches are visited twice: the second visits give the steady speed 
 for thousands of steps, the first ones what each new shape costs once (`new_shape_s`), and
 the shapes of an epoch of the run's size are counted (`run_shapes`); the recipe takes the
 shapes' cost off the budget (`Calibration.tokens_in`). Where 'auto' may train either, both
-precisions are timed (`precision.candidate_precisions`), and at each precision every length
-multiple a run may pad to (`precision.SHAPE_MULTIPLES`: fewer shapes against less padding);
-the one that buys the most tokens in the budget is the one the run trains (`fastest`). Each
+precisions are timed (`precision.candidate_precisions`), and the fastest again at every other
+length multiple a run may pad to (`precision.SHAPE_MULTIPLES`: fewer shapes against less
+padding); the one that buys the most tokens in the budget is the one the run trains
+(`fastest_padding`). Each
 measurement takes at most about `CALIBRATION_S`; the weights it touches are thrown away.
 
 The same measurement chooses how a run spreads over the cores (`choose_layout`): one process
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -204,16 +206,18 @@ def measure_layout(
     precisions: Sequence[str] = ("auto",),
     seconds: float = CALIBRATION_S,
     run_pairs: int = 0,
+    multiple: int = 0,
 ) -> list[Calibration]:
-    """`measure` at each of `precisions` and each of its shape multiples in turn
-    (`measure_share`), with the run spread as `layout` says: this process is rank 0 of a group
-    of `layout.processes` (the others are started for the measurements and stopped after
-    them)."""
+    """`measure` at each of `precisions` in turn (lengths rounded up to `multiple`; 0: as
+    each precision pads untimed), with the run spread as `layout` says: this process is rank 0
+    of a group of `layout.processes` (the others are started for the measurements and stopped
+    after them)."""
     task = MeasureTask(
         model=mcfg,
         batch_tokens=batch_tokens,
         lengths=tuple((s, t) for s, t in lengths),
         run_pairs=run_pairs,
+        multiple=multiple,
         device=device.type,
         precisions=tuple(precisions),
         threads=layout.threads,
@@ -232,14 +236,15 @@ def measure_candidate(
     layout: Layout,
     model: ModelConfig | None = None,
     run_pairs: int = 0,
+    multiple: int = 0,
 ) -> list[Calibration]:
     """The speed of a recipe's candidate config spread as `layout` says: of the `model` the
     run continues (a version's or a public checkpoint's: its size, not the preset's), else of
     the candidate's preset at its vocabulary; at the candidate's batch either way, on batches
-    of `lengths` (`CorpusFacts.length_mix`; a run of `run_pairs` pairs), at each precision the
-    run may train (`precision.candidate_precisions`) and each of its shape multiples; each
-    measurement takes at most `BUDGET_SHARE` of a minutes budget (a test's few seconds give
-    two steps)."""
+    of `lengths` (`CorpusFacts.length_mix`; a run of `run_pairs` pairs; lengths rounded up to
+    `multiple`, 0: as each precision pads untimed), at each precision the run may train
+    (`precision.candidate_precisions`); each measurement takes at most `BUDGET_SHARE` of a
+    minutes budget (a test's few seconds give two steps)."""
     mcfg = model or setup.candidate_model(candidate)
     budget_s = candidate.time_budget_s or CALIBRATION_S / BUDGET_SHARE
     # the size decides whether bf16 is a candidate: counted only when 'auto' asks
@@ -253,6 +258,7 @@ def measure_candidate(
         candidate_precisions(candidate.precision, device, n_params),
         seconds=min(CALIBRATION_S, budget_s * BUDGET_SHARE),
         run_pairs=run_pairs,
+        multiple=multiple,
     )
 
 
@@ -263,10 +269,33 @@ def fastest(timings: Sequence[Calibration], seconds: float | None = None) -> Cal
     return max(timings, key=lambda t: t.tokens_in(seconds) if seconds else t.tokens_per_s)
 
 
+def fastest_padding(
+    timings: list[Calibration],
+    candidate: TrainConfig,
+    lengths: Sequence[tuple[int, int]],
+    device: torch.device,
+    model: ModelConfig | None = None,
+    run_pairs: int = 0,
+) -> Calibration:
+    """The fastest of `timings` (each at its precision's untimed padding) once its layout and
+    precision are timed at every other length multiple a run may pad to there (CPU bf16: 8
+    and none; appended to `timings`): only the winner's, as each timing costs seconds of the
+    user's wait (three layouts timed both ways added ~20 s to a click)."""
+    best = fastest(timings, candidate.time_budget_s)
+    layout = Layout(best.processes, best.threads)
+    asked = replace(candidate, precision=best.precision)
+    multiples = shape_multiples(device, resolve_precision(best.precision, device))
+    for multiple in multiples:
+        if multiple != (best.shape_multiple or multiples[0]):
+            timings.extend(
+                measure_candidate(asked, lengths, device, layout, model, run_pairs, multiple)
+            )
+    return fastest(timings, candidate.time_budget_s)
+
+
 def measure_share(task: MeasureTask, device: torch.device) -> list[Calibration]:
     """What every rank of a measurement does, rank 0 and the children alike (inside a group,
-    each with its share of every batch): `measure` at each of the task's precisions and each
-    shape multiple a run may pad to at it."""
+    each with its share of every batch): `measure` at each of the task's precisions."""
     return [
         measure(
             task.model,
@@ -276,16 +305,8 @@ def measure_share(task: MeasureTask, device: torch.device) -> list[Calibration]:
             precision,
             task.threads,
             task.seconds,
-            multiple,
+            task.multiple or None,
             run_pairs=task.run_pairs,
         )
         for precision in task.precisions
-        for multiple in _multiples(precision, device)
     ]
-
-
-def _multiples(precision: str, device: torch.device) -> tuple[int | None, ...]:
-    """The shape multiples timed at `precision` ('auto': the one a run pads to untimed)."""
-    if precision == "auto":
-        return (None,)
-    return shape_multiples(device, resolve_precision(precision, device))

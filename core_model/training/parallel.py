@@ -157,6 +157,7 @@ class MeasureTask:
     batch_tokens: int
     lengths: tuple[tuple[int, int], ...]  # (source, target) lengths of the batches' pairs
     run_pairs: int  # the run's pairs, whose batches' shapes are counted (`run_shapes`)
+    multiple: int  # batch lengths rounded up to this (0: as each precision pads untimed)
     device: str  # 'cpu' | 'cuda': each rank takes its own GPU (`rank_device`)
     precisions: tuple[str, ...]  # one measurement each, in turn
     threads: int
@@ -172,6 +173,7 @@ class MeasureTask:
             batch_tokens=int(data["batch_tokens"]),
             lengths=tuple((int(s), int(t)) for s, t in data["lengths"]),
             run_pairs=int(data["run_pairs"]),
+            multiple=int(data["multiple"]),
             device=str(data["device"]),
             precisions=tuple(str(p) for p in data["precisions"]),
             threads=int(data["threads"]),

@@ -28,7 +28,7 @@ from core_model.batching import Batch, collate, encode_pairs, make_batches, shar
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
 from core_model.training import pace, progress, recipe, setup
-from core_model.training.calibration import Calibration, fastest, measure_candidate
+from core_model.training.calibration import Calibration, fastest_padding, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Layout, Ranks, data_parallel
 from core_model.training.precision import (
@@ -285,11 +285,15 @@ class Trainer:
         if self.device.type != "cpu" or self.ranks.on:
             return None
         one = Layout(1, self.cfg.num_threads or 0)
-        return lambda candidate: fastest(
+        return lambda candidate: fastest_padding(
             measure_candidate(
                 candidate, facts.length_mix(), self.device, one, model, facts.train_pairs
             ),
-            candidate.time_budget_s,
+            candidate,
+            facts.length_mix(),
+            self.device,
+            model,
+            facts.train_pairs,
         )
 
     def _set_threads(self) -> None:

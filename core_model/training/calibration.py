@@ -16,12 +16,11 @@ understated them by 1.25x (a 10-minute click calibrated at 4,539 tokens/s traine
 So the timed batches are visited twice: the second visits give the steady speed a run keeps
 for thousands of steps, the first ones what each new shape costs once (`new_shape_s`), and
 the shapes of an epoch of the run's size are counted (`run_shapes`); the recipe takes the
-shapes' cost off the budget (`Calibration.tokens_in`). Where 'auto' may train either, both
-precisions are timed (`precision.candidate_precisions`), and the fastest again at every other
-length multiple a run may pad to (`precision.SHAPE_MULTIPLES`: fewer shapes against less
-padding); the one that buys the most tokens in the budget is the one the run trains
-(`fastest_padding`). Each
-measurement takes at most about `CALIBRATION_S`; the weights it touches are thrown away.
+shapes' cost off the budget (`Calibration.tokens_in`). The lengths are padded as the run
+pads them (`precision.shape_multiple`). Where 'auto' may train either, both precisions are
+timed (`precision.candidate_precisions`) and the faster on these batches is the one the run
+trains (`fastest`: the most tokens in the budget). Each measurement takes at most about
+`CALIBRATION_S`; the weights it touches are thrown away.
 
 The same measurement chooses how a run spreads over the cores (`choose_layout`): one process
 with every thread, or data-parallel ranks with fewer threads each (`parallel.Layout`), timed
@@ -32,7 +31,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 import torch
 from torch import nn
@@ -55,7 +53,7 @@ from core_model.training.precision import (
     cpu_threads,
     precision_name,
     resolve_precision,
-    shape_multiples,
+    shape_multiple,
 )
 from core_model.training.step import clip_and_check, forward_backward
 from core_model.transformer import ModelConfig, Transformer
@@ -118,7 +116,7 @@ def measure(
     examples = synthetic_examples(vocab, lengths, specials=mcfg.specials)
     share = max(1, batch_tokens // ranks.world)
     batches = shard_batches(make_batches(examples, share), ranks.rank, ranks.world)
-    multiple = multiple or shape_multiples(device, amp)[0]
+    multiple = multiple or shape_multiple(device, amp)
     comm = ranks.comm_device(device)
     before = torch.get_num_threads()
     if device.type == "cpu":
@@ -180,7 +178,6 @@ def measure(
         shapes=len(seen),
         new_shape_s=round(max(0.0, sum(extra) / len(extra)) if extra else 0.0, 4),
         run_shapes=run_shapes,
-        shape_multiple=multiple,
     )
 
 
@@ -206,18 +203,15 @@ def measure_layout(
     precisions: Sequence[str] = ("auto",),
     seconds: float = CALIBRATION_S,
     run_pairs: int = 0,
-    multiple: int = 0,
 ) -> list[Calibration]:
-    """`measure` at each of `precisions` in turn (lengths rounded up to `multiple`; 0: as
-    each precision pads untimed), with the run spread as `layout` says: this process is rank 0
-    of a group of `layout.processes` (the others are started for the measurements and stopped
-    after them)."""
+    """`measure` at each of `precisions` in turn, with the run spread as `layout` says: this
+    process is rank 0 of a group of `layout.processes` (the others are started for the
+    measurements and stopped after them)."""
     task = MeasureTask(
         model=mcfg,
         batch_tokens=batch_tokens,
         lengths=tuple((s, t) for s, t in lengths),
         run_pairs=run_pairs,
-        multiple=multiple,
         device=device.type,
         precisions=tuple(precisions),
         threads=layout.threads,
@@ -236,13 +230,12 @@ def measure_candidate(
     layout: Layout,
     model: ModelConfig | None = None,
     run_pairs: int = 0,
-    multiple: int = 0,
 ) -> list[Calibration]:
     """The speed of a recipe's candidate config spread as `layout` says: of the `model` the
     run continues (a version's or a public checkpoint's: its size, not the preset's), else of
     the candidate's preset at its vocabulary; at the candidate's batch either way, on batches
-    of `lengths` (`CorpusFacts.length_mix`; a run of `run_pairs` pairs; lengths rounded up to
-    `multiple`, 0: as each precision pads untimed), at each precision the run may train
+    of `lengths` (`CorpusFacts.length_mix`; a run of `run_pairs` pairs), at each precision the
+    run may train
     (`precision.candidate_precisions`); each measurement takes at most `BUDGET_SHARE` of a
     minutes budget (a test's few seconds give two steps)."""
     mcfg = model or setup.candidate_model(candidate)
@@ -258,7 +251,6 @@ def measure_candidate(
         candidate_precisions(candidate.precision, device, n_params),
         seconds=min(CALIBRATION_S, budget_s * BUDGET_SHARE),
         run_pairs=run_pairs,
-        multiple=multiple,
     )
 
 
@@ -267,30 +259,6 @@ def fastest(timings: Sequence[Calibration], seconds: float | None = None) -> Cal
     (each of its shapes' first steps paid: `Calibration.tokens_in`), or per second at the
     steady speed (None: a budget not in time)."""
     return max(timings, key=lambda t: t.tokens_in(seconds) if seconds else t.tokens_per_s)
-
-
-def fastest_padding(
-    timings: list[Calibration],
-    candidate: TrainConfig,
-    lengths: Sequence[tuple[int, int]],
-    device: torch.device,
-    model: ModelConfig | None = None,
-    run_pairs: int = 0,
-) -> Calibration:
-    """The fastest of `timings` (each at its precision's untimed padding) once its layout and
-    precision are timed at every other length multiple a run may pad to there (CPU bf16: 8
-    and none; appended to `timings`): only the winner's, as each timing costs seconds of the
-    user's wait (three layouts timed both ways added ~20 s to a click)."""
-    best = fastest(timings, candidate.time_budget_s)
-    layout = Layout(best.processes, best.threads)
-    asked = replace(candidate, precision=best.precision)
-    multiples = shape_multiples(device, resolve_precision(best.precision, device))
-    for multiple in multiples:
-        if multiple != (best.shape_multiple or multiples[0]):
-            timings.extend(
-                measure_candidate(asked, lengths, device, layout, model, run_pairs, multiple)
-            )
-    return fastest(timings, candidate.time_budget_s)
 
 
 def measure_share(task: MeasureTask, device: torch.device) -> list[Calibration]:
@@ -305,7 +273,6 @@ def measure_share(task: MeasureTask, device: torch.device) -> list[Calibration]:
             precision,
             task.threads,
             task.seconds,
-            task.multiple or None,
             run_pairs=task.run_pairs,
         )
         for precision in task.precisions

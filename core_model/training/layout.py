@@ -25,12 +25,7 @@ from typing import Any
 import torch
 
 from core_model.training import recipe, setup
-from core_model.training.calibration import (
-    Calibration,
-    fastest,
-    fastest_padding,
-    measure_candidate,
-)
+from core_model.training.calibration import Calibration, fastest, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Layout, cpu_cores, cpu_layouts
 from core_model.training.precision import resolve_device
@@ -64,7 +59,6 @@ class LayoutChoice:
                     "precision": t.precision,
                     "tokens_per_s": t.tokens_per_s,
                     "shapes": t.shapes,
-                    "shape_multiple": t.shape_multiple,
                 }
                 for t in self.timings
             ],
@@ -135,9 +129,7 @@ def choose_layout(
         fuller = [c for c in candidates if c.processes * c.threads > best.processes * best.threads]
         if fuller:
             timings.extend(timed(fuller))
-        return fastest_padding(
-            timings, candidate, facts.length_mix(), device, model, facts.train_pairs
-        )
+        return fastest(timings, candidate.time_budget_s)
 
     plan = recipe.resolve(cfg, facts, False, fine_tune, speed, pretrained)
     if plan.calibration is None and not processes:  # tokens or epochs: time only to choose

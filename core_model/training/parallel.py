@@ -95,7 +95,6 @@ class Calibration:
     shapes: int = 1  # distinct batch shapes among the timed steps (rank 0's)
     new_shape_s: float = 0.0  # the extra seconds of a step on a shape not seen before
     run_shapes: int = 0  # distinct shapes of an epoch's batches (its length mix at its size)
-    shape_multiple: int | None = None  # batch lengths were rounded up to this (None: default)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,7 +156,6 @@ class MeasureTask:
     batch_tokens: int
     lengths: tuple[tuple[int, int], ...]  # (source, target) lengths of the batches' pairs
     run_pairs: int  # the run's pairs, whose batches' shapes are counted (`run_shapes`)
-    multiple: int  # batch lengths rounded up to this (0: as each precision pads untimed)
     device: str  # 'cpu' | 'cuda': each rank takes its own GPU (`rank_device`)
     precisions: tuple[str, ...]  # one measurement each, in turn
     threads: int
@@ -173,7 +171,6 @@ class MeasureTask:
             batch_tokens=int(data["batch_tokens"]),
             lengths=tuple((int(s), int(t)) for s, t in data["lengths"]),
             run_pairs=int(data["run_pairs"]),
-            multiple=int(data["multiple"]),
             device=str(data["device"]),
             precisions=tuple(str(p) for p in data["precisions"]),
             threads=int(data["threads"]),

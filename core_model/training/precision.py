@@ -23,20 +23,15 @@ import torch
 
 from core_model.training.config import TrainingError
 
-# What training batches' lengths may be rounded up to, by device and precision: fewer
-# distinct shapes, at the cost of some padding. Where there is a choice, the calibration times
-# each and the run trains with the one that buys the most real tokens in its budget
-# (`calibration.fastest`); the first is used where nothing was timed. Measured
+# Training batches' lengths are rounded up to a multiple of this, by device and precision
+# (`shape_multiple`): fewer distinct shapes, at the cost of some padding. Real tokens/s decide
 # (docs/TRAINING.md, "Batch shapes"; `bench/batch_shapes.py`): CPU bf16 prepares its kernels
-# per shape (a new shape every step: -23 % on an AVX512-BF16 EPYC, -63 % on an AMX Xeon), but
-# a run meets only ~100 shapes, and once prepared, unpadded batches trained 1.09x padded ones
-# on the EPYC; fp32 loses 21 % to padding. GPU: tensor-core tiles, not measured yet.
-SHAPE_MULTIPLES = {
-    ("cpu", "bf16"): (8, 1),
-    ("cpu", "fp32"): (1,),
-    ("cuda", "bf16"): (8,),
-    ("cuda", "fp32"): (8,),
-}
+# per shape (a new shape every step: -23 % on an AVX512-BF16 EPYC, -63 % on an AMX Xeon).
+# Unpadded CPU bf16 timed 1.1-1.2x the padded in a calibration's few shapes, yet the 10-minute
+# clicks that trained it unpadded (~150 shapes) ran at 0.65-0.77x their calibration against
+# 0.87x padded, and slower in tokens/s than the padded click: CPU bf16 pads to 8. fp32 loses
+# 21 % to padding and does not pad. GPU: tensor-core tiles, not measured yet.
+SHAPE_MULTIPLE = {("cpu", "bf16"): 8, ("cpu", "fp32"): 1, ("cuda", "bf16"): 8, ("cuda", "fp32"): 8}
 BF16_MIN_PARAMETERS = 2_000_000  # below this, CPU autocast's casts cost more than they save
 SINGLE_THREAD_PARAMETERS = 2_000_000  # below this, a second thread gains nothing
 
@@ -155,10 +150,10 @@ def precision_name(amp: torch.dtype | None) -> str:
     return "fp32" if amp is None else "bf16"
 
 
-def shape_multiples(device: torch.device, amp: torch.dtype | None) -> tuple[int, ...]:
-    """What a training batch's lengths may be rounded up to on `device` at this precision,
-    the one used when nothing was timed first (SHAPE_MULTIPLES)."""
-    return SHAPE_MULTIPLES[(device.type, precision_name(amp))]
+def shape_multiple(device: torch.device, amp: torch.dtype | None) -> int:
+    """What a training batch's lengths are rounded up to on `device` at this precision
+    (SHAPE_MULTIPLE)."""
+    return SHAPE_MULTIPLE[(device.type, precision_name(amp))]
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:

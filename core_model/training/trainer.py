@@ -28,7 +28,7 @@ from core_model.batching import Batch, collate, encode_pairs, make_batches, shar
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
 from core_model.training import pace, progress, recipe, setup
-from core_model.training.calibration import Calibration, fastest_padding, measure_candidate
+from core_model.training.calibration import Calibration, fastest, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.parallel import Layout, Ranks, data_parallel
 from core_model.training.precision import (
@@ -38,7 +38,7 @@ from core_model.training.precision import (
     is_out_of_memory,
     precision_name,
     resolve_precision,
-    shape_multiples,
+    shape_multiple,
 )
 from core_model.training.progress import ProgressEvent, StopReason
 from core_model.training.schedule import BudgetClock, make_schedule, plan_budget
@@ -211,11 +211,7 @@ class Trainer:
         asked = cfg.precision
         precision = measured.precision if asked == "auto" and measured is not None else asked
         self.amp = resolve_precision(precision, self.device, self.n_params)
-        # lengths padded as timed fastest at this precision, else as untimed runs pad them
-        timed = measured if measured and measured.precision == precision_name(self.amp) else None
-        self.shape_multiple = (timed and timed.shape_multiple) or shape_multiples(
-            self.device, self.amp
-        )[0]
+        self.shape_multiple = shape_multiple(self.device, self.amp)
         self.default_threads = torch.get_num_threads()
         self._set_threads()
         self.optimizer = setup.make_optimizer(cfg, self.model)
@@ -285,15 +281,11 @@ class Trainer:
         if self.device.type != "cpu" or self.ranks.on:
             return None
         one = Layout(1, self.cfg.num_threads or 0)
-        return lambda candidate: fastest_padding(
+        return lambda candidate: fastest(
             measure_candidate(
                 candidate, facts.length_mix(), self.device, one, model, facts.train_pairs
             ),
-            candidate,
-            facts.length_mix(),
-            self.device,
-            model,
-            facts.train_pairs,
+            candidate.time_budget_s,
         )
 
     def _set_threads(self) -> None:

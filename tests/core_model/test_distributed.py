@@ -247,7 +247,6 @@ def test_a_rank_spec_reads_back_as_it_was_written() -> None:
         batch_tokens=625,
         lengths=((3, 4), (10, 12)),
         run_pairs=29_000,
-        multiple=8,
         device="cpu",
         precisions=("fp32", "bf16"),
         threads=1,

@@ -198,45 +198,6 @@ def test_auto_trains_the_precision_measured_faster_on_the_runs_batches(
     assert m["pace"]["budget_tokens_at_start"] == int(2 * 3_000.0 * 0.9)
 
 
-@pytest.mark.parametrize(
-    ("unpadded_shapes", "padded"),
-    [(0, False), (100, True)],  # 100 new shapes x 0.01 s: half of a 2-second budget
-)
-def test_a_run_pads_its_lengths_as_timed_to_buy_the_most_tokens(
-    unpadded_shapes: int, padded: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The precision timed fastest (bf16, padded to 8 as untimed) is timed unpadded too:
-    unpadded batches are 10 % faster once their kernels are ready, padded ones meet fewer new
-    shapes. The run trains (and plans by) whichever buys more tokens in its budget."""
-    monkeypatch.setattr(precision_module, "cpu_supports_bf16", lambda: True)
-    timed: list[tuple[str, int | None]] = []
-
-    def fake_measure(mcfg, batch_tokens, lengths, device, precision, threads, s, multiple, **kw):
-        multiple = multiple or {"bf16": 8, "fp32": 1}[precision]  # None: the untimed padding
-        timed.append((precision, multiple))
-        unpadded = multiple == 1
-        return Calibration(
-            2_000.0 if precision == "fp32" else 3_300.0 if unpadded else 3_000.0,
-            9,
-            2.0,
-            1,
-            precision,
-            5_000_000,
-            new_shape_s=0.01,
-            run_shapes=unpadded_shapes if unpadded else 0,
-            shape_multiple=multiple,
-        )
-
-    monkeypatch.setattr(calibration_module, "measure", fake_measure)
-    pairs = [(f"ein haus nummer {i}", f"a house number {i}") for i in range(300)]
-    cfg = TrainConfig(time_budget_s=2, tokenizer="whitespace", preset="small", num_threads=1)
-    m = train(pairs, pairs[:30], cfg).metrics
-    assert timed == [("bf16", 8), ("fp32", 1), ("bf16", 1)]  # fp32 is not timed twice
-    assert m["shape_multiple"] == m["calibration"]["shape_multiple"] == (8 if padded else 1)
-    tokens = 2 * 3_000.0 if padded else 2 * 3_300.0
-    assert m["pace"]["budget_tokens_at_start"] == int(tokens * 0.9)
-
-
 def test_the_shapes_a_run_meets_are_counted_at_its_size() -> None:
     """A run meets more shapes than the 2,000-pair sample its calibration batches (the
     sample's mix repeated to the run's size), and fewer when its lengths are padded."""

@@ -29,7 +29,7 @@ from sqlalchemy import func, select
 from core_model.artifact import TOKENIZER_DIR, ArtifactError, read_config
 from core_model.tokenizer import TokenizerError, TokenizerPair, character_coverage
 from core_model.training import TrainConfig, TrainingError, recipe, setup
-from core_model.training.calibration import Calibration, fastest_padding, measure_candidate
+from core_model.training.calibration import Calibration, fastest, measure_candidate
 from core_model.training.layout import ONE_PROCESS
 from core_model.transformer import ModelConfig
 from db.tables import Pair
@@ -272,15 +272,11 @@ def _continued_plan(
 
         def speed(candidate: TrainConfig) -> Calibration:
             cpu = torch.device("cpu")
-            return fastest_padding(
+            return fastest(
                 measure_candidate(
                     candidate, facts.length_mix(), cpu, ONE_PROCESS, start.model, facts.train_pairs
                 ),
-                candidate,
-                facts.length_mix(),
-                cpu,
-                start.model,
-                facts.train_pairs,
+                candidate.time_budget_s,
             )
 
     return recipe.resolve(_asked(minutes, epochs), facts, gpu, True, speed, pretrained)

@@ -6,10 +6,10 @@ core at minute 2. Two watches, fed after every step:
 - `ThreadWatch`, within seconds: a process training with several OpenMP threads stalls when
   one of its cores is taken (the threads wait for each other at every parallel region, and
   one of them shares its core: 1 x 2 fell from 8,538 to ~190 tokens/s with `yes` on one of
-  two cores). When a window of steps trains under `SLOW_SHARE` of the speed the same threads
-  had, the process drops to one thread; every `RECHECK_S` it looks whether the cores are idle
-  again and, if so, tries its threads back for a window, keeping them only if they train
-  faster than one did.
+  two cores). When `SLOW_WINDOWS` windows of steps in a row train under `SLOW_SHARE` of the
+  speed the same threads had, the process drops to one thread; every `RECHECK_S` it looks
+  whether the cores are idle again and, if so, tries its threads back for a window, keeping
+  them only if they train faster than one did.
 - The re-plan (`Trainer._replan`, `recipe.replan`), after `REPLAN_AFTER_S` and at every
   epoch's end: a minutes budget was projected to tokens from the calibration; when the run
   trained more than `REPLAN_TOLERANCE` off that speed since the last comparison (a window of
@@ -26,6 +26,9 @@ from typing import Any
 
 WINDOW_S = 3.0  # the speed of steps is judged over windows this long
 SLOW_SHARE = 0.5  # a window under this share of the threads' best speed: a core was taken
+# ... when this many windows in a row are: one slow window also happens on an idle machine
+# (two 10-minute clicks dropped to one thread for ~19 s, at 380 s and 513 s, on one window)
+SLOW_WINDOWS = 2
 RECHECK_S = 15.0  # with fewer threads, how often to look whether the cores are idle again
 FREE_MARGIN = 0.5  # idle cores this close to the threads' count: free again
 GAIN = 1.1  # the threads come back only when their window trains this much faster
@@ -52,6 +55,7 @@ class ThreadWatch:
         self.best: float | None = None  # the best window at full threads
         self.fewer: float | None = None  # the latest window at one thread
         self.probing = False  # the threads are back on trial for one window
+        self.slow_windows = 0  # slow windows in a row at full threads
         self.next_check = 0.0
         self.window_start = clock()
         self.window_tokens = 0
@@ -80,7 +84,12 @@ class ThreadWatch:
                 self.changes.append(self._record(self.full, speed, elapsed_s, "cores free"))
                 return None
             if self.best is not None and speed < SLOW_SHARE * self.best:
+                self.slow_windows += 1
+                if self.slow_windows < SLOW_WINDOWS:
+                    return None
+                self.slow_windows = 0
                 return self._change(1, speed, elapsed_s, "slowed down", now)
+            self.slow_windows = 0
             self.best = max(self.best or 0.0, speed)
             return None
         self.fewer = speed

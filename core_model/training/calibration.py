@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from functools import lru_cache
 
 import torch
 from torch import nn
@@ -122,7 +123,7 @@ def measure(
     if device.type == "cpu":
         torch.set_num_threads(threads)
 
-    run_shapes = epoch_shapes(lengths, run_pairs or len(lengths), share, multiple)
+    run_shapes = epoch_shapes(tuple(lengths), run_pairs or len(lengths), share, multiple)
     seen: set[tuple[int, int, int]] = set()
     timed: list[tuple[float, int, bool]] = []  # per step: seconds, tokens, a new shape
 
@@ -181,13 +182,15 @@ def measure(
     )
 
 
+@lru_cache(maxsize=16)
 def epoch_shapes(
-    lengths: Sequence[tuple[int, int]], pairs: int, batch_tokens: int, multiple: int
+    lengths: tuple[tuple[int, int], ...], pairs: int, batch_tokens: int, multiple: int
 ) -> int:
     """The distinct padded batch shapes of an epoch of `pairs` pairs of this length mix (the
     mix repeated to that size, at most RUN_SHAPES_PAIRS): what a run prepares kernels for.
     Counted on the run's size, not the sample's: a 2,000-pair sample of Multi30k makes 44
-    unpadded shapes, its 29,000 pairs 114 (21 and 40 padded to 8)."""
+    unpadded shapes, its 29,000 pairs 114 (21 and 40 padded to 8). Cached: a click times the
+    same mix at every layout and precision (0.06 s each for 29,000 pairs, 0.26 s at the cap)."""
     n = min(max(pairs, 1), RUN_SHAPES_PAIRS)
     mix = [Example((0,) * s, (0,) * t) for s, t in lengths]
     examples = (mix * (n // len(mix) + 1))[:n]

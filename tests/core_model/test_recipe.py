@@ -202,7 +202,7 @@ def test_the_shapes_a_run_meets_are_counted_at_its_size() -> None:
     """A run meets more shapes than the 2,000-pair sample its calibration batches (the
     sample's mix repeated to the run's size), and fewer when its lengths are padded."""
     rng = random.Random(0)
-    mix = [(n, n + rng.randint(-3, 6)) for n in (rng.randint(3, 40) for _ in range(2_000))]
+    mix = tuple((n, n + rng.randint(-3, 6)) for n in (rng.randint(3, 40) for _ in range(2_000)))
     sample = epoch_shapes(mix, len(mix), 625, 1)
     run = epoch_shapes(mix, 29_000, 625, 1)
     assert run > sample > 1

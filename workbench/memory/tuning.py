@@ -63,8 +63,8 @@ def tune_store(
         for factor in BLEU_TEMPERATURE_FACTORS
     ]
     scored = [(bleu(candidate), candidate) for candidate in candidates]
-    # the best; a tie: the smaller λ, then the smaller T (the earlier candidate)
-    best_bleu, best = max(scored, key=lambda item: (item[0], -candidates.index(item[1])))
+    # the first of the best (max keeps the first): a tie keeps the smaller λ, then T
+    best_bleu, best = max(scored, key=lambda item: item[0])
     return best, {
         **figures,
         "likelihood_lambda": first.lam,

@@ -171,6 +171,18 @@ def _setting(text: str) -> tuple[str, object]:
         return key, value
 
 
+def _against_calibration(metrics: dict) -> dict[str, float | None]:
+    """Real and steps-only tokens/s as shares of the calibrated speed (None: none measured)."""
+    calibrated = (metrics.get("calibration") or {}).get("tokens_per_s")
+    pace = metrics.get("pace") or {}
+    return {
+        f"{key}_vs_calibration": round(pace[key] / calibrated, 3)
+        if calibrated and pace.get(key)
+        else None
+        for key in ("real_tokens_per_s", "step_tokens_per_s")
+    }
+
+
 def _parse() -> argparse.Namespace:
     """The arguments, checked (a bad combination exits with one error line)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -309,6 +321,9 @@ def main() -> None:
         "layout_timings": m.get("layout_timings"),
         "calibration": m.get("calibration"),
         "pace": m.get("pace"),
+        # issue 38's ratios: the run's real speed (validations included) and its steps' alone
+        # against the calibration the run planned by
+        **_against_calibration(m),
         "recipe": ours["recipe"],
     }
     if args.chain > 1:

@@ -125,6 +125,7 @@ class BudgetClock:
         # seconds kept at the end of a time budget for choosing the final weights (their
         # validations): training, and its decay, end that much earlier
         self.reserve_s = 0.0
+        self.between_epochs_s = 0.0  # this attempt's validations and checkpoints
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t_start
@@ -140,6 +141,13 @@ class BudgetClock:
     def tokens_per_s(self) -> float | None:
         """This attempt's speed so far, validations included (None before its first step)."""
         spent = self.elapsed() - self.resumed_s
+        done = self.tokens - self.start_tokens
+        return done / spent if done > 0 and spent > 0 else None
+
+    def step_tokens_per_s(self) -> float | None:
+        """This attempt's speed in its training steps alone (validations and checkpoints left
+        out): the figure a calibration, which times steps, predicts."""
+        spent = self.elapsed() - self.resumed_s - self.between_epochs_s
         done = self.tokens - self.start_tokens
         return done / spent if done > 0 and spent > 0 else None
 

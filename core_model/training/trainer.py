@@ -365,8 +365,9 @@ class Trainer:
 
     def _pace(self) -> dict[str, Any]:
         """The run against its plan, for the Train page and the metrics: the speed planned at
-        the start, the real one, every re-plan and every change of threads."""
-        real = self.clock.tokens_per_s()
+        the start, the real one (validations included) and that of its steps alone (what the
+        calibration timed), every re-plan and every change of threads."""
+        real, steps = self.clock.tokens_per_s(), self.clock.step_tokens_per_s()
         return {
             "planned_tokens_per_s": (
                 None
@@ -374,6 +375,7 @@ class Trainer:
                 else round(self.budget_tokens_at_start / self.cfg.time_budget_s, 1)
             ),
             "real_tokens_per_s": None if real is None else round(real, 1),
+            "step_tokens_per_s": None if steps is None else round(steps, 1),
             "budget_tokens_at_start": (
                 None if self.budget_tokens_at_start is None else int(self.budget_tokens_at_start)
             ),
@@ -599,8 +601,8 @@ class Trainer:
         reason to stop now, if any (rank 0 decides, every rank follows)."""
         cfg, state = self.cfg, self.state
         stop, reserve = 0.0, 0.0
+        started = time.monotonic()
         if self.ranks.main:
-            started = time.monotonic()
             scores = self._validate()
             # choosing the final weights validates up to twice more (the average, the last
             # weights): the clock keeps that time, so the whole run fits its budget
@@ -640,6 +642,7 @@ class Trainer:
         flags = self.ranks.broadcast_flags([stop, reserve], self.comm_device)
         if self.clock.time_budget_s:
             self.clock.reserve_s = min(flags[1], MAX_RESERVE_SHARE * self.clock.time_budget_s)
+        self.clock.between_epochs_s += time.monotonic() - started
         self._replan()
         if self.thread_watch is not None:
             self.thread_watch.restart()  # the validation was no training step
@@ -652,6 +655,7 @@ class Trainer:
 
     def finish(self, extra_config: dict[str, Any] | None) -> TrainResult:
         train_time = round(self.clock.elapsed(), 2)  # one figure: the metrics' and the end's
+        pace = self._pace()  # the speeds of the training, before the final weights' choice
         state, ranks = self.state, self.ranks
         chosen, scores = "last", {}
         if not self.cancelled and ranks.main:
@@ -688,7 +692,7 @@ class Trainer:
             # the tokens the recipe chose for, and the measured speed that projected them
             **self.plan.metrics(),
             # the speed planned and the speed trained, each re-plan and change of threads
-            "pace": self._pace(),
+            "pace": pace,
             **scores,
         }
         if ranks.main and self.out_path is not None and not self.cancelled:

@@ -176,3 +176,27 @@ def test_the_replan_compares_the_speed_since_its_last_check_not_since_the_start(
     now[0], clock.tokens = 150.0, 960_000
     assert clock.recent_tokens_per_s(60.0) == pytest.approx(10_000.0)
     assert clock.tokens_per_s() == pytest.approx(6_400.0)
+
+
+def test_the_speed_of_the_steps_alone_leaves_the_validations_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each epoch's validation made 0.3 s slower (3 epochs): the run's real speed counts that
+    time, the speed of its steps alone (what a calibration times and predicts) does not — the
+    two figures' seconds differ by at least the 0.9 s of waiting."""
+    validate = trainer_module.Trainer._validate
+
+    def slow_validate(self):
+        time.sleep(0.3)
+        return validate(self)
+
+    monkeypatch.setattr(trainer_module.Trainer, "_validate", slow_validate)
+    cfg = TrainConfig(epochs=3, preset="tiny", tokenizer="whitespace", precision="fp32")
+    pairs = numbered_pairs(60)
+    result = train(pairs, pairs[:20], cfg, threads=1)
+    pace_metrics, tokens = result.metrics["pace"], result.metrics["tokens_trained"]
+    all_s = tokens / pace_metrics["real_tokens_per_s"]
+    steps_s = tokens / pace_metrics["step_tokens_per_s"]
+    assert result.metrics["epochs"] == 3
+    assert all_s - steps_s >= 0.9
+    assert steps_s > 0

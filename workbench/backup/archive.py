@@ -27,7 +27,7 @@ import shutil
 import tarfile
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -78,14 +78,31 @@ def fsync_folder(folder: Path) -> None:
 
 
 @dataclass(frozen=True)
-class Manifest:
+class ArchiveContents:
+    """What an archive holds, as its manifest records it and a backup or a restore reports
+    it."""
+
+    database: str  # a key of DATABASE_MEMBERS
+    counts: dict[str, int]  # rows by table
+    model_versions: list[int]  # the versions whose model folders it holds
+
+
+@dataclass(frozen=True)
+class Manifest(ArchiveContents):
     """A manifest whose every entry a restore uses was checked (``_read_manifest``)."""
 
-    database: str
     created_at: str
-    counts: dict[str, int]
-    model_versions: list[int]
     members: dict[str, tuple[int, str]]  # name -> (size, sha256)
+
+
+@dataclass(frozen=True)
+class ArchiveSummary(ArchiveContents):
+    """What a backup wrote or a restore put in place: its command prints ``as_dict``."""
+
+    file: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, **asdict(self)}  # the archive first, then what it holds
 
 
 def verified_manifest(path: Path) -> Manifest:

@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 import time
 from contextlib import ExitStack, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,6 +46,7 @@ from workbench.backup.archive import (
     FORMAT_VERSION,
     MANIFEST,
     MODELS_PREFIX,
+    ArchiveSummary,
     fsync_folder,
     sqlite_file,
 )
@@ -61,19 +62,12 @@ _FOLDER_WAIT_S = 5.0  # a registering version's folder lands right after its row
 
 
 @dataclass(frozen=True)
-class BackupSummary:
+class BackupSummary(ArchiveSummary):
     """What a backup wrote: the file, its database kind, row counts and model folders."""
 
-    file: str
-    database: str
-    counts: dict[str, int]
-    model_versions: list[int]
     missing_model_folders: list[int]  # versions whose folder was gone (recorded, not copied)
     archive_bytes: int
     seconds: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

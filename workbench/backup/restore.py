@@ -27,9 +27,9 @@ import shutil
 import sqlite3
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import URL, make_url
@@ -44,6 +44,7 @@ from workbench.backup.archive import (
     DATABASE_MEMBERS,
     MANIFEST,
     MODELS_PREFIX,
+    ArchiveSummary,
     Manifest,
     each_member,
     sqlite_file,
@@ -54,18 +55,11 @@ from workbench.messages import N_
 
 
 @dataclass(frozen=True)
-class RestoreSummary:
+class RestoreSummary(ArchiveSummary):
     """What a restore put in place (as the backup's manifest counted it)."""
 
-    file: str
-    database: str
-    counts: dict[str, int]
-    model_versions: list[int]
     created_at: str
     seconds: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def restore(path: Path, *, force: bool = False) -> RestoreSummary:

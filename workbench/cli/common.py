@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,6 +43,28 @@ def print_json(data: Any) -> None:
     """One JSON line; besides JSON's own escapes, every character that could act on a
     terminal (C1 controls, bidi overrides, line separators) is written as a \\u escape."""
     print(escape_controls(json.dumps(data, ensure_ascii=False), json=True))
+
+
+def json_option(help: str) -> Callable[[argparse.ArgumentParser], None]:
+    """The ``add_args`` of a listing whose one option is ``--json`` (what it prints then)."""
+
+    def add_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help=help)
+
+    return add_args
+
+
+def print_list(as_json: bool, records: list[Any], lines: Iterable[str], empty: str) -> int:
+    """A listing's output: one JSON array of ``records`` for scripts; for people one line per
+    item, or, when there is none, ``empty``: a hint that names the command that makes one."""
+    if as_json:
+        print_json(records)
+        return EXIT_OK
+    if not records:
+        print(empty)
+    for line in lines:
+        print_text(line)
+    return EXIT_OK
 
 
 def print_error(message: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from workbench.cli.common import EXIT_OK, Command, print_json, print_text, row_id
+from workbench.cli.common import EXIT_OK, Command, json_option, print_json, print_text, row_id
 from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
@@ -63,10 +63,6 @@ def _cmd_undo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _args_trash(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
-
-
 def _cmd_trash(args: argparse.Namespace) -> int:
     from workbench.team import trash
 
@@ -96,7 +92,12 @@ def _cmd_restore_corpus(args: argparse.Namespace) -> int:
 COMMANDS = [
     Command("history", "list the changes to a corpus", _args_history, _cmd_history),
     Command("undo", "undo a change, or every change since a time", _args_undo, _cmd_undo),
-    Command("trash", f"list deleted corpora (kept {TRASH_DAYS} days)", _args_trash, _cmd_trash),
+    Command(
+        "trash",
+        f"list deleted corpora (kept {TRASH_DAYS} days)",
+        json_option("one JSON object per line"),
+        _cmd_trash,
+    ),
     Command(
         "restore-corpus", "restore a deleted corpus", _args_restore_corpus, _cmd_restore_corpus
     ),

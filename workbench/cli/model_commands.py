@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.cli.common import (
     EXIT_OK,
     Command,
+    json_option,
     positive_int,
     print_json,
     print_text,
@@ -27,10 +28,6 @@ from workbench.models.engines import ENGINE_QUANTIZATION, ENGINES, EXPORT_FORMAT
 
 if TYPE_CHECKING:
     from workbench.corpus.glossary import Glossary
-
-
-def _args_versions(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="one JSON array of versions")
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
@@ -344,7 +341,12 @@ def _test_pairs(src: Path, ref: Path) -> list[tuple[str, str]]:
 
 
 COMMANDS = [
-    Command("versions", "list the model versions", _args_versions, _cmd_versions),
+    Command(
+        "versions",
+        "list the model versions",
+        json_option("one JSON array of versions"),
+        _cmd_versions,
+    ),
     Command(
         "register",
         "add a model made elsewhere: a folder of ours or a public Marian (OPUS-MT) model",

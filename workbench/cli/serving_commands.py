@@ -8,9 +8,11 @@ from db.tables import Role
 from workbench.cli.common import (
     EXIT_OK,
     Command,
+    json_option,
     positive_float,
     positive_int,
     print_json,
+    print_list,
     print_text,
     row_id,
 )
@@ -112,26 +114,16 @@ def _cmd_serve_version(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _args_served(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="one JSON array")
-
-
 def _cmd_served(args: argparse.Namespace) -> int:
     from workbench.serving.served import list_served
 
     pairs = list_served()
-    if args.json:
-        print_json(
-            [
-                {"source": p.src_lang, "target": p.tgt_lang, "version_id": p.version_id}
-                for p in pairs
-            ]
-        )
-    elif not pairs:
-        print("no version is served: choose one with `python -m workbench serve-version ID`")
-    for p in [] if args.json else pairs:
-        print_text(f"{p.pair}  version {p.version_id} “{p.version_name}”")
-    return EXIT_OK
+    return print_list(
+        args.json,
+        [{"source": p.src_lang, "target": p.tgt_lang, "version_id": p.version_id} for p in pairs],
+        (f"{p.pair}  version {p.version_id} “{p.version_name}”" for p in pairs),
+        "no version is served: choose one with `python -m workbench serve-version ID`",
+    )
 
 
 def _args_key_create(p: argparse.ArgumentParser) -> None:
@@ -156,10 +148,6 @@ def _cmd_key_create(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _args_keys(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="one JSON array")
-
-
 def _cmd_keys(args: argparse.Namespace) -> int:
     from workbench.serving.api_keys import list_keys
 
@@ -177,16 +165,17 @@ def _cmd_keys(args: argparse.Namespace) -> int:
         }
         for k in keys
     ]
-    if args.json:
-        print_json(records)
-        return EXIT_OK
-    if not keys:
-        print("no API keys: create one with `python -m workbench api-key-create --name NAME`")
-    for k in keys:
-        state = "revoked" if not k.active else "active"
-        limits = f"{k.requests_per_minute or 'default'}/min, {k.chars_per_request or 'default'} ch"
-        print_text(f"{k.id}  {k.shown}  {state}  {k.role}  {limits}  {k.name}")
-    return EXIT_OK
+    return print_list(
+        args.json,
+        records,
+        (
+            f"{k.id}  {k.shown}  {'active' if k.active else 'revoked'}  {k.role}  "
+            f"{k.requests_per_minute or 'default'}/min, {k.chars_per_request or 'default'} ch  "
+            f"{k.name}"
+            for k in keys
+        ),
+        "no API keys: create one with `python -m workbench api-key-create --name NAME`",
+    )
 
 
 def _args_key_revoke(p: argparse.ArgumentParser) -> None:
@@ -209,8 +198,13 @@ COMMANDS = [
         _args_serve_version,
         _cmd_serve_version,
     ),
-    Command("served", "list the served versions", _args_served, _cmd_served),
+    Command("served", "list the served versions", json_option("one JSON array"), _cmd_served),
     Command("api-key-create", "create an API key (shown once)", _args_key_create, _cmd_key_create),
-    Command("api-keys", "list the API keys (never the keys themselves)", _args_keys, _cmd_keys),
+    Command(
+        "api-keys",
+        "list the API keys (never the keys themselves)",
+        json_option("one JSON array"),
+        _cmd_keys,
+    ),
     Command("api-key-revoke", "revoke an API key", _args_key_revoke, _cmd_key_revoke),
 ]

@@ -8,7 +8,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from db.tables import Role
-from workbench.cli.common import EXIT_OK, Command, print_json, print_text
+from workbench.cli.common import EXIT_OK, Command, json_option, print_json, print_list
 
 if TYPE_CHECKING:
     from workbench.team.access import Member
@@ -23,23 +23,21 @@ def _member_record(m: Member) -> dict[str, object]:
     }
 
 
-def _args_users(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="one JSON array")
-
-
 def _cmd_users(args: argparse.Namespace) -> int:
     from workbench.team.access import list_members
 
     members = list_members()
-    if args.json:
-        print_json([_member_record(m) for m in members])
-        return EXIT_OK
-    if not members:
-        print("no members: add one with `python -m workbench user-role EMAIL ROLE`")
-    for m in members:
-        origin = "configured" if m.configured else f"added by {m.added_by or '—'}"
-        print_text(f"{m.email}  {m.role}  {origin}")
-    return EXIT_OK
+    return print_list(
+        args.json,
+        [_member_record(m) for m in members],
+        map(_member_line, members),
+        "no members: add one with `python -m workbench user-role EMAIL ROLE`",
+    )
+
+
+def _member_line(m: Member) -> str:
+    origin = "configured" if m.configured else f"added by {m.added_by or '—'}"
+    return f"{m.email}  {m.role}  {origin}"
 
 
 def _args_user_role(p: argparse.ArgumentParser) -> None:
@@ -66,7 +64,12 @@ def _cmd_user_remove(args: argparse.Namespace) -> int:
 
 
 COMMANDS = [
-    Command("users", "list the team's members and their roles", _args_users, _cmd_users),
+    Command(
+        "users",
+        "list the team's members and their roles",
+        json_option("one JSON array"),
+        _cmd_users,
+    ),
     Command(
         "user-role",
         "add a member by e-mail, or change their role (viewer, editor, admin)",

@@ -13,6 +13,7 @@ from workbench.cli.common import (
     EXIT_INTERNAL,
     EXIT_OK,
     Command,
+    json_option,
     positive_float,
     positive_int,
 )
@@ -181,10 +182,6 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     return _follow(args.run, args.wait)
 
 
-def _args_runs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="one JSON array of runs")
-
-
 def _cmd_runs(args: argparse.Namespace) -> int:
     from workbench.training import run_info, runs
 
@@ -251,7 +248,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 COMMANDS = [
     Command("train", "queue a training run (and start a worker)", _args_train, _cmd_train),
     Command("resume", "resume a failed or cancelled run", _args_resume, _cmd_resume),
-    Command("runs", "list the training runs", _args_runs, _cmd_runs),
+    Command("runs", "list the training runs", json_option("one JSON array of runs"), _cmd_runs),
     Command("delete-run", "delete a run and its checkpoint", _args_delete_run, _cmd_delete_run),
     Command("worker", "train queued runs in this process", _args_worker, _cmd_worker),
 ]

@@ -37,6 +37,8 @@ class TranslationResult:
 # Output bound a·|src| + b in pieces. Generous: zh→en outputs have several times more pieces
 # than their sources, and the bound only ever stops a model that never emits EOS.
 MAX_LEN_A, MAX_LEN_B = 3.0, 50
+# A batch's most source positions (pads included) and sentences, at beam 1 (``batches``).
+MAX_BATCH_TOKENS, MAX_BATCH_SENTENCES = 4000, 128
 
 
 @dataclass
@@ -104,8 +106,13 @@ def cross_attention(model: Transformer, result: TranslationResult) -> torch.Tens
     return weights[0, : len(result.out_pieces)].float().cpu()
 
 
-def batches(lengths: Sequence[int], max_tokens: int, max_sentences: int) -> list[list[int]]:
-    """Positions sorted by length, cut into batches of ≤ max_tokens source positions."""
+def batches(
+    lengths: Sequence[int], max_tokens: int, max_sentences: int, beam: int = 1
+) -> list[list[int]]:
+    """Positions sorted by length, cut into batches of ≤ max_tokens source positions and ≤
+    max_sentences sentences; beam search multiplies a batch by its width, so both are divided
+    by `beam`."""
+    max_tokens, max_sentences = max(1, max_tokens // beam), max(1, max_sentences // beam)
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     out: list[list[int]] = []
     current: list[int] = []
@@ -126,8 +133,8 @@ def translate_ids(
     texts: Sequence[str],
     beam: int = 1,
     with_attention: bool = False,
-    max_tokens: int = 4000,
-    max_sentences: int = 128,
+    max_tokens: int = MAX_BATCH_TOKENS,
+    max_sentences: int = MAX_BATCH_SENTENCES,
     max_len_a: float = MAX_LEN_A,
     max_len_b: int = MAX_LEN_B,
     length_penalty_kind: str = LENGTH_PENALTIES[0],
@@ -141,10 +148,7 @@ def translate_ids(
     inputs = encode_inputs(tokenizers, texts, model.cfg.max_len)
     results: list[TranslationResult] = [TranslationResult("", [], []) for _ in texts]
     todo = [i for i, source in enumerate(inputs) if source.ids]
-    if beam > 1:  # beam search multiplies the batch by the beam width
-        max_tokens = max(1, max_tokens // beam)
-        max_sentences = max(1, max_sentences // beam)
-    for batch in batches([len(inputs[i].ids) for i in todo], max_tokens, max_sentences):
+    for batch in batches([len(inputs[i].ids) for i in todo], max_tokens, max_sentences, beam):
         idx = [todo[j] for j in batch]
         src = pad_sources([inputs[i].ids for i in idx], model.cfg.pad_id).to(device)  # [B, S]
         if beam > 1:

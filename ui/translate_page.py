@@ -110,11 +110,10 @@ def render() -> None:
                     results, memory = recall.translate_with_memory(
                         version.id,
                         lines,
-                        beam=beam,
-                        with_attention=True,
-                        engine=engine,
+                        recall.DecodingOptions(
+                            beam=beam, with_attention=True, engine=engine, knn=use_knn
+                        ),
                         glossary=terms if use_glossary else None,
-                        knn=use_knn,
                         matches=memory_panel.MATCHES if version.corpus_id else 0,
                         use_exact=use_memory,
                     )

@@ -34,32 +34,27 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "unk_id": (0, 999_999),
 }
 
+
+def _preset(layers: int, norm_first: bool, **sizes: int) -> dict[str, Any]:
+    """A preset's fields: N = `layers` in each stack, `sizes` (d_model, n_heads, d_ff: Table 3's
+    d_model, h, d_ff), and the paper's P_drop = 0.1 (§5.4)."""
+    return dict(
+        n_encoder_layers=layers,
+        n_decoder_layers=layers,
+        dropout=0.1,
+        norm_first=norm_first,
+        **sizes,
+    )
+
+
 PRESETS: dict[str, dict[str, Any]] = {
     # Demos and tests: memorises a few dozen pairs on a laptop CPU in seconds.
-    "tiny": dict(
-        d_model=64,
-        n_heads=4,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        d_ff=256,
-        dropout=0.1,
-        norm_first=True,
-    ),
+    "tiny": _preset(layers=2, norm_first=True, d_model=64, n_heads=4, d_ff=256),
     # The CPU workhorse: tens of thousands of pairs in minutes. Pre-norm (LayerNorm before each
     # sub-layer) trains stably at the high learning rates short budgets need.
-    "small": dict(
-        d_model=256,
-        n_heads=4,
-        n_encoder_layers=3,
-        n_decoder_layers=3,
-        d_ff=1024,
-        dropout=0.1,
-        norm_first=True,
-    ),
+    "small": _preset(layers=3, norm_first=True, d_model=256, n_heads=4, d_ff=1024),
     # The paper's base model exactly (Table 3, "base"; post-norm): wants a GPU and many pairs.
-    "base": dict(
-        d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, dropout=0.1
-    ),
+    "base": _preset(layers=6, norm_first=False, d_model=512, n_heads=8, d_ff=2048),
 }
 
 

@@ -168,7 +168,7 @@ def _args_translate(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from workbench.memory.recall import translate_with_memory
+    from workbench.memory.recall import DecodingOptions, translate_with_memory
 
     if args.xliff is not None or args.out is not None:
         return _translate_xliff(args)
@@ -179,11 +179,10 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     results, memory = translate_with_memory(
         args.version,
         texts,
-        beam=args.beam,
-        engine=args.engine,
-        quantization=args.quantization,
+        DecodingOptions(
+            beam=args.beam, engine=args.engine, quantization=args.quantization, knn=args.memory
+        ),
         glossary=_glossary(args.glossary),
-        knn=args.memory,
         matches=args.matches or 0,
         use_exact=args.memory_exact,
         corpus=args.memory_corpus,

@@ -13,7 +13,7 @@ from workbench.corpus.corpora import CorpusRef
 from workbench.corpus.text_files import Data
 from workbench.corpus.xliff import FilledFile, fill_targets
 from workbench.errors import WorkbenchError
-from workbench.memory.recall import translate_with_memory
+from workbench.memory.recall import DecodingOptions, translate_with_memory
 from workbench.messages import N_
 from workbench.models.engines import ENGINES
 
@@ -39,8 +39,7 @@ def translate_xliff(
             results, memory = translate_with_memory(
                 version_id,
                 chunk,
-                beam=beam,
-                engine=engine,
+                DecodingOptions(beam=beam, engine=engine),
                 matches=0,
                 use_exact=use_memory,
                 corpus=corpus,

@@ -31,6 +31,19 @@ class Recalled:
     exact: Match | None
 
 
+@dataclass(frozen=True)
+class DecodingOptions:
+    """How sentences are decoded, whichever version and corpus: the choices the page, the CLI
+    and the HTTP API pass down to ``decode`` (requests with equal ones share a serving
+    batch, ``workbench.serving.batching``)."""
+
+    beam: int = 1  # 1: greedy
+    with_attention: bool = False  # add cross-attention heat-maps (``translation.translate``)
+    engine: str = ENGINES[0]
+    quantization: str = ENGINE_QUANTIZATION  # the CTranslate2 engine's weights
+    knn: bool = False  # with the corpus' kNN-MT datastore (the handwritten decoder only)
+
+
 def memory_corpus(version_id: int, corpus: CorpusRef | None) -> CorpusRef | None:
     """The corpus a version's memory is: the one given, else the version's own (None: an
     imported version has none, then there is no memory)."""
@@ -83,42 +96,34 @@ def merged(
 def decode(
     version_id: int,
     sentences: Sequence[str],
-    beam: int = 1,
-    with_attention: bool = False,
-    engine: str = ENGINES[0],
+    options: DecodingOptions = DecodingOptions(),
     *,
-    quantization: str = ENGINE_QUANTIZATION,
     glossary: Glossary | None = None,
-    knn: bool = False,
     corpus: CorpusRef | None = None,
 ) -> list[TranslationResult]:
-    """``translation.translate``, with the corpus' kNN-MT datastore when ``knn`` (the
+    """``translation.translate``, with the corpus' kNN-MT datastore when ``options.knn`` (the
     handwritten decoder only: CTranslate2 keeps its decoder states to itself). The HTTP
     server's batches decode through this (``workbench.serving.batching``)."""
-    if knn and engine != ENGINES[0]:
+    if options.knn and options.engine != ENGINES[0]:
         raise WorkbenchError(MEMORY_NEEDS_HANDWRITTEN)
     return translation.translate(
         version_id,
         sentences,
-        beam,
-        with_attention=with_attention,
-        engine=engine,
-        quantization=quantization,
+        options.beam,
+        with_attention=options.with_attention,
+        engine=options.engine,
+        quantization=options.quantization,
         glossary=glossary,
-        retrieval=datastore.retrieval(version_id, corpus) if knn else None,
+        retrieval=datastore.retrieval(version_id, corpus) if options.knn else None,
     )
 
 
 def translate_with_memory(
     version_id: int,
     sentences: Sequence[str],
+    options: DecodingOptions = DecodingOptions(),
     *,
-    beam: int = 1,
-    with_attention: bool = False,
-    engine: str = ENGINES[0],
-    quantization: str = ENGINE_QUANTIZATION,
     glossary: Glossary | None = None,
-    knn: bool = False,
     matches: int = 3,
     use_exact: bool = True,
     corpus: CorpusRef | None = None,
@@ -128,17 +133,7 @@ def translate_with_memory(
     memory = recall(version_id, sentences, matches=matches, use_exact=use_exact, corpus=corpus)
     todo = [i for i, r in enumerate(memory) if r.exact is None]
     decoded = (
-        decode(
-            version_id,
-            [sentences[i] for i in todo],
-            beam,
-            with_attention,
-            engine,
-            quantization=quantization,
-            glossary=glossary,
-            knn=knn,
-            corpus=corpus,
-        )
+        decode(version_id, [sentences[i] for i in todo], options, glossary=glossary, corpus=corpus)
         if todo
         else []
     )

@@ -30,6 +30,8 @@ from core_model.decoding import (
 from core_model.tokenizer import TokenizerPair
 from core_model.transformer import ModelConfig
 from core_model.translator import (
+    MAX_BATCH_SENTENCES,
+    MAX_BATCH_TOKENS,
     MAX_LEN_A,
     MAX_LEN_B,
     TranslationResult,
@@ -129,24 +131,17 @@ def translate(
     model: Ctranslate2Model,
     texts: Sequence[str],
     beam: int = 1,
-    length_penalty_alpha: float = LENGTH_PENALTY_ALPHA,
     length_penalty_kind: str = LENGTH_PENALTIES[0],
-    max_tokens: int = 4000,
-    max_sentences: int = 128,
-    max_len_a: float = MAX_LEN_A,
-    max_len_b: int = MAX_LEN_B,
 ) -> list[TranslationResult]:
-    """One result per text, in order — the arguments mean what they mean for
-    core_model.translator.translate_ids (batch limits, output bound) and beam_search."""
+    """One result per text, in order, decoded as core_model.translator.translate_ids decodes
+    by default (its batch limits, output bound and beam_search's length penalty α)."""
     cfg, tokenizers = model.cfg, model.tokenizers
     inputs = encode_inputs(tokenizers, texts, cfg.max_len)
     results = [TranslationResult("", [], []) for _ in texts]
     todo = [i for i, source in enumerate(inputs) if source.ids]
     lengths = torch.tensor([len(inputs[i].ids) for i in todo], dtype=torch.long)
-    bounds = output_bounds(lengths, max_len_a, max_len_b, cfg.max_len - 1).tolist()
-    if beam > 1:
-        max_tokens, max_sentences = max(1, max_tokens // beam), max(1, max_sentences // beam)
-    for batch in batches([len(inputs[i].ids) for i in todo], max_tokens, max_sentences):
+    bounds = output_bounds(lengths, MAX_LEN_A, MAX_LEN_B, cfg.max_len - 1).tolist()
+    for batch in batches(lengths.tolist(), MAX_BATCH_TOKENS, MAX_BATCH_SENTENCES, beam):
         for bound in sorted({bounds[j] for j in batch}):
             idx = [todo[j] for j in batch if bounds[j] == bound]
             # Source pieces without our EOS: the export appends it (add_source_eos).
@@ -163,7 +158,7 @@ def translate(
                 min_decoding_length=0,  # ours may output EOS first (an empty translation)
             )
             for i, out in zip(idx, decoded, strict=True):
-                tokens, score = _best(out, beam, length_penalty_alpha, length_penalty_kind)
+                tokens, score = _best(out, beam, LENGTH_PENALTY_ALPHA, length_penalty_kind)
                 ended = bool(tokens) and tokens[-1] == model.eos_token
                 ids = [model.target_ids[t] for t in tokens[: len(tokens) - ended]]
                 results[i] = make_result(tokenizers, inputs[i], ids, score, ended)

@@ -1,9 +1,9 @@
 """Concurrent requests for one version share decoder batches.
 
-Requests are queued per (version, beam, attention, engine, kNN-MT memory). A single decoding thread
-takes the queue whose first request is oldest; when it was idle it first waits a short window
-for more requests to arrive, then decodes whole requests together up to a sentence and
-character cap.
+Requests are queued per (version, decoding options: beam, attention, engine, kNN-MT memory).
+A single decoding thread takes the queue whose first request is oldest; when it was idle it
+first waits a short window for more requests to arrive, then decodes whole requests together
+up to a sentence and character cap.
 While it decodes, new requests queue up and form the next batch, so under load every batch is
 as large as the traffic allows and no request waits for more than one batch ahead of it.
 Requests are never split, and a request whose caller gave up (timeout) is skipped.
@@ -16,7 +16,6 @@ and only requests for the same one share a batch.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections import deque
 from collections.abc import Callable
@@ -27,17 +26,17 @@ from typing import Any
 import torch
 
 from core_model.translator import TranslationResult
+from workbench.memory.recall import DecodingOptions
 from workbench.models.engines import ENGINES
 
-# (version_id, texts, beam, with_attention, engine, knn=) -> one result per text
-TranslateFn = Callable[..., list[TranslationResult]]
+# (version_id, texts, options) -> one result per text
+TranslateFn = Callable[[int, list[str], DecodingOptions], list[TranslationResult]]
 
 
 @dataclass(frozen=True)
 class Engine:
-    """How batches are decoded: ``translate(version_id, texts, beam, with_attention, engine,
-    knn=)`` (one result per text, in order; ``engine`` one of
-    ``workbench.models.engines.ENGINES``; ``knn``: with the corpus memory, kNN-MT) and
+    """How batches are decoded: ``translate(version_id, texts, options)`` (one result per
+    text, in order; ``options`` a ``workbench.memory.recall.DecodingOptions``) and
     ``load(version_id, engine)`` (loads the weights once per process)."""
 
     translate: TranslateFn
@@ -59,10 +58,7 @@ class Busy(Exception):
 @dataclass(frozen=True)
 class BatchKey:
     version_id: int
-    beam: int
-    with_attention: bool
-    engine: str
-    knn: bool = False
+    options: DecodingOptions
 
 
 @dataclass
@@ -137,19 +133,13 @@ class Batcher:
         await loop.run_in_executor(self._executor, self.engine.load, version_id, engine)
 
     async def translate(
-        self,
-        version_id: int,
-        texts: list[str],
-        beam: int = 1,
-        with_attention: bool = False,
-        engine: str = ENGINES[0],
-        knn: bool = False,
+        self, version_id: int, texts: list[str], options: DecodingOptions
     ) -> list[TranslationResult]:
         """One result per text, in order, decoded together with other waiting requests."""
         if self.queued_sentences + len(texts) > self.max_queued_sentences:
             raise Busy(f"{self.queued_sentences:,} sentences are waiting to be translated")
         request = _Request(texts, sum(map(len, texts)), asyncio.get_running_loop().create_future())
-        key = BatchKey(version_id, beam, with_attention, engine, knn)
+        key = BatchKey(version_id, options)
         self._queues.setdefault(key, deque()).append(request)
         self.queued_sentences += len(texts)
         self._wakeup.set()
@@ -212,15 +202,10 @@ class Batcher:
         try:
             results = await loop.run_in_executor(
                 self._executor,
-                functools.partial(
-                    self.engine.translate,
-                    key.version_id,
-                    texts,
-                    key.beam,
-                    key.with_attention,
-                    key.engine,
-                    knn=key.knn,
-                ),
+                self.engine.translate,
+                key.version_id,
+                texts,
+                key.options,
             )
         except Exception as exc:  # every request of the batch hears it; the runner goes on
             for request in batch:

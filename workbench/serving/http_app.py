@@ -40,6 +40,7 @@ from workbench import settings
 from workbench.corpus.corpora import validate_lang
 from workbench.errors import PermissionDenied, WorkbenchError
 from workbench.memory import datastore
+from workbench.memory.recall import DecodingOptions
 from workbench.messages import N_
 from workbench.models import engines, registry
 from workbench.models.engines import ENGINES
@@ -203,7 +204,8 @@ def libretranslate_routes(server: Server) -> APIRouter:
         # A line is what the model translates: texts are split at line breaks and joined back.
         lines = [t.split("\n") for t in texts]
         sentences = [x for ls in lines for x in ls]
-        results = await server.translate(version_id, sentences, c.beam, engine=c.engine)
+        options = DecodingOptions(beam=c.beam, engine=c.engine)
+        results = await server.translate(version_id, sentences, options)
         outputs, start = [], 0
         for ls in lines:
             outputs.append("\n".join(r.text for r in results[start : start + len(ls)]))

@@ -19,7 +19,7 @@ from fastapi.responses import Response
 from starlette.datastructures import UploadFile
 
 from workbench.memory.file_translation import translate_xliff
-from workbench.memory.recall import Recalled, merged, recall
+from workbench.memory.recall import DecodingOptions, Recalled, merged, recall
 from workbench.models import registry
 from workbench.models.translation import MAX_BEAM
 from workbench.serving.protocol import ApiError, V1Match, V1TranslateRequest
@@ -39,7 +39,11 @@ async def translate_remembering(
     todo = [i for i, r in enumerate(memory) if r.exact is None]
     decoded = (
         await server.translate(
-            version_id, [texts[i] for i in todo], req.beam, req.attention, req.engine, req.memory
+            version_id,
+            [texts[i] for i in todo],
+            DecodingOptions(
+                beam=req.beam, with_attention=req.attention, engine=req.engine, knn=req.memory
+            ),
         )
         if todo
         else []

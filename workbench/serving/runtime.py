@@ -18,7 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from core_model.translator import TranslationResult
 from workbench.errors import PermissionDenied, WorkbenchError
-from workbench.models import engines
+from workbench.memory.recall import DecodingOptions
 from workbench.serving import api_keys
 from workbench.serving.batching import Batcher, Busy, Engine
 from workbench.serving.config import ServeConfig
@@ -159,18 +159,12 @@ class Server:
         return texts
 
     async def translate(
-        self,
-        version_id: int,
-        texts: list[str],
-        beam: int,
-        attention: bool = False,
-        engine: str = engines.ENGINES[0],
-        knn: bool = False,
+        self, version_id: int, texts: list[str], options: DecodingOptions
     ) -> list[TranslationResult]:
         assert self.batcher is not None
         try:
             return await asyncio.wait_for(
-                self.batcher.translate(version_id, texts, beam, attention, engine, knn),
+                self.batcher.translate(version_id, texts, options),
                 self.config.timeout_s,
             )
         except Busy as exc:

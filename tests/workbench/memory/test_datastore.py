@@ -32,8 +32,8 @@ def _open(trained: dict, corpus: str | None = None) -> datastore.Store:
     return datastore.open_store(trained["version"], corpus)
 
 
-def _translate(trained: dict, text: str, **options: object) -> str:
-    [result] = recall.decode(trained["version"], [text], knn=True, **options)
+def _translate(trained: dict, text: str, beam: int = 1) -> str:
+    [result] = recall.decode(trained["version"], [text], recall.DecodingOptions(beam, knn=True))
     return result.text
 
 
@@ -128,7 +128,9 @@ def test_a_corrupt_store_is_rebuilt_not_a_crash(trained: dict) -> None:
 
 def test_ctranslate2_with_memory_is_refused_clearly(trained: dict) -> None:
     with pytest.raises(WorkbenchError, match="handwritten decoder"):
-        recall.decode(trained["version"], ["你好"], engine="ctranslate2", knn=True)
+        recall.decode(
+            trained["version"], ["你好"], recall.DecodingOptions(engine="ctranslate2", knn=True)
+        )
 
 
 def test_a_corpus_that_does_not_exist_is_refused(trained: dict) -> None:

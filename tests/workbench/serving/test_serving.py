@@ -22,6 +22,7 @@ from tests.helpers import (
 )
 from workbench import settings
 from workbench.errors import WorkbenchError
+from workbench.memory.recall import DecodingOptions
 from workbench.models import registry, translation
 from workbench.serving import api_keys, launcher, served
 from workbench.serving.batching import BatchDone, Batcher, Busy, Engine, default_engine
@@ -190,17 +191,14 @@ class CountingEngine:
         self,
         version_id: int,
         texts: Sequence[str],
-        beam: int,
-        attention: bool,
-        engine: str,
-        knn: bool,
+        options: DecodingOptions,
     ) -> list[translation.TranslationResult]:
         self.calls.append(len(texts))
         self.threads.append(torch.get_num_threads())
-        self.engines.append(engine)
+        self.engines.append(options.engine)
         if self.fail_on in texts:
             raise RuntimeError("engine failure")
-        return self.real.translate(version_id, texts, beam, attention, engine, knn=knn)
+        return self.real.translate(version_id, texts, options)
 
     def engine(self) -> Engine:
         return Engine(self.translate, self.real.load)
@@ -211,7 +209,8 @@ async def _concurrently(batcher: Batcher, version_id: int, texts: list[str]) -> 
     try:
         await batcher.load(version_id)
         return await asyncio.gather(
-            *(batcher.translate(version_id, [t]) for t in texts), return_exceptions=True
+            *(batcher.translate(version_id, [t], DecodingOptions()) for t in texts),
+            return_exceptions=True,
         )
     finally:
         await batcher.stop()
@@ -248,7 +247,7 @@ def test_requests_for_different_engines_never_share_a_batch(versions: tuple[int,
             await batcher.load(versions[0])
             return await asyncio.gather(
                 *(
-                    batcher.translate(versions[0], [t], engine=engine)
+                    batcher.translate(versions[0], [t], DecodingOptions(engine=engine))
                     for t in sources
                     for engine in ("handwritten", "ctranslate2")
                 )

@@ -166,19 +166,21 @@ class RunInfo:
         replans, planned = pace.get("replans") or [], pace.get("planned_tokens_per_s")
         if replans and planned:
             real = replans[-1]["real_tokens_per_s"]
+            # the sign goes with the number: a bare '%' in a message reads to gettext's
+            # tools as a printf conversion ("% s") that translations would have to keep
             off = round(abs(1 - real / planned) * 100)
             words = (
                 N_(
-                    "This machine trains {percent} % slower than measured at the start "
+                    "This machine trains {percent} slower than measured at the start "
                     "({real} instead of {planned} tokens/s): the plan was adjusted."
                 )
                 if real < planned
                 else N_(
-                    "This machine trains {percent} % faster than measured at the start "
+                    "This machine trains {percent} faster than measured at the start "
                     "({real} instead of {planned} tokens/s): the plan was adjusted."
                 )
             )
-            out.append(Message(words, percent=off, real=f"{real:,.0f}", planned=f"{planned:,.0f}"))
+            out.append(Message(words, percent=f"{off} %", real=f"{real:,.0f}", planned=f"{planned:,.0f}"))
         changes = pace.get("thread_changes") or []
         if changes and changes[-1]["threads"] == 1 and self.status == RunStatus.RUNNING:
             out.append(

@@ -323,7 +323,7 @@ def _limit_help() -> str:
     )
 
 
-def _limit_input(where: Any, label: str, step: int, placeholder: str) -> float | None:
+def _limit_input(where: Any, label: str, step: int, placeholder: str) -> int | None:
     """A key's own limit: empty (None) leaves the server's, which ``placeholder`` names."""
     return where.number_input(
         label, min_value=1, value=None, step=step, placeholder=placeholder, help=_limit_help()

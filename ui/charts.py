@@ -260,18 +260,14 @@ def top_k_chart(data: pd.DataFrame) -> alt.Chart:
 
 
 BEAM_COLORS = {"kept": "#2f6fdf", "finished": "#2a9d4b", "pruned": "#bbbbbb", "stopped": "#e39b2d"}
-# core_model.beam_history.BEAM_STATUSES (stored in English) as the page names them
-BEAM_STATUS_LABELS = {
-    "kept": N_("kept"),
-    "finished": N_("finished"),
-    "pruned": N_("pruned"),
-    "stopped": N_("stopped"),
-}
+# core_model.beam_history.BEAM_STATUSES (stored in English; core_model knows no catalog): each
+# status is its own message id, shown in the session's language.
+BEAM_STATUS_LABELS = (N_("kept"), N_("finished"), N_("pruned"), N_("stopped"))
 
 
 def beam_status_label(status: str) -> str:
     """A beam candidate's status in the session's language."""
-    return translate(BEAM_STATUS_LABELS.get(status, status))
+    return translate(status)
 
 
 def beam_chart(data: pd.DataFrame) -> alt.Chart:

@@ -38,6 +38,7 @@ __all__ = [
     "_",
     "choice_labels",
     "current",
+    "labels",
     "locale",
     "localized",
     "n_",
@@ -137,10 +138,16 @@ def locale() -> Locale:
 # the session's language is unknown. Give it the ``__getitem__`` of labels made in the run.
 
 
+def labels(msgids: Iterable[str]) -> dict[str, str]:
+    """Each message id's translation, made now, in the run: e.g. the ``column_config`` of a
+    table whose columns are named by message ids."""
+    return {msgid: translate(msgid) for msgid in msgids}
+
+
 def choice_labels(msgids: Iterable[str]) -> Callable[[str], str]:
     """A widget's ``format_func`` for choices that are message ids: their translations made
     now, in the run (see above)."""
-    return {msgid: translate(msgid) for msgid in msgids}.__getitem__
+    return labels(msgids).__getitem__
 
 
 def translate(msgid: str, params: dict[str, Any] | None = None) -> str:

@@ -13,19 +13,18 @@ import pandas as pd
 import streamlit as st
 
 from ui import cleaning_panel, feedback, formatting
-from ui.i18n import N_, _, localized, n_, translate
+from ui.i18n import N_, _, labels, localized, n_, translate
 from workbench.corpus import formats, import_checks, importing, splits
 from workbench.corpus.cleaning import CleaningOptions
 from workbench.corpus.corpora import CorpusInfo
 
 PREVIEW_ROWS = 20
-# The severities of the validation report (``import_checks.Severity``), as the page names them.
-SEVERITIES = {
-    "error": N_("error"),
-    "warning": N_("warning"),
-    "duplicate": N_("duplicate"),
-    "filtered": N_("filtered"),
-}
+# The columns of the preview and of the validation report: message ids, shown translated.
+PREVIEW_COLUMNS = (N_("line"), N_("source"), N_("target"), N_("split"), N_("note"))
+REPORT_COLUMNS = (N_("line"), N_("severity"), N_("kind"), N_("message"))
+# The severities of the validation report (``import_checks.Severity``, stored in English): each
+# is its own message id, shown in the session's language.
+SEVERITIES = (N_("error"), N_("warning"), N_("duplicate"), N_("filtered"))
 
 
 def import_panel(current: CorpusInfo) -> None:
@@ -152,9 +151,9 @@ def _show_preview(parsed: import_checks.ParsedImport) -> None:
             }
             for p in parsed.pairs[:PREVIEW_ROWS]
         ],
-        columns=["line", "source", "target", "split", "note"],
+        columns=list(PREVIEW_COLUMNS),
     )
-    st.dataframe(preview, hide_index=True, width="stretch", column_config=_preview_columns())
+    st.dataframe(preview, hide_index=True, width="stretch", column_config=labels(PREVIEW_COLUMNS))
 
 
 def _show_report(parsed: import_checks.ParsedImport) -> None:
@@ -179,7 +178,10 @@ def _show_report(parsed: import_checks.ParsedImport) -> None:
             icon=":material/rule:",
         ):
             st.dataframe(
-                _report(parsed), hide_index=True, width="stretch", column_config=_report_columns()
+                _report(parsed),
+                hide_index=True,
+                width="stretch",
+                column_config=labels(REPORT_COLUMNS),
             )
     else:
         st.success(_("Every row is valid."), icon=":material/check_circle:")
@@ -223,39 +225,20 @@ def _imported_text(current: CorpusInfo, result: import_checks.ImportResult) -> s
     return done
 
 
-def _preview_columns() -> dict[str, str]:
-    return {
-        "line": _("line"),
-        "source": _("source"),
-        "target": _("target"),
-        "split": _("split"),
-        "note": _("note"),
-    }
-
-
 def _report(parsed: Any) -> pd.DataFrame:
     """The validation report in the session's language."""
     return pd.DataFrame(
         [
             (
                 i.line,
-                translate(SEVERITIES.get(i.severity, i.severity)),
+                translate(i.severity),
                 translate(import_checks.KIND_LABELS.get(i.kind, i.kind)),
                 localized(i.message),
             )
             for i in parsed.report
         ],
-        columns=["line", "severity", "kind", "message"],
+        columns=list(REPORT_COLUMNS),
     )
-
-
-def _report_columns() -> dict[str, str]:
-    return {
-        "line": _("line"),
-        "severity": _("severity"),
-        "kind": _("kind"),
-        "message": _("message"),
-    }
 
 
 def _guess_format(upload: Any) -> str:

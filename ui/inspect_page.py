@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import charts, feedback, formatting, memory_panel, pickers
-from ui.i18n import N_, _, choice_labels, localized, translate
+from ui.i18n import N_, _, localized, translate
 from workbench.evaluation import inspection
 from workbench.memory import explanation
 from workbench.models import engines, registry, translation
@@ -148,13 +148,7 @@ def render() -> None:
 
 def _sentence_input(version: Any) -> tuple[str, str | None]:
     """A typed sentence, or a pair of the version's corpus (with its reference)."""
-    source = st.segmented_control(
-        _("Sentence"),
-        SOURCES,
-        default=SOURCES[0],
-        format_func=choice_labels(SOURCES),
-        key="inspect_source",
-    )
+    source = pickers.message_choice(_("Sentence"), SOURCES, key="inspect_source")
     if source == SOURCES[1]:
         examples = inspection.example_pairs(version.id)
         if not examples:
@@ -261,16 +255,7 @@ def attention_panel(shown: Any, show_shapes: bool) -> None:
     seen = shown.inspection
     with st.container(border=True):
         st.subheader(_("Attention, every layer and head"), anchor=False)
-        kind_label = (
-            st.segmented_control(
-                _("Attention"),
-                list(KINDS),
-                default=FIRST_KIND,
-                format_func=choice_labels(KINDS),
-                key="inspect_kind",
-            )
-            or FIRST_KIND
-        )
+        kind_label = pickers.message_choice(_("Attention"), KINDS, key="inspect_kind") or FIRST_KIND
         field, q_side, k_side = KINDS[kind_label]
         maps = getattr(seen, field)  # [layer][head][query][key]
         pad = ["<pad>"] * seen.padding
@@ -435,13 +420,7 @@ def beam_panel(shown: Any) -> None:
             ]
         )
         st.altair_chart(charts.beam_chart(data), width="stretch")
-        shown_rows = st.segmented_control(
-            _("Candidates"),
-            BEAM_ROWS,
-            default=BEAM_ROWS[0],
-            format_func=choice_labels(BEAM_ROWS),
-            key="inspect_beam_rows",
-        )
+        shown_rows = pickers.message_choice(_("Candidates"), BEAM_ROWS, key="inspect_beam_rows")
         table = data if shown_rows == BEAM_ROWS[1] else data[data["status"].eq("finished")]
         st.dataframe(
             table.assign(status=table["status"].map(charts.beam_status_label)),

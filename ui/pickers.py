@@ -11,13 +11,13 @@ the user picks another (``follow_newest``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from ui.formatting import pair_count_label
-from ui.i18n import N_, _, translate
+from ui.i18n import N_, _, choice_labels, translate
 from ui.signin import role_labels
 from workbench.models import engines, translation
 
@@ -139,14 +139,28 @@ def version_picker(
     return by_id[chosen]
 
 
+def message_choice(
+    label: str, choices: Iterable[str], *, key: str, help: str | None = None
+) -> str | None:
+    """A segmented control over message ids, the first chosen at first: the value stays the
+    (English) id, the buttons show its translation. None once the user unselects it."""
+    options = list(choices)
+    return st.segmented_control(
+        label,
+        options,
+        default=options[0],
+        format_func=choice_labels(options),
+        key=key,
+        help=help,
+    )
+
+
 def decoding_picker(prefix: str) -> int:
     """Greedy or beam search (and its width); returns the beam size, 1 for greedy. Widget keys
     are `{prefix}_mode` and `{prefix}_beam`."""
-    mode = st.segmented_control(
+    mode = message_choice(
         _("Decoding"),
         DECODINGS,
-        default=DECODINGS[0],
-        format_func={d: translate(d) for d in DECODINGS}.__getitem__,
         key=f"{prefix}_mode",
         help=_(
             "Greedy takes the likeliest next piece; beam search (束搜索) keeps several "

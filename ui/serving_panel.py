@@ -8,7 +8,7 @@ reads the same database, so what is chosen here takes effect there at once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
@@ -323,27 +323,20 @@ def _limit_help() -> str:
     )
 
 
+def _limit_input(where: Any, label: str, step: int, placeholder: str) -> int | None:
+    """A key's own limit: empty (None) leaves the server's, which ``placeholder`` names."""
+    return where.number_input(
+        label, min_value=1, value=None, step=step, placeholder=placeholder, help=_limit_help()
+    )
+
+
 def _create_key_form() -> None:
     # cleared once submitted: the next key starts from an empty form, not the last one's name
     with st.form("create_api_key", border=True, clear_on_submit=True):
         cols = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
         name = cols[0].text_input(_("New key for"), placeholder=_("e.g. the CAT-tool plugin"))
-        rpm = cols[1].number_input(
-            _("Requests per minute"),
-            min_value=1,
-            value=None,
-            step=10,
-            placeholder=_no_limit(),
-            help=_limit_help(),
-        )
-        chars = cols[2].number_input(
-            _("Characters per request"),
-            min_value=1,
-            value=None,
-            step=1000,
-            placeholder=_default_chars(),
-            help=_limit_help(),
-        )
+        rpm = _limit_input(cols[1], _("Requests per minute"), 10, _no_limit())
+        chars = _limit_input(cols[2], _("Characters per request"), 1000, _default_chars())
         role = pickers.role_picker(
             cols[3],
             key="api_key_role",

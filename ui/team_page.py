@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import feedback, pickers
-from ui.i18n import N_, _, translate
+from ui.i18n import N_, _, labels, translate
 from ui.signin import role_label
 from workbench import settings
 from workbench.team import access
@@ -23,6 +23,7 @@ NOW_A = {
     "editor": N_("{email} is now an editor."),
     "admin": N_("{email} is now an admin."),
 }
+MEMBER_COLUMNS = (N_("e-mail"), N_("role"), N_("added by"))  # message ids, shown translated
 
 
 def render() -> None:
@@ -62,15 +63,11 @@ def render() -> None:
                 }
                 for m in members
             ],
-            columns=["e-mail", "role", "added by"],
+            columns=list(MEMBER_COLUMNS),
         ),
         hide_index=True,
         width="stretch",
-        column_config={
-            "e-mail": st.column_config.TextColumn(_("e-mail")),
-            "role": st.column_config.TextColumn(_("role")),
-            "added by": st.column_config.TextColumn(_("added by")),
-        },
+        column_config=labels(MEMBER_COLUMNS),
         key="team_members",
     )
     with st.form("team_set_role", border=True):

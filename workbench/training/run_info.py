@@ -180,7 +180,9 @@ class RunInfo:
                     "({real} instead of {planned} tokens/s): the plan was adjusted."
                 )
             )
-            out.append(Message(words, percent=f"{off} %", real=f"{real:,.0f}", planned=f"{planned:,.0f}"))
+            out.append(
+                Message(words, percent=f"{off} %", real=f"{real:,.0f}", planned=f"{planned:,.0f}")
+            )
         changes = pace.get("thread_changes") or []
         if changes and changes[-1]["threads"] == 1 and self.status == RunStatus.RUNNING:
             out.append(

@@ -30,7 +30,7 @@ from core_model.training.parallel import (
     TrainTask,
 )
 from core_model.transformer import ModelConfig
-from tests.helpers import ROOT, TOY, cli, toy_pairs
+from tests.helpers import ROOT, TOY, cli_in_process, toy_pairs
 from workbench.models import registry
 
 
@@ -67,17 +67,17 @@ def test_two_gloo_ranks_end_with_identical_weights_and_register_as_a_version(
     shutil.copytree(tmp_path / "model", broken)
     (broken / WEIGHTS_FILE).write_bytes(b"not a safetensors file")
     before = db_fingerprint()
-    refused = cli("register", str(broken), "--src-lang", "zh", "--tgt-lang", "en")
+    refused = cli_in_process("register", str(broken), "--src-lang", "zh", "--tgt-lang", "en")
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines()[-1].startswith("error: cannot import")
     # torchrun's folder records no languages: they must be given.
-    unnamed = cli("register", str(tmp_path / "model"))
+    unnamed = cli_in_process("register", str(tmp_path / "model"))
     assert unnamed.returncode != 0 and "records no languages" in unnamed.stderr
     assert db_fingerprint() == before
     assert not list(wb_home.glob("runs/import-*"))  # no half-copied folder left behind
 
-    done = cli("register", str(tmp_path / "model"), "--src-lang", "zh", "--tgt-lang", "en",
-               "--name", "ddp run")  # fmt: skip
+    done = cli_in_process("register", str(tmp_path / "model"), "--src-lang", "zh",
+                          "--tgt-lang", "en", "--name", "ddp run")  # fmt: skip
     assert done.returncode == 0, done.stderr
     version_id = json.loads(done.stdout.strip().splitlines()[-1])["version_id"]
     info = registry.get_version(version_id)
@@ -85,7 +85,7 @@ def test_two_gloo_ranks_end_with_identical_weights_and_register_as_a_version(
     assert info.metrics["world_size"] == 2 and info.param_count > 0
     assert (tmp_path / "model" / WEIGHTS_FILE).is_file()  # copied, the user's folder is kept
     sources = [s for s, _ in toy_pairs()[:3]]
-    translated = cli("translate", "--version", str(version_id), *sources)
+    translated = cli_in_process("translate", "--version", str(version_id), *sources)
     assert translated.returncode == 0, translated.stderr
     assert len(translated.stdout.splitlines()) == len(sources)
 

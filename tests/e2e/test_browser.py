@@ -337,7 +337,7 @@ def _flow(url: str, shots: Path, sync_playwright, expect) -> None:
             expect(page.get_by_role("radio", name="Continue from #1")).to_be_checked()
             page.get_by_text("Advanced").click()
             steps = page.locator(".st-key-train_max_steps input")
-            steps.fill("100")
+            steps.fill("30")
             steps.press("Enter")
             page.locator(".st-key-train_button button", has_text="Continue from #1").click()
             expect(page.get_by_text("version #2 is ready")).to_be_visible(

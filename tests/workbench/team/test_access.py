@@ -15,7 +15,7 @@ from unittest import mock
 import pytest
 
 from db.tables import Role
-from tests.helpers import cli, cli_in_process, make_toy_corpus, toy_pairs
+from tests.helpers import cli_in_process, make_toy_corpus, toy_pairs
 from ui import i18n
 from workbench import settings
 from workbench.corpus import corpora, glossary, importing, pairs
@@ -200,12 +200,12 @@ def test_the_command_line_acts_as_the_configured_local_admin(
         ("api-key-create", "--name", "translator", "--role", "editor"),  # an admin's write
     ]
     for args in steps:
-        result = cli(*args)
+        result = cli_in_process(*args)
         assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["role"] == "editor"
     (key,) = api_keys.list_keys()
     assert key.role == Role.EDITOR
-    result = cli("api-key-create", "--name", "x", "--role", "owner")
+    result = cli_in_process("api-key-create", "--name", "x", "--role", "owner")
     assert result.returncode == 2 and "invalid choice" in result.stderr
 
 

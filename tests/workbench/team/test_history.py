@@ -346,11 +346,13 @@ def test_version_changes_are_recorded_and_renames_undone(request: pytest.Fixture
 
 
 def test_the_command_line_lists_undoes_and_restores(wb_home: Path, tmp_path: Path) -> None:
-    from tests.helpers import cli, cli_in_process
+    from tests.helpers import cli_in_process
 
     data = tmp_path / "pairs.tsv"
     data.write_text("汤\tsoup\n面\tnoodles\n", encoding="utf-8")
-    made = cli("import", "--corpus", "Menus", "--src-lang", "zh", "--tgt-lang", "en", str(data))
+    made = cli_in_process(
+        "import", "--corpus", "Menus", "--src-lang", "zh", "--tgt-lang", "en", str(data)
+    )
     assert made.returncode == 0, made.stderr
     [corpus] = corpora.list_corpora()
     listed = cli_in_process("history", "--corpus", "Menus", "--json")

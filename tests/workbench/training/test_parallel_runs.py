@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import (
-    cli,
+    cli_in_process,
     cli_that_starts_a_worker,
     make_toy_corpus,
     start_worker,
@@ -84,7 +84,7 @@ def test_bad_process_counts_are_refused_before_anything_is_queued(wb_home: Path)
         with pytest.raises(WorkbenchError, match="Processes must"):
             runs.enqueue_training(corpus_id, processes=bad)
     assert run_info.list_runs() == []
-    refused = cli("train", "--corpus", str(corpus_id), "--processes", "0")
+    refused = cli_in_process("train", "--corpus", str(corpus_id), "--processes", "0")
     assert refused.returncode == 2 and refused.stderr.strip().startswith("error:")
 
 

@@ -1,5 +1,7 @@
 """Every page in a real browser 1400 px wide with the sidebar open, in English and 简体中文
-(issue 30 items 12 and 14): no page asks for anything outside 127.0.0.1 (the page icon came
+(issue 30 items 12 and 14), each at its own address and the first also at the root (issue
+19: /corpus answered "Page not found" because Streamlit serves its default page only at the
+root): no page asks for anything outside 127.0.0.1 (the page icon came
 from Google's font server: 48 console errors offline), no button label is cut ("Ren…"), and
 the tables whose columns the page talks about show them: the pairs' split, the Translate
 table's warning column, the History tab's state, the Models table's BLEU and chrF.
@@ -46,7 +48,6 @@ def app(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ap
 
 
 WIDE = {"width": 1400, "height": 1000}
-PAGES = tuple(ref.url_path for ref in navigation.PAGES)  # every page of the navigation
 # Buttons whose label is cut carry the full label as a title (Streamlit's ellipsis).
 _CUT_BUTTONS = """() => [...document.querySelectorAll('[data-testid="stMain"] button')]
     .filter(b => b.getBoundingClientRect().width > 0 && b.querySelector('[title]'))
@@ -94,9 +95,24 @@ def test_pages_fit_1400_px_and_call_nothing_outside(app: App) -> None:
                 ),
             )
             for lang, words in (("en", _ENGLISH), ("zh_Hans", _CHINESE)):
-                for name in PAGES:
-                    _open(page, f"{app.url}/{name}?lang={lang}")
-                    assert page.evaluate(_CUT_BUTTONS) == [], (lang, name)
+                for ref in navigation.PAGES:
+                    _open(page, f"{app.url}/{ref.url_path}?lang={lang}")
+                    assert page.evaluate(_CUT_BUTTONS) == [], (lang, ref.url_path)
+                    # every page opens at its own address (issue 19: /corpus answered "Page
+                    # not found", Streamlit serving its default page only at the root)
+                    expect(page.get_by_text("Page not found")).to_have_count(0)  # Streamlit's
+                    assert page.url.split("?")[0] == f"{app.url}/{ref.url_path}"
+                    if lang == "en":
+                        heading = page.get_by_role("heading", name=ref.title, exact=True)
+                        expect(heading).to_be_visible()
+                if lang == "en":  # the root opens the first page at its own address
+                    first = navigation.PAGES[0]
+                    _open(page, app.url)
+                    heading = page.get_by_role("heading", name=first.title, exact=True)
+                    expect(heading).to_be_visible()
+                    expect(page).to_have_url(
+                        re.compile(rf"{re.escape(app.url)}/{first.url_path}(\?.*)?$")
+                    )
                 split = _table_on(page, f"{app.url}/corpus?lang={lang}", words["pairs"])
                 assert split["fits"], split
                 page.get_by_role("tab", name=re.compile(words["history_tab"])).click()

@@ -96,7 +96,7 @@ def main() -> None:
 
     def run(knn: bool, texts: list[str]) -> tuple[list[str], float]:
         started = time.perf_counter()
-        out = recall.decode(args.version, texts, recall.DecodingOptions(args.beam, knn=knn))
+        out = recall.decode(args.version, texts, translation.DecodingOptions(args.beam, knn=knn))
         return [r.text for r in out], time.perf_counter() - started
 
     plain, plain_s = run(False, sources)

@@ -111,8 +111,9 @@ def batches(
 ) -> list[list[int]]:
     """Positions sorted by length, cut into batches of ≤ max_tokens source positions and ≤
     max_sentences sentences; beam search multiplies a batch by its width, so both are divided
-    by `beam`."""
-    max_tokens, max_sentences = max(1, max_tokens // beam), max(1, max_sentences // beam)
+    by `beam` (below 1: greedy's 1)."""
+    width = max(1, beam)
+    max_tokens, max_sentences = max(1, max_tokens // width), max(1, max_sentences // width)
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     out: list[list[int]] = []
     current: list[int] = []

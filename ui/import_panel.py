@@ -23,7 +23,8 @@ PREVIEW_ROWS = 20
 PREVIEW_COLUMNS = (N_("line"), N_("source"), N_("target"), N_("split"), N_("note"))
 REPORT_COLUMNS = (N_("line"), N_("severity"), N_("kind"), N_("message"))
 # The severities of the validation report (``import_checks.Severity``, stored in English): each
-# is its own message id, shown in the session's language.
+# is its own message id, shown in the session's language. Named here for the catalogue's
+# extraction only: the report translates the stored value itself.
 SEVERITIES = (N_("error"), N_("warning"), N_("duplicate"), N_("filtered"))
 
 

@@ -110,7 +110,7 @@ def render() -> None:
                     results, memory = recall.translate_with_memory(
                         version.id,
                         lines,
-                        recall.DecodingOptions(
+                        translation.DecodingOptions(
                             beam=beam, with_attention=True, engine=engine, knn=use_knn
                         ),
                         glossary=terms if use_glossary else None,

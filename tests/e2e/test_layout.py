@@ -110,6 +110,7 @@ def test_pages_fit_1400_px_and_call_nothing_outside(app: App) -> None:
                     _open(page, app.url)
                     heading = page.get_by_role("heading", name=first.title, exact=True)
                     expect(heading).to_be_visible()
+                    expect(page.get_by_text("Page not found")).to_have_count(0)
                     expect(page).to_have_url(
                         re.compile(rf"{re.escape(app.url)}/{first.url_path}(\?.*)?$")
                     )

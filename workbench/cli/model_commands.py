@@ -168,7 +168,8 @@ def _args_translate(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from workbench.memory.recall import DecodingOptions, translate_with_memory
+    from workbench.memory.recall import translate_with_memory
+    from workbench.models.translation import DecodingOptions
 
     if args.xliff is not None or args.out is not None:
         return _translate_xliff(args)

@@ -13,9 +13,10 @@ from workbench.corpus.corpora import CorpusRef
 from workbench.corpus.text_files import Data
 from workbench.corpus.xliff import FilledFile, fill_targets
 from workbench.errors import WorkbenchError
-from workbench.memory.recall import DecodingOptions, translate_with_memory
+from workbench.memory.recall import translate_with_memory
 from workbench.messages import N_
 from workbench.models.engines import ENGINES
+from workbench.models.translation import DecodingOptions
 
 BATCH = 1000  # runs of text decoded at a time
 

@@ -16,8 +16,8 @@ from workbench.errors import WorkbenchError
 from workbench.memory import datastore
 from workbench.memory.matches import Match, find_matches
 from workbench.models import registry, translation
-from workbench.models.engines import ENGINE_QUANTIZATION, ENGINES
-from workbench.models.translation import MEMORY_NEEDS_HANDWRITTEN
+from workbench.models.engines import ENGINES
+from workbench.models.translation import MEMORY_NEEDS_HANDWRITTEN, DecodingOptions
 
 MEMORY_ORIGIN = "memory"  # a translation's origin when an exact match gave it (else "model")
 
@@ -29,19 +29,6 @@ class Recalled:
 
     matches: list[Match]
     exact: Match | None
-
-
-@dataclass(frozen=True)
-class DecodingOptions:
-    """How sentences are decoded, whichever version and corpus: the choices the page, the CLI
-    and the HTTP API pass down to ``decode`` (requests with equal ones share a serving
-    batch, ``workbench.serving.batching``)."""
-
-    beam: int = 1  # 1: greedy
-    with_attention: bool = False  # add cross-attention heat-maps (``translation.translate``)
-    engine: str = ENGINES[0]
-    quantization: str = ENGINE_QUANTIZATION  # the CTranslate2 engine's weights
-    knn: bool = False  # with the corpus' kNN-MT datastore (the handwritten decoder only)
 
 
 def memory_corpus(version_id: int, corpus: CorpusRef | None) -> CorpusRef | None:

@@ -117,6 +117,19 @@ def load_for(version_id: int, engine: str = ENGINES[0]) -> None:
 
 
 @dataclass(frozen=True)
+class DecodingOptions:
+    """How sentences are decoded, whichever version and corpus: the choices the page, the CLI
+    and the HTTP API pass down to ``workbench.memory.recall.decode`` (requests with equal
+    ones share a serving batch, ``workbench.serving.batching``)."""
+
+    beam: int = 1  # 1: greedy
+    with_attention: bool = False  # add cross-attention heat-maps (``translate``)
+    engine: str = ENGINES[0]
+    quantization: str = ENGINE_QUANTIZATION  # the CTranslate2 engine's weights
+    knn: bool = False  # with the corpus' kNN-MT datastore (the handwritten decoder only)
+
+
+@dataclass(frozen=True)
 class InputCheck:
     """What a version can make of one input. Lengths count source pieces + the end marker."""
 

@@ -1,6 +1,7 @@
 """Concurrent requests for one version share decoder batches.
 
-Requests are queued per (version, decoding options: beam, attention, engine, kNN-MT memory).
+Requests are queued per (version, decoding options: beam, attention, engine, quantization,
+kNN-MT memory).
 A single decoding thread takes the queue whose first request is oldest; when it was idle it
 first waits a short window for more requests to arrive, then decodes whole requests together
 up to a sentence and character cap.
@@ -26,8 +27,10 @@ from typing import Any
 import torch
 
 from core_model.translator import TranslationResult
-from workbench.memory.recall import DecodingOptions
+from workbench.memory import recall
+from workbench.models import translation
 from workbench.models.engines import ENGINES
+from workbench.models.translation import DecodingOptions
 
 # (version_id, texts, options) -> one result per text
 TranslateFn = Callable[[int, list[str], DecodingOptions], list[TranslationResult]]
@@ -36,7 +39,7 @@ TranslateFn = Callable[[int, list[str], DecodingOptions], list[TranslationResult
 @dataclass(frozen=True)
 class Engine:
     """How batches are decoded: ``translate(version_id, texts, options)`` (one result per
-    text, in order; ``options`` a ``workbench.memory.recall.DecodingOptions``) and
+    text, in order; ``options`` a ``workbench.models.translation.DecodingOptions``) and
     ``load(version_id, engine)`` (loads the weights once per process)."""
 
     translate: TranslateFn
@@ -45,10 +48,7 @@ class Engine:
 
 def default_engine() -> Engine:
     """The workbench's translation service: the handwritten Transformer, or CTranslate2."""
-    from workbench.memory.recall import decode
-    from workbench.models.translation import load_for
-
-    return Engine(translate=decode, load=load_for)
+    return Engine(translate=recall.decode, load=translation.load_for)
 
 
 class Busy(Exception):

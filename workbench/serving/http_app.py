@@ -40,11 +40,10 @@ from workbench import settings
 from workbench.corpus.corpora import validate_lang
 from workbench.errors import PermissionDenied, WorkbenchError
 from workbench.memory import datastore
-from workbench.memory.recall import DecodingOptions
 from workbench.messages import N_
 from workbench.models import engines, registry
 from workbench.models.engines import ENGINES
-from workbench.models.translation import MEMORY_NEEDS_HANDWRITTEN, check_inputs
+from workbench.models.translation import MEMORY_NEEDS_HANDWRITTEN, DecodingOptions, check_inputs
 from workbench.serving import served
 from workbench.serving.batching import Engine, default_engine
 from workbench.serving.config import ServeConfig

@@ -19,9 +19,9 @@ from fastapi.responses import Response
 from starlette.datastructures import UploadFile
 
 from workbench.memory.file_translation import translate_xliff
-from workbench.memory.recall import DecodingOptions, Recalled, merged, recall
+from workbench.memory.recall import Recalled, merged, recall
 from workbench.models import registry
-from workbench.models.translation import MAX_BEAM
+from workbench.models.translation import MAX_BEAM, DecodingOptions
 from workbench.serving.protocol import ApiError, V1Match, V1TranslateRequest
 from workbench.serving.runtime import Server
 

@@ -18,7 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from core_model.translator import TranslationResult
 from workbench.errors import PermissionDenied, WorkbenchError
-from workbench.memory.recall import DecodingOptions
+from workbench.models.translation import DecodingOptions
 from workbench.serving import api_keys
 from workbench.serving.batching import Batcher, Busy, Engine
 from workbench.serving.config import ServeConfig

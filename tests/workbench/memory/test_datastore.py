@@ -33,7 +33,9 @@ def _open(trained: dict, corpus: str | None = None) -> datastore.Store:
 
 
 def _translate(trained: dict, text: str, beam: int = 1) -> str:
-    [result] = recall.decode(trained["version"], [text], recall.DecodingOptions(beam, knn=True))
+    [result] = recall.decode(
+        trained["version"], [text], translation.DecodingOptions(beam, knn=True)
+    )
     return result.text
 
 
@@ -129,7 +131,9 @@ def test_a_corrupt_store_is_rebuilt_not_a_crash(trained: dict) -> None:
 def test_ctranslate2_with_memory_is_refused_clearly(trained: dict) -> None:
     with pytest.raises(WorkbenchError, match="handwritten decoder"):
         recall.decode(
-            trained["version"], ["你好"], recall.DecodingOptions(engine="ctranslate2", knn=True)
+            trained["version"],
+            ["你好"],
+            translation.DecodingOptions(engine="ctranslate2", knn=True),
         )
 
 

@@ -22,8 +22,8 @@ from tests.helpers import (
 )
 from workbench import settings
 from workbench.errors import WorkbenchError
-from workbench.memory.recall import DecodingOptions
 from workbench.models import registry, translation
+from workbench.models.translation import DecodingOptions
 from workbench.serving import api_keys, launcher, served
 from workbench.serving.batching import BatchDone, Batcher, Busy, Engine, default_engine
 from workbench.serving.limits import RateLimiter

@@ -23,7 +23,7 @@ from workbench.errors import PermissionDenied, WorkbenchError
 from workbench.messages import Message
 from workbench.models import registry
 from workbench.serving import api_keys, served
-from workbench.team import access
+from workbench.team import access, history
 from workbench.team.access import Actor, Permission, acting_as
 from workbench.training import run_info, runs
 
@@ -199,10 +199,13 @@ def test_the_command_line_acts_as_the_configured_local_admin(
         ("import", "--corpus", "toy", "--src-lang", "zh", "--tgt-lang", "en", str(tsv)),
         ("api-key-create", "--name", "translator", "--role", "editor"),  # an admin's write
     ]
+    access.use_actor_source(None)  # as in a fresh process: the command line installs its own
     for args in steps:
         result = cli_in_process(*args)
         assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["role"] == "editor"
+    (toy,) = corpora.list_corpora()
+    assert history.actors(toy.id) == ["ops@lab.example"]  # the import, by the named admin
     (key,) = api_keys.list_keys()
     assert key.role == Role.EDITOR
     result = cli_in_process("api-key-create", "--name", "x", "--role", "owner")

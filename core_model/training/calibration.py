@@ -238,9 +238,8 @@ def measure_candidate(
     run continues (a version's or a public checkpoint's: its size, not the preset's), else of
     the candidate's preset at its vocabulary; at the candidate's batch either way, on batches
     of `lengths` (`CorpusFacts.length_mix`; a run of `run_pairs` pairs), at each precision the
-    run may train
-    (`precision.candidate_precisions`); each measurement takes at most `BUDGET_SHARE` of a
-    minutes budget (a test's few seconds give two steps)."""
+    run may train (`precision.candidate_precisions`); each measurement takes at most
+    `BUDGET_SHARE` of a minutes budget (a test's few seconds give two steps)."""
     mcfg = model or setup.candidate_model(candidate)
     budget_s = candidate.time_budget_s or CALIBRATION_S / BUDGET_SHARE
     # the size decides whether bf16 is a candidate: counted only when 'auto' asks

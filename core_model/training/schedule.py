@@ -138,16 +138,11 @@ class BudgetClock:
         budget = self.training_s()
         return None if budget is None else budget - self.elapsed()
 
-    def tokens_per_s(self) -> float | None:
-        """This attempt's speed so far, validations included (None before its first step)."""
-        spent = self.elapsed() - self.resumed_s
-        done = self.tokens - self.start_tokens
-        return done / spent if done > 0 and spent > 0 else None
-
-    def step_tokens_per_s(self) -> float | None:
-        """This attempt's speed in its training steps alone (validations and checkpoints left
-        out): the figure a calibration, which times steps, predicts."""
-        spent = self.elapsed() - self.resumed_s - self.between_epochs_s
+    def tokens_per_s(self, steps_only: bool = False) -> float | None:
+        """This attempt's speed so far, validations included (None before its first step);
+        `steps_only`: in its training steps alone, the validations and checkpoints between
+        epochs left out — the figure a calibration, which times steps, predicts."""
+        spent = self.elapsed() - self.resumed_s - (self.between_epochs_s if steps_only else 0.0)
         done = self.tokens - self.start_tokens
         return done / spent if done > 0 and spent > 0 else None
 

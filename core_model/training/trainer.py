@@ -367,7 +367,7 @@ class Trainer:
         """The run against its plan, for the Train page and the metrics: the speed planned at
         the start, the real one (validations included) and that of its steps alone (what the
         calibration timed), every re-plan and every change of threads."""
-        real, steps = self.clock.tokens_per_s(), self.clock.step_tokens_per_s()
+        real, steps = self.clock.tokens_per_s(), self.clock.tokens_per_s(steps_only=True)
         return {
             "planned_tokens_per_s": (
                 None

@@ -1,10 +1,9 @@
 """Concurrent requests for one version share decoder batches.
 
 Requests are queued per (version, decoding options: beam, attention, engine, quantization,
-kNN-MT memory).
-A single decoding thread takes the queue whose first request is oldest; when it was idle it
-first waits a short window for more requests to arrive, then decodes whole requests together
-up to a sentence and character cap.
+kNN-MT memory). A single decoding thread takes the queue whose first request is oldest; when
+it was idle it first waits a short window for more requests to arrive, then decodes whole
+requests together up to a sentence and character cap.
 While it decodes, new requests queue up and form the next batch, so under load every batch is
 as large as the traffic allows and no request waits for more than one batch ahead of it.
 Requests are never split, and a request whose caller gave up (timeout) is skipped.

@@ -325,24 +325,30 @@ def _downloads(result: evaluation.Comparison, shown: dict[str, Any]) -> None:
         versions=", ".join(f"#{v}" for v in shown["versions"]),
         corpus=shown["corpus"],
     )
-    cols = st.columns(2)
-    cols[0].download_button(
-        _("Download CSV"),
-        data=lambda: comparison_report.comparison_csv(result),
-        file_name=f"comparison-{versions}.csv",
-        mime="text/csv",
-        icon=":material/download:",
-        key="compare_csv",
-        on_click="ignore",
-        width="stretch",
+    downloads = (  # label, contents (made when clicked), file type, MIME type, icon
+        (
+            _("Download CSV"),
+            lambda: comparison_report.comparison_csv(result),
+            "csv",
+            "text/csv",
+            ":material/download:",
+        ),
+        (
+            _("Download HTML report"),
+            lambda: comparison_report.comparison_html(result, title, str(shown["basis"])),
+            "html",
+            "text/html",
+            ":material/description:",
+        ),
     )
-    cols[1].download_button(
-        _("Download HTML report"),
-        data=lambda: comparison_report.comparison_html(result, title, str(shown["basis"])),
-        file_name=f"comparison-{versions}.html",
-        mime="text/html",
-        icon=":material/description:",
-        key="compare_html",
-        on_click="ignore",
-        width="stretch",
-    )
+    for col, (label, data, kind, mime, icon) in zip(st.columns(2), downloads, strict=True):
+        col.download_button(
+            label,
+            data=data,
+            file_name=f"comparison-{versions}.{kind}",
+            mime=mime,
+            icon=icon,
+            key=f"compare_{kind}",
+            on_click="ignore",
+            width="stretch",
+        )

@@ -49,15 +49,10 @@ def tab_labels() -> list[str]:
 
 
 def render() -> None:
-    feedback.page_header(
-        _("Corpus"),
-        _("The sentence pairs your models learn from: curate, import, export, inspect."),
-    )
     all_corpora = corpora.list_corpora()
     if not all_corpora:
-        st.info(
-            _("No corpus yet. Create one below, then add pairs in the table or import a file."),
-            icon=":material/info:",
+        feedback.empty_state(
+            _("No corpus yet. Create one below, then add pairs in the table or import a file.")
         )
         with st.container(border=True):
             create_form()

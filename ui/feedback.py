@@ -63,21 +63,19 @@ def _sentence(message: str) -> str:
     return message[0].upper() + message[1:]
 
 
-def guarded(render: Callable[[], None]) -> Callable[[], None]:
-    """``render`` inside the error boundary: no traceback ever reaches the browser."""
+def page(ref: navigation.PageRef) -> Callable[[], None]:
+    """What every page draws: its title (as the navigation names it), the line on what it is
+    for, the messages left by the last action, then its body; all of it inside the error
+    boundary, so no traceback ever reaches the browser."""
 
-    def page() -> None:
+    def draw() -> None:
         with error_boundary():
-            render()
+            st.title(ref.label, anchor=False)
+            st.caption(translate(ref.caption))
+            show_flashes()
+            ref.render()
 
-    return page
-
-
-def page_header(title: str, caption: str) -> None:
-    """Title, one line on what the page is for, then the messages left by the last action."""
-    st.title(title, anchor=False)
-    st.caption(caption)
-    show_flashes()
+    return draw
 
 
 def flash(message: str, kind: str = "success") -> None:
@@ -91,7 +89,9 @@ def show_flashes() -> None:
         getattr(st, kind, st.info)(message, icon=icon)
 
 
-def no_versions_notice(message: str) -> None:
-    """The empty state of the pages that need a trained version."""
+def empty_state(message: str, go_to: navigation.PageRef | None = None) -> None:
+    """What a page shows while it has nothing to work on yet (no corpus, no version): why,
+    and a link to the page where that starts."""
     st.info(message, icon=":material/info:")
-    navigation.link(navigation.TRAIN, _("Go to Train"))
+    if go_to is not None:
+        navigation.link(go_to, _("Go to {page}", page=go_to.label))

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, memory_panel, pickers
+from ui import charts, feedback, formatting, memory_panel, navigation, pickers
 from ui.i18n import N_, _, localized, translate
 from workbench.evaluation import inspection
 from workbench.memory import explanation
@@ -81,20 +81,14 @@ def _side_label(side: str) -> str:
 
 
 def render() -> None:
-    feedback.page_header(
-        _("Inspect"),
-        _(
-            "Watch a version translate one sentence: its pieces and positions, every layer's "
-            "and head's attention, each decoding step, and the beam search tree."
-        ),
-    )
     versions = registry.list_versions()
     if not versions:
-        feedback.no_versions_notice(
+        feedback.empty_state(
             _(
                 "No model version yet: train one on the Train page, then come back here to look "
                 "inside it."
-            )
+            ),
+            go_to=navigation.TRAIN,
         )
         return
     with st.container(border=True):

@@ -15,6 +15,7 @@ from ui import (
     dialogs,
     feedback,
     formatting,
+    navigation,
     pickers,
     public_model_panel,
     serving_panel,
@@ -28,16 +29,14 @@ from workbench.training import run_info
 
 
 def render() -> None:
-    feedback.page_header(
-        _("Models"), _("Every trained version, its scores, and side-by-side comparisons.")
-    )
     versions = registry.list_versions()
     if not versions:
-        feedback.no_versions_notice(
+        feedback.empty_state(
             _(
                 "No model version yet: start a run on the Train page; when it succeeds its "
                 "version appears here."
-            )
+            ),
+            go_to=navigation.TRAIN,
         )
         public_model_panel.render()
         return

@@ -1,4 +1,5 @@
-"""The pages of the app: their module, address, title and icon, and links between them.
+"""The pages of the app: their module, address, title, icon and caption, and links between
+them.
 
 Each page is the ``render`` callable of its module, which is imported the first time the page
 runs: the first page a browser opens paints before the others' imports (torch, via the
@@ -23,12 +24,14 @@ from ui.i18n import N_, translate
 
 @dataclass(frozen=True)
 class PageRef:
-    """Where a page lives (its module and URL path) and how the navigation shows it."""
+    """Where a page lives (its module and URL path), how the navigation shows it, and the
+    line under its title on what it is for (``ui.feedback.page`` draws both)."""
 
     module: str
     url_path: str
     title: str  # a message id: ``label`` is what the navigation shows
     icon: str
+    caption: str  # a message id
 
     @property
     def label(self) -> str:
@@ -40,13 +43,64 @@ class PageRef:
         importlib.import_module(self.module).render()
 
 
-CORPUS = PageRef("ui.corpus_page", "corpus", N_("Corpus"), ":material/dataset:")
-TRAIN = PageRef("ui.train_page", "train", N_("Train"), ":material/model_training:")
-TRANSLATE = PageRef("ui.translate_page", "translate", N_("Translate"), ":material/translate:")
-INSPECT = PageRef("ui.inspect_page", "inspect", N_("Inspect"), ":material/visibility:")
-MODELS = PageRef("ui.models_page", "models", N_("Models"), ":material/deployed_code:")
-REVIEW = PageRef("ui.review_page", "review", N_("Review"), ":material/rate_review:")
-TEAM = PageRef("ui.team_page", "team", N_("Team"), ":material/group:")
+CORPUS = PageRef(
+    "ui.corpus_page",
+    "corpus",
+    N_("Corpus"),
+    ":material/dataset:",
+    N_("The sentence pairs your models learn from: curate, import, export, inspect."),
+)
+TRAIN = PageRef(
+    "ui.train_page",
+    "train",
+    N_("Train"),
+    ":material/model_training:",
+    N_(
+        "Train a Transformer on a corpus. Training runs in a background worker: you can "
+        "leave this page, reload it or restart the app."
+    ),
+)
+TRANSLATE = PageRef(
+    "ui.translate_page",
+    "translate",
+    N_("Translate"),
+    ":material/translate:",
+    N_("Translate with any stored model version; inspect and correct its output."),
+)
+INSPECT = PageRef(
+    "ui.inspect_page",
+    "inspect",
+    N_("Inspect"),
+    ":material/visibility:",
+    N_(
+        "Watch a version translate one sentence: its pieces and positions, every layer's "
+        "and head's attention, each decoding step, and the beam search tree."
+    ),
+)
+MODELS = PageRef(
+    "ui.models_page",
+    "models",
+    N_("Models"),
+    ":material/deployed_code:",
+    N_("Every trained version, its scores, and side-by-side comparisons."),
+)
+REVIEW = PageRef(
+    "ui.review_page",
+    "review",
+    N_("Review"),
+    ":material/rate_review:",
+    N_(
+        "What to correct next: the sentences your model is least sure of, to check and add "
+        "to the corpus."
+    ),
+)
+TEAM = PageRef(
+    "ui.team_page",
+    "team",
+    N_("Team"),
+    ":material/group:",
+    N_("Who may sign in to this workbench, and what each of them may do."),
+)
 PAGES = (
     CORPUS,
     TRAIN,

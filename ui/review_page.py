@@ -25,16 +25,9 @@ JOB_REFRESH_S = 2.0
 
 
 def render() -> None:
-    feedback.page_header(
-        _("Review"),
-        _(
-            "What to correct next: the sentences your model is least sure of, to check and add "
-            "to the corpus."
-        ),
-    )
     all_corpora = corpora.list_corpora()
     if not all_corpora:
-        st.info(_("No corpus yet: create one on the Corpus page first."), icon=":material/info:")
+        feedback.empty_state(_("No corpus yet: create one on the Corpus page first."))
         return
     current = pickers.corpus_picker(all_corpora, key="review_corpus")
     stats = pool.pool_stats(current.id)

@@ -27,9 +27,6 @@ MEMBER_COLUMNS = (N_("e-mail"), N_("role"), N_("added by"))  # message ids, show
 
 
 def render() -> None:
-    feedback.page_header(
-        _("Team"), _("Who may sign in to this workbench, and what each of them may do.")
-    )
     st.dataframe(
         pd.DataFrame(
             [

@@ -22,17 +22,12 @@ from workbench.training import continuation, run_info, runs, train_options, work
 
 
 def render() -> None:
-    feedback.page_header(
-        _("Train"),
-        _(
-            "Train a Transformer on a corpus. Training runs in a background worker: you can "
-            "leave this page, reload it or restart the app."
-        ),
-    )
     all_corpora = corpora.list_corpora()
     if not all_corpora:
-        st.info(_("No corpus yet: create one and add pairs on the Corpus page first."))
-        navigation.link(navigation.CORPUS, _("Go to Corpus"))
+        feedback.empty_state(
+            _("No corpus yet: create one and add pairs on the Corpus page first."),
+            go_to=navigation.CORPUS,
+        )
         return
 
     if can(Permission.TRAIN):

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, memory_panel, pickers
+from ui import charts, feedback, formatting, memory_panel, navigation, pickers
 from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import settings
@@ -30,17 +30,14 @@ MAX_MAP_PIECES = 80
 
 
 def render() -> None:
-    feedback.page_header(
-        _("Translate"),
-        _("Translate with any stored model version; inspect and correct its output."),
-    )
     versions = registry.list_versions()
     if not versions:
-        feedback.no_versions_notice(
+        feedback.empty_state(
             _(
                 "No model version yet: train one on the Train page (the demo corpus trains in "
                 "about a minute), then come back here."
-            )
+            ),
+            go_to=navigation.TRAIN,
         )
         return
 

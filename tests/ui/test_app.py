@@ -48,6 +48,14 @@ def test_first_start_seeds_the_demo_corpus(wb_home: Path) -> None:
 # What a page works on, read from the page itself (so a new page in ui.navigation needs no
 # entry here): the shared picker it draws (ui.pickers), and the hint it gives without any.
 SHARED_PICKERS = {"Corpus": "No corpus yet", "Model version": "No model version yet"}
+# Where an empty page sends the user (feedback.empty_state): a page needing a version to Train,
+# Train to Corpus; the Corpus page creates its corpus itself, the Review page names the page.
+EMPTY_LINKS = {
+    "train": ["Go to Corpus"],
+    "translate": ["Go to Train"],
+    "inspect": ["Go to Train"],
+    "models": ["Go to Train"],
+}
 
 
 @pytest.mark.parametrize("page", list(PAGES))
@@ -57,6 +65,7 @@ def test_empty_database_says_what_to_do(wb_home: Path, no_demo: None, page: str)
     assert not [s for s in at.selectbox if s.label in SHARED_PICKERS]  # nothing to pick yet
     hint = texts(at.info)
     assert [h for h in SHARED_PICKERS.values() if h in hint], hint
+    assert [link.value for link in at.get("page_link")] == EMPTY_LINKS.get(page, [])
 
 
 @pytest.mark.parametrize("page", list(PAGES))

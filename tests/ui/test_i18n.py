@@ -145,7 +145,7 @@ def test_every_page_renders_in_chinese(page: str) -> None:
     at = open_page(page, lang="zh_Hans")
     assert not at.error, texts(at.error)
     assert at.title[0].value == ZH_TITLES[page]
-    under_title = at.main.caption[0].value  # what the page is for (feedback.page_header)
+    under_title = at.main.caption[0].value  # what the page is for (feedback.page)
     assert chinese(under_title), under_title
     assert at.sidebar.radio(key="ui_language").value == "zh_Hans"
 
@@ -157,6 +157,8 @@ def test_empty_pages_say_what_to_do_in_chinese(page: str) -> None:
     assert not at.error, texts(at.error)
     hint = texts(at.info)
     assert chinese(hint) and not ENGLISH_HINT.search(hint), hint
+    links = [link.value for link in at.get("page_link")]  # where to start: "前往训练"
+    assert all(chinese(label) for label in links), links
 
 
 @pytest.mark.usefixtures("team")

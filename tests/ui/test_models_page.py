@@ -46,8 +46,12 @@ def test_models_compare_versions(populated: Trained) -> None:
     assert_clean(at)
     deltas = list(at.dataframe[2].value[f"Δ chrF {other}"])
     assert deltas == sorted(deltas)
-    downloads = [b.proto.label for b in at.get("download_button")]
-    assert {"Download CSV", "Download HTML report"} <= set(downloads)
+    downloads = {b.proto.label: b.proto for b in at.get("download_button")}
+    for label, key, icon in (
+        ("Download CSV", "compare_csv", ":material/download:"),
+        ("Download HTML report", "compare_html", ":material/description:"),
+    ):
+        assert key in downloads[label].id and downloads[label].icon == icon, downloads[label]
     assert f"Scores on “{demo.DEMO_NAME}”** · test · 4 pairs · greedy" in texts(at.markdown)
     assert "Only 4 test pairs" in texts(at.warning)
 

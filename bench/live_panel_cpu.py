@@ -19,8 +19,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,12 +36,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_http(url: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -52,16 +44,6 @@ def wait_http(url: str, timeout: float = 60) -> None:
                 return
         time.sleep(0.3)
     raise RuntimeError(f"{url} did not answer in time")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def main() -> None:
@@ -79,6 +61,7 @@ def main() -> None:
     os.environ.update(WORKBENCH_HOME=str(home))
     os.environ.pop("WORKBENCH_DB_URL", None)
     sys.path.insert(0, str(ROOT))
+    from bench.processes import free_port, stop
     from workbench.corpus import demo
     from workbench.team import access
     from workbench.training import run_info, runs
@@ -135,7 +118,7 @@ def main() -> None:
             runs.cancel_run(run_id)
     finally:
         for proc in reversed(procs):
-            stop(proc)
+            stop(proc, grace_s=10)
         log.close()
     warnings = [
         line

@@ -13,6 +13,7 @@ import io
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 import torch
@@ -107,30 +108,50 @@ def _vocabulary(protos: list[bytes], size: int | None, multilingual: bool, drop_
     return {p: i for i, p in enumerate(pieces)}
 
 
-OPUS_MT_VOCABULARY = 58_101  # opus-mt-de-en's
+# An OPUS-MT model's size in `save_random_marian`'s terms: the size the recipe's pretrained
+# branch and the benchmarks (import time, fine-tuning speed) are about.
+OPUS_MT_SIZE = {
+    "d_model": 512,
+    "layers": 6,
+    "heads": 8,
+    "ffn": 2048,
+    "vocab_size": 58_101,  # opus-mt-de-en's
+    "max_positions": 512,
+}
+
+
+def _config_json(
+    *,
+    d_model: int,
+    layers: int,
+    heads: int,
+    ffn: int,
+    vocab_size: int,
+    max_positions: int,
+    activation: str = "swish",
+) -> dict[str, Any]:
+    """The fields of a Marian config.json (`transformers.MarianConfig`'s keywords) that say a
+    model's size; <pad> is the vocabulary's last entry, as in OPUS-MT's."""
+    return {
+        "d_model": d_model,
+        "encoder_layers": layers,
+        "decoder_layers": layers,
+        "encoder_attention_heads": heads,
+        "decoder_attention_heads": heads,
+        "encoder_ffn_dim": ffn,
+        "decoder_ffn_dim": ffn,
+        "vocab_size": vocab_size,
+        "pad_token_id": vocab_size - 1,
+        "max_position_embeddings": max_positions,
+        "activation_function": activation,
+        "scale_embedding": True,
+    }
 
 
 def opus_mt_config() -> ModelConfig:
     """Our ModelConfig of an OPUS-MT model (6+6 layers, d_model 512, 8 heads, FFN 2,048,
-    opus-mt-de-en's 58k vocabulary), as `core_model.marian` opens its config.json: the size
-    the recipe's pretrained branch and the benchmark's fine-tuning speed are about."""
-    return model_config(
-        {
-            "d_model": 512,
-            "encoder_layers": 6,
-            "decoder_layers": 6,
-            "encoder_attention_heads": 8,
-            "decoder_attention_heads": 8,
-            "encoder_ffn_dim": 2048,
-            "decoder_ffn_dim": 2048,
-            "vocab_size": OPUS_MT_VOCABULARY,
-            "pad_token_id": OPUS_MT_VOCABULARY - 1,
-            "max_position_embeddings": 512,
-            "activation_function": "swish",
-            "scale_embedding": True,
-        },
-        unk_id=1,
-    )
+    opus-mt-de-en's 58k vocabulary), as `core_model.marian` opens its config.json."""
+    return model_config(_config_json(**OPUS_MT_SIZE), unk_id=1)
 
 
 def save_random_marian(
@@ -165,19 +186,17 @@ def save_random_marian(
         encoding="utf-8",
     )
     pad = len(vocab) - 1
-    config = MarianConfig(
-        vocab_size=len(vocab),
+    size = _config_json(
         d_model=d_model,
-        encoder_layers=layers,
-        decoder_layers=layers,
-        encoder_attention_heads=heads,
-        decoder_attention_heads=heads,
-        encoder_ffn_dim=ffn,
-        decoder_ffn_dim=ffn,
-        max_position_embeddings=max_positions,
-        activation_function=activation,
-        scale_embedding=True,
-        pad_token_id=pad,
+        layers=layers,
+        heads=heads,
+        ffn=ffn,
+        vocab_size=len(vocab),
+        max_positions=max_positions,
+        activation=activation,
+    )
+    config = MarianConfig(
+        **size,
         eos_token_id=0,
         decoder_start_token_id=pad,
         forced_eos_token_id=None,

@@ -50,22 +50,13 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from bench.marian_checkpoint import OPUS_MT_VOCABULARY, save_random_marian
+    from bench.marian_checkpoint import OPUS_MT_SIZE, save_random_marian
     from core_model.marian import read_marian
     from workbench.models import model_import, registry
 
     report: dict = {"threads": args.threads, "cpu_count": os.cpu_count()}
     started = time.perf_counter()
-    folder = save_random_marian(
-        workdir / "opus-mt-zh-en",
-        d_model=512,
-        layers=6,
-        heads=8,
-        ffn=2048,
-        spm_size=2_000,
-        vocab_size=OPUS_MT_VOCABULARY,
-        max_positions=512,
-    )
+    folder = save_random_marian(workdir / "opus-mt-zh-en", spm_size=2_000, **OPUS_MT_SIZE)
     report["build_random_checkpoint_s"] = round(time.perf_counter() - started, 2)
     report["checkpoint_mb"] = round(sum(f.stat().st_size for f in folder.iterdir()) / 2**20, 1)
 

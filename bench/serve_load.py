@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 import httpx
 
 from bench import data
+from bench.processes import free_port, stop
 from workbench.serving.metrics import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,12 +44,6 @@ TARGET_RATIO = 4.0
 def percentile_ms(values: list[float], q: float) -> float:
     """The q-quantile of latencies in seconds, in milliseconds."""
     return round(percentile(values, q) * 1000, 1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(*args: str) -> tuple[subprocess.Popen, str]:
@@ -77,20 +71,8 @@ def start_server(*args: str) -> tuple[subprocess.Popen, str]:
             time.sleep(0.5)
         raise SystemExit("error: the server did not become ready")
     except BaseException:
-        stop_server(proc)
+        stop(proc, grace_s=30)
         raise
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """Stop the server this script started (its PID only)."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def decoder_counters(url: str, version_id: int) -> tuple[float, float]:
@@ -217,12 +199,12 @@ def main() -> None:
     try:
         baseline = measure(url, version_id, pool, 1, args.seconds)
     finally:
-        stop_server(proc)
+        stop(proc, grace_s=30)
     proc, url = start_server()
     try:
         batched = {str(n): measure(url, version_id, pool, n, args.seconds) for n in args.clients}
     finally:
-        stop_server(proc)
+        stop(proc, grace_s=30)
 
     most = str(max(args.clients))
     ratio = batched[most]["sentences_per_s"] / max(baseline["sentences_per_s"], 1e-9)

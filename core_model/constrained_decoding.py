@@ -108,8 +108,8 @@ def constrained_beam_search(
         last = [[h.tokens[-1] if h.tokens else cfg.bos_id] for h in live]
         step_input = torch.tensor(last, dtype=torch.long, device=device)  # [N, 1]
         # The N rows share the sentence's memory: cached cross-attention reads it once.
-        logits, _ = model.decode(step_input, memory, src_mask, cache)  # [N, 1, V]
-        log_probs = logits[:, -1].float()  # [N, V]
+        hidden, _ = model.decode_states(step_input, memory, src_mask, cache)  # [N, 1, D]
+        log_probs = model.generator(hidden)[:, -1].float()  # [N, V]
         log_probs[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")
         log_probs = log_probs.log_softmax(dim=-1)
         if may_follow is not None:

@@ -102,7 +102,7 @@ def cross_attention(model: Transformer, result: TranslationResult) -> torch.Tens
     src = torch.tensor([result.src_ids], device=device)  # [1, S]
     tgt = torch.tensor([[model.cfg.bos_id, *result.out_ids]], device=device)  # [1, T_out + 1]
     memory, src_mask = model.encode(src)
-    _, weights = model.decode(tgt, memory, src_mask, need_weights=True)  # [1, T_out + 1, S]
+    _, weights = model.decode_states(tgt, memory, src_mask, need_weights=True)  # [1, T_out + 1, S]
     return weights[0, : len(result.out_pieces)].float().cpu()
 
 

@@ -9,6 +9,7 @@ order:
 - `masks`                §3.2.3 padding and causal (auto-regressive) masks
 - `feed_forward`         §3.3 Position-wise Feed-Forward Networks
 - `dropout`, `residual`  §5.4 Residual Dropout around every sub-layer, with layer normalisation
+- `layer_stack`          §3.1 a stack of N identical layers (+ a pre-norm stack's final norm)
 - `encoder`, `decoder`   §3.1 Encoder and Decoder Stacks
 - `model`                §3 the encoder-decoder `Transformer` assembled from the parts
 """

@@ -13,6 +13,7 @@ from torch import nn
 from core_model.transformer.attention import KeyValueCache, MultiHeadAttention
 from core_model.transformer.config import ModelConfig
 from core_model.transformer.feed_forward import PositionwiseFeedForward
+from core_model.transformer.layer_stack import LayerStack
 from core_model.transformer.residual import ResidualSublayer
 
 
@@ -96,11 +97,11 @@ class DecoderLayer(nn.Module):
         return y, LayerWeights(self_weights, cross_weights)
 
 
-class Decoder(nn.Module):
+class Decoder(LayerStack):
+    """N = cfg.n_decoder_layers decoder layers; with a cache, a step at a time."""
+
     def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
-        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        super().__init__(DecoderLayer, cfg.n_decoder_layers, cfg)
 
     def forward(
         self,

@@ -8,6 +8,7 @@ from torch import nn
 from core_model.transformer.attention import MultiHeadAttention
 from core_model.transformer.config import ModelConfig
 from core_model.transformer.feed_forward import PositionwiseFeedForward
+from core_model.transformer.layer_stack import LayerStack
 from core_model.transformer.residual import ResidualSublayer
 
 
@@ -32,13 +33,11 @@ class EncoderLayer(nn.Module):
         return x, weights
 
 
-class Encoder(nn.Module):
-    """N = cfg.n_encoder_layers layers; pre-norm stacks end with a LayerNorm of their own."""
+class Encoder(LayerStack):
+    """N = cfg.n_encoder_layers encoder layers."""
 
     def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
-        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        super().__init__(EncoderLayer, cfg.n_encoder_layers, cfg)
 
     def forward(
         self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False

@@ -112,23 +112,6 @@ class Transformer(nn.Module):
         memory, weights = self.encoder(x, src_mask, need_weights)
         return memory, src_mask, weights
 
-    def decode(
-        self,
-        tgt_in_ids: torch.Tensor,
-        memory: torch.Tensor,
-        src_mask: torch.Tensor,
-        cache: DecoderCache | None = None,
-        need_weights: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """tgt_in_ids [B, T] (BOS + prefix) -> (logits [B, T, V], cross-attention [B, T, S] | None).
-
-        With a cache, pass only the newest token ([B, 1]): earlier positions' keys and values
-        are in the cache, so no causal mask is needed. The cross-attention drawn on the
-        Translate page is the last layer's, averaged over heads: only that layer pays for it.
-        """
-        hidden, attention = self.decode_states(tgt_in_ids, memory, src_mask, cache, need_weights)
-        return self.generator(hidden), attention
-
     def decode_states(
         self,
         tgt_in_ids: torch.Tensor,
@@ -137,9 +120,15 @@ class Transformer(nn.Module):
         cache: DecoderCache | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`decode` before §3.4's pre-softmax projection: (the decoder's final hidden states
-        [B, T, D], cross-attention [B, T, S] | None). kNN-MT (``core_model.retrieval``)
-        searches its datastore with these states."""
+        """tgt_in_ids [B, T] (BOS + prefix) -> (the decoder's final hidden states [B, T, D],
+        cross-attention [B, T, S] | None). §3.4's pre-softmax projection, `self.generator`,
+        turns the states into logits [B, T, V]; kNN-MT (``core_model.retrieval``) searches its
+        datastore with the states themselves.
+
+        With a cache, pass only the newest token ([B, 1]): earlier positions' keys and values
+        are in the cache, so no causal mask is needed. The cross-attention drawn on the
+        Translate page is the last layer's, averaged over heads: only that layer pays for it.
+        """
         last = self.cfg.n_decoder_layers - 1
         hidden, weights = self._decode(
             tgt_in_ids, memory, src_mask, cache, (last,) if need_weights else ()
@@ -182,5 +171,5 @@ class Transformer(nn.Module):
     def forward(self, src_ids: torch.Tensor, tgt_in_ids: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: src_ids [B, S], tgt_in_ids [B, T] -> logits [B, T, V]."""
         memory, src_mask = self.encode(src_ids)
-        logits, _ = self.decode(tgt_in_ids, memory, src_mask)
-        return logits
+        hidden, _ = self.decode_states(tgt_in_ids, memory, src_mask)
+        return self.generator(hidden)

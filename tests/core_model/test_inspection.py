@@ -104,8 +104,8 @@ def test_greedy_steps_are_the_decoders_own(loaded: LoadedModel, model: Transform
     # vocabulary with PAD and BOS never output
     with torch.no_grad():
         memory, src_mask = model.encode(src)
-        logits, _ = model.decode(torch.tensor([[1]]), memory, src_mask)
-    logits = logits[0, -1]
+        hidden, _ = model.decode_states(torch.tensor([[1]]), memory, src_mask)
+    logits = model.generator(hidden)[0, -1]
     logits[[0, 1]] = float("-inf")
     probs, ids = logits.softmax(-1).topk(5)
     first = seen.greedy[0]

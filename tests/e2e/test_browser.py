@@ -18,7 +18,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+
+from bench.processes import free_port, stop
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,12 +65,6 @@ def launch(p: Any) -> Any:
     return p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -91,12 +86,7 @@ def _stop(proc: subprocess.Popen | int) -> None:
     is waited for, which made every stop wait the whole grace period), or the PID of one
     the app started."""
     if isinstance(proc, subprocess.Popen):
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, grace_s=5)
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(proc, signal.SIGTERM)
@@ -175,7 +165,7 @@ def app(tmp_path: Path) -> Iterator[App]:
 def running_app(home: Path, log_path: Path) -> Iterator[App]:
     """`make run`'s app on the data folder ``home``, logging to ``log_path``; stopped (with
     the workers it spawned) by PID at the end."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("WORKBENCH_DB_URL", None)
     log = open(log_path, "wb")  # noqa: SIM115 (closed below)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import signal
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+from bench.processes import stop
 from tests.helpers import ROOT, free_port, wait_for
 
 LISTEN = "0A"  # TCP state LISTEN in /proc/net/tcp*
@@ -67,10 +67,4 @@ def test_streamlit_run_binds_loopback_only(tmp_path: Path) -> None:
         assert proc.poll() is None, log.read_text()
         assert _listening_addresses(port) == {"127.0.0.1"}, log.read_text()
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, grace_s=20)

@@ -246,7 +246,9 @@ def fine_tune_note(
         st.spinner(_("Timing a few training steps of the model on this machine…")),
     ):
         note = continuation.fine_tune_note(
-            version_id, current.id, minutes=minutes, epochs=epochs, device=device
+            continuation.Continuation(
+                version_id, current.id, minutes=minutes, epochs=epochs, device=device
+            )
         )
         if note is not None:
             st.info(localized(note), icon=":material/hourglass_top:")

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from dataclasses import fields
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -26,6 +27,7 @@ from workbench.errors import WorkbenchError
 from workbench.messages import MessageId
 
 Row = TypeVar("Row")
+Record = TypeVar("Record")
 
 
 def engine() -> Engine:
@@ -61,3 +63,11 @@ def get_row(session: Session, table: type[Row], row_id: int, missing: MessageId)
     if row is None:
         raise WorkbenchError(missing, id=row_id)
     return row
+
+
+def record_of(record: type[Record], row: object, **given: Any) -> Record:
+    """The plain dataclass ``record`` of the ORM ``row`` (services return these, never rows):
+    every field the row has a column of the same name for is copied; ``given`` holds the rest
+    and the columns that are converted (a JSON column copied, a NULL read as 0)."""
+    names = [f.name for f in fields(record) if f.name not in given]  # type: ignore[arg-type]
+    return record(**{name: getattr(row, name) for name in names}, **given)

@@ -40,7 +40,7 @@ from workbench import settings
 from workbench.corpus.text_rules import normalize_text, strip_invisible, validate_name
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
-from workbench.storage import get_row, session_scope
+from workbench.storage import get_row, record_of, session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
 
@@ -82,28 +82,14 @@ class VersionInfo:
 
 
 def _to_info(v: ModelVersion, corpus_name: str | None) -> VersionInfo:
-    return VersionInfo(
-        id=v.id,
-        name=v.name,
-        notes=v.notes,
-        run_id=v.run_id,
-        corpus_id=v.corpus_id,
+    return record_of(
+        VersionInfo,
+        v,
         corpus_name=corpus_name,
-        src_lang=v.src_lang,
-        tgt_lang=v.tgt_lang,
-        param_count=v.param_count,
-        device=v.device,
-        train_pair_count=v.train_pair_count,
-        train_seconds=v.train_seconds,
-        parent_version_id=v.parent_version_id,
         train_tokens=v.train_tokens or 0,
         cumulative_tokens=v.cumulative_tokens or 0,
         cumulative_seconds=v.cumulative_seconds or 0.0,
         metrics=dict(v.metrics or {}),
-        sha256=v.sha256,
-        artifact_path=v.artifact_path,
-        created_at=v.created_at,
-        trained_by=v.trained_by,
         origin=dict(v.origin) if isinstance(v.origin, dict) else None,
     )
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -162,32 +163,43 @@ def _tokenizers(version_id: int, sha256: str) -> TokenizerPair | None:
         return None
 
 
-def fine_tune_note(
-    version_id: int,
-    corpus: CorpusRef,
-    *,
-    minutes: float | None = None,
-    epochs: int | None = None,
-    device: str = "cpu",
-) -> Message | None:
-    """What continuing ``version_id`` on ``corpus`` costs and buys when the version is a large
-    pretrained model: a token's arithmetic against the model a new run of the corpus would
-    train, and the speed, tokens and passes over the corpus that ``continued_plan`` measures
-    for the budget (``minutes``, ``epochs`` or the automatic one). None for any other
-    version."""
-    version = registry.get_version(version_id)
+@dataclass(frozen=True)
+class Continuation:
+    """A run that would continue ``version_id`` on ``corpus``, as the Train page asks for it
+    before it is queued: its budget (``minutes``, ``epochs``, or neither: the automatic one)
+    and its device."""
+
+    version_id: int
+    corpus: CorpusRef
+    minutes: float | None = None
+    epochs: int | None = None
+    device: str = "cpu"
+
+    @property
+    def gpu(self) -> bool:
+        """On a GPU the plan is the model's first guess, not timed (``continued_plan``)."""
+        return self.device.startswith("cuda")
+
+
+def fine_tune_note(run: Continuation) -> Message | None:
+    """What ``run`` costs and buys when its version is a large pretrained model: a token's
+    arithmetic against the model a new run of the corpus would train, and the speed, tokens
+    and passes over the corpus that ``continued_plan`` measures for its budget. None for any
+    other version."""
+    version = registry.get_version(run.version_id)
     model = _pretrained_model(version.id, version.sha256)
     if model is None:
         return None
-    plan = continued_plan(version_id, corpus, minutes=minutes, epochs=epochs, device=device)
+    plan = continued_plan(run)
     if plan is None:
         return None
-    gpu = device.startswith("cuda")
     with session_scope() as s:
-        corpus_id = find(s, corpus).id
+        corpus_id = find(s, run.corpus).id
     # the basis of the cost: the model a new run of this corpus and budget would train
     fresh = recipe.resolve(
-        _asked(minutes, epochs), _corpus_facts(corpus_id, _content_marker(corpus_id)), gpu
+        _asked(run.minutes, run.epochs),
+        _corpus_facts(corpus_id, _content_marker(corpus_id)),
+        run.gpu,
     )
     if plan.calibration is not None:
         speed = Message(
@@ -197,7 +209,7 @@ def fine_tune_note(
     else:
         speed = Message(
             N_("about {speed} tokens/s, a first guess that the run measures before it starts"),
-            speed=f"{recipe.estimated_tokens_per_s(model, gpu):,.0f}",
+            speed=f"{recipe.estimated_tokens_per_s(model, run.gpu):,.0f}",
         )
     return Message(
         N_(
@@ -218,31 +230,24 @@ def fine_tune_note(
     )
 
 
-def continued_plan(
-    version_id: int,
-    corpus: CorpusRef,
-    *,
-    minutes: float | None = None,
-    epochs: int | None = None,
-    device: str = "cpu",
-) -> recipe.Plan | None:
-    """The plan of a run continuing ``version_id`` on ``corpus``, made as the run makes it:
-    the version's own model (not a preset) timed on a CPU for a few training steps at the
-    corpus' sentence length and the run's batch, one process with the idle cores (the run
-    times its layouts again before it starts); on a GPU at the model's first guess, as the
-    run plans there. None for a corpus without training pairs. Cached per version, corpus
-    content and budget: a page asks on every rerun."""
-    version = registry.get_version(version_id)
+def continued_plan(run: Continuation) -> recipe.Plan | None:
+    """The plan of ``run``, made as the run makes it: the version's own model (not a preset)
+    timed on a CPU for a few training steps at the corpus' sentence length and the run's
+    batch, one process with the idle cores (the run times its layouts again before it
+    starts); on a GPU at the model's first guess, as the run plans there. None for a corpus
+    without training pairs. Cached per version, corpus content and budget: a page asks on
+    every rerun."""
+    version = registry.get_version(run.version_id)
     with session_scope() as s:
-        corpus_id = find(s, corpus).id
+        corpus_id = find(s, run.corpus).id
     return _continued_plan(
         version.id,
         version.sha256,
         corpus_id,
         _content_marker(corpus_id),
-        minutes,
-        epochs,
-        device.startswith("cuda"),
+        run.minutes,
+        run.epochs,
+        run.gpu,
     )
 
 

@@ -22,7 +22,7 @@ from db.tables import Corpus, ModelVersion, RunMetric, RunStatus, TrainingRun, u
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
-from workbench.storage import session_scope
+from workbench.storage import record_of, session_scope
 from workbench.training.runs import ACTIVE_STATUSES, NO_SUCH_RUN
 
 
@@ -304,33 +304,17 @@ def _version_ids(s: Session, run_ids: list[int]) -> dict[int, int]:
 def _info(
     run: TrainingRun, corpus_name: str | None, version_id: int | None, lost_before: datetime
 ) -> RunInfo:
-    return RunInfo(
-        id=run.id,
-        corpus_id=run.corpus_id,
+    return record_of(
+        RunInfo,
+        run,
         corpus_name=corpus_name,
         status=RunStatus(run.status),
-        device=run.device,
         config=dict(run.config),
-        snapshot_size=run.snapshot_size,
-        snapshot_hash=run.snapshot_hash,
-        progress_step=run.progress_step,
-        progress_total=run.progress_total,
-        eta_s=run.eta_s,
-        error=run.error,
-        note=run.note,
-        stop_reason=run.stop_reason,
         progress_detail=dict(run.progress_detail or {}),
-        cancel_requested=run.cancel_requested,
         worker_lost=run.status == RunStatus.RUNNING
         and run.heartbeat_at is not None
         and run.heartbeat_at < lost_before,
-        attempts=run.attempts,
-        init_version_id=run.init_version_id,
         version_id=version_id,
-        created_at=run.created_at,
-        started_at=run.started_at,
-        finished_at=run.finished_at,
-        started_by=run.started_by,
     )
 
 

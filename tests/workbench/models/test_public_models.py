@@ -25,6 +25,7 @@ from workbench.corpus import corpora, pairs
 from workbench.errors import WorkbenchError
 from workbench.models import archives, model_import, registry, translation
 from workbench.training import continuation
+from workbench.training.continuation import Continuation
 
 CARD = (
     "# opus-mt-zh-en\n\n| testset | BLEU | chr-F |\n|---|---|---|\n"
@@ -223,7 +224,7 @@ def test_the_train_pages_plan_of_a_public_model_is_measured_on_it(public: dict) 
 
     corpus_id, imported = public["corpus_id"], public["version_id"]
     version = registry.get_version(imported)
-    plan = continuation.continued_plan(imported, corpus_id, minutes=2)
+    plan = continuation.continued_plan(Continuation(imported, corpus_id, minutes=2))
     assert plan is not None and plan.calibration is not None
     assert plan.calibration.parameters == version.param_count
     speed = plan.calibration.tokens_per_s
@@ -232,13 +233,14 @@ def test_the_train_pages_plan_of_a_public_model_is_measured_on_it(public: dict) 
     facts = recipe.CorpusFacts.of(list(continuation._training_pairs(corpus_id)), None)
     assert plan.corpus_tokens == facts.tokens > 0
     assert plan.passes == pytest.approx(plan.budget_tokens / facts.tokens)
-    note = continuation.fine_tune_note(imported, corpus_id, minutes=2)
+    note = continuation.fine_tune_note(Continuation(imported, corpus_id, minutes=2))
     assert f"it trains at {speed:,.0f} tokens/s, measured here on this model" in note
     assert f"{plan.budget_tokens:,.0f} tokens, {plan.passes:.1f} passes" in note
     times = float(re.search(r"about ([0-9.e+-]+)× the arithmetic of the “tiny” model", note)[1])
     assert times > 0
     # on a GPU the page does not time (the run plans at the first guess there too)
-    assert "a first guess" in continuation.fine_tune_note(imported, corpus_id, device="cuda")
+    on_gpu = Continuation(imported, corpus_id, device="cuda")
+    assert "a first guess" in continuation.fine_tune_note(on_gpu)
 
 
 def test_continue_from_the_imported_version_fine_tunes_it_gently(public: dict) -> None:
@@ -248,9 +250,9 @@ def test_continue_from_the_imported_version_fine_tunes_it_gently(public: dict) -
     corpus_id, imported = public["corpus_id"], public["version_id"]
     start = continuation.default_start(corpus_id)
     assert start.version_id == imported, start.reason
-    note = continuation.fine_tune_note(imported, corpus_id, epochs=1)
+    note = continuation.fine_tune_note(Continuation(imported, corpus_id, epochs=1))
     assert note is not None and "is a pretrained model of" in note
-    assert continuation.fine_tune_note(imported, corpus_id, minutes=5) != note
+    assert continuation.fine_tune_note(Continuation(imported, corpus_id, minutes=5)) != note
     _, tuned = train_version(corpus_id, init_version_id=imported, epochs=1, precision="fp32")
     version = registry.get_version(tuned)
     peak = version.metrics["peak_lr"]
@@ -267,6 +269,6 @@ def test_continue_from_the_imported_version_fine_tunes_it_gently(public: dict) -
     )
     assert tuned_files == imported_files  # Marian's vocabulary is kept, never retrained
     # the note is for pretrained models (and their descendants) only
-    assert continuation.fine_tune_note(tuned, corpus_id) is not None
+    assert continuation.fine_tune_note(Continuation(tuned, corpus_id)) is not None
     _, scratch = train_version(corpus_id, preset="tiny", max_steps=3)
-    assert continuation.fine_tune_note(scratch, corpus_id) is None
+    assert continuation.fine_tune_note(Continuation(scratch, corpus_id)) is None

@@ -15,15 +15,12 @@ FTS5-trigram (SQLite < 3.34) or without permission to create pg_trgm, search sca
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,11 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006"
 down_revision: str | None = "0005"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 _SQLITE = {"sqlite_autoincrement": True}  # never reuse ids
 # The values as of this revision (db.tables: RunStatus, PoolStatus, CLEANUP_ACTIONS).

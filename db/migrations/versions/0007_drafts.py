@@ -11,15 +11,11 @@ Create Date: 2026-11-24
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
 down_revision: str | None = "0006"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 DRAFT_TABLES = ("pairs", "glossary")  # db.tables.DRAFT_TABLES as of this revision
 

@@ -6,7 +6,8 @@ SQLite the stored ``CREATE`` statements (``sqlite_master``, whitespace folded), 
 the catalogue's own definitions (columns, constraints, indexes). Each ``up R`` is recorded as
 what it adds to and removes from the schema of the revision before, each ``down R`` as how it
 differs from ``up R`` (mostly: not at all). It was recorded from the migrations as released,
-so a change to a migration that alters any released database fails here, step by step.
+so a change to a migration or to a helper of ``db/migrations/history_ops.py`` that alters any
+released database fails here, step by step.
 
 A new migration adds steps the file lacks: run this file once with ``PIN_NEW_MIGRATIONS=1``
 to record them (steps already recorded are never rewritten), and review the diff.
@@ -24,9 +25,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 
 from db.engine import create_workbench_engine
-from db.migrate import alembic_config, upgrade
+from db.migrate import MIGRATIONS_DIR, alembic_config, upgrade
+from tests.test_layers import imported_modules
 
 PINNED = Path(__file__).with_name("migration_ddl.json")
+# What may be imported where nothing may change under a released migration.
+LIBRARIES = ("__future__", "collections", "json", "logging", "sqlalchemy", "alembic")
+HELPERS = "db.migrations.history_ops"
 
 
 _TABLE_CONSTRAINT = ("CONSTRAINT ", "PRIMARY KEY", "UNIQUE", "CHECK", "FOREIGN KEY")
@@ -177,3 +182,16 @@ def test_a_downgrade_to_nothing_then_up_again_gives_the_fresh_schema(db_url: str
     upgrade(engine)
     assert _ddl(engine) == fresh
     engine.dispose()
+
+
+def _outside(modules: set[str], allowed: tuple[str, ...]) -> set[str]:
+    return {m for m in modules if not any(m == a or m.startswith(f"{a}.") for a in allowed)}
+
+
+def test_migrations_import_only_libraries_and_the_frozen_helpers() -> None:
+    """Not ``db.tables`` nor anything else of today's code, which may change under them."""
+    assert _outside(imported_modules(MIGRATIONS_DIR / "history_ops.py"), LIBRARIES) == set()
+    versions = sorted((MIGRATIONS_DIR / "versions").glob("*.py"))
+    assert len(versions) >= 12
+    for path in versions:
+        assert _outside(imported_modules(path), (*LIBRARIES, HELPERS)) == set(), path.name

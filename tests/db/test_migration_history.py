@@ -10,7 +10,8 @@ so a change to a migration or to a helper of ``db/migrations/history_ops.py`` th
 released database fails here, step by step.
 
 A new migration adds steps the file lacks: run this file once with ``PIN_NEW_MIGRATIONS=1``
-to record them (steps already recorded are never rewritten), and review the diff.
+(not under ``-n``: both backends write the one file) to record them (steps already recorded
+are never rewritten), and review the diff.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ migration runs under a transaction-scoped advisory lock, on SQLite under an excl
 
 Developers add a revision with
 ``python -m db.migrate --url sqlite:///workbench_data/workbench.db revision -m "what changed"``
-(it upgrades that database, then autogenerates the difference to the models).
+(it upgrades that database, then autogenerates the difference to the models), then record
+the DDL it writes with ``PIN_NEW_MIGRATIONS=1 pytest tests/db/test_migration_history.py``.
+Migrations share code only through the frozen ``migrations/history_ops.py``.
 """
 
 from __future__ import annotations

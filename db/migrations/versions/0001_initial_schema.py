@@ -15,17 +15,26 @@ FTS5-trigram (SQLite < 3.34) or without permission to create pg_trgm, search sca
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.history_ops import (
+    create_id_table,
+    create_translation_log,
+    created_at,
+    foreign_key,
+    language_pair,
+    timestamp,
+)
+
 revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 log = logging.getLogger(__name__)
+
+# What a run_metrics row may hold, each optional: a row records what its step measured.
+METRICS = ("epoch", "train_loss", "valid_loss", "lr", "tokens_per_s", "bleu", "chrf")
 
 SQLITE_FTS = [
     "CREATE VIRTUAL TABLE pairs_fts USING fts5(source, target, content='pairs', "
@@ -52,57 +61,35 @@ PG_TRGM = [
 ]
 
 
-def _ts(name: str, nullable: bool = False, default: bool = False) -> sa.Column:
-    return sa.Column(
-        name,
-        sa.DateTime(timezone=True),
-        server_default=sa.func.now() if default else None,
-        nullable=nullable,
-    )
-
-
 def upgrade() -> None:
-    op.create_table(
+    create_id_table(
         "corpora",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
-        sa.Column("src_lang", sa.String(length=32), nullable=False),
-        sa.Column("tgt_lang", sa.String(length=32), nullable=False),
-        _ts("created_at", default=True),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_corpora")),
+        *language_pair(),
+        created_at(),
         sa.UniqueConstraint("name", name=op.f("uq_corpora_name")),
-        sqlite_autoincrement=True,  # never reuse ids (snapshots, models/<id>/)
     )
-    op.create_table(
+    create_id_table(
         "pairs",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("corpus_id", sa.Integer(), nullable=False),
         sa.Column("source", sa.Text(), nullable=False),
         sa.Column("target", sa.Text(), nullable=False),
         sa.Column("split", sa.String(length=8), nullable=False),
         sa.Column("note", sa.Text(), server_default="", nullable=False),
         sa.Column("content_hash", sa.String(length=32), nullable=False),
-        _ts("created_at", default=True),
-        _ts("updated_at", default=True),
+        created_at(),
+        timestamp("updated_at", nullable=False, server_now=True),
         sa.CheckConstraint("split IN ('train', 'valid', 'test')", name=op.f("ck_pairs_split")),
-        sa.ForeignKeyConstraint(
-            ["corpus_id"],
-            ["corpora.id"],
-            name=op.f("fk_pairs_corpus_id_corpora"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_pairs")),
+        foreign_key("pairs", "corpus_id", "corpora", ondelete="CASCADE"),
         sa.UniqueConstraint(
             "corpus_id", "content_hash", name=op.f("uq_pairs_corpus_id_content_hash")
         ),
-        sqlite_autoincrement=True,  # never reuse ids (snapshots, models/<id>/)
     )
     op.create_index("ix_pairs_corpus_id_id", "pairs", ["corpus_id", "id"])
     op.create_index("ix_pairs_corpus_id_split_id", "pairs", ["corpus_id", "split", "id"])
 
-    op.create_table(
+    create_id_table(
         "training_runs",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("corpus_id", sa.Integer(), nullable=True),
         sa.Column("config", sa.JSON(), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
@@ -111,35 +98,27 @@ def upgrade() -> None:
         sa.Column("snapshot_hash", sa.String(length=64), nullable=False),
         sa.Column("snapshot_size", sa.Integer(), nullable=False),
         sa.Column("worker_id", sa.String(length=128), nullable=True),
-        _ts("heartbeat_at", nullable=True),
+        timestamp("heartbeat_at"),
         sa.Column("cancel_requested", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("init_version_id", sa.Integer(), nullable=True),
         sa.Column("progress_step", sa.Integer(), server_default="0", nullable=False),
         sa.Column("progress_total", sa.Integer(), server_default="0", nullable=False),
         sa.Column("eta_s", sa.Float(), nullable=True),
-        _ts("created_at", default=True),
-        _ts("started_at", nullable=True),
-        _ts("finished_at", nullable=True),
+        created_at(),
+        timestamp("started_at"),
+        timestamp("finished_at"),
         sa.CheckConstraint(
             "status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')",
             name=op.f("ck_training_runs_status"),
         ),
-        sa.ForeignKeyConstraint(
-            ["corpus_id"],
-            ["corpora.id"],
-            name=op.f("fk_training_runs_corpus_id_corpora"),
-            ondelete="SET NULL",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_training_runs")),
-        sqlite_autoincrement=True,  # never reuse ids (snapshots, models/<id>/)
+        foreign_key("training_runs", "corpus_id", "corpora", ondelete="SET NULL"),
     )
     op.create_index("ix_training_runs_corpus_id", "training_runs", ["corpus_id"])
     op.create_index("ix_training_runs_status_id", "training_runs", ["status", "id"])
 
-    op.create_table(
+    create_id_table(
         "model_versions",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("run_id", sa.Integer(), nullable=True),
         sa.Column("corpus_id", sa.Integer(), nullable=True),
         sa.Column("name", sa.String(length=200), nullable=False),
@@ -149,71 +128,27 @@ def upgrade() -> None:
         sa.Column("param_count", sa.Integer(), nullable=False),
         sa.Column("metrics", sa.JSON(), nullable=False),
         sa.Column("device", sa.String(length=32), nullable=False),
-        sa.Column("src_lang", sa.String(length=32), nullable=False),
-        sa.Column("tgt_lang", sa.String(length=32), nullable=False),
+        *language_pair(),
         sa.Column("train_pair_count", sa.Integer(), nullable=False),
         sa.Column("train_seconds", sa.Float(), nullable=False),
-        _ts("created_at", default=True),
-        sa.ForeignKeyConstraint(
-            ["corpus_id"],
-            ["corpora.id"],
-            name=op.f("fk_model_versions_corpus_id_corpora"),
-            ondelete="SET NULL",
-        ),
-        sa.ForeignKeyConstraint(
-            ["run_id"],
-            ["training_runs.id"],
-            name=op.f("fk_model_versions_run_id_training_runs"),
-            ondelete="SET NULL",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_model_versions")),
-        sqlite_autoincrement=True,  # never reuse ids (snapshots, models/<id>/)
+        created_at(),
+        foreign_key("model_versions", "corpus_id", "corpora", ondelete="SET NULL"),
+        foreign_key("model_versions", "run_id", "training_runs", ondelete="SET NULL"),
     )
     op.create_index("ix_model_versions_corpus_id", "model_versions", ["corpus_id"])
     op.create_index("ix_model_versions_run_id", "model_versions", ["run_id"])
 
-    op.create_table(
+    create_id_table(
         "run_metrics",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("run_id", sa.Integer(), nullable=False),
         sa.Column("step", sa.Integer(), nullable=False),
-        sa.Column("epoch", sa.Float(), nullable=True),
-        sa.Column("train_loss", sa.Float(), nullable=True),
-        sa.Column("valid_loss", sa.Float(), nullable=True),
-        sa.Column("lr", sa.Float(), nullable=True),
-        sa.Column("tokens_per_s", sa.Float(), nullable=True),
-        sa.Column("bleu", sa.Float(), nullable=True),
-        sa.Column("chrf", sa.Float(), nullable=True),
-        _ts("created_at", default=True),
-        sa.ForeignKeyConstraint(
-            ["run_id"],
-            ["training_runs.id"],
-            name=op.f("fk_run_metrics_run_id_training_runs"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_run_metrics")),
-        sqlite_autoincrement=True,  # never reuse ids (snapshots, models/<id>/)
+        *(sa.Column(name, sa.Float(), nullable=True) for name in METRICS),
+        created_at(),
+        foreign_key("run_metrics", "run_id", "training_runs", ondelete="CASCADE"),
     )
     op.create_index("ix_run_metrics_run_id_step", "run_metrics", ["run_id", "step"])
 
-    op.create_table(
-        "translation_log",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("version_id", sa.Integer(), nullable=True),
-        sa.Column("source", sa.Text(), nullable=False),
-        sa.Column("output", sa.Text(), nullable=False),
-        sa.Column("corrected", sa.Text(), nullable=True),
-        _ts("created_at", default=True),
-        sa.ForeignKeyConstraint(
-            ["version_id"],
-            ["model_versions.id"],
-            name=op.f("fk_translation_log_version_id_model_versions"),
-            ondelete="SET NULL",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_translation_log")),
-        sqlite_autoincrement=True,  # never reuse ids (snapshots, models/<id>/)
-    )
-    op.create_index("ix_translation_log_version_id", "translation_log", ["version_id"])
+    create_translation_log()
 
     _create_search_support()
 

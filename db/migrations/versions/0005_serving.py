@@ -13,26 +13,21 @@ Create Date: 2026-11-24
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.history_ops import create_id_table, created_at, language_pair, timestamp
+
 revision: str = "0005"
 down_revision: str | None = "0004"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
     op.create_table(
         "served_versions",
-        sa.Column("src_lang", sa.String(length=32), nullable=False),
-        sa.Column("tgt_lang", sa.String(length=32), nullable=False),
+        *language_pair(),
         sa.Column("version_id", sa.Integer(), nullable=False),
-        sa.Column(
-            "since", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
-        ),
+        timestamp("since", nullable=False, server_now=True),
         sa.ForeignKeyConstraint(
             ["version_id"],
             ["model_versions.id"],
@@ -42,21 +37,16 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("src_lang", "tgt_lang", name=op.f("pk_served_versions")),
         sa.UniqueConstraint("version_id", name=op.f("uq_served_versions_version_id")),
     )
-    op.create_table(
+    create_id_table(
         "api_keys",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("key_hash", sa.String(length=64), nullable=False),
         sa.Column("prefix", sa.String(length=16), nullable=False),
         sa.Column("requests_per_minute", sa.Integer(), nullable=True),
         sa.Column("chars_per_request", sa.Integer(), nullable=True),
-        sa.Column(
-            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
-        ),
-        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_api_keys")),
+        created_at(),
+        timestamp("revoked_at"),
         sa.UniqueConstraint("key_hash", name=op.f("uq_api_keys_key_hash")),
-        sqlite_autoincrement=True,
     )
 
 

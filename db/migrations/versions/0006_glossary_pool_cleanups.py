@@ -15,110 +15,70 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.history_ops import (
+    corpus_id,
+    create_id_table,
+    created_at,
+    one_of,
+    reference,
+    timestamp,
+)
+
 revision: str = "0006"
 down_revision: str | None = "0005"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
-_SQLITE = {"sqlite_autoincrement": True}  # never reuse ids
 # The values as of this revision (db.tables: RunStatus, PoolStatus, CLEANUP_ACTIONS).
 RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 POOL_STATUSES = ("new", "accepted", "edited", "skipped")
 CLEANUP_ACTIONS = ("removed", "changed")
 
 
-def _one_of(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
-
-
-def _ts(name: str, nullable: bool = True, default: bool = False) -> sa.Column:
-    return sa.Column(
-        name,
-        sa.DateTime(timezone=True),
-        server_default=sa.func.now() if default else None,
-        nullable=nullable,
-    )
-
-
-def _created() -> sa.Column:
-    return _ts("created_at", nullable=False, default=True)
-
-
 def upgrade() -> None:
-    op.create_table(
+    create_id_table(
         "glossary_terms",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column(
-            "corpus_id",
-            sa.Integer(),
-            sa.ForeignKey("corpora.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
+        corpus_id(),
         sa.Column("source_term", sa.String(length=200), nullable=False),
         sa.Column("target_term", sa.String(length=200), nullable=False),
-        _created(),
+        created_at(),
         sa.UniqueConstraint("corpus_id", "source_term"),
-        **_SQLITE,
     )
-    op.create_table(
+    create_id_table(
         "pool_jobs",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column(
-            "corpus_id",
-            sa.Integer(),
-            sa.ForeignKey("corpora.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
-        sa.Column(
-            "version_id", sa.Integer(), sa.ForeignKey("model_versions.id", ondelete="SET NULL")
-        ),
-        sa.Column(
-            "second_version_id",
-            sa.Integer(),
-            sa.ForeignKey("model_versions.id", ondelete="SET NULL"),
-        ),
+        corpus_id(),
+        reference("version_id", "model_versions", ondelete="SET NULL"),
+        reference("second_version_id", "model_versions", ondelete="SET NULL"),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("total", sa.Integer(), server_default="0", nullable=False),
         sa.Column("done", sa.Integer(), server_default="0", nullable=False),
         sa.Column("worker_id", sa.String(length=128)),
-        sa.Column("heartbeat_at", sa.DateTime(timezone=True)),
+        timestamp("heartbeat_at"),
         sa.Column("cancel_requested", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("error", sa.Text()),
-        _created(),
-        sa.Column("started_at", sa.DateTime(timezone=True)),
-        sa.Column("finished_at", sa.DateTime(timezone=True)),
-        sa.CheckConstraint(_one_of("status", RUN_STATUSES), name="status"),
-        **_SQLITE,
+        created_at(),
+        timestamp("started_at"),
+        timestamp("finished_at"),
+        sa.CheckConstraint(one_of("status", RUN_STATUSES), name="status"),
     )
     op.create_index("ix_pool_jobs_status_id", "pool_jobs", ["status", "id"])
     op.create_index("ix_pool_jobs_corpus_id", "pool_jobs", ["corpus_id"])
-    op.create_table(
+    create_id_table(
         "pool_sentences",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column(
-            "corpus_id",
-            sa.Integer(),
-            sa.ForeignKey("corpora.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
+        corpus_id(),
         sa.Column("source", sa.Text(), nullable=False),
         sa.Column("content_hash", sa.String(length=32), nullable=False),
         sa.Column("status", sa.String(length=8), nullable=False),
         sa.Column("output", sa.Text()),
         sa.Column("second_output", sa.Text()),
         sa.Column("uncertainty", sa.Float()),
-        sa.Column("job_id", sa.Integer(), sa.ForeignKey("pool_jobs.id", ondelete="SET NULL")),
+        reference("job_id", "pool_jobs", ondelete="SET NULL"),
         sa.Column("pair_id", sa.Integer()),
-        _created(),
-        sa.Column("reviewed_at", sa.DateTime(timezone=True)),
+        created_at(),
+        timestamp("reviewed_at"),
         sa.UniqueConstraint("corpus_id", "content_hash"),
-        sa.CheckConstraint(_one_of("status", POOL_STATUSES), name="status"),
-        **_SQLITE,
+        sa.CheckConstraint(one_of("status", POOL_STATUSES), name="status"),
     )
     op.create_index(
         "ix_pool_sentences_corpus_id_status_uncertainty",
@@ -126,31 +86,18 @@ def upgrade() -> None:
         ["corpus_id", "status", "uncertainty"],
     )
     op.create_index("ix_pool_sentences_job_id", "pool_sentences", ["job_id"])
-    op.create_table(
+    create_id_table(
         "cleanups",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column(
-            "corpus_id",
-            sa.Integer(),
-            sa.ForeignKey("corpora.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
+        corpus_id(),
         sa.Column("options", sa.JSON(), nullable=False),
         sa.Column("summary", sa.JSON(), nullable=False),
-        _created(),
-        sa.Column("undone_at", sa.DateTime(timezone=True)),
-        **_SQLITE,
+        created_at(),
+        timestamp("undone_at"),
     )
     op.create_index("ix_cleanups_corpus_id", "cleanups", ["corpus_id"])
-    op.create_table(
+    create_id_table(
         "cleanup_changes",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column(
-            "cleanup_id",
-            sa.Integer(),
-            sa.ForeignKey("cleanups.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
+        reference("cleanup_id", "cleanups", ondelete="CASCADE", nullable=False),
         sa.Column("pair_id", sa.Integer(), nullable=False),
         sa.Column("action", sa.String(length=8), nullable=False),
         sa.Column("reason", sa.String(length=32), nullable=False),
@@ -159,10 +106,9 @@ def upgrade() -> None:
         sa.Column("split", sa.String(length=8), nullable=False),
         sa.Column("note", sa.Text(), server_default="", nullable=False),
         sa.Column("content_hash", sa.String(length=32), nullable=False),
-        sa.Column("pair_created_at", sa.DateTime(timezone=True)),
+        timestamp("pair_created_at"),
         sa.Column("new_hash", sa.String(length=32)),
-        sa.CheckConstraint(_one_of("action", CLEANUP_ACTIONS), name="action"),
-        **_SQLITE,
+        sa.CheckConstraint(one_of("action", CLEANUP_ACTIONS), name="action"),
     )
     op.create_index("ix_cleanup_changes_cleanup_id", "cleanup_changes", ["cleanup_id"])
 

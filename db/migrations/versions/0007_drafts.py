@@ -11,38 +11,27 @@ Create Date: 2026-11-24
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.history_ops import corpus_id, create_id_table, one_of, timestamp
+
 revision: str = "0007"
 down_revision: str | None = "0006"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 DRAFT_TABLES = ("pairs", "glossary")  # db.tables.DRAFT_TABLES as of this revision
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_id_table(
         "table_drafts",
-        sa.Column("id", sa.Integer(), primary_key=True),
         sa.Column("browser_key", sa.String(length=64), nullable=False),
-        sa.Column(
-            "corpus_id",
-            sa.Integer(),
-            sa.ForeignKey("corpora.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
+        corpus_id(),
         sa.Column("table_kind", sa.String(length=16), nullable=False),
         sa.Column("payload", sa.JSON(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        timestamp("updated_at", nullable=False),
         sa.UniqueConstraint("browser_key", "corpus_id", "table_kind"),
-        sa.CheckConstraint(
-            f"table_kind IN ({', '.join(repr(t) for t in DRAFT_TABLES)})", name="table_kind"
-        ),
-        sqlite_autoincrement=True,
+        sa.CheckConstraint(one_of("table_kind", DRAFT_TABLES), name="table_kind"),
     )
     op.create_index("ix_table_drafts_corpus_id", "table_drafts", ["corpus_id"])
 

@@ -13,36 +13,26 @@ Create Date: 2026-11-24
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.history_ops import create_id_table, created_at, one_of
+
 revision: str = "0009"
 down_revision: str | None = "0008"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 ROLES = ("viewer", "editor", "admin")  # db.tables.Role as of this revision
 
 
-def _one_of(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
-
-
 def upgrade() -> None:
-    op.create_table(
+    create_id_table(
         "users",
-        sa.Column("id", sa.Integer(), primary_key=True),
         sa.Column("email", sa.String(length=320), nullable=False),
         sa.Column("role", sa.String(length=16), nullable=False),
         sa.Column("added_by", sa.String(length=320), nullable=True),
-        sa.Column(
-            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
-        ),
+        created_at(),
         sa.UniqueConstraint("email", name=op.f("uq_users_email")),
-        sa.CheckConstraint(_one_of("role", ROLES), name="role"),
-        sqlite_autoincrement=True,
+        sa.CheckConstraint(one_of("role", ROLES), name="role"),
     )
     with op.batch_alter_table("api_keys") as batch:
         batch.add_column(

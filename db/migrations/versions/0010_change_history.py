@@ -12,22 +12,19 @@ Create Date: 2026-11-24
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.history_ops import create_id_table, timestamp
+
 revision: str = "0010"
 down_revision: str | None = "0009"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_id_table(
         "changes",
-        sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        timestamp("at", nullable=False),
         sa.Column("actor", sa.String(length=200), nullable=False),
         sa.Column("corpus_id", sa.Integer(), nullable=True),
         sa.Column("entity", sa.String(length=16), nullable=False),
@@ -37,14 +34,13 @@ def upgrade() -> None:
         sa.Column("items", sa.JSON(), nullable=False),
         sa.Column("reversible", sa.Boolean(), server_default=sa.true(), nullable=False),
         sa.Column("undoes", sa.Integer(), nullable=True),
-        sqlite_autoincrement=True,
     )
     op.create_index("ix_changes_corpus_id_id", "changes", ["corpus_id", "id"])
     op.create_index("ix_changes_at", "changes", ["at"])
     op.create_index("ix_changes_undoes", "changes", ["undoes"])
     # Plain ALTER TABLE ADD COLUMN: a batch copy of ``corpora`` would drop the old table,
     # and on SQLite that deletes every pair through ON DELETE CASCADE.
-    op.add_column("corpora", sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("corpora", timestamp("deleted_at"))
     op.add_column("corpora", sa.Column("deleted_name", sa.String(length=200), nullable=True))
     op.create_index("ix_corpora_deleted_at", "corpora", ["deleted_at"])
 

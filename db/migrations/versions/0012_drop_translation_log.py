@@ -11,15 +11,12 @@ recreates it empty, as 0001 made it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import sqlalchemy as sa
 from alembic import op
+
+from db.migrations.history_ops import create_translation_log
 
 revision: str = "0012"
 down_revision: str | None = "0011"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
@@ -28,26 +25,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.create_table(
-        "translation_log",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("version_id", sa.Integer(), nullable=True),
-        sa.Column("source", sa.Text(), nullable=False),
-        sa.Column("output", sa.Text(), nullable=False),
-        sa.Column("corrected", sa.Text(), nullable=True),
-        sa.Column(
-            "created_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.func.now(),
-            nullable=False,
-        ),
-        sa.ForeignKeyConstraint(
-            ["version_id"],
-            ["model_versions.id"],
-            name=op.f("fk_translation_log_version_id_model_versions"),
-            ondelete="SET NULL",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_translation_log")),
-        sqlite_autoincrement=True,
-    )
-    op.create_index("ix_translation_log_version_id", "translation_log", ["version_id"])
+    create_translation_log()

@@ -1,7 +1,7 @@
 """Version lineage, and valid/test splits grouped by sentence.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-11-24
 
 - ``model_versions.parent_version_id``: the version a run continued (warm start), backfilled

@@ -1,7 +1,7 @@
 """Team mode: users and their roles, API keys' roles, who started a training run.
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0008
 Create Date: 2026-11-24
 
 - ``users``: a team member's role (viewer, editor, admin) by e-mail.

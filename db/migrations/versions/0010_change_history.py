@@ -1,7 +1,7 @@
 """A history of every change, and a trash for deleted corpora.
 
 Revision ID: 0010
-Revises: 0006
+Revises: 0009
 Create Date: 2026-11-24
 
 - ``changes``: the append-only record of every write to pairs, glossary terms, corpora and

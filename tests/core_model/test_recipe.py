@@ -87,6 +87,10 @@ def test_vocabulary_is_joint_for_a_shared_alphabet_and_per_side_otherwise() -> N
     assert tokens(MULTI30K, 1.1e6).vocab_size == 4_000
     assert tokens(TATOEBA, 1.1e6).vocab_size == 2_000
     assert tokens(SLICE_2K, 4.4e6).vocab_size == 4_000  # halved below 5k pairs
+    # where the 10-minute click's budget falls on a fast CPU: from 3.5M tokens 8k joint
+    # (valid 37.85 at 3.68M against 4k's 36.47-37.15 at 3.50-3.64M), below that 4k
+    assert tokens(MULTI30K, 3.6e6).vocab_size == 8_000
+    assert tokens(MULTI30K, 3.4e6).vocab_size == 4_000
 
 
 def test_minutes_are_planned_for_the_tokens_this_machine_trains() -> None:

@@ -8,8 +8,9 @@ shape nearly every step, so one shape timed again and again overstates what a ru
 cost of computing some padding; only real (non-pad) tokens count in the figures, so the
 comparison is what a run trains.
 
-The model and batch are the recipe's for `--tokens` on the corpus (the Multi30k 10-minute
-click: `small`, 4k joint pieces, 625-token batches); the lengths are those of the corpus'
+The model and batch are the recipe's for `--tokens` on the corpus (by default the Multi30k
+10-minute click's below 3.5M tokens: `small`, 4k joint pieces, 625-token batches — the model
+of docs/TRAINING.md's figures); the lengths are those of the corpus'
 training pairs under a SentencePiece model of the recipe's size, trained here. Every
 measurement is `calibration.measure` (forward, loss, backward, clipping, fused Adam) in a
 **fresh process** — no kernel prepared by an earlier measurement — on `--steps` steps of
@@ -107,7 +108,7 @@ def one(spec_path: str, mode: str, precision: str, round_: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--corpus", choices=DATASETS, default="multi30k")
-    p.add_argument("--tokens", type=int, default=3_900_000, help="the budget whose recipe runs")
+    p.add_argument("--tokens", type=int, default=3_400_000, help="the budget whose recipe runs")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=60, help="timed steps per measurement")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())

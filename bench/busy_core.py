@@ -75,7 +75,7 @@ def child(spec_path: str, variant: str, seconds: float, precision: str) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--corpus", choices=DATASETS, default="multi30k")
-    p.add_argument("--tokens", type=int, default=3_900_000)
+    p.add_argument("--tokens", type=int, default=3_400_000)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--seconds", type=float, default=6.0)
     p.add_argument("--core", type=int, default=1, help="the core `yes` takes")

@@ -19,7 +19,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.processes import free_port
 from db import dispose_engines
 from workbench.settings import ENV_DB_URL, ENV_HOME
 from workbench.team import access
@@ -158,12 +158,6 @@ def _pg_bindir() -> Path | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_as() -> dict:
     """subprocess kwargs that drop root privileges (postgres will not run as root)."""
     if os.geteuid() != 0:
@@ -198,7 +192,7 @@ def pg_server() -> Iterator[PgServer]:
     if init.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         pytest.fail(f"initdb failed: {init.stderr.strip()[-300:]}")  # installed but broken
-    port = _free_port()
+    port = free_port()
     log = open(root / "postgres.log", "wb")  # noqa: SIM115 (closed at teardown)
     proc = subprocess.Popen(
         [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sock),

@@ -17,6 +17,7 @@ from dataclasses import fields
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
 import db
@@ -65,9 +66,14 @@ def get_row(session: Session, table: type[Row], row_id: int, missing: MessageId)
     return row
 
 
-def record_of(record: type[Record], row: object, **given: Any) -> Record:
+def record_of(record: type[Record], row: object, /, **given: Any) -> Record:
     """The plain dataclass ``record`` of the ORM ``row`` (services return these, never rows):
-    every field the row has a column of the same name for is copied; ``given`` holds the rest
-    and the columns that are converted (a JSON column copied, a NULL read as 0)."""
-    names = [f.name for f in fields(record) if f.name not in given]  # type: ignore[arg-type]
+    every field the row's table has a column of the same name for is copied; ``given`` holds
+    the rest and the columns that are converted (a JSON column copied, a NULL read as 0). A
+    field that is neither (a new field nobody fills, or one named like a relationship) is a
+    ``TypeError`` here, never a value copied by accident."""
+    columns = {attr.key for attr in sa_inspect(row).mapper.column_attrs}
+    names = [f.name for f in fields(record) if f.name not in given]
+    if unknown := [name for name in names if name not in columns]:
+        raise TypeError(f"{record.__name__}: no column for {', '.join(unknown)}")
     return record(**{name: getattr(row, name) for name in names}, **given)

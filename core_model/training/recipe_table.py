@@ -112,7 +112,10 @@ def rows() -> list[tuple[str, str, str]]:
             "vocabulary",
             f"{_n(r.JOINT_VOCAB)} pieces joint, {_n(r.JOINT_VOCAB // 2)} per side; halved below "
             f"{_n(r.SMALL_CORPUS_PAIRS)} pairs, doubled from {_n(r.LARGE_CORPUS_PAIRS)}; "
-            f"halved again for a budget below {_n(r.SHORT_BUDGET_TOKENS)} tokens",
+            "halved again for a budget below "
+            + ", ".join(
+                f"{_n(most)} tokens {kind}" for kind, most in r.SHORT_BUDGET_TOKENS.items()
+            ),
             "`JOINT_VOCAB`, `SMALL_CORPUS_PAIRS`, `LARGE_CORPUS_PAIRS`, `SHORT_BUDGET_TOKENS`",
         ),
         (

@@ -10,7 +10,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -30,14 +29,8 @@ from core_model.training.parallel import (
     TrainTask,
 )
 from core_model.transformer import ModelConfig
-from tests.helpers import ROOT, TOY, cli_in_process, toy_pairs
+from tests.helpers import ROOT, TOY, cli_in_process, free_port, toy_pairs
 from workbench.models import registry
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_gloo_ranks_end_with_identical_weights_and_register_as_a_version(

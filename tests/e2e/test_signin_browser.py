@@ -23,10 +23,10 @@ from tests.e2e.test_browser import (
     EXPECT_TIMEOUT_MS,
     ROOT,
     VIEWPORT,
-    _free_port,
     _no_traceback,
     _stop,
     _wait_http,
+    free_port,
     launch,
 )
 from workbench.corpus import corpora
@@ -53,7 +53,7 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     users = [User(sub=e, claims={"email": e, "email_verified": True}) for e in (VIEWER, EDITOR)]
     users.append(User(sub=MALLORY, claims={"email": EDITOR, "email_verified": False}))
     monkeypatch.setenv("AUTHLIB_INSECURE_TRANSPORT", "1")  # plain http on loopback
-    with run_server_in_thread(port=_free_port(), user_claims=users) as server:
+    with run_server_in_thread(port=free_port(), user_claims=users) as server:
         yield f"http://127.0.0.1:{server.server_port}"
 
 
@@ -63,7 +63,7 @@ def team_app(wb_home: Path, tmp_path: Path, provider: str) -> Iterator[str]:
 
     access.set_role(VIEWER, "viewer")
     access.set_role(EDITOR, "editor")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     secrets = tmp_path / "secrets.toml"
     secrets.write_text(

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from core_model.training.trainer import MAX_RESERVE_SHARE
 from tests.helpers import train_version
 from tests.ui.pages import Trained, assert_clean, open_page, texts
 from ui import formatting, train_page
@@ -223,7 +224,9 @@ def test_a_minutes_run_on_the_demo_corpus_says_the_clock_ended_it(
     )
     run = run_info.get_run(run_id)
     assert (run.stop_reason, run.stopped_because) == ("time_budget", "time budget reached")
-    assert registry.get_version(version_id).metrics["train_time_s"] >= 6.0
+    # the clock, not the steps, ended it: the 6 s budget less at most the share it keeps
+    # for the final validation and averaging (which count in the budget too)
+    assert registry.get_version(version_id).metrics["train_time_s"] >= 6.0 * (1 - MAX_RESERVE_SHARE)
 
     at = open_page("train")
     said = texts(at.success) + texts(at.caption)

@@ -25,10 +25,10 @@ from libretranslatepy import LibreTranslateAPI
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from tests.conftest import _free_port
 from tests.helpers import (
     ROOT,
     cli_in_process,
+    free_port,
     module_home,
     stop,
     subprocess_env,
@@ -58,7 +58,7 @@ RATE = 3
 
 def start_server(log: Path, *args: str) -> tuple[subprocess.Popen, str]:
     """A real server process on a free port; returns it and its URL once /health answers."""
-    port = _free_port()
+    port = free_port()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "workbench", "serve", "--port", str(port), *args],

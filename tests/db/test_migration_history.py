@@ -24,6 +24,7 @@ from pathlib import Path
 from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import OperationalError
 
 from db.engine import create_workbench_engine
 from db.migrate import MIGRATIONS_DIR, alembic_config, upgrade
@@ -155,10 +156,32 @@ def _pin_new_steps(dialect: str, revisions: list[str], steps: dict[str, set[str]
     PINNED.write_text(json.dumps(pinned, indent=1, ensure_ascii=False) + "\n", "utf-8")
 
 
+def _has_search_support(engine: Engine) -> bool:
+    """Whether this database can hold the pairs' search index at all: 0001 skips it, on
+    purpose, where SQLite lacks FTS5's trigram tokenizer or PostgreSQL lacks pg_trgm."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            try:
+                conn.exec_driver_sql(
+                    "CREATE VIRTUAL TABLE temp.probe USING fts5(x, tokenize='trigram')"
+                )
+            except OperationalError:
+                return False
+            conn.exec_driver_sql("DROP TABLE temp.probe")
+            return True
+        query = "SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'"
+        return conn.exec_driver_sql(query).first() is not None
+
+
+def _search(line: str) -> bool:
+    return "pairs_fts" in line or "trgm" in line
+
+
 def test_every_step_up_and_down_writes_the_pinned_ddl(db_url: str) -> None:
     engine = create_workbench_engine(db_url)
     dialect = engine.dialect.name
     revisions, steps = walk_up_and_down(engine)
+    searchable = _has_search_support(engine)
     engine.dispose()
     if os.environ.get("PIN_NEW_MIGRATIONS") == "1":
         _pin_new_steps(dialect, revisions, steps)
@@ -166,6 +189,8 @@ def test_every_step_up_and_down_writes_the_pinned_ddl(db_url: str) -> None:
     assert sorted(steps) == sorted(recorded), "a migration's steps are not pinned (see the top)"
     for step, ddl in steps.items():
         expected = _expected(step, revisions, recorded)
+        if not searchable:  # where the index cannot be, only the rest is compared
+            expected = {line for line in expected if not _search(line)}
         assert ddl == expected, (
             f"{dialect}, after '{step}': new {sorted(ddl - expected)}, "
             f"gone {sorted(expected - ddl)}"

@@ -17,11 +17,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, memory_panel, navigation, pickers
+from ui import charts, feedback, formatting, memory_panel, pickers
 from ui.i18n import N_, _, localized, translate
 from workbench.evaluation import inspection
 from workbench.memory import explanation
-from workbench.models import engines, registry, translation
+from workbench.models import engines, translation
 
 RESULT = "inspect_result"
 KNN_RESULT = "inspect_knn_result"  # (the output with the memory, its MemoryStep list) or None
@@ -81,15 +81,13 @@ def _side_label(side: str) -> str:
 
 
 def render() -> None:
-    versions = registry.list_versions()
-    if not versions:
-        feedback.empty_state(
-            _(
-                "No model version yet: train one on the Train page, then come back here to look "
-                "inside it."
-            ),
-            go_to=navigation.TRAIN,
+    versions = pickers.versions_or_train_hint(
+        _(
+            "No model version yet: train one on the Train page, then come back here to look "
+            "inside it."
         )
+    )
+    if not versions:
         return
     with st.container(border=True):
         top = st.columns([3, 2], gap="medium")

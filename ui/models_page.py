@@ -15,7 +15,6 @@ from ui import (
     dialogs,
     feedback,
     formatting,
-    navigation,
     pickers,
     public_model_panel,
     serving_panel,
@@ -29,16 +28,14 @@ from workbench.training import run_info
 
 
 def render() -> None:
-    versions = registry.list_versions()
-    if not versions:
-        feedback.empty_state(
-            _(
-                "No model version yet: start a run on the Train page; when it succeeds its "
-                "version appears here."
-            ),
-            go_to=navigation.TRAIN,
+    versions = pickers.versions_or_train_hint(
+        _(
+            "No model version yet: start a run on the Train page; when it succeeds its "
+            "version appears here."
         )
-        public_model_panel.render()
+    )
+    if not versions:
+        public_model_panel.render()  # a public model is the other way to a first version
         return
 
     versions_table()

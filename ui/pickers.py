@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from ui import feedback, navigation
 from ui.formatting import pair_count_label
 from ui.i18n import N_, _, choice_labels, translate
 from ui.signin import role_labels
-from workbench.models import engines, translation
+from workbench.models import engines, registry, translation
 
 if TYPE_CHECKING:
     from workbench.corpus.corpora import CorpusInfo
@@ -123,6 +124,15 @@ def role_picker(where: Any, *, key: str, help: str | None = None) -> str:
 
 def version_label(v: VersionInfo) -> str:
     return f"#{v.id} {v.name} · {v.src_lang}→{v.tgt_lang}"
+
+
+def versions_or_train_hint(hint: str) -> list[VersionInfo]:
+    """Every stored version, for a page that works on one; before the first there are none,
+    and the page shows ``hint`` (why it is empty) and a link to the Train page instead."""
+    versions = registry.list_versions()
+    if not versions:
+        feedback.empty_state(hint, go_to=navigation.TRAIN)
+    return versions
 
 
 def version_picker(

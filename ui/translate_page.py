@@ -13,13 +13,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, memory_panel, navigation, pickers
+from ui import charts, feedback, formatting, memory_panel, pickers
 from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import settings
 from workbench.corpus import corpora, glossary, pairs
 from workbench.memory import recall
-from workbench.models import engines, registry, translation
+from workbench.models import engines, translation
 from workbench.team.access import Permission
 
 RESULTS = "translate_results"
@@ -30,15 +30,13 @@ MAX_MAP_PIECES = 80
 
 
 def render() -> None:
-    versions = registry.list_versions()
-    if not versions:
-        feedback.empty_state(
-            _(
-                "No model version yet: train one on the Train page (the demo corpus trains in "
-                "about a minute), then come back here."
-            ),
-            go_to=navigation.TRAIN,
+    versions = pickers.versions_or_train_hint(
+        _(
+            "No model version yet: train one on the Train page (the demo corpus trains in "
+            "about a minute), then come back here."
         )
+    )
+    if not versions:
         return
 
     with st.container(border=True):

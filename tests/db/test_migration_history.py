@@ -11,7 +11,9 @@ released database fails here, step by step.
 
 A new migration adds steps the file lacks: run this file once with ``PIN_NEW_MIGRATIONS=1``
 (not under ``-n``: both backends write the one file) to record them (steps already recorded
-are never rewritten), and review the diff.
+are never rewritten), and review the diff. After an upgrade of SQLAlchemy or PostgreSQL that
+prints the same schema differently, ``PIN_NEW_MIGRATIONS=all`` records every step again: its
+diff must show only that printing.
 """
 
 from __future__ import annotations
@@ -145,14 +147,16 @@ def _expected(
     return (start - set(recorded[step]["removed"])) | set(recorded[step]["added"])
 
 
-def _pin_new_steps(dialect: str, revisions: list[str], steps: dict[str, set[str]]) -> None:
-    """Record the steps a new migration adds; a recorded step is kept as it is."""
+def _pin_steps(dialect: str, revisions: list[str], steps: dict[str, set[str]], every: bool) -> None:
+    """Record the steps a new migration adds (a recorded step is kept as it is), or with
+    ``every`` all of them again."""
     pinned = json.loads(PINNED.read_text("utf-8")) if PINNED.exists() else {}
-    recorded = pinned.setdefault(dialect, {})
+    recorded = {} if every else pinned.get(dialect, {})
     for step, ddl in steps.items():
         against = _recorded_against(step, revisions)
         start = steps[against] if against else set()
         recorded.setdefault(step, {"added": sorted(ddl - start), "removed": sorted(start - ddl)})
+    pinned[dialect] = recorded
     PINNED.write_text(json.dumps(pinned, indent=1, ensure_ascii=False) + "\n", "utf-8")
 
 
@@ -183,8 +187,8 @@ def test_every_step_up_and_down_writes_the_pinned_ddl(db_url: str) -> None:
     revisions, steps = walk_up_and_down(engine)
     searchable = _has_search_support(engine)
     engine.dispose()
-    if os.environ.get("PIN_NEW_MIGRATIONS") == "1":
-        _pin_new_steps(dialect, revisions, steps)
+    if (pin := os.environ.get("PIN_NEW_MIGRATIONS")) in ("1", "all"):
+        _pin_steps(dialect, revisions, steps, every=pin == "all")
     recorded = json.loads(PINNED.read_text("utf-8"))[dialect]
     assert sorted(steps) == sorted(recorded), "a migration's steps are not pinned (see the top)"
     for step, ddl in steps.items():

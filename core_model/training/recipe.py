@@ -224,6 +224,9 @@ class Plan:
         }
 
 
+# Candidates a minutes budget times at most: the typical speed's guess, the measured budget's
+# (a larger batch), and its vocabulary (a fast CPU's budget crosses SHORT_BUDGET_TOKENS).
+MEASURED_CANDIDATES = 3
 # How fast this machine trains a candidate config (`calibration.measure` in the trainer).
 Speed = Callable[[TrainConfig], Calibration]
 
@@ -253,14 +256,23 @@ def resolve(
     tokens = _budget_tokens(base, facts, gpu, memorise, None)
     if speed is not None and tokens is not None and cfg.token_budget is None and cfg.epochs is None:
         # minutes: measure the candidate for the estimate, then the one for the measured budget
-        # if that differs (a short budget trains a cheaper configuration)
+        # while that differs (a short budget trains a cheaper configuration): the run trains
+        # the configuration it was timed on
         measured: TrainConfig | None = None
-        for _ in range(2):
+        for _ in range(MEASURED_CANDIDATES):
             candidate = _choose(base, facts, gpu, fine_tune, memorise, tokens)
             if measured is not None and _same_cost(candidate, measured):
                 break
             calibration, measured = speed(candidate), candidate
             tokens = _budget_tokens(base, facts, gpu, memorise, calibration)
+        if measured is not None:
+            # a budget on a threshold can point away from the last one timed (8k pieces
+            # timed slower than 4k project under 3.5M tokens): that one trains, at its speed
+            base = replace(
+                base,
+                vocab_size=measured.vocab_size,
+                max_tokens_per_batch=measured.max_tokens_per_batch,
+            )
     chosen = _choose(base, facts, gpu, fine_tune, memorise, tokens)
     return Plan(chosen, tokens, calibration, facts.tokens)
 

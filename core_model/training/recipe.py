@@ -105,11 +105,12 @@ MEMORISE_PEAK_LR = 4e-3  # memorising a few pairs: twice as fast as PEAK_LR (16 
 REAL_TOKENS_PER_PADDED = 1.75  # source + target tokens per padded batch token (Multi30k 1.8,
 # Tatoeba 1.7: a batch is counted as max(src, tgt) x sentences)
 GPU_BATCH_TOKENS = 8192  # (not tuned here: no GPU was available)
-# Budgets below these halve the vocabulary (see _vocab_size), a joint one and one per side.
-# Joint (Multi30k de-en, 10-minute clicks, valid greedy BLEU): 8k 37.85 at 3.68M tokens
+# Budgets below these halve the vocabulary (see _vocab_size), a joint one and one per side
+# (10-minute clicks, valid greedy BLEU). Joint (Multi30k de-en): 8k 37.85 at 3.68M tokens
 # against 4k's 36.47-37.15 at 3.50-3.64M; 8k 35.80 at 3.05M against 4k's 36.06-36.51 at
-# 3.00-3.31M; equal at 2M. Per side (zh-en): measured only at 1.1M (2k 11.8, 4k 8.4) and 2M.
-SHORT_BUDGET_TOKENS = {"joint": 3_500_000, "per side": 4_000_000}
+# 3.00-3.31M; equal at 2M. Per side (Tatoeba zh-en): 4k 24.07 at 3.20M against 2k's 20.41 at
+# 3.07M, but 2k 11.8 against 4k 8.4 at 1.1M: the gain changes sign near 2M.
+SHORT_BUDGET_TOKENS = {"joint": 3_500_000, "per side": 2_500_000}
 # SentencePiece pieces of a joint vocabulary for tens of thousands of pairs (one per side: half
 # that each); halved for a corpus below SMALL_CORPUS_PAIRS, doubled from LARGE_CORPUS_PAIRS.
 JOINT_VOCAB = 8_000

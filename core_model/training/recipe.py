@@ -257,8 +257,10 @@ def resolve(
     tokens = _budget_tokens(base, facts, gpu, memorise, None)
     if speed is not None and tokens is not None and cfg.token_budget is None and cfg.epochs is None:
         # minutes: measure the candidate for the estimate, then the one for the measured budget
-        # while that differs (a short budget trains a cheaper configuration): the run trains
-        # the configuration it was timed on
+        # while that differs (a short budget trains a cheaper configuration). A budget on a
+        # threshold may still point back (8k pieces timed slower than 4k project under 3.5M
+        # tokens): then the cheaper one trains, planned on the dearer one's speed — what the
+        # trainer, given that one measurement, chooses too.
         measured: TrainConfig | None = None
         for _ in range(MEASURED_CANDIDATES):
             candidate = _choose(base, facts, gpu, fine_tune, memorise, tokens)
@@ -266,14 +268,6 @@ def resolve(
                 break
             calibration, measured = speed(candidate), candidate
             tokens = _budget_tokens(base, facts, gpu, memorise, calibration)
-        if measured is not None:
-            # a budget on a threshold can point away from the last one timed (8k pieces
-            # timed slower than 4k project under 3.5M tokens): that one trains, at its speed
-            base = replace(
-                base,
-                vocab_size=measured.vocab_size,
-                max_tokens_per_batch=measured.max_tokens_per_batch,
-            )
     chosen = _choose(base, facts, gpu, fine_tune, memorise, tokens)
     return Plan(chosen, tokens, calibration, facts.tokens)
 

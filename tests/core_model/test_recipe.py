@@ -152,20 +152,25 @@ def speeds(by_cost: dict[tuple[int, int], float], calls: list[TrainConfig]):
 def test_the_run_trains_the_candidate_it_was_timed_on() -> None:
     """A fast CPU's 10 minutes: the typical speed's guess (250-token batches, 4k pieces) times
     5,600 tokens/s, which buys 625-token batches; those time 6,700, which buys 8k pieces
-    (3.6M tokens): they are timed too, and the plan is theirs."""
+    (3.6M tokens): they are timed too, and the plan is theirs (the layout's choice and the
+    trainer's, which is given the layout's measurement, agree)."""
     calls: list[TrainConfig] = []
     by_cost = {(250, 4_000): 5_600.0, (625, 4_000): 6_700.0, (625, 8_000): 6_600.0}
     plan = resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=speeds(by_cost, calls))
     assert [(c.max_tokens_per_batch, c.vocab_size) for c in calls] == list(by_cost)
     assert (plan.cfg.max_tokens_per_batch, plan.cfg.vocab_size) == (625, 8_000)
     assert plan.calibration is not None and plan.calibration.tokens_per_s == 6_600.0
-    # 8k timed so much slower that its budget falls under 3.5M tokens again: no fourth timing,
-    # and the run trains the candidate last timed, at its own speed, not an untimed one
+    # 8k timed so much slower that its budget falls under 3.5M tokens again: no fourth timing;
+    # 4k trains, planned on 8k's speed — as the trainer plans, given that one measurement
     calls.clear()
     by_cost[(625, 8_000)] = 6_300.0
     plan = resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=speeds(by_cost, calls))
     assert len(calls) == 3 and plan.budget_tokens == pytest.approx(600 * 6_300 * 0.9)
-    assert (plan.cfg.max_tokens_per_batch, plan.cfg.vocab_size) == (625, 8_000)
+    assert (plan.cfg.max_tokens_per_batch, plan.cfg.vocab_size) == (625, 4_000)
+    given = resolve(
+        TrainConfig(time_budget_s=600), MULTI30K, False, speed=lambda _c: plan.calibration
+    )
+    assert (given.cfg, given.budget_tokens) == (plan.cfg, plan.budget_tokens)
 
 
 def test_token_budgets_and_epochs_are_not_measured() -> None:

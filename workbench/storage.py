@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
+from functools import cache
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
@@ -72,8 +73,14 @@ def record_of(record: type[Record], row: object, /, **given: Any) -> Record:
     the rest and the columns that are converted (a JSON column copied, a NULL read as 0). A
     field that is neither (a new field nobody fills, or one named like a relationship) is a
     ``TypeError`` here, never a value copied by accident."""
-    columns = {attr.key for attr in sa_inspect(row).mapper.column_attrs}
+    columns = _mapped_columns(type(row))
     names = [f.name for f in fields(record) if f.name not in given]
     if unknown := [name for name in names if name not in columns]:
         raise TypeError(f"{record.__name__}: no column for {', '.join(unknown)}")
     return record(**{name: getattr(row, name) for name in names}, **given)
+
+
+@cache
+def _mapped_columns(table: type) -> frozenset[str]:
+    """The attribute names of an ORM class's columns (a listing asks for each of its rows)."""
+    return frozenset(attr.key for attr in sa_inspect(table).column_attrs)

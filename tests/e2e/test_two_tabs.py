@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from db.tables import TableDraft
 from tests.e2e import test_browser
 from tests.e2e.test_browser import (
     EXPECT_TIMEOUT_MS,
@@ -23,9 +24,10 @@ from tests.e2e.test_browser import (
     assert_clean_log,
     launch,
 )
-from tests.helpers import module_home
+from tests.helpers import module_home, wait_for
 from workbench.corpus import pairs
 from workbench.corpus.demo import DEMO_NAME
+from workbench.storage import session_scope
 from workbench.team.access import local_admin
 
 pytestmark = test_browser.pytestmark
@@ -77,6 +79,11 @@ class _Tab:
         expect(self.footer).to_contain_text(changes)
 
 
+def _a_draft_is_stored() -> bool:
+    with session_scope() as s:
+        return s.query(TableDraft).count() > 0
+
+
 def _targets(ids: list[int]) -> dict[int, str]:
     """The stored target of each of ``ids`` (those that exist), read through the services."""
     rows = pairs.search_pairs(DEMO_NAME, page_size=1000).rows
@@ -109,6 +116,8 @@ def test_two_tabs_of_one_browser_lose_no_saved_edit(app: App) -> None:
             a.edit(0, "A typed this (round 1)")
             a.unsaved(1)
             _settle(a.page)
+            # A's draft is in the database, where another tab reads it, before B opens
+            wait_for(_a_draft_is_stored, 30, "A's draft in the database")
             b = _Tab(context.new_page())
             b.page.goto(app.url)
             expect(

@@ -40,6 +40,7 @@ def test_two_gloo_ranks_end_with_identical_weights_and_register_as_a_version(
         sys.executable, "-m", "torch.distributed.run",
         "--nproc_per_node", "2", "--nnodes", "1",
         "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
+        "--log-dir", str(tmp_path / "torchrun-logs"),  # else a torchelastic_* folder in /tmp
         "-m", "core_model.distributed",
         "--train", str(TOY), "--valid", str(TOY),
         "--preset", "tiny", "--max-steps", "8", "--device", "cpu", "--precision", "fp32",

@@ -226,7 +226,8 @@ class Plan:
 
 
 # Candidates a minutes budget times at most: the typical speed's guess, the measured budget's
-# (a larger batch), and its vocabulary (a fast CPU's budget crosses SHORT_BUDGET_TOKENS).
+# (a larger batch), and its vocabulary or its dropout (a fast CPU's budget crosses
+# SHORT_BUDGET_TOKENS, or NO_DROPOUT_MAX_PASSES on a smaller corpus).
 MEASURED_CANDIDATES = 3
 # How fast this machine trains a candidate config (`calibration.measure` in the trainer).
 Speed = Callable[[TrainConfig], Calibration]
@@ -416,14 +417,15 @@ def estimated_tokens_per_s(model: ModelConfig, gpu: bool) -> float:
 
 
 def _same_cost(a: TrainConfig, b: TrainConfig) -> bool:
-    """Whether two candidates train at the same speed (same model, vocabulary and batch)."""
-    return (a.preset, a.model_overrides, a.vocab_size, a.joint_vocab, a.max_tokens_per_batch) == (
-        b.preset,
-        b.model_overrides,
-        b.vocab_size,
-        b.joint_vocab,
-        b.max_tokens_per_batch,
-    )
+    """Whether two candidates train at the same speed: the same model, vocabulary and batch,
+    and dropout on in both or in neither (on a CPU dropout's random masks cost a step ~20 %:
+    a run planned on a timing without them trained at 0.85× its calibration)."""
+
+    def cost(c: TrainConfig) -> tuple:
+        return (c.preset, c.model_overrides, c.vocab_size, c.joint_vocab,
+                c.max_tokens_per_batch, bool(c.dropout))  # fmt: skip
+
+    return cost(a) == cost(b)
 
 
 def updates(tokens: float, batch_tokens: int) -> float:

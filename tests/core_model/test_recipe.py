@@ -173,6 +173,23 @@ def test_the_run_trains_the_candidate_it_was_timed_on() -> None:
     assert (given.cfg, given.budget_tokens) == (plan.cfg, plan.budget_tokens)
 
 
+def test_a_candidate_whose_budget_turns_dropout_on_is_timed_with_it() -> None:
+    """Tatoeba's 10 minutes on a fast CPU: the measured budget makes more than 8 passes, so the
+    plan turns dropout on — which costs a CPU step ~20 %: that candidate is timed (before, the
+    run planned on the speed without dropout trained at 0.85× its calibration)."""
+    calls: list[TrainConfig] = []
+
+    def speed(candidate: TrainConfig) -> Calibration:
+        calls.append(candidate)
+        fast = 7_000.0 if candidate.max_tokens_per_batch == 625 else 5_000.0
+        return Calibration(fast * (0.8 if candidate.dropout else 1.0), 5, 2.0, 2, "bf16", 6e6)
+
+    plan = resolve(TrainConfig(time_budget_s=600), TATOEBA, False, speed=speed)
+    assert [bool(c.dropout) for c in calls] == [False, False, True]
+    assert plan.cfg.dropout and plan.calibration is not None
+    assert plan.calibration.tokens_per_s == 5_600.0  # planned on the speed it trains at
+
+
 def test_token_budgets_and_epochs_are_not_measured() -> None:
     calls: list[TrainConfig] = []
     plan = resolve(TrainConfig(token_budget=10**6), MULTI30K, False, speed=speed_of(1, calls))

@@ -202,8 +202,9 @@ class V1TranslateRequest(BaseModel):
     attention: bool = Field(False, description="Add the last layer's cross-attention")
     memory: bool = Field(
         False,
-        description="Decode with the corpus memory (kNN-MT over the train pairs of the "
-        "version's corpus): pairs saved there act at once; handwritten engine only",
+        description="Decode with the corpus memory (kNN-MT over the train pairs of "
+        "memory_corpus, else of the version's corpus): pairs saved there act at once; "
+        "handwritten engine only",
     )
     engine: str = Field(
         ENGINES[0],

@@ -66,7 +66,7 @@ def serve_port() -> int:
     raw = settings.serve_port_as_set()
     if raw is None:
         return DEFAULT_PORT
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 5) or not 1 <= int(raw) <= 65535:
         raise WorkbenchError(
             N_("{variable} must be a port number from 1 to 65535, not “{value}”."),
             variable=settings.ENV_SERVE_PORT,

@@ -24,7 +24,12 @@ from workbench.corpus.xliff import FilledFile
 from workbench.memory.file_translation import translate_xliff
 from workbench.memory.recall import Recalled, merged, recall
 from workbench.models.translation import MAX_BEAM, DecodingOptions
-from workbench.serving.protocol import ApiError, V1Match, V1TranslateRequest
+from workbench.serving.protocol import (
+    ApiError,
+    V1Match,
+    V1TranslateRequest,
+    check_declared_length,
+)
 from workbench.serving.runtime import Server, within_limit
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -88,9 +93,7 @@ def file_routes(server: Server, call: Any, requested_version: Any) -> APIRouter:
     )
     async def translate_file(request: Request) -> Response:
         c = server.config
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > c.max_body_bytes:
-            raise ApiError(413, f"The request body is larger than {c.max_body_bytes:,} bytes")
+        check_declared_length(request, c.max_body_bytes)
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "multipart/form-data":
             raise ApiError(415, "Send the file as multipart/form-data (a field named file)")

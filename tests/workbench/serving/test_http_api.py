@@ -505,19 +505,21 @@ def test_a_client_that_leaves_mid_body_is_no_server_error(api: Api) -> None:
 
 def test_a_content_length_python_cannot_read_is_a_4xx(api: Api) -> None:
     """A Content-Length of 5,000 digits (or of digits other than 0-9) is refused before
-    the body is read, never a 500."""
-    for length in (b"9" * 5000, "\u00b2".encode("latin-1")):
-        host, port = api.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=10) as conn:
-            conn.sendall(
-                b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Connection: close\r\nContent-Length: " + length + b"\r\n\r\n{}"
-            )
-            answer = b""
-            while chunk := conn.recv(65536):
-                answer += chunk
-        status = int(answer.split(b" ", 2)[1])
-        assert 400 <= status < 500, answer[:300]
+    the body is read, never a 500 (``/v1/translate_file`` too)."""
+    host, port = api.url.removeprefix("http://").split(":")
+    routes = [(b"/translate", b"application/json"), (b"/v1/translate_file", b"multipart/form-data")]
+    for path, kind in routes:
+        for length in (b"9" * 5000, "\u00b2".encode("latin-1")):
+            with socket.create_connection((host, int(port)), timeout=10) as conn:
+                conn.sendall(
+                    b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: " + kind + b"\r\n"
+                    b"Connection: close\r\nContent-Length: " + length + b"\r\n\r\n{}"
+                )
+                answer = b""
+                while chunk := conn.recv(65536):
+                    answer += chunk
+            status = int(answer.split(b" ", 2)[1])
+            assert 400 <= status < 500, (path, answer[:300])
     assert _requests_counted(api, "/translate")["500"] == 0
 
 

@@ -134,8 +134,8 @@ def _args_translate(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quantization",
         choices=QUANTIZATIONS,
-        default=ENGINE_QUANTIZATION,
-        help=f"weights of the CTranslate2 engine (default {ENGINE_QUANTIZATION})",
+        help=f"weights of the CTranslate2 engine (default {ENGINE_QUANTIZATION}; needs "
+        "--engine ctranslate2)",
     )
     _glossary_arg(p, "use the required terms of this corpus' glossary")
     p.add_argument(
@@ -171,6 +171,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     from workbench.memory.recall import translate_with_memory
     from workbench.models.translation import DecodingOptions
 
+    if args.quantization is not None and args.engine == ENGINES[0]:
+        raise WorkbenchError(N_("--quantization needs --engine ctranslate2"))
     if args.xliff is not None or args.out is not None:
         return _translate_xliff(args)
     try:
@@ -181,7 +183,10 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         args.version,
         texts,
         DecodingOptions(
-            beam=args.beam, engine=args.engine, quantization=args.quantization, knn=args.memory
+            beam=args.beam,
+            engine=args.engine,
+            quantization=args.quantization or ENGINE_QUANTIZATION,
+            knn=args.memory,
         ),
         glossary=_glossary(args.glossary),
         matches=args.matches or 0,

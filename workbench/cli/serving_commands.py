@@ -134,7 +134,8 @@ def _args_key_create(p: argparse.ArgumentParser) -> None:
         "--role",
         choices=[r.value for r in Role],
         default=Role.VIEWER.value,
-        help="what requests with the key may do (viewer: translate only)",
+        help=f"what requests with the key may do (default {Role.VIEWER.value}: read and "
+        "translate only)",
     )
 
 

@@ -215,7 +215,7 @@ def find(session: Session, ref: CorpusRef) -> Corpus:
             corpus = find_by_id(session, explicit)
         else:
             corpus = find_by_name(session, normalize_text(ref))
-            if ref.strip().isdigit():
+            if ref.strip().isascii() and ref.strip().isdigit():  # "²".isdigit() too
                 by_id = find_by_id(session, int(ref))
                 if corpus is not None and by_id is not None and by_id.id != corpus.id:
                     raise WorkbenchError(

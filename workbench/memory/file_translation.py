@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from workbench.corpus.corpora import CorpusRef
@@ -29,11 +30,16 @@ def translate_xliff(
     engine: str = ENGINES[0],
     use_memory: bool = False,
     corpus: CorpusRef | None = None,
+    before_decoding: Callable[[list[str]], None] | None = None,
 ) -> FilledFile:
     """The XLIFF file ``data`` translated by ``version_id``; with ``use_memory`` a text the
-    memory (``recall.memory_corpus``) holds exactly gets its curated target."""
+    memory (``recall.memory_corpus``) holds exactly gets its curated target.
+    ``before_decoding`` sees every run of text to translate before any is decoded, and may
+    refuse them (the HTTP API's characters-per-request limit)."""
 
     def translate(texts: list[str]) -> list[tuple[str, bool]]:
+        if before_decoding is not None:
+            before_decoding(texts)
         out: list[tuple[str, bool]] = []
         for start in range(0, len(texts), BATCH):
             chunk = texts[start : start + BATCH]

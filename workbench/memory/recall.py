@@ -7,7 +7,7 @@ HTTP API decodes through its batcher, so it uses ``recall`` and ``MEMORY_ORIGIN`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core_model.translator import TranslationResult
 from workbench.corpus.corpora import CorpusRef
@@ -86,11 +86,11 @@ def decode(
     options: DecodingOptions = DecodingOptions(),
     *,
     glossary: Glossary | None = None,
-    corpus: CorpusRef | None = None,
 ) -> list[TranslationResult]:
-    """``translation.translate``, with the corpus' kNN-MT datastore when ``options.knn`` (the
-    handwritten decoder only: CTranslate2 keeps its decoder states to itself). The HTTP
-    server's batches decode through this (``workbench.serving.batching``)."""
+    """``translation.translate``, with the kNN-MT datastore of ``options.memory_corpus`` (as
+    ``datastore.memory_corpus`` chooses) when ``options.knn`` (the handwritten decoder only:
+    CTranslate2 keeps its decoder states to itself). The HTTP server's batches decode through
+    this (``workbench.serving.batching``)."""
     if options.knn and options.engine != ENGINES[0]:
         raise WorkbenchError(MEMORY_NEEDS_HANDWRITTEN)
     return translation.translate(
@@ -101,7 +101,7 @@ def decode(
         engine=options.engine,
         quantization=options.quantization,
         glossary=glossary,
-        retrieval=datastore.retrieval(version_id, corpus) if options.knn else None,
+        retrieval=datastore.retrieval(version_id, options.memory_corpus) if options.knn else None,
     )
 
 
@@ -116,11 +116,17 @@ def translate_with_memory(
     corpus: CorpusRef | None = None,
 ) -> tuple[list[TranslationResult], list[Recalled]]:
     """``decode`` of the sentences without an exact match (all of them when not
-    ``use_exact``), the others given their curated target; and each one's memory."""
+    ``use_exact``), the others given their curated target; and each one's memory. ``corpus``
+    is the memory of both: the matches and the kNN-MT datastore (``options.knn``)."""
     memory = recall(version_id, sentences, matches=matches, use_exact=use_exact, corpus=corpus)
     todo = [i for i, r in enumerate(memory) if r.exact is None]
     decoded = (
-        decode(version_id, [sentences[i] for i in todo], options, glossary=glossary, corpus=corpus)
+        decode(
+            version_id,
+            [sentences[i] for i in todo],
+            replace(options, memory_corpus=corpus),
+            glossary=glossary,
+        )
         if todo
         else []
     )

@@ -127,6 +127,7 @@ class DecodingOptions:
     engine: str = ENGINES[0]
     quantization: str = ENGINE_QUANTIZATION  # the CTranslate2 engine's weights
     knn: bool = False  # with the corpus' kNN-MT datastore (the handwritten decoder only)
+    memory_corpus: CorpusRef | None = None  # that datastore's corpus (None: the version's)
 
 
 @dataclass(frozen=True)

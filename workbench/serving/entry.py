@@ -10,8 +10,10 @@ worker from the app's import path.
 from __future__ import annotations
 
 import copy
+import errno
 import ipaddress
 import os
+import socket
 import sys
 
 from workbench import settings
@@ -35,6 +37,13 @@ def refuse_anonymous_network(host: str, config: ServeConfig, allow_anonymous: bo
     """Refuse (``WorkbenchError``) to listen beyond this machine without keys unless anonymous
     access was asked for: anyone on the network could then translate and read
     ``/v1/versions`` and ``/metrics``."""
+    if config.require_keys and allow_anonymous:
+        raise WorkbenchError(
+            N_(
+                "--require-keys and --allow-anonymous contradict each other: choose one "
+                "(--allow-anonymous serves without keys)"
+            )
+        )
     if config.require_keys or allow_anonymous or is_loopback(host):
         return
     raise WorkbenchError(
@@ -45,6 +54,28 @@ def refuse_anonymous_network(host: str, config: ServeConfig, allow_anonymous: bo
         ),
         host=host,
     )
+
+
+def port_free(host: str, port: int) -> bool:
+    """Whether a server could listen on ``host``:``port`` now, bound as uvicorn binds
+    (connections of an earlier server still closing do not count); any other reason not to
+    listen there (an address not of this machine, a name that does not resolve) is a
+    ``WorkbenchError``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise WorkbenchError(
+                N_("cannot listen on {host} port {port}: {reason}"),
+                host=host,
+                port=port,
+                reason=exc.strerror or exc,
+            ) from None
+    return True
 
 
 def startup_lines(host: str, port: int, workers: int, config: ServeConfig) -> list[str]:
@@ -71,7 +102,10 @@ def startup_lines(host: str, port: int, workers: int, config: ServeConfig) -> li
 
 
 def run_server(host: str, port: int, workers: int, config: ServeConfig) -> None:
-    """Serve until interrupted."""
+    """Serve until interrupted; a port already taken is one ``WorkbenchError`` line, before
+    uvicorn starts (it would log its own failure over several lines and exit 3)."""
+    if not port_free(host, port):
+        raise WorkbenchError(N_("port {port} on {host} is already in use"), port=port, host=host)
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 

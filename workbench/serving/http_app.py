@@ -101,18 +101,31 @@ async def _call(fn: Callable[..., Any], *args: Any, status: int = 400) -> Any:
         raise ApiError(status, str(exc)) from None
 
 
-async def _memory_ready(version_id: int, engine: str) -> None:
-    """A request with the corpus memory is decoded only once the store is ready; until then
-    (its first build can take a minute) it is built in the background and the request
-    answered 503 with how far the build is."""
+async def _requested_version(
+    version: int | None, source: str | None, target: str | None
+) -> registry.VersionInfo:
+    """The version a native request pins, else the one served for its pair: an unknown
+    version is 404, a pair nothing serves 400 (as LibreTranslate's ``/translate`` answers)."""
+    if version is None:
+        if not (source and target):
+            raise ApiError(400, "Invalid request: give a version, or a source and a target")
+        version = await _call(_served_version, source, target)
+    return await _call(registry.get_version, version, status=404)
+
+
+async def _memory_ready(version_id: int, engine: str, corpus: str | None) -> None:
+    """A request with the corpus memory is decoded only once the store of the memory's corpus
+    (``corpus``, else the version's own: ``datastore.memory_corpus``, as the CLI's) is ready;
+    until then (its first build can take a minute) it is built in the background and the
+    request answered 503 with how far the build is."""
     if engine != ENGINES[0]:
         raise ApiError(400, f"Invalid request: {MEMORY_NEEDS_HANDWRITTEN}")
-    state = await _call(datastore.store_state, version_id)
+    state = await _call(datastore.store_state, version_id, corpus)
     if state["state"] == "ready":
         return
     if state["state"] == "failed":
         raise ApiError(400, f"Invalid request: the memory could not be built: {state['error']}")
-    job = await _call(datastore.build_in_background, version_id)
+    job = await _call(datastore.build_in_background, version_id, corpus)
     raise ApiError(
         503,
         f"The corpus memory of version {version_id} is being built ({job.done:,} of "
@@ -274,16 +287,10 @@ def native_routes(server: Server) -> APIRouter:
         texts = server.texts(req.q, max_chars)
         if req.engine not in engines.available_engines():
             raise ApiError(400, f"Invalid request: the {req.engine} engine is not installed here")
-        if req.version is not None:
-            info = await _call(registry.get_version, req.version, status=404)
-        elif req.source and req.target:
-            version_id = await _call(_served_version, req.source, req.target)
-            info = await _call(registry.get_version, version_id, status=404)
-        else:
-            raise ApiError(400, "Invalid request: give a version, or a source and a target")
+        info = await _requested_version(req.version, req.source, req.target)
         request.state.version_id = info.id
         if req.memory:
-            await _memory_ready(info.id, req.engine)
+            await _memory_ready(info.id, req.engine, req.memory_corpus)
         results, memory = await translate_remembering(server, info.id, texts, req, _call)
         checks = await _call(check_inputs, info.id, results, status=500)
         return V1TranslateResponse(
@@ -306,7 +313,7 @@ def native_routes(server: Server) -> APIRouter:
             ],
         )
 
-    router.include_router(file_routes(server, _call, _served_version))
+    router.include_router(file_routes(server, _call, _requested_version))
 
     @router.get(
         "/v1/versions",

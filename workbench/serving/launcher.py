@@ -28,7 +28,6 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +37,7 @@ from workbench import settings, worker_lock
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 from workbench.serving.config import DEFAULT_HOST, DEFAULT_PORT
+from workbench.serving.entry import port_free
 from workbench.serving.served import base_url
 from workbench.team.access import Permission, require
 
@@ -66,7 +66,7 @@ def serve_port() -> int:
     raw = settings.serve_port_as_set()
     if raw is None:
         return DEFAULT_PORT
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 5) or not 1 <= int(raw) <= 65535:
         raise WorkbenchError(
             N_("{variable} must be a port number from 1 to 65535, not “{value}”."),
             variable=settings.ENV_SERVE_PORT,
@@ -119,7 +119,7 @@ def start_server() -> ServerState:
     with open(settings.spawn_lock_path(), "a+") as spawn_lock:
         fcntl.flock(spawn_lock, fcntl.LOCK_EX)
         if _started_pid() is None:
-            if not _port_free(port):
+            if not port_free(DEFAULT_HOST, port):
                 raise WorkbenchError(
                     N_(
                         "Port {port} on {host} is in use by another program, so the server "
@@ -181,18 +181,6 @@ def _started_pid() -> int | None:
         return int(json.loads(settings.server_record_path().read_text())["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _port_free(port: int) -> bool:
-    """Whether the server could listen on the port (as uvicorn does: connections of an
-    earlier server still closing do not count)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((DEFAULT_HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 def _spawn(port: int) -> None:

@@ -7,6 +7,8 @@ file translated.
 version), ``beam``, ``memory_exact`` and ``memory_corpus``; unlike LibreTranslate, which
 answers a URL to download from later, it answers the translated file itself
 (``application/xliff+xml``, named like the upload), with its counts in ``X-Units-*`` headers.
+The text it asks to translate (each run of text between tags, once) counts against the
+characters a request may hold, as ``/v1/translate``'s texts do.
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.datastructures import UploadFile
 
+from workbench.corpus.xliff import FilledFile
 from workbench.memory.file_translation import translate_xliff
 from workbench.memory.recall import Recalled, merged, recall
-from workbench.models import registry
 from workbench.models.translation import MAX_BEAM, DecodingOptions
-from workbench.serving.protocol import ApiError, V1Match, V1TranslateRequest
-from workbench.serving.runtime import Server
+from workbench.serving.protocol import (
+    ApiError,
+    V1Match,
+    V1TranslateRequest,
+    check_declared_length,
+)
+from workbench.serving.runtime import Server, within_limit
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -42,7 +49,11 @@ async def translate_remembering(
             version_id,
             [texts[i] for i in todo],
             DecodingOptions(
-                beam=req.beam, with_attention=req.attention, engine=req.engine, knn=req.memory
+                beam=req.beam,
+                with_attention=req.attention,
+                engine=req.engine,
+                knn=req.memory,
+                memory_corpus=req.memory_corpus,
             ),
         )
         if todo
@@ -54,8 +65,7 @@ async def translate_remembering(
 def _recall(
     version_id: int, texts: list[str], matches: int, exact: bool, corpus: str | None
 ) -> list[Recalled]:
-    ref: str | int | None = int(corpus) if corpus and corpus.isdigit() else corpus
-    return recall(version_id, texts, matches=matches, use_exact=exact, corpus=ref)
+    return recall(version_id, texts, matches=matches, use_exact=exact, corpus=corpus)
 
 
 def memory_fields(recalled: Recalled) -> dict[str, Any]:
@@ -69,8 +79,8 @@ def memory_fields(recalled: Recalled) -> dict[str, Any]:
     }
 
 
-def file_routes(server: Server, call: Any, served_version: Any) -> APIRouter:
-    """``POST /v1/translate_file`` (module docstring); ``call`` and ``served_version`` are
+def file_routes(server: Server, call: Any, requested_version: Any) -> APIRouter:
+    """``POST /v1/translate_file`` (module docstring); ``call`` and ``requested_version`` are
     ``http_app``'s; the native router that includes it gives its tag."""
     router = APIRouter()
 
@@ -83,9 +93,7 @@ def file_routes(server: Server, call: Any, served_version: Any) -> APIRouter:
     )
     async def translate_file(request: Request) -> Response:
         c = server.config
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > c.max_body_bytes:
-            raise ApiError(413, f"The request body is larger than {c.max_body_bytes:,} bytes")
+        check_declared_length(request, c.max_body_bytes)
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "multipart/form-data":
             raise ApiError(415, "Send the file as multipart/form-data (a field named file)")
@@ -97,17 +105,21 @@ def file_routes(server: Server, call: Any, served_version: Any) -> APIRouter:
         if len(data) > c.max_body_bytes:
             raise ApiError(413, f"The file is larger than {c.max_body_bytes:,} bytes")
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
-        await server.authorize(request, fields.get("api_key"))
-        version_id = await call(_version_of, fields, served_version, status=404)
-        request.state.version_id = version_id
-        beam = _int_field(fields, "beam", 1, MAX_BEAM)
+        max_chars = await server.authorize(request, fields.get("api_key"))
+        version = _form_number(fields, "version", "a version id")
+        info = await requested_version(version, fields.get("source"), fields.get("target"))
+        request.state.version_id = info.id
+        beam = _form_number(fields, "beam", f"1 to {MAX_BEAM}")
+        if beam is not None and not 1 <= beam <= MAX_BEAM:
+            raise ApiError(400, f"Invalid request: beam must be 1 to {MAX_BEAM}")
         filled = await call(
             _translate,
-            version_id,
+            info.id,
             data,
-            beam,
+            beam or 1,
             fields.get("memory_exact", "").lower() in _TRUE,
             fields.get("memory_corpus") or None,
+            max_chars,
         )
         name = PurePath(upload.filename or "translated.xlf").name
         return Response(
@@ -125,27 +137,31 @@ def file_routes(server: Server, call: Any, served_version: Any) -> APIRouter:
     return router
 
 
-def _version_of(fields: dict[str, str], served_version: Any) -> int:
-    version = fields.get("version")
-    if version:
-        if not version.isdigit():
-            raise ApiError(400, "Invalid request: version must be a version id")
-        return registry.get_version(int(version)).id
-    if fields.get("source") and fields.get("target"):
-        return served_version(fields["source"], fields["target"])
-    raise ApiError(400, "Invalid request: give a version, or a source and a target")
+_MAX_DIGITS = 30  # far past any id or beam, far below what int() refuses (4,300 digits)
 
 
-def _int_field(fields: dict[str, str], name: str, low: int, high: int) -> int:
-    value = fields.get(name) or str(low)
-    if not value.isdigit() or not low <= int(value) <= high:
-        raise ApiError(400, f"Invalid request: {name} must be {low} to {high}")
+def _form_number(fields: dict[str, str], name: str, what: str) -> int | None:
+    """A form field's whole number, None when absent: ASCII digits only ("²".isdigit() is
+    true, but int() refuses it), few enough for int(); else 400 "``name`` must be ``what``"."""
+    value = fields.get(name) or ""
+    if not value:
+        return None
+    if not (value.isascii() and value.isdigit()) or len(value) > _MAX_DIGITS:
+        raise ApiError(400, f"Invalid request: {name} must be {what}")
     return int(value)
 
 
-def _translate(version_id: int, data: bytes, beam: int, exact: bool, corpus: str | None) -> Any:
-    ref: str | int | None = int(corpus) if corpus and corpus.isdigit() else corpus
-    return translate_xliff(version_id, data, beam=beam, use_memory=exact, corpus=ref)
+def _translate(
+    version_id: int, data: bytes, beam: int, exact: bool, corpus: str | None, max_chars: int
+) -> FilledFile:
+    return translate_xliff(
+        version_id,
+        data,
+        beam=beam,
+        use_memory=exact,
+        corpus=corpus,
+        before_decoding=lambda texts: within_limit(texts, max_chars),
+    )
 
 
 def _ascii(name: str) -> str:

@@ -66,17 +66,24 @@ async def read_fields(request: Request, max_bytes: int, timeout_s: float) -> dic
     return fields
 
 
-async def _read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
-    too_big = ApiError(413, f"The request body is larger than {max_bytes:,} bytes")
+def check_declared_length(request: Request, max_bytes: int) -> None:
+    """Refuse a body that its Content-Length says is larger than ``max_bytes`` (413) before
+    reading it, or a Content-Length that is not a number (400)."""
     declared = request.headers.get("content-length")
-    if declared is not None:
-        # ASCII digits only ("²".isdigit() too), and no int() of thousands of them: past
-        # Python's digit limit (uvicorn refuses both first; another server may not)
-        if not (declared.isascii() and declared.isdigit()):
-            raise ApiError(400, "Invalid Content-Length header")
-        digits = declared.lstrip("0") or "0"
-        if len(digits) > len(str(max_bytes)) or int(digits) > max_bytes:
-            raise too_big
+    if declared is None:
+        return
+    # ASCII digits only ("²".isdigit() too), and no int() of thousands of them: past
+    # Python's digit limit (uvicorn refuses both first; another server may not)
+    if not (declared.isascii() and declared.isdigit()):
+        raise ApiError(400, "Invalid Content-Length header")
+    digits = declared.lstrip("0") or "0"
+    if len(digits) > len(str(max_bytes)) or int(digits) > max_bytes:
+        raise ApiError(413, f"The request body is larger than {max_bytes:,} bytes")
+
+
+async def _read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
+    check_declared_length(request, max_bytes)
+    too_big = ApiError(413, f"The request body is larger than {max_bytes:,} bytes")
 
     async def read() -> bytes:
         chunks, size = [], 0
@@ -202,8 +209,9 @@ class V1TranslateRequest(BaseModel):
     attention: bool = Field(False, description="Add the last layer's cross-attention")
     memory: bool = Field(
         False,
-        description="Decode with the corpus memory (kNN-MT over the train pairs of the "
-        "version's corpus): pairs saved there act at once; handwritten engine only",
+        description="Decode with the corpus memory (kNN-MT over the train pairs of "
+        "memory_corpus, else of the version's corpus): pairs saved there act at once; "
+        "handwritten engine only",
     )
     engine: str = Field(
         ENGINES[0],

@@ -149,13 +149,7 @@ class Server:
             )
         if any("\ud800" <= ch <= "\udfff" for t in texts for ch in t):
             raise ApiError(400, "Invalid request: q is not valid Unicode text")
-        size = sum(map(len, texts))
-        if size > max_chars:
-            raise ApiError(
-                400,
-                f"Invalid request: request ({size:,} characters) exceeds the limit of "
-                f"{max_chars:,} characters",
-            )
+        within_limit(texts, max_chars)
         return texts
 
     async def translate(
@@ -175,6 +169,19 @@ class Server:
             ) from None
         except WorkbenchError as exc:
             raise ApiError(500, f"Cannot translate text: {exc}") from None
+
+
+def within_limit(texts: list[str], max_chars: int) -> None:
+    """Refuse (400) texts that hold more than the characters a request may (``authorize``):
+    ``/translate``'s and ``/v1/translate``'s texts, the text runs a ``/v1/translate_file``
+    asks to translate."""
+    size = sum(map(len, texts))
+    if size > max_chars:
+        raise ApiError(
+            400,
+            f"Invalid request: request ({size:,} characters) exceeds the limit of "
+            f"{max_chars:,} characters",
+        )
 
 
 class Observed:

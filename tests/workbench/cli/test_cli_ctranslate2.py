@@ -90,10 +90,13 @@ def test_translate_with_either_engine(version: int) -> None:
         )  # fmt: skip
         assert theirs.returncode == 0, theirs.stderr
         assert theirs.stdout.splitlines() == ours.stdout.splitlines(), quantization
-    beam4 = ["translate", "--version", str(version), "--beam", "4", "--quantization", "float32"]
+    beam4 = ["translate", "--version", str(version), "--beam", "4"]
     beams = [
-        cli_in_process(*beam4, "--engine", engine, *sources)
-        for engine in ("handwritten", "ctranslate2")
+        cli_in_process(*beam4, *engine, *sources)
+        for engine in (
+            ["--engine", "handwritten"],
+            ["--engine", "ctranslate2", "--quantization", "float32"],
+        )
     ]
     assert beams[0].returncode == beams[1].returncode == 0
     assert beams[1].stdout.splitlines() == beams[0].stdout.splitlines()
@@ -105,6 +108,10 @@ def test_translate_with_either_engine(version: int) -> None:
 
     unknown = cli_in_process("translate", "--version", str(version), "--engine", "marian", "x")
     assert unknown.returncode == 2 and "invalid choice: 'marian'" in unknown.stderr
+    # the handwritten decoder has no quantization: asking for one is refused, not ignored
+    ignored = cli_in_process("translate", "--version", str(version), "--quantization", "int8", "x")
+    assert ignored.returncode == 2
+    assert ignored.stderr == "error: --quantization needs --engine ctranslate2\n"
 
 
 def test_heat_map_stays_ours_and_refusals(version: int) -> None:

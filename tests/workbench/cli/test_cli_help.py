@@ -34,3 +34,8 @@ def test_every_command_has_help(wb_home: Path, command: str) -> None:
     assert "%%" not in text
     summary = next(cmd.help for cmd in COMMANDS if cmd.name == command)
     assert " ".join(summary.split()) in " ".join(text.split())
+
+
+def test_api_key_create_help_says_the_default_role(wb_home: Path) -> None:
+    text = " ".join(_help("api-key-create").split())
+    assert "(default viewer: read and translate only)" in text

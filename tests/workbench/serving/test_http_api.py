@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import httpx
 import pytest
@@ -192,6 +193,30 @@ def test_v1_translates_with_the_corpus_memory_once_it_is_built(api: Api) -> None
     assert refused.status_code == 400 and "handwritten decoder" in refused.json()["error"]
 
 
+def test_v1_memory_decodes_with_the_memory_corpus_asked_for(api: Api) -> None:
+    """``memory_corpus`` chooses the kNN-MT store as the CLI's ``--memory-corpus`` does: a
+    version registered without a corpus (a copy of the 15-step one) decodes with the toy
+    corpus' memory when asked, where it was refused as "not trained on a corpus here"."""
+    copy = model_import.import_version(
+        registry.artifact_dir(api.v2), src_lang="zh", tgt_lang="en", name="v2 without a corpus"
+    )
+    try:
+        sources, targets = zip(*toy_pairs()[:4], strict=True)
+        body = {"q": list(sources), "version": copy, "memory": True}
+        refused = post(api, "/v1/translate", json=body)
+        assert refused.status_code == 400 and "not trained on a corpus" in refused.json()["error"]
+        body["memory_corpus"] = "toy"
+        wait_for(
+            lambda: post(api, "/v1/translate", json=body).status_code == 200, 120, "the memory"
+        )
+        answer = post(api, "/v1/translate", json=body).json()
+        assert [t["text"] for t in answer["translations"]] == list(targets)
+        unknown = post(api, "/v1/translate", json={**body, "memory_corpus": "\u00b2"})
+        assert unknown.status_code == 400 and "no corpus" in unknown.json()["error"]
+    finally:
+        registry.delete_version(copy)
+
+
 def test_v1_translates_with_the_ctranslate2_engine_like_the_cli(api: Api) -> None:
     sources = [s for s, _ in toy_pairs()][:4]
     out = cli_in_process("translate", "--version", str(api.v1), "--engine", "ctranslate2", *sources)
@@ -363,6 +388,72 @@ def test_native_bad_input_and_unknown_routes(api: Api) -> None:
         assert message in answer.json()["error"]
 
 
+# ------------------------------------------------------------------- translate_file
+
+
+def xliff(*sources: str) -> bytes:
+    """An XLIFF 1.2 file (zh→en) with one unit to translate per source."""
+    units = "".join(
+        f'<trans-unit id="{i}"><source>{escape(s)}</source></trans-unit>'
+        for i, s in enumerate(sources, 1)
+    )
+    return (
+        '<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"><file original="t" '
+        'source-language="zh" target-language="en" datatype="plaintext">'
+        f"<body>{units}</body></file></xliff>"
+    ).encode()
+
+
+def post_file(api: Api, data: bytes, **fields: str) -> httpx.Response:
+    files = {"file": ("t.xlf", data, "application/xliff+xml")}
+    return post(api, "/v1/translate_file", files=files, data=fields)
+
+
+def test_translate_file_counts_its_text_against_the_characters_limit(api: Api) -> None:
+    """A key's characters-per-request limit, and the server's, hold for the text a file asks
+    to translate, refused as ``/v1/translate`` refuses the same texts."""
+    key = api_keys.create_key("files", chars_per_request=20).key
+    sources = [s for s, _ in toy_pairs()]
+    assert len(sources[0]) <= 20 < sum(map(len, sources))
+    small = post_file(api, xliff(sources[0]), version=str(api.v1), api_key=key)
+    assert small.status_code == 200, small.text
+    assert small.headers["x-units-translated"] == "1"
+    over = post_file(api, xliff(*sources), version=str(api.v1), api_key=key)
+    texts = post(api, "/v1/translate", json={"q": sources, "version": api.v1, "api_key": key})
+    assert over.status_code == texts.status_code == 400, over.text
+    assert over.json() == texts.json()
+    assert "exceeds the limit of 20 characters" in over.json()["error"]
+    # without a key: the server's limit (5,000)
+    many = [f"{sources[0]}{i}" for i in range(600)]
+    assert sum(map(len, many)) > 5000
+    refused = post_file(api, xliff(*many), version=str(api.v1))
+    assert refused.status_code == 400
+    assert "exceeds the limit of 5,000 characters" in refused.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "status", "message"),
+    [
+        ({"version": "\u00b2"}, 400, "version must be a version id"),
+        ({"version": "9" * 5000}, 400, "version must be a version id"),
+        ({"version": "99999"}, 404, "does not exist"),
+        ({"beam": "\u00b2"}, 400, "beam must be 1 to"),
+        ({"beam": "0"}, 400, "beam must be 1 to"),
+        ({"memory_exact": "true", "memory_corpus": "\u00b2"}, 400, "no corpus '\u00b2'"),
+        # a pair nothing serves: 400, as LibreTranslate's /translate answers it
+        ({"version": "", "source": "zh", "target": "fr"}, 400, "No version is served for zh→fr"),
+        ({"version": ""}, 400, "give a version, or a source and a target"),
+    ],
+)
+def test_translate_file_bad_fields_are_a_4xx(
+    api: Api, fields: dict[str, str], status: int, message: str
+) -> None:
+    answer = post_file(api, xliff(toy_pairs()[0][0]), **{"version": str(api.v1), **fields})
+    assert answer.status_code == status, answer.text
+    assert message in answer.json()["error"]
+    assert httpx.get(f"{api.url}/health").status_code == 200
+
+
 def test_a_chunked_oversized_body_is_refused(api: Api) -> None:
     def chunks() -> Iterator[bytes]:
         for _ in range(40):
@@ -414,19 +505,21 @@ def test_a_client_that_leaves_mid_body_is_no_server_error(api: Api) -> None:
 
 def test_a_content_length_python_cannot_read_is_a_4xx(api: Api) -> None:
     """A Content-Length of 5,000 digits (or of digits other than 0-9) is refused before
-    the body is read, never a 500."""
-    for length in (b"9" * 5000, "\u00b2".encode("latin-1")):
-        host, port = api.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=10) as conn:
-            conn.sendall(
-                b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Connection: close\r\nContent-Length: " + length + b"\r\n\r\n{}"
-            )
-            answer = b""
-            while chunk := conn.recv(65536):
-                answer += chunk
-        status = int(answer.split(b" ", 2)[1])
-        assert 400 <= status < 500, answer[:300]
+    the body is read, never a 500 (``/v1/translate_file`` too)."""
+    host, port = api.url.removeprefix("http://").split(":")
+    routes = [(b"/translate", b"application/json"), (b"/v1/translate_file", b"multipart/form-data")]
+    for path, kind in routes:
+        for length in (b"9" * 5000, "\u00b2".encode("latin-1")):
+            with socket.create_connection((host, int(port)), timeout=10) as conn:
+                conn.sendall(
+                    b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: " + kind + b"\r\n"
+                    b"Connection: close\r\nContent-Length: " + length + b"\r\n\r\n{}"
+                )
+                answer = b""
+                while chunk := conn.recv(65536):
+                    answer += chunk
+            status = int(answer.split(b" ", 2)[1])
+            assert 400 <= status < 500, (path, answer[:300])
     assert _requests_counted(api, "/translate")["500"] == 0
 
 

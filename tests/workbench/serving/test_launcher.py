@@ -45,3 +45,13 @@ def test_a_stopped_server_is_reaped_and_forgotten(
     assert launcher.server_state().status == "down"
     with pytest.raises(launcher.WorkbenchError, match="No server started by this app"):
         launcher.stop_server()
+
+
+@pytest.mark.parametrize("raw", ["\u00b2", "9" * 5000, "0", "65536", "http"])
+def test_a_serve_port_that_is_no_port_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    """Digits int() cannot read ("²".isdigit() is true) are refused like any other bad value."""
+    monkeypatch.setenv(settings.ENV_SERVE_PORT, raw)
+    with pytest.raises(launcher.WorkbenchError, match="must be a port number from 1 to 65535"):
+        launcher.serve_port()

@@ -1,6 +1,7 @@
 """No way in by default (issue 37): ``serve`` on an address other machines reach, without
 ``--require-keys``, refuses to start (one ``error:`` line, exit 2, nothing listening) unless
-``--allow-anonymous`` says so; loopback addresses serve as before."""
+``--allow-anonymous`` says so; loopback addresses serve as before. A port already in use and
+contradicting options are one ``error:`` line too."""
 
 from __future__ import annotations
 
@@ -29,6 +30,28 @@ def test_serve_on_every_interface_without_keys_is_refused(wb_home, host: str) ->
         f"error: not serving on {host} without API keys: anyone who can reach this machine "
         "could use it. Create keys and add --require-keys, or add --allow-anonymous to serve "
         "everyone"
+    ]
+    assert not _listening(port)
+
+
+def test_serve_on_a_port_in_use_is_one_error_line(wb_home) -> None:
+    """Not uvicorn's eight lines of log and exit 3: one ``error:`` line, exit 2."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli("serve", "--port", str(port), timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines() == [f"error: port {port} on 127.0.0.1 is already in use"]
+
+
+def test_require_keys_and_allow_anonymous_together_are_refused(wb_home) -> None:
+    port = free_port()
+    done = cli("serve", "--require-keys", "--allow-anonymous", "--port", str(port), timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: --require-keys and --allow-anonymous contradict each other: choose one "
+        "(--allow-anonymous serves without keys)"
     ]
     assert not _listening(port)
 

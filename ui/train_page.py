@@ -79,7 +79,12 @@ def new_run_form(all_corpora: list[Any]) -> None:
     epochs = minutes = None
     if train_for == "epochs":
         epochs = cols[1].number_input(
-            _("Epochs"), min_value=1, max_value=1000, value=10, step=1, key="train_epochs"
+            _("Epochs"),
+            min_value=1,
+            max_value=train_options.MAX_EPOCHS,
+            value=10,
+            step=1,
+            key="train_epochs",
         )
     elif train_for == "minutes":
         minutes = cols[1].number_input(
@@ -145,6 +150,7 @@ def _advanced_options() -> _Advanced:
         max_steps = st.number_input(
             _("Stop after at most N steps"),
             min_value=1,
+            max_value=train_options.MAX_STEPS,
             value=None,
             step=50,
             placeholder=_("no limit"),

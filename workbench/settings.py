@@ -54,6 +54,9 @@ import getpass
 import os
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
 from db.engine import SQLITE_BUSY_TIMEOUT_MS
 
 ENV_HOME = "WORKBENCH_HOME"
@@ -71,6 +74,7 @@ DEFAULT_HOME = "./workbench_data"
 # Longer than SQLite's busy timeout: a heartbeat may wait that long behind a big import.
 HEARTBEAT_TIMEOUT_S = 90.0
 IMPORT_STAGING_PREFIX = "import-"  # folders under runs/ that a `register` copies into
+RESTORE_STAGING_PREFIX = ".restore-"  # folders in the data folder that a restore unpacks into
 
 
 # ------------------------------------------------------------------------- environment
@@ -169,13 +173,13 @@ def models_dir() -> Path:
 def restore_staging_dir(token: str) -> Path:
     """Where a restore unpacks and checks a backup: inside the data folder, so its model
     folders move into place by rename."""
-    return home() / f".restore-{token}"
+    return home() / f"{RESTORE_STAGING_PREFIX}{token}"
 
 
 def restore_staging_dirs() -> list[Path]:
     """Every such folder now in the data folder (a killed restore's are swept at the next
     start: ``workbench.backup.restore_journal``)."""
-    return list(home().glob(".restore-*"))
+    return list(home().glob(f"{RESTORE_STAGING_PREFIX}*"))
 
 
 def restore_journal_path() -> Path:
@@ -265,6 +269,47 @@ def server_lock_path() -> Path:
 def server_record_path() -> Path:
     """The PID and port of the HTTP server the Models page started (JSON)."""
     return home() / "server.json"
+
+
+def is_workbench_file(path: Path) -> bool:
+    """Whether ``path`` (absolute, links resolved) is the workbench's own: the SQLite
+    database or a file beside it that SQLite or an import keeps (``workbench.db-wal``,
+    ``-shm``, ``-journal``, ``.import-*.lock``), anything under the data folder's ``models/``,
+    ``runs/`` or ``logs/`` or a restore's folder, or one of its lock and record files. No
+    command writes a user's output file there (``workbench.output_files``)."""
+    database = _sqlite_database()
+    if database is not None and path.parent == database.parent:
+        name = database.name
+        if path.name == name or path.name.startswith((f"{name}-", f"{name}.")):
+            return True
+    data = home()
+    if not path.is_relative_to(data) or path == data:
+        return False
+    first = path.relative_to(data).parts[0]
+    owned = {
+        models_dir(),
+        runs_dir(),
+        data / "logs",
+        restore_journal_path(),
+        worker_lock_path(),
+        database_lock_path(),
+        spawn_lock_path(),
+        server_lock_path(),
+        server_record_path(),
+    }
+    return data / first in owned or first.startswith(RESTORE_STAGING_PREFIX)
+
+
+def _sqlite_database() -> Path | None:
+    """The SQLite file of the configured database, if it is one (an unreadable URL is
+    refused when the database is opened, not here)."""
+    try:
+        url = make_url(database_url())
+    except ArgumentError:
+        return None
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database).expanduser().resolve()
 
 
 def sqlite_import_lock_path(sqlite_file: str, token: str) -> Path:

@@ -332,9 +332,7 @@ def test_a_refused_backup_or_restore_reads_chinese_on_a_page(wb_home: Path, tmp_
 
     with pytest.raises(WorkbenchError) as err:
         backup(tmp_path / "no-such-folder" / "backup.tar")
-    assert (
-        in_chinese(err.value) == f"{tmp_path / 'no-such-folder' / 'backup.tar'} 所在的文件夹不存在"
-    )
+    assert in_chinese(err.value) == f"文件夹不存在：{tmp_path / 'no-such-folder'}"
     with pytest.raises(WorkbenchError) as err:
         restore(tmp_path / "missing.tar")
     assert str(err.value) == f"no such backup file: {tmp_path / 'missing.tar'}"

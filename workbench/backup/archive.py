@@ -21,7 +21,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import re
 import shutil
 import tarfile
@@ -61,20 +60,6 @@ def sqlite_file(url: URL) -> Path:
     if database in ("", ":memory:") or database.startswith("file:"):
         raise WorkbenchError(N_("backups and restores need the database in a SQLite file"))
     return Path(database).expanduser().absolute()
-
-
-def fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (where the platform allows)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)

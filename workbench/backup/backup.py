@@ -37,7 +37,7 @@ from core_model.artifact import ArtifactError, model_files
 from db.engine import create_workbench_engine
 from db.migrate import current_revision
 from db.tables import Corpus, GlossaryTerm, ModelVersion, Pair, TrainingRun, utcnow
-from workbench import settings
+from workbench import output_files, settings
 from workbench.backup import pg_tools
 from workbench.backup.archive import (
     CHUNK,
@@ -47,7 +47,6 @@ from workbench.backup.archive import (
     MANIFEST,
     MODELS_PREFIX,
     ArchiveSummary,
-    fsync_folder,
     sqlite_file,
 )
 from workbench.errors import WorkbenchError
@@ -86,12 +85,9 @@ def backup(path: Path) -> BackupSummary:
     (replaced atomically when it exists; its folder must exist)."""
     started = time.monotonic()
     path = Path(path).expanduser().absolute()
-    if not path.parent.is_dir():
-        raise WorkbenchError(N_("the folder of {path} does not exist"), path=path)
-    if path.is_dir():
-        raise WorkbenchError(N_("{path} is a folder; name the archive file to write"), path=path)
+    target = output_files.checked_target(path)  # refused before the database is copied
     engine = workbench_engine()  # opens (and, like every command, migrates) the database
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".wb-backup-") as work:
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".wb-backup-") as work:
         snapshot = _take_snapshot(engine, Path(work))
         missing = _write_archive(path, snapshot)
     return BackupSummary(
@@ -100,7 +96,7 @@ def backup(path: Path) -> BackupSummary:
         counts=snapshot.counts,
         model_versions=[v for v, _ in snapshot.versions if v not in missing],
         missing_model_folders=missing,
-        archive_bytes=path.stat().st_size,
+        archive_bytes=target.stat().st_size,
         seconds=round(time.monotonic() - started, 3),
     )
 
@@ -171,45 +167,36 @@ def _write_archive(path: Path, snapshot: _Snapshot) -> list[int]:
     ``path``; returns the versions whose folder was missing."""
     members: dict[str, dict[str, Any]] = {}
     missing: list[int] = []
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            with (
-                _compressing(out, path) as stream,
-                tarfile.open(fileobj=stream, mode="w|", format=tarfile.PAX_FORMAT) as tar,
-            ):
-                tar.copybufsize = CHUNK
-                with open(snapshot.file, "rb") as f:
-                    _add_member(tar, DATABASE_MEMBERS[snapshot.kind], f, members)
-                for version_id, stored in snapshot.versions:
-                    with ExitStack() as stack:
-                        opened = _open_model_files(version_id, stored, stack)
-                        if opened is None:
-                            missing.append(version_id)
-                        for rel, handle in opened or []:
-                            _add_member(tar, f"{MODELS_PREFIX}/{version_id}/{rel}", handle, members)
-                manifest = {
-                    "format": FORMAT,
-                    "format_version": FORMAT_VERSION,
-                    "created_at": utcnow().isoformat(),
-                    "database": snapshot.kind,
-                    "alembic_revision": snapshot.revision,
-                    "counts": snapshot.counts,
-                    "model_versions": [v for v, _ in snapshot.versions if v not in missing],
-                    "missing_model_folders": missing,
-                    "members": members,
-                }
-                data = json.dumps(manifest, indent=1, sort_keys=True).encode()
-                info = tarfile.TarInfo(MANIFEST)
-                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
-                tar.addfile(info, io.BytesIO(data))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    fsync_folder(path.parent)
+    with (
+        output_files.replacing(path) as out,
+        _compressing(out, path) as stream,
+        tarfile.open(fileobj=stream, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        tar.copybufsize = CHUNK
+        with open(snapshot.file, "rb") as f:
+            _add_member(tar, DATABASE_MEMBERS[snapshot.kind], f, members)
+        for version_id, stored in snapshot.versions:
+            with ExitStack() as stack:
+                opened = _open_model_files(version_id, stored, stack)
+                if opened is None:
+                    missing.append(version_id)
+                for rel, handle in opened or []:
+                    _add_member(tar, f"{MODELS_PREFIX}/{version_id}/{rel}", handle, members)
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "created_at": utcnow().isoformat(),
+            "database": snapshot.kind,
+            "alembic_revision": snapshot.revision,
+            "counts": snapshot.counts,
+            "model_versions": [v for v, _ in snapshot.versions if v not in missing],
+            "missing_model_folders": missing,
+            "members": members,
+        }
+        data = json.dumps(manifest, indent=1, sort_keys=True).encode()
+        info = tarfile.TarInfo(MANIFEST)
+        info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+        tar.addfile(info, io.BytesIO(data))
     return missing
 
 

@@ -38,9 +38,10 @@ from sqlalchemy.engine import make_url
 
 from db.engine import create_workbench_engine
 from workbench import database_lock, settings
-from workbench.backup.archive import MODELS_PREFIX, fsync_folder, sqlite_file
+from workbench.backup.archive import MODELS_PREFIX, sqlite_file
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
+from workbench.output_files import fsync_folder
 
 log = logging.getLogger("workbench.backup")
 

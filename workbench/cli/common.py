@@ -14,14 +14,18 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from db.engine import MAX_ID
 from workbench.corpus.text_rules import escape_controls
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+MISSING_CELL = "–"  # what a text table shows where a value is missing
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,20 @@ def print_list(as_json: bool, records: list[Any], lines: Iterable[str], empty: s
     return EXIT_OK
 
 
+def print_table(table: pd.DataFrame) -> None:
+    """A listing as a text table for people: a missing value (None, NaN, <NA>, NaT) is shown
+    as ``MISSING_CELL`` whatever its column's type, and every text cell is escaped (see the
+    module docstring)."""
+    import pandas as pd
+
+    def cell(value: Any) -> Any:
+        if pd.api.types.is_scalar(value) and pd.isna(value):
+            return MISSING_CELL
+        return escape_controls(value) if isinstance(value, str) else value
+
+    print(table.astype(object).map(cell).to_string(index=False))
+
+
 def print_error(message: str) -> None:
     """The one-line ``error: …`` every failure ends with (on stderr)."""
     print(f"error: {escape_controls(' '.join(message.split()))}", file=sys.stderr)
@@ -95,6 +113,24 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
     return value
+
+
+def undecodable(text: str) -> bool:
+    """Whether ``text`` came from bytes that are not UTF-8: Python hands such bytes (in
+    arguments, and on standard input in the C locale or UTF-8 mode) over as lone surrogates,
+    which no database or terminal accepts."""
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def stdin_lines() -> list[str]:
+    """The lines of standard input (without their newlines), refused unless UTF-8 text."""
+    try:
+        lines: list[str] | None = [line.rstrip("\n") for line in sys.stdin]
+    except UnicodeDecodeError:  # a standard input decoded strictly
+        lines = None
+    if lines is None or any(undecodable(line) for line in lines):
+        raise WorkbenchError(N_("standard input is not UTF-8 text"))
+    return lines
 
 
 def read_lines(path: Path) -> list[str]:

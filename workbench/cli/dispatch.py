@@ -38,7 +38,14 @@ from workbench.cli import (
     team_commands,
     training_commands,
 )
-from workbench.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, Command, print_error
+from workbench.cli.common import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    Command,
+    print_error,
+    undecodable,
+)
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 
@@ -106,11 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check_text_arguments(args: argparse.Namespace) -> None:
-    """Refuse text arguments that are not valid UTF-8 (Python hands such bytes over as lone
-    surrogates, which no database or terminal accepts). File names may be any bytes."""
+    """Refuse text arguments that are not valid UTF-8 (``undecodable``). File names may be
+    any bytes."""
     for key, value in vars(args).items():
         for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str) and any("\ud800" <= ch <= "\udfff" for ch in item):
+            if isinstance(item, str) and undecodable(item):
                 if key == "text":
                     raise WorkbenchError(N_("an argument is not valid UTF-8 text"))
                 raise WorkbenchError(

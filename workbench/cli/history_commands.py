@@ -66,7 +66,10 @@ def _cmd_undo(args: argparse.Namespace) -> int:
 def _cmd_trash(args: argparse.Namespace) -> int:
     from workbench.team import trash
 
-    for t in trash.list_trash():
+    deleted = trash.list_trash()
+    if not deleted and not args.json:
+        print(f"the trash is empty: a deleted corpus stays there {TRASH_DAYS} days")
+    for t in deleted:
         if args.json:
             times = {"deleted_at": t.deleted_at.isoformat()}
             print_json({**t.__dict__, **times, "removed_after": t.removed_after.isoformat()})

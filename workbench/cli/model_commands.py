@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +14,11 @@ from workbench.cli.common import (
     json_option,
     positive_int,
     print_json,
+    print_table,
     print_text,
     read_lines,
     row_id,
+    stdin_lines,
 )
 from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.corpus.text_rules import escape_controls
@@ -45,9 +46,7 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     else:
         shown = table.drop(columns=["notes"])
         shown["origin"] = shown["origin"].map(_origin_cell)
-        for column in ("name", "corpus", "device", "origin"):  # stored text, escaped cell by cell
-            shown[column] = shown[column].map(lambda v: v if v is None else escape_controls(v))
-        print(shown.to_string(index=False))
+        print_table(shown)
     return EXIT_OK
 
 
@@ -175,10 +174,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         raise WorkbenchError(N_("--quantization needs --engine ctranslate2"))
     if args.xliff is not None or args.out is not None:
         return _translate_xliff(args)
-    try:
-        texts = args.text or [line.rstrip("\n") for line in sys.stdin]
-    except UnicodeDecodeError:
-        raise WorkbenchError(N_("standard input is not UTF-8 text")) from None
+    texts = args.text or stdin_lines()
     results, memory = translate_with_memory(
         args.version,
         texts,
@@ -215,13 +211,14 @@ def _translation_record(source: str, text: str, recalled: Any) -> dict[str, Any]
 
 
 def _translate_xliff(args: argparse.Namespace) -> int:
-    from workbench.memory.file_translation import translate_xliff, write_atomically
+    from workbench.memory.file_translation import translate_xliff
+    from workbench.output_files import checked_target, write_file
 
     if args.xliff is None or args.out is None or args.text or args.matches or args.glossary:
         raise WorkbenchError(
             N_("--xliff IN needs --out OUT, and no sentences, --matches or --glossary")
         )
-    if args.out.exists() and args.out.resolve() == args.xliff.resolve():
+    if checked_target(args.out) == args.xliff.resolve():  # refused before translating
         raise WorkbenchError(N_("--out must not be the --xliff file itself"))
     filled = translate_xliff(
         args.version,
@@ -231,7 +228,7 @@ def _translate_xliff(args: argparse.Namespace) -> int:
         use_memory=args.memory_exact,
         corpus=args.memory_corpus,
     )
-    write_atomically(args.out, filled.data)
+    write_file(args.out, filled.data)
     print_text(
         f"translated {filled.translated} units ({filled.from_memory} from the memory), kept "
         f"{filled.kept} translated ones, left {filled.untranslatable} untranslatable: {args.out}"
@@ -334,6 +331,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _test_pairs(src: Path, ref: Path) -> list[tuple[str, str]]:
     sources, references = read_lines(src), read_lines(ref)
+    if not sources and not references:
+        raise WorkbenchError(
+            N_("{src} and {ref} are empty: no test pairs to score"), src=src, ref=ref
+        )
     if len(sources) != len(references):
         raise WorkbenchError(
             N_("{src} has {n_src} lines but {ref} has {n_ref}"),

@@ -8,7 +8,14 @@ import argparse
 from typing import TYPE_CHECKING
 
 from db.tables import Role
-from workbench.cli.common import EXIT_OK, Command, json_option, print_json, print_list
+from workbench.cli.common import (
+    EXIT_OK,
+    Command,
+    json_option,
+    print_json,
+    print_list,
+    print_text,
+)
 
 if TYPE_CHECKING:
     from workbench.team.access import Member
@@ -60,6 +67,7 @@ def _cmd_user_remove(args: argparse.Namespace) -> int:
     from workbench.team.access import remove_member
 
     remove_member(args.email)
+    print_text(f"removed {args.email} from the team")
     return EXIT_OK
 
 

@@ -1,4 +1,4 @@
-"""``train``, ``resume``, ``runs``, ``delete-run`` and ``worker``: training runs."""
+"""``train``, ``cancel``, ``resume``, ``runs``, ``delete-run`` and ``worker``: training runs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,11 @@ from workbench.cli.common import (
     json_option,
     positive_float,
     positive_int,
+    print_table,
+    row_id,
 )
+from workbench.errors import WorkbenchError
+from workbench.messages import N_
 
 if TYPE_CHECKING:
     from workbench.training.run_info import RunInfo
@@ -170,7 +174,7 @@ def _progress_line(run: RunInfo) -> str:
 
 
 def _args_resume(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", type=int, help="id of a failed or cancelled run (see `runs`)")
+    p.add_argument("run", type=row_id, help="id of a failed or cancelled run (see `runs`)")
     p.add_argument("--wait", action="store_true", help="block until the run ends")
 
 
@@ -180,6 +184,28 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     step = runs.resume_run(args.run)
     print(f"run {args.run}: resumes from its checkpoint at step {step}", file=sys.stderr)
     return _follow(args.run, args.wait)
+
+
+def _args_cancel(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=row_id, help="id of a queued or running run (see `runs`)")
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    from workbench.training import runs
+    from workbench.training.runs import RunStatus
+
+    status = runs.cancel_run(args.run)
+    if status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+        raise WorkbenchError(
+            N_("Run {id} has already ended ({status}): there is nothing to cancel."),
+            id=args.run,
+            status=status,
+        )
+    if status == RunStatus.RUNNING:
+        print(f"run {args.run}: asked to stop; its worker stops it within seconds")
+    else:
+        print(f"run {args.run} is cancelled")
+    return EXIT_OK
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -194,7 +220,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     else:
         table = run_info.runs_table(runs=listed)
         table["error"] = table["error"].str.slice(0, 60)
-        print(table.to_string(index=False))
+        print_table(table)
     return EXIT_OK
 
 
@@ -219,7 +245,7 @@ def _run_record(run: RunInfo) -> dict[str, Any]:
 
 
 def _args_delete_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", type=int, help="run id; its model version, if any, is kept")
+    p.add_argument("run", type=row_id, help="run id; its model version, if any, is kept")
 
 
 def _cmd_delete_run(args: argparse.Namespace) -> int:
@@ -247,6 +273,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 COMMANDS = [
     Command("train", "queue a training run (and start a worker)", _args_train, _cmd_train),
+    Command("cancel", "cancel a queued run, or stop a running one", _args_cancel, _cmd_cancel),
     Command("resume", "resume a failed or cancelled run", _args_resume, _cmd_resume),
     Command("runs", "list the training runs", json_option("one JSON array of runs"), _cmd_runs),
     Command("delete-run", "delete a run and its checkpoint", _args_delete_run, _cmd_delete_run),

@@ -61,7 +61,7 @@ def create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
     """A new empty corpus; names are unique (after whitespace normalisation)."""
     require(Permission.EDIT)
     clean = validate_name(name)
-    src, tgt = validate_lang(src_lang, "source"), validate_lang(tgt_lang, "target")
+    src, tgt = validate_languages(src_lang, tgt_lang)
     try:
         with session_scope() as s:
             return _create(s, clean, src, tgt)
@@ -78,8 +78,7 @@ def get_or_create_corpus(name: str, src_lang: str, tgt_lang: str) -> CorpusInfo:
                 info = corpus_info(s, find(s, name))
             except WorkbenchError:
                 clean = validate_name(name)
-                src, tgt = validate_lang(src_lang, "source"), validate_lang(tgt_lang, "target")
-                return _create(s, clean, src, tgt)
+                return _create(s, clean, *validate_languages(src_lang, tgt_lang))
     except (IntegrityError, _NameTaken):  # created concurrently
         info = get_corpus(name)
     check_languages(info.name, (info.src_lang, info.tgt_lang), (src_lang, tgt_lang))
@@ -169,6 +168,18 @@ def validate_lang(lang: str, what: str) -> str:
             N_("invalid target language code {lang!r} (expected e.g. zh, en, pt-BR)"), lang=lang
         )
     return value
+
+
+def validate_languages(src_lang: str, tgt_lang: str) -> tuple[str, str]:
+    """A translation direction as stored (``validate_lang`` of each side); the same language
+    on both sides is refused: a corpus or a version translates from one language into
+    another (pt-BR→pt-PT are two)."""
+    src, tgt = validate_lang(src_lang, "source"), validate_lang(tgt_lang, "target")
+    if src.casefold() == tgt.casefold():
+        raise WorkbenchError(
+            N_("the source and target languages are both {lang!r}: they must differ"), lang=src
+        )
+    return src, tgt
 
 
 def corpus_info(session: Session, corpus: Corpus) -> CorpusInfo:

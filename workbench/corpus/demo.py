@@ -13,6 +13,7 @@ from pathlib import Path
 from db.tables import Role
 from workbench.corpus import corpora, importing
 from workbench.corpus.corpora import CorpusInfo
+from workbench.corpus.import_checks import NothingToImport
 from workbench.team.access import Actor, acting_as
 
 DEMO_NAME = "Everyday phrases (demo)"
@@ -28,12 +29,19 @@ def ensure_demo_corpus() -> CorpusInfo | None:
     user who deletes the demo after creating their own corpus never sees it come back. The
     corpus is created together with its pairs (one import), so a failure leaves nothing
     half-made; two sessions racing on an empty database create it once (the second import
-    finds every pair there already).
+    finds every pair there already, and its import is refused as adding nothing).
     """
     if corpora.list_corpora():
         return None
     with acting_as(DEMO_ACTOR):  # the app adds it, whoever opened the page
-        result = importing.import_file(
-            DEMO_NAME, DEMO_FILE, "tsv", strict=True, create_langs=(DEMO_SRC_LANG, DEMO_TGT_LANG)
-        )
-    return corpora.get_corpus(result.corpus_id) if result.added else None
+        try:
+            result = importing.import_file(
+                DEMO_NAME,
+                DEMO_FILE,
+                "tsv",
+                strict=True,
+                create_langs=(DEMO_SRC_LANG, DEMO_TGT_LANG),
+            )
+        except NothingToImport:  # another session's import made it first
+            return None
+    return corpora.get_corpus(result.corpus_id)

@@ -2,15 +2,13 @@
 
 ``EXPORT_FORMATS`` are the choices: the formats of the registry (``formats.FORMATS``) that
 have a writer (tsv and csv with a header, jsonl, tmx); ``export_format`` picks one from a file
-name. An export can be imported again as it is. Rows are streamed from the database, never
-held whole; a TMX export also reads who made and changed each pair from the change history
-(``history.pair_authors``).
+name (an ending it does not know is refused). An export can be imported again as it is. Rows
+are streamed from the database, never held whole; a TMX export also reads who made and
+changed each pair from the change history (``history.pair_authors``).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.tables import Pair
+from workbench import output_files
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.formats import FORMATS, ExportInfo, ExportRow, Format, file_extension
 from workbench.corpus.text_rules import normalize_text
@@ -30,26 +29,17 @@ EXPORT_FORMATS = tuple(name for name, f in FORMATS.items() if f.write is not Non
 
 
 def export_pairs(corpus_id: CorpusRef, path: str | Path, fmt: str | None = None) -> int:
-    """Write all pairs (id order) to ``path`` as TSV (with header), JSONL or CSV; the format
-    comes from the extension when not given. Written atomically; returns the pair count."""
+    """Write all pairs (id order) to ``path`` as TSV (with header), JSONL, CSV or TMX; the
+    format comes from the extension when not given. Written by ``output_files.replacing``
+    (whole or not at all, never over the workbench's own files); returns the pair count."""
+    output_files.checked_target(path)  # refused before the corpus is read
     chosen = export_format(path, fmt)
-    path = Path(path)
     with session_scope() as s:
         corpus = find(s, corpus_id)
-        if path.is_dir():
-            raise WorkbenchError(N_("{path} is a directory"), path=str(path))
-        if not path.parent.exists():
-            raise WorkbenchError(N_("folder does not exist: {path}"), path=str(path.parent))
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         rows = _Counted(_stored_rows(s, corpus.id, chosen.provenance))
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                for chunk in chosen.write(rows, ExportInfo(corpus.src_lang, corpus.tgt_lang)):  # type: ignore[misc]
-                    fh.write(chunk)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with output_files.replacing(path, binary=False) as fh:
+            for chunk in chosen.write(rows, ExportInfo(corpus.src_lang, corpus.tgt_lang)):  # type: ignore[misc]
+                fh.write(chunk)
     return rows.count
 
 
@@ -104,10 +94,20 @@ def _stored(value: str | None) -> str:
 
 def export_format(path: str | Path | None, fmt: str | None) -> Format:
     """The exported format ``fmt`` (checked), or the one a file name's ending asks for
-    (``Format.extensions``), else tsv."""
+    (``Format.extensions``); any other ending is refused rather than guessed, so ``o.xlf``
+    never silently becomes a TSV file."""
     if fmt is None:
         ext = file_extension(path) if path is not None else ""
-        fmt = next((n for n in EXPORT_FORMATS if ext in FORMATS[n].extensions), "tsv")
+        fmt = next((n for n in EXPORT_FORMATS if ext in FORMATS[n].extensions), None)
+        if fmt is None:
+            raise WorkbenchError(
+                N_(
+                    "cannot tell the export format from the name {path}: end it in {endings} "
+                    "or name the format (--format)"
+                ),
+                path=str(path),
+                endings=", ".join(f".{FORMATS[n].extensions[0]}" for n in EXPORT_FORMATS),
+            )
     chosen = FORMATS.get(fmt.lower())
     if chosen is None or chosen.write is None:
         raise WorkbenchError(

@@ -161,6 +161,28 @@ class ImportResult:
         }
 
 
+class NothingToImport(WorkbenchError):
+    """An import that would add no pair (``refuse_empty_import``)."""
+
+
+def refuse_empty_import(added: int, parsed: ParsedImport) -> None:
+    """Refuse an import that adds no pair, from inside its transaction (which then rolls
+    back): it leaves no empty corpus and no change record behind, as the page's Import button,
+    disabled when the preview accepts nothing, never makes one either."""
+    if added:
+        return
+    raise NothingToImport(
+        N_(
+            "nothing to import: {rows} rows read, no new valid pair among them ({skipped} "
+            "invalid, {duplicates} duplicates, {filtered} filtered out)"
+        ),
+        rows=parsed.rows,
+        skipped=parsed.skipped,
+        duplicates=parsed.duplicates,
+        filtered=parsed.filtered,
+    )
+
+
 class Validator:
     """Row checks shared by previews and imports; accumulates the report as it goes.
     With a ``cleaner`` (the clean-up options of ``workbench.corpus.cleaning``) its rules drop or

@@ -35,7 +35,12 @@ from sqlalchemy.orm import Session
 from db.tables import Corpus, Pair
 from workbench import settings, storage
 from workbench.corpus.corpora import STAGING_NAME
-from workbench.corpus.import_checks import ParsedPair, Validator, in_corpus
+from workbench.corpus.import_checks import (
+    ParsedPair,
+    Validator,
+    in_corpus,
+    refuse_empty_import,
+)
 from workbench.corpus.pair_writer import (
     ImportTarget,
     ParserGate,
@@ -105,6 +110,7 @@ def import_staged(
                 added += len(chunk)
             with session_scope() as s:
                 cid, added = _publish(s, target, staging, added, validator)
+                refuse_empty_import(added, parsed)  # every staged pair was there already
             staging = None
             return cid, added
         except BaseException:

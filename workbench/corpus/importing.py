@@ -43,7 +43,7 @@ from workbench.corpus.corpora import (
     check_languages,
     find,
     find_by_name,
-    validate_lang,
+    validate_languages,
 )
 from workbench.corpus.formats import Record, read_rows
 from workbench.corpus.import_checks import (
@@ -52,6 +52,7 @@ from workbench.corpus.import_checks import (
     ParsedPair,
     Validator,
     message_of,
+    refuse_empty_import,
 )
 from workbench.corpus.import_staging import can_stage, import_staged, sweep_import_staging
 from workbench.corpus.pair_writer import (
@@ -137,6 +138,9 @@ def import_file(
     swept first, and a file of more than one chunk on a SQLite database is staged, both in
     short transactions of their own (see ``workbench.corpus.import_staging``: one transaction would
     hold SQLite's only write lock for as long as the import takes).
+
+    An import that adds no pair (an empty file, every row invalid, filtered or already there)
+    raises ``NothingToImport`` and writes nothing: no new corpus, no change record.
     """
     require(Permission.EDIT)
     validator = Validator()
@@ -219,9 +223,7 @@ def _target(s: Session, corpus: CorpusRef, create_langs: tuple[str, str] | None)
             ) from None
     if found is None:
         assert create_langs is not None
-        src = validate_lang(create_langs[0], "source")
-        tgt = validate_lang(create_langs[1], "target")
-        return ImportTarget(None, name, src, tgt)
+        return ImportTarget(None, name, *validate_languages(*create_langs))
     target = ImportTarget(found.id, found.name, found.src_lang, found.tgt_lang)
     if create_langs is not None:
         check_languages(target.name, (target.src_lang, target.tgt_lang), tuple(create_langs))
@@ -258,6 +260,7 @@ def _import_at_once(
             # tiny-corpus rule (size after the write < 20) is decided correctly.
             writer.insert(cid, chunk, existing + added + len(chunk))
             added += len(chunk)
+        refuse_empty_import(added, parsed)
     except BaseException:
         writer.abort()
         raise

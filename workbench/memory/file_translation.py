@@ -5,17 +5,12 @@ the HTTP API call this."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 from workbench.corpus.corpora import CorpusRef
 from workbench.corpus.text_files import Data
 from workbench.corpus.xliff import FilledFile, fill_targets
-from workbench.errors import WorkbenchError
 from workbench.memory.recall import translate_with_memory
-from workbench.messages import N_
 from workbench.models.engines import ENGINES
 from workbench.models.translation import DecodingOptions
 
@@ -55,19 +50,3 @@ def translate_xliff(
         return out
 
     return fill_targets(data, translate)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """``data`` as the file ``path``, whole or not at all (a temporary file renamed)."""
-    if path.is_dir():
-        raise WorkbenchError(N_("{path} is a directory"), path=str(path))
-    if not path.parent.exists():
-        raise WorkbenchError(N_("folder does not exist: {path}"), path=str(path.parent))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

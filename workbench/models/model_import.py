@@ -25,7 +25,7 @@ from core_model import model_card
 from core_model.artifact import ArtifactError, copy_model, load_model
 from core_model.marian import MODEL_TYPE, MarianError, convert_marian, is_marian
 from core_model.untrusted_files import UntrustedFileError
-from workbench.corpus.corpora import get_corpus, validate_lang
+from workbench.corpus.corpora import check_languages, get_corpus, validate_languages
 from workbench.corpus.text_rules import normalize_text, validate_name
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, MessageId
@@ -75,7 +75,8 @@ def import_version(
     (`model_files`, ``core_model.untrusted_files``); the copy is then
     loaded, so a corrupt, mismatched or hand-edited one is refused before the registry
     changes, and what is registered is exactly what was checked. Languages are required:
-    given, else the linked corpus's, else those recorded in the folder (our config.json; a
+    given (and then those of the linked corpus, if any), else the linked corpus's, else those
+    recorded in the folder (our config.json; a
     Marian model's tokenizer_config.json or OPUS-MT folder name). The folder's metrics are
     informative only: kept when they are plain finite values.
 
@@ -87,6 +88,9 @@ def import_version(
     if name is not None:
         name = validate_name(name, "version name")
     corpus_info = get_corpus(corpus) if corpus else None
+    if corpus_info is not None and (src_lang or tgt_lang):  # refused before anything is copied
+        has = (corpus_info.src_lang, corpus_info.tgt_lang)
+        check_languages(corpus_info.name, has, (src_lang or has[0], tgt_lang or has[1]))
     folder = Path(folder)
     staging.sweep()  # what killed imports left behind
     with staging.staging_folder() as work:
@@ -158,8 +162,7 @@ def _import(
                 N_("{folder} records no languages: give --corpus, or --src-lang and --tgt-lang"),
                 folder=shown,
             )
-        src_lang = validate_lang(str(src_lang), "source")
-        tgt_lang = validate_lang(str(tgt_lang), "target")
+        src_lang, tgt_lang = validate_languages(str(src_lang), str(tgt_lang))
         metrics = _plain_metrics(saved.get("metrics"))
         metrics["parameters"] = sum(p.numel() for p in loaded.model.parameters())
         notes = model_card.card_summary(said) if pretrained else ""

@@ -23,6 +23,10 @@ from workbench.messages import N_
 
 DEFAULT_PRESET: str = TrainConfig.preset  # what a run trains when no preset is given
 MAX_TRAIN_MINUTES = 7 * 24 * 60  # a week: longer is a typo, not a plan
+# Epochs and optimizer steps beyond these are typos too (the automatic budget, not a huge
+# number of epochs, is how a small corpus gets repeated until learned).
+MAX_EPOCHS = 10_000
+MAX_STEPS = 10**8
 # A token budget beyond this is a typo (10^12 tokens is years of CPU training).
 MAX_TRAIN_TOKENS = 10**12
 # Data-parallel processes a user may ask for (default: timed on the worker's machine,
@@ -111,6 +115,17 @@ def training_config(
         raise WorkbenchError(N_("Train for a number of epochs, of minutes or of tokens: only one."))
     if epochs is not None and epochs < 1:
         raise WorkbenchError(N_("Epochs must be at least 1 (or empty for the automatic budget)."))
+    if epochs is not None and epochs > MAX_EPOCHS:
+        raise WorkbenchError(N_("Epochs must be at most {most}."), most=f"{MAX_EPOCHS:,}")
+    max_steps = overrides.get("max_steps")
+    if max_steps is not None and not (
+        isinstance(max_steps, int)
+        and not isinstance(max_steps, bool)
+        and 1 <= max_steps <= MAX_STEPS
+    ):
+        raise WorkbenchError(
+            N_("The step limit must be a whole number from 1 to {most}."), most=f"{MAX_STEPS:,}"
+        )
     if minutes is not None:
         if not 0 < minutes <= MAX_TRAIN_MINUTES:  # also rejects NaN
             raise WorkbenchError(

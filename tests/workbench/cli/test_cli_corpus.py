@@ -82,11 +82,9 @@ def test_import_export_round_trip(db_url: str, tmp_path: Path) -> None:
         "Please close the door.",
     ]
 
-    # Re-importing the export: everything is a duplicate; --json gives one JSON line.
-    proc = run(home, "import", *common, "--json", str(out), db_url=db_url)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert (result["added"], result["duplicates"], result["corpus"]) == (0, 3, "daily")
+    # Re-importing the export: everything is a duplicate, so nothing is imported (refused).
+    line = assert_one_line_error(run(home, "import", *common, "--json", str(out), db_url=db_url))
+    assert "nothing to import" in line and "3 duplicates" in line
 
 
 def test_aligned_and_tatoeba(tmp_path: Path) -> None:
@@ -175,7 +173,7 @@ def test_import_skips_and_reports_a_malformed_line(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "line 3: error: expected 2 to 4 tab-separated columns" in proc.stderr
     assert "imported 3 pairs into 'c' (0 duplicates, 1 invalid rows skipped)" in proc.stdout
-    again = run(home, *common, "--json", str(data))
+    again = run(home, *common[:2], "d", *common[3:], "--json", str(data))
     result = json.loads(again.stdout.strip().splitlines()[-1])
     assert (result["skipped"], result["issues"]["malformed"]) == (1, 1)
 
@@ -194,7 +192,7 @@ def test_a_killed_import_leaves_no_empty_corpus_behind(tmp_path: Path) -> None:
     data = tmp_path / "pairs.tsv"
     data.write_text("\n".join(f"句子{i}\tsentence {i}" for i in range(500)), encoding="utf-8")
     killed_import(home, KILLED_CLI_IMPORT, str(data))
-    line = assert_one_line_error(run(home, "export", "--corpus", "fresh", str(tmp_path / "o")))
+    line = assert_one_line_error(run(home, "export", "--corpus", "fresh", str(tmp_path / "o.tsv")))
     assert "no corpus 'fresh'" in line
     common = ["--corpus", "fresh", "--src-lang", "zh", "--tgt-lang", "en"]
     proc = run(home, "import", *common, str(data))
@@ -295,7 +293,10 @@ def test_a_full_disk_is_one_error_line(tmp_path: Path) -> None:
     limit = (home / "workbench.db").stat().st_size + 200_000
     env = {**os.environ, "WORKBENCH_HOME": str(home)}
     env.pop("WORKBENCH_DB_URL", None)
-    for argv in (["import", *common, str(big)], ["export", "--corpus", "c", str(tmp_path / "o")]):
+    for argv in (
+        ["import", *common, str(big)],
+        ["export", "--corpus", "c", str(tmp_path / "o.tsv")],
+    ):
         code = DISK_FULL + f"sys.argv[1:] = {argv!r}\nraise SystemExit(main())\n"
         if argv[0] == "export":  # the export itself must be what hits the limit
             limit = 10

@@ -19,6 +19,7 @@ from workbench.corpus import corpora as C
 from workbench.corpus import exporting as E
 from workbench.corpus import importing as I
 from workbench.corpus import pairs as P
+from workbench.corpus.import_checks import NothingToImport
 from workbench.errors import WorkbenchError
 
 CELL = st.text(
@@ -134,7 +135,11 @@ def test_export_then_import_round_trips(
     data = "\n".join(json.dumps({"source": s, "target": t, "note": n}) for s, t, n in rows).encode()
     name = f"rt{len(C.list_corpora())}"
     first = C.create_corpus(name, "zh", "en")
-    I.import_file(first.id, data, "jsonl")
+    try:
+        I.import_file(first.id, data, "jsonl")
+    except NothingToImport:  # every row invalid: nothing to round-trip
+        assert C.get_corpus(first.id).pair_count == 0
+        return
     original = P.search_pairs(first.id, page_size=1000).rows.drop(columns="id")
     folder = tmp_path_factory.mktemp("export")
     for fmt in E.EXPORT_FORMATS:

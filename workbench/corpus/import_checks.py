@@ -162,7 +162,13 @@ class ImportResult:
 
 
 class NothingToImport(WorkbenchError):
-    """An import that would add no pair (``refuse_empty_import``)."""
+    """An import that would add no pair (``refuse_empty_import``). ``already_there``: its
+    valid rows are all in the corpus already (a file imported again), which is no error: the
+    import service answers it as an import of 0 pairs, with nothing written."""
+
+    def __init__(self, message: str, /, already_there: bool = False, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.already_there = already_there
 
 
 def refuse_empty_import(added: int, parsed: ParsedImport) -> None:
@@ -180,6 +186,7 @@ def refuse_empty_import(added: int, parsed: ParsedImport) -> None:
         skipped=parsed.skipped,
         duplicates=parsed.duplicates,
         filtered=parsed.filtered,
+        already_there=parsed.duplicates > 0,
     )
 
 

@@ -48,6 +48,7 @@ from workbench.corpus.corpora import (
 from workbench.corpus.formats import Record, read_rows
 from workbench.corpus.import_checks import (
     ImportResult,
+    NothingToImport,
     ParsedImport,
     ParsedPair,
     Validator,
@@ -139,8 +140,9 @@ def import_file(
     short transactions of their own (see ``workbench.corpus.import_staging``: one transaction would
     hold SQLite's only write lock for as long as the import takes).
 
-    An import that adds no pair (an empty file, every row invalid, filtered or already there)
-    raises ``NothingToImport`` and writes nothing: no new corpus, no change record.
+    An import that adds no pair writes nothing (no new corpus, no change record): an empty
+    file, or one whose rows are all invalid or filtered, raises ``NothingToImport``; a file
+    whose valid rows are all in the corpus already (imported again) returns 0 added.
     """
     require(Permission.EDIT)
     validator = Validator()
@@ -167,6 +169,10 @@ def import_file(
         raise WorkbenchError(
             N_("import conflicts with a concurrent change: {error}"), error=str(exc.orig)
         ) from None
+    except NothingToImport as exc:
+        if not exc.already_there or target.id is None:
+            raise
+        cid, added = target.id, 0  # imported again: nothing new, nothing written
     regrouped = 0
     if added:  # a new pair may share a sentence with a pair of another split
         with session_scope() as s:

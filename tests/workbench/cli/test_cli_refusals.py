@@ -111,6 +111,9 @@ def test_export_refuses_an_ending_it_cannot_write(tmp_path: Path) -> None:
 
 
 def test_an_import_that_adds_nothing_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """A file with no valid row is refused; a file imported again (every row already in the
+    corpus) is an import of 0 pairs, no error — and neither writes anything (no empty corpus,
+    no change record)."""
     home = _home_with_corpus(tmp_path)
     empty, invalid, again = tmp_path / "e.tsv", tmp_path / "bad.jsonl", tmp_path / "a.tsv"
     empty.write_text("", encoding="utf-8")
@@ -120,10 +123,13 @@ def test_an_import_that_adds_nothing_is_refused_and_writes_nothing(tmp_path: Pat
     for corpus, data, counts in (
         ("new", empty, "0 rows read"),
         ("new", invalid, "(2 invalid, 0 duplicates"),
-        ("c", again, "(0 invalid, 3 duplicates"),  # an existing corpus: no change record
+        ("c", invalid, "(2 invalid, 0 duplicates"),
     ):
         line = assert_one_line_error(run(home, "import", "--corpus", corpus, *IMPORT, str(data)))
         assert "nothing to import" in line and counts in line, line
+    done = run(home, "import", "--corpus", "c", *IMPORT, str(again))
+    assert done.returncode == 0, done.stderr
+    assert "imported 0 pairs into 'c' (3 duplicates, 0 invalid rows skipped)" in done.stdout
     assert _dump(home) == before
     assert "no corpus 'new'" in assert_one_line_error(run(home, "history", "--corpus", "new"))
 

@@ -540,6 +540,14 @@ def character_coverage(tokenizer: Tokenizer, char_counts: Counter[str]) -> float
     return seen / total if total else 1.0
 
 
+def unknown_characters(tokenizer: Tokenizer, char_counts: Counter[str]) -> list[str]:
+    """The counted characters (whitespace aside) that ``tokenizer`` cannot write, most frequent
+    first: a target holding one of them can never be reproduced by a model with this
+    vocabulary (it writes <unk>, shown as ⁇, in its place)."""
+    known = tokenizer.known_characters()
+    return [ch for ch, _ in char_counts.most_common() if not ch.isspace() and ch not in known]
+
+
 def shares_alphabet(src_texts: Sequence[str], tgt_texts: Sequence[str], sample: int = 2000) -> bool:
     """Whether both sides write with mostly the same letters (de/en yes, zh/en no): Jaccard
     overlap of their letter sets of at least one half."""

@@ -85,7 +85,11 @@ def flash(message: str, kind: str = "success") -> None:
 
 def show_flashes() -> None:
     for kind, message in st.session_state.pop(_FLASH, []):
-        icon = {"success": ":material/check_circle:", "info": ":material/info:"}.get(kind)
+        icon = {
+            "success": ":material/check_circle:",
+            "info": ":material/info:",
+            "warning": ":material/warning:",
+        }.get(kind)
         getattr(st, kind, st.info)(message, icon=icon)
 
 

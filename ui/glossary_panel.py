@@ -67,7 +67,7 @@ def glossary_panel(current: CorpusInfo) -> None:
                 st.rerun()
 
 
-def _save(browser_key: str, current: CorpusInfo) -> str:
+def _save(browser_key: str, current: CorpusInfo) -> tuple[str, str]:
     done = draft_saves.apply_glossary(browser_key, current.id)
     saved = n_(
         "Saved the glossary of “{name}”: {n} term.",

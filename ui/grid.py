@@ -132,7 +132,7 @@ class Grid:
     corpus: CorpusInfo
     key_prefix: str
     column_config: dict[str, Any]
-    save: Callable[[str], str]
+    save: Callable[[str], tuple[str, str]]  # (message, its ``feedback.flash`` kind)
     save_key: str
     discard_key: str
     id_column: str | None = None  # a read-only column showing the row id
@@ -301,9 +301,9 @@ def _footer(grid: Grid, draft: Draft, summary: str, left: Callable[[], None] | N
         width="stretch",
     ):
         with feedback.error_boundary(N_("saving the edits")):
-            message = grid.save(browser_key())
+            message, kind = grid.save(browser_key())
             forget(grid.table, grid.corpus.id)
-            feedback.flash(message)
+            feedback.flash(message, kind)
             st.rerun()
 
 

@@ -19,16 +19,17 @@ if TYPE_CHECKING:
     from ui.grid import Grid
 
 
-def held_back(saved: str, conflicts: Sequence[draft_saves.Conflict]) -> str:
-    """A save's message, saying what it held back (the conflicts are shown above the grid)."""
+def held_back(saved: str, conflicts: Sequence[draft_saves.Conflict]) -> tuple[str, str]:
+    """A save's message and its kind for ``feedback.flash``: a warning when it held edits back
+    (the page's messages come first; the conflicts are shown below them, above the grid)."""
     if not conflicts:
-        return saved
+        return saved, "success"
     held = n_(
-        "{n} edit was held back: its row was changed since you edited it (see above).",
-        "{n} edits were held back: their rows were changed since you edited them (see above).",
+        "{n} edit was held back: its row was changed since you edited it (see below).",
+        "{n} edits were held back: their rows were changed since you edited them (see below).",
         len(conflicts),
     )
-    return _("{done} {held}", done=saved, held=held)
+    return _("{done} {held}", done=saved, held=held), "warning"
 
 
 def _version(cells: dict[str, Any] | None) -> str:

@@ -184,6 +184,8 @@ def _show_report(parsed: import_checks.ParsedImport) -> None:
                 width="stretch",
                 column_config=labels(REPORT_COLUMNS),
             )
+    elif not parsed.rows:
+        st.warning(_("The file has no rows: nothing to import."), icon=":material/warning:")
     else:
         st.success(_("Every row is valid."), icon=":material/check_circle:")
 

@@ -23,6 +23,7 @@ from ui.i18n import N_, _, localized
 from ui.signin import can
 from workbench.evaluation import evaluation
 from workbench.models import ctranslate2_export, engines, registry
+from workbench.serving import served
 from workbench.team.access import Permission
 from workbench.training import run_info
 
@@ -186,10 +187,11 @@ def _corpus_cell(corpus: Any, origin: Any) -> str:
     return _("(public model)") if isinstance(origin, dict) else _("(deleted corpus)")
 
 
-def _origin_cell(origin: dict[str, Any] | None) -> str | None:
-    """'opus-mt-zh-en.zip · Helsinki-NLP/opus-mt-zh-en · cc-by-4.0' (None: trained here)."""
+def _origin_cell(origin: dict[str, Any] | None) -> str:
+    """'opus-mt-zh-en.zip · Helsinki-NLP/opus-mt-zh-en · cc-by-4.0'; empty for a version trained
+    here (a None cell would read "None")."""
     if not isinstance(origin, dict):  # (None, or pandas' NaN)
-        return None
+        return ""
     licence = origin.get("licence") or _("licence not stated")
     return " · ".join(str(x) for x in (origin.get("file"), origin.get("hub_id"), licence) if x)
 
@@ -250,13 +252,28 @@ def manage(versions: list[Any]) -> None:
     dialogs.confirmation_dialog(
         "delete_version",
         _("Delete version"),
-        _(
-            "Delete version **#{id} {name}** and its files? This cannot be undone.",
-            id=version.id,
-            name=version.name,
-        ),
+        _delete_question(version),
         _("Delete version"),
         lambda: _delete(version),
+    )
+
+
+def _delete_question(version: Any) -> str:
+    """What deleting costs, served pair included: a version that answers for its language
+    pair over HTTP leaves that pair unanswered."""
+    question = _(
+        "Delete version **#{id} {name}** and its files? This cannot be undone.",
+        id=version.id,
+        name=version.name,
+    )
+    serving = served.serving_of(version.id)
+    if serving is None:
+        return question
+    return _(
+        "{question} It is the version served for {pair} over HTTP: once it is deleted, {pair} "
+        "requests get no answer until another version is served for that pair.",
+        question=question,
+        pair=serving.pair,
     )
 
 
@@ -273,9 +290,9 @@ def _trained_details(version: Any, parent: Any) -> None:
         )
         + "  \n"
         + _(
-            "**Parameters** {parameters} · **steps** {steps} · **stopped by** {reason}",
+            "**Parameters** {parameters} · **steps** {steps} · **stopped because** {reason}",
             parameters=formatting.fmt_int(version.param_count),
-            steps=m.get("steps", "—"),
+            steps=formatting.fmt_int(m["steps"]) if "steps" in m else "—",
             reason=localized(run_info.version_stopped_because(version) or "—"),
         )
         + f"  \n{formatting.lineage_line(version, parent)}  \n"

@@ -203,7 +203,7 @@ def _columns(current: CorpusInfo) -> dict[str, Any]:
     }
 
 
-def _save(browser_key: str, current: CorpusInfo) -> str:
+def _save(browser_key: str, current: CorpusInfo) -> tuple[str, str]:
     done = draft_saves.apply_pairs(browser_key, current.id)
     res = done.result
     saved = _(

@@ -51,8 +51,9 @@ class ProgressEvent:
     run is expected to end at (projected from the current speed under a time or token budget;
     0 while not known: a minutes or tokens run before its first step).
     `watch` says what may end the run earlier: {"rule": "patience", "bad_epochs": k,
-    "patience": p} or {"rule": "memorise", "reproduced": share of training pairs}, empty when
-    nothing does. `pace`: the real speed against the planned one and what was changed for it.
+    "patience": p} or {"rule": "memorise", "reproduced": share of the `pairs` it can reproduce,
+    "unreproducible": pairs not waited for (a target character its tokenizer lacks)}, empty
+    when nothing does. `pace`: the real speed against the planned one and what was changed for it.
     """
 
     step: int

@@ -49,6 +49,7 @@ from core_model.training.validation import (
     evaluate_loss,
     evaluate_translations,
     exact_match_share,
+    reproducible_pairs,
 )
 from core_model.transformer import ModelConfig, Transformer
 
@@ -195,8 +196,10 @@ class Trainer:
         self.valid_translate = valid_clean[: max(0, cfg.valid_max_sentences)]
         # A handful of validation pairs is noise: report it, but do not stop or pick weights by it.
         use_validation = len(self.valid_ex) >= cfg.min_valid_pairs
-        memorise = pretrained is None and recipe.memorises(self.requested, facts)
-        self.memorise_pairs = train_clean if memorise else []
+        self.memorise = pretrained is None and recipe.memorises(self.requested, facts)
+        # waited for: the pairs it can reproduce (a continued tokenizer may lack a character)
+        self.memorise_pairs = reproducible_pairs(tokenizers, train_clean) if self.memorise else []
+        self.unreproducible = len(train_clean) - len(self.memorise_pairs) if self.memorise else 0
         metric = cfg.early_stop_metric
         if metric == "auto":
             metric = "bleu" if self.valid_translate else "loss"
@@ -223,7 +226,7 @@ class Trainer:
         self.budget = plan_budget(
             n_batches,
             cfg,
-            memorise=bool(self.memorise_pairs),
+            memorise=self.memorise,
             # minutes or tokens the user asked for end the run, not a planned step count
             open_ended=asked.epochs is None
             and (asked.time_budget_s is not None or asked.token_budget is not None),
@@ -387,9 +390,14 @@ class Trainer:
     # -- where the run stands ------------------------------------------------------------------
     def _watch(self) -> dict[str, Any]:
         """What may stop the run before its budget ends (see ProgressEvent.watch)."""
-        if self.memorise_pairs:
+        if self.memorise:
             share = self.state.last_record.get("train_exact_match")
-            return {"rule": "memorise", "reproduced": share, "pairs": len(self.memorise_pairs)}
+            return {
+                "rule": "memorise",
+                "reproduced": share,
+                "pairs": len(self.memorise_pairs),
+                "unreproducible": self.unreproducible,
+            }
         if self.cfg.patience and self.selector.use_validation:
             return {
                 "rule": "patience",
@@ -616,7 +624,7 @@ class Trainer:
                 **scores,
                 "elapsed_s": self.clock.elapsed(),
             }
-            if self.memorise_pairs:
+            if self.memorise:
                 record["train_exact_match"] = exact_match_share(
                     self.model, self.tokenizers, self.memorise_pairs, self.amp
                 )
@@ -626,7 +634,7 @@ class Trainer:
             state.history.append(record)
             if self.selector.should_stop(state, cfg.patience, self.clock.progress(state.step)):
                 stop = 1.0
-            if self.memorise_pairs and state.memorised_epochs >= cfg.memorise_epochs:
+            if self.memorise and state.memorised_epochs >= cfg.memorise_epochs:
                 stop = 2.0
             state.elapsed_s = self.clock.elapsed()
             if self.ckpt_dir is not None:

@@ -4,6 +4,7 @@ own training pairs exactly."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ import torch
 
 from core_model.batching import Example, collate, make_batches
 from core_model.metrics import score
-from core_model.tokenizer import TokenizerPair
+from core_model.tokenizer import TokenizerPair, unknown_characters
 from core_model.training.label_smoothing import label_smoothed_nll_loss
 from core_model.training.precision import autocast
 from core_model.transformer import Transformer
@@ -81,3 +82,12 @@ def exact_match_share(
         for o, (_, t) in zip(out, pairs, strict=True)
     )
     return hits / max(1, len(pairs))
+
+
+def reproducible_pairs(
+    tokenizers: TokenizerPair, pairs: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The pairs whose target the target tokenizer can write: a memorising run waits for these
+    only (a character it lacks comes out as ⁇, so that pair can never be reproduced)."""
+    unknown = set(unknown_characters(tokenizers.tgt, Counter("".join(t for _, t in pairs))))
+    return [(s, t) for s, t in pairs if unknown.isdisjoint(t)]

@@ -257,6 +257,17 @@ def test_unreadable_import_is_one_error_line(small_corpus: int) -> None:
     assert corpora.get_corpus(small_corpus).pair_count == 3
 
 
+def test_an_empty_file_says_it_has_no_rows(small_corpus: int) -> None:
+    at = open_page("corpus")
+    at.session_state["corpus_tab"] = ":material/upload: Import"
+    at.run()
+    at.file_uploader[0].upload("empty.tsv", b"", "text/tab-separated-values").run()
+    assert_clean(at)
+    assert texts(at.warning) == "The file has no rows: nothing to import."
+    assert "Every row is valid." not in texts(at.success)
+    assert at.button(key="do_import").disabled
+
+
 def test_export_statistics_and_dedupe(small_corpus: int) -> None:
     pairs.apply_edits(small_corpus, added=[{"source": "茶", "target": "Tea"}])
     at = open_page("corpus")

@@ -45,7 +45,11 @@ def test_a_stale_edit_shows_both_versions_and_keep_mine_saves_it(small_corpus: i
     _other_tab_saves(small_corpus, rice, "rice (tab B)")
     at.button(key="save_edits").click().run()
     assert_clean(at)
-    assert "1 edit was held back" in texts(at.success)
+    assert "Saved: 0 added, 0 edited, 0 deleted." not in texts(at.success)
+    assert (
+        "Saved: 0 added, 0 edited, 0 deleted. 1 edit was held back: its row was changed since "
+        "you edited it (see below)." in texts(at.warning)
+    )
     assert "1 edit conflicts with a change made since" in texts(at.warning)
     shown = _markdown(at)
     assert "**Theirs** · changed by" in shown and "rice (tab B)" in shown

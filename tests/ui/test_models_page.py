@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from babel.numbers import format_compact_decimal
+from babel.numbers import format_compact_decimal, format_decimal
 
 from tests.helpers import free_port, wait_for
 from tests.ui.pages import Trained, assert_clean, open_page, texts
@@ -86,6 +86,9 @@ def test_models_show_each_versions_lineage(populated: Trained) -> None:
     newest = registry.get_version(populated.version_ids[0])
     row = table[table["id"] == newest.id].iloc[0]
     assert row["cumulative tokens"] == newest.train_tokens > 0  # a new model: its own only
+    assert set(table["origin"]) == {""}, "versions trained here have no origin to show"
+    steps = format_decimal(newest.metrics["steps"], locale="en")
+    assert f"**steps** {steps} · **stopped because** " in texts(at.markdown)
     tokens = format_compact_decimal(newest.cumulative_tokens, locale="en", fraction_digits=2)
     assert f"**New model** · **trained on** {tokens} tokens" in texts(at.markdown)
 
@@ -242,11 +245,17 @@ def test_models_delete_asks_first(populated: Trained) -> None:
     assert worker.run_worker(once=True) == 1
     doomed = run_info.get_run(run_id).version_id
     assert doomed is not None
+    served.serve_version(doomed)
     at = open_page("models")
     at.selectbox(key="models_version").select(doomed).run()
     at.button(key="delete_version").click().run()
     assert registry.get_version(doomed), "deleting must ask first"
+    assert (
+        "It is the version served for zh→en over HTTP: once it is deleted, zh→en requests get "
+        "no answer until another version is served for that pair." in texts(at.markdown)
+    )
     at.button(key="delete_version_confirm").click().run()
     assert_clean(at)
     assert doomed not in [v.id for v in registry.list_versions()]
     assert f"Deleted version #{doomed}." in texts(at.success)
+    assert served.list_served() == [], "its pair is no longer answered"

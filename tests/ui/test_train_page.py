@@ -187,6 +187,33 @@ def test_train_offers_a_token_budget_and_every_precision(
     assert run_info.list_runs()[0].id == run.id
 
 
+def test_live_panel_shows_threads_only_once_known(populated: Trained, no_worker: None) -> None:
+    """An untimed one-process run chooses its threads at its start: until its pace reports
+    them the panel shows the process count alone, never a dash for the threads."""
+    from db.tables import TrainingRun
+    from workbench.storage import session_scope
+
+    run_id = _fake_running_run(populated.corpus_id)
+    layout = {"processes": 1, "threads_per_process": None, "layout_timings": []}
+    try:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).progress_detail = {"fraction": 0.3, "layout": layout}
+        at = open_page("train")
+        assert "1 (training processes)" in texts(at.caption)
+        assert "—" not in run_info.get_run(run_id).layout
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).progress_detail = {
+                "fraction": 0.3,
+                "layout": layout,
+                "pace": {"threads": 2},
+            }
+        at = open_page("train")
+        assert "1 × 2 (training processes × threads each)" in texts(at.caption)
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
 def test_live_panel_follows_the_tokens_of_a_token_budget(
     populated: Trained, no_worker: None
 ) -> None:
@@ -236,7 +263,7 @@ def test_a_minutes_run_on_the_demo_corpus_says_the_clock_ended_it(
         "time budget reached"
     )
     at = open_page("models")
-    assert "**stopped by** time budget reached" in texts(at.markdown)
+    assert "**stopped because** time budget reached" in texts(at.markdown)
 
 
 def test_the_page_offers_every_preset_of_core_model(

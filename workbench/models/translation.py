@@ -138,6 +138,7 @@ class InputCheck:
     unknown: int  # pieces the version's tokenizer never saw: the model cannot read them
     longest_trained: int  # the longest source the version was trained on
     max_len: int  # positions the model has: a longer input is cut to its first max_len - 1
+    unknown_output: int = 0  # <unk> pieces the model wrote (⁇): characters it cannot write
 
     @property
     def unknown_share(self) -> float:
@@ -156,6 +157,15 @@ class InputCheck:
                         "translation"
                     ),
                     share=self.unknown_share,
+                )
+            )
+        if self.unknown_output:
+            out.append(
+                Message(
+                    N_(
+                        "its translation has ⁇ in place of characters this model's tokenizer "
+                        "cannot write"
+                    )
                 )
             )
         if self.pieces > self.max_len:
@@ -190,9 +200,13 @@ def check_inputs(version_id: int, results: Sequence[TranslationResult]) -> list[
     before those were recorded fall back to the model's max_len (then only a cut input warns).
     """
     info = get_version(version_id)
-    max_len = load_model_of(info).model.cfg.max_len
+    loaded = load_model_of(info)
+    max_len, unk = loaded.model.cfg.max_len, loaded.tokenizers.specials.unk
     longest = int(info.metrics.get("longest_source_tokens") or max_len)
-    return [InputCheck(r.src_tokens, r.unk_tokens, longest, max_len) for r in results]
+    return [
+        InputCheck(r.src_tokens, r.unk_tokens, longest, max_len, r.out_ids.count(unk))
+        for r in results
+    ]
 
 
 # -------------------------------------------------------------------------- corrections

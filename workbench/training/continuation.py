@@ -9,6 +9,11 @@ tokenizer on the current pairs, new ones included (the recipe gives it a short r
 so successive runs add up.
 When the newest version's tokenizer no longer fits (new pairs bring characters it cannot
 write), a new model is the default, and the reason says so.
+A run that memorises (a small corpus on the automatic budget: it stops once it reproduces
+every training pair) needs more than ``COVERAGE_MIN``: a target character its tokenizer cannot
+write is a pair it can never reproduce, so such a version is continued only when its target
+tokenizer writes every character of the training targets. A larger corpus is judged on its
+validation pairs, where a rare unknown character costs a ⁇ now and then, not the run.
 
 A version that is a large pretrained model (a public checkpoint, or fine-tuned from one) is
 continued as gently as core_model's recipe says; ``fine_tune_note`` tells the Train page what
@@ -28,7 +33,12 @@ import torch
 from sqlalchemy import func, select
 
 from core_model.artifact import TOKENIZER_DIR, ArtifactError, read_config
-from core_model.tokenizer import TokenizerError, TokenizerPair, character_coverage
+from core_model.tokenizer import (
+    TokenizerError,
+    TokenizerPair,
+    character_coverage,
+    unknown_characters,
+)
 from core_model.training import TrainConfig, TrainingError, recipe, setup
 from core_model.training.calibration import Calibration, fastest, measure_candidate
 from core_model.training.layout import ONE_PROCESS
@@ -42,6 +52,7 @@ from workbench.models import registry
 from workbench.storage import session_scope
 
 COVERAGE_MIN = 0.99  # of each side's characters, for a version's tokenizer to be continued
+SHOWN_CHARACTERS = 5  # unknown characters a reason names
 
 
 class DefaultStart(NamedTuple):
@@ -56,15 +67,22 @@ def default_start(corpus: CorpusRef) -> DefaultStart:
     docstring)."""
     with session_scope() as s:
         corpus_id = find(s, corpus).id
-    counts = _corpus_characters(corpus_id, _content_marker(corpus_id))
-    newest_misfit: tuple[int, float] | None = None
+    marker = _content_marker(corpus_id)
+    counts = _corpus_characters(corpus_id, marker)
+    memorising = _memorises(corpus_id, marker)
+    newest_misfit: tuple[int, float, list[str]] | None = None
     for version in registry.list_versions():  # newest first
         if version.corpus_id != corpus_id:
             continue
         share = _coverage(version.id, version.sha256, counts)
         if share is None:  # its files are gone or damaged: it cannot be continued
             continue
-        if share >= COVERAGE_MIN:
+        unwritable = (
+            _unwritable_targets(version.id, version.sha256, counts[1])
+            if memorising and _pretrained_model(version.id, version.sha256) is None
+            else []
+        )
+        if share >= COVERAGE_MIN and not unwritable:
             return DefaultStart(
                 version.id,
                 Message(
@@ -76,12 +94,25 @@ def default_start(corpus: CorpusRef) -> DefaultStart:
                     share=_percent(share),
                 ),
             )
-        newest_misfit = newest_misfit or (version.id, share)
+        newest_misfit = newest_misfit or (version.id, share, unwritable)
     if newest_misfit is None:
         return DefaultStart(
             None, Message(N_("No version of this corpus yet: the run trains a new model."))
         )
-    vid, share = newest_misfit
+    vid, share, unwritable = newest_misfit
+    if share >= COVERAGE_MIN:  # it covers the corpus, but not every target of a memorising run
+        return DefaultStart(
+            None,
+            Message(
+                N_(
+                    "The tokenizer of version #{id} cannot write {characters} of this corpus' "
+                    "targets: a run of so few pairs stops once it reproduces every one, which "
+                    "it never could, so a new model with a new tokenizer is trained."
+                ),
+                id=vid,
+                characters=_quoted(unwritable),
+            ),
+        )
     return DefaultStart(
         None,
         Message(
@@ -95,6 +126,12 @@ def default_start(corpus: CorpusRef) -> DefaultStart:
             needed=_percent(COVERAGE_MIN),
         ),
     )
+
+
+def _quoted(characters: list[str]) -> str:
+    """A few characters as a reason names them: “G” “Z” … (more are left out)."""
+    shown = " ".join(f"“{ch}”" for ch in characters[:SHOWN_CHARACTERS])
+    return shown + (" …" if len(characters) > SHOWN_CHARACTERS else "")
 
 
 def _percent(share: float) -> str:
@@ -136,6 +173,22 @@ def _corpus_characters(corpus_id: int, marker: tuple) -> tuple[Counter[str], Cou
 
 
 @lru_cache(maxsize=8)
+def _memorises(corpus_id: int, marker: tuple) -> bool:
+    """Whether a run of the corpus on the automatic budget memorises it (the recipe's rule,
+    counted on the corpus' splits)."""
+    with session_scope() as s:
+        splits = dict(
+            s.execute(
+                select(Pair.split, func.count())
+                .where(Pair.corpus_id == corpus_id)
+                .group_by(Pair.split)
+            ).all()
+        )
+    facts = recipe.CorpusFacts(splits.get("train", 0), splits.get("valid", 0), 0, False)
+    return recipe.memorises(TrainConfig(), facts)
+
+
+@lru_cache(maxsize=8)
 def _corpus_facts(corpus_id: int, marker: tuple) -> recipe.CorpusFacts:
     """What core_model's recipe knows of the corpus' training pairs (counted once)."""
     return recipe.CorpusFacts.of(list(_training_pairs(corpus_id)), None)
@@ -151,6 +204,12 @@ def _coverage(
         character_coverage(tokenizers.src, counts[0]),
         character_coverage(tokenizers.tgt, counts[1]),
     )
+
+
+def _unwritable_targets(version_id: int, sha256: str, targets: Counter[str]) -> list[str]:
+    """The characters of the training targets that the version's target tokenizer lacks."""
+    tokenizers = _tokenizers(version_id, sha256)
+    return [] if tokenizers is None else unknown_characters(tokenizers.tgt, targets)
 
 
 @lru_cache(maxsize=16)

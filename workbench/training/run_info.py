@@ -144,17 +144,35 @@ class RunInfo:
             + f" {t['tokens_per_s']:,.0f}"
             for t in layout.get("layout_timings") or []
         )
-        shape = {"processes": layout["processes"], "threads": layout["threads_per_process"] or "—"}
-        if timings:
+        # a one-process run takes the idle cores at its start: known from its pace (a GPU run,
+        # or one before its first report, has no thread count to show)
+        threads = layout["threads_per_process"] or (self.progress_detail.get("pace") or {}).get(
+            "threads"
+        )
+        processes = layout["processes"]
+        if timings and threads:
             return Message(
                 N_(
                     "{processes} × {threads} (training processes × threads each) · timed at "
                     "the start: {timings} tokens/s"
                 ),
-                **shape,
+                processes=processes,
+                threads=threads,
                 timings=timings,
             )
-        return Message(N_("{processes} × {threads} (training processes × threads each)"), **shape)
+        if timings:
+            return Message(
+                N_("{processes} (training processes) · timed at the start: {timings} tokens/s"),
+                processes=processes,
+                timings=timings,
+            )
+        if threads:
+            return Message(
+                N_("{processes} × {threads} (training processes × threads each)"),
+                processes=processes,
+                threads=threads,
+            )
+        return Message(N_("{processes} (training processes)"), processes=processes)
 
     @property
     def pace(self) -> list[Message]:
@@ -271,6 +289,18 @@ def describe_watch(watch: dict[str, Any]) -> Message | None:
     """A progress event's `watch` (what may stop the run early) as one sentence."""
     if watch.get("rule") == "memorise":
         share, pairs = watch.get("reproduced"), watch.get("pairs")
+        skipped = watch.get("unreproducible") or 0
+        if share is not None and skipped:
+            return Message(
+                N_(
+                    "Stops early once it reproduces every training pair it can: {share:.0%} "
+                    "of {pairs:,} now. Pairs not waited for (their target has a character "
+                    "the tokenizer cannot write): {skipped:,}."
+                ),
+                share=share,
+                pairs=pairs,
+                skipped=skipped,
+            )
         if share is not None and pairs:
             return Message(
                 N_(

@@ -4,6 +4,7 @@ on, and why a correction was not saved."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,6 +111,20 @@ def test_checks_use_the_longest_trained_source_else_max_len(version: int) -> Non
     finally:
         with session_scope() as s:
             s.get(ModelVersion, version).metrics = saved
+
+
+def test_an_output_with_unknown_pieces_is_flagged(version: int) -> None:
+    """The source may be fully known while the model writes <unk> (⁇): trained on a target
+    character its tokenizer lacks. The check counts those too, and warns."""
+    (result,) = translation.translate(version, ["我想喝一杯茶。"])
+    assert translation.check_inputs(version, [result])[0].warnings == []
+    unk = registry.load_version(version).tokenizers.specials.unk
+    wrote_unknown = dataclasses.replace(result, out_ids=[unk, *result.out_ids])
+    (check,) = translation.check_inputs(version, [wrote_unknown])
+    assert (check.unknown_share, check.unknown_output) == (0.0, 1)
+    assert check.warnings == [
+        "its translation has ⁇ in place of characters this model's tokenizer cannot write"
+    ]
 
 
 def test_training_scores_say_what_they_were_measured_on(version: int) -> None:

@@ -19,7 +19,7 @@ from tests.helpers import make_toy_corpus, module_home, toy_pairs, train_version
 from workbench import cli as workbench_cli
 from workbench.corpus import corpora, pairs
 from workbench.models import model_import, registry
-from workbench.training import continuation, run_info, worker_process
+from workbench.training import continuation, run_info, runs, worker, worker_process
 
 QUICK = {"preset": "tiny"}
 
@@ -190,3 +190,36 @@ def test_a_tokenizer_that_no_longer_fits_starts_a_new_model(
     run = run_info.get_run(json.loads(out.out.splitlines()[-1])["run_id"])
     assert run.init_version_id is None and "new model: The tokenizer of version" in out.err
     assert Path(registry.artifact_dir(copy)).is_dir()
+
+
+def test_a_memorising_run_never_continues_a_tokenizer_that_cannot_write_a_target(
+    chain: dict,
+) -> None:
+    """One new pair whose target has a capital "G" that no toy target has: the tokenizer still
+    knows 99.7 % of the characters, but a run of so few pairs must reproduce every pair, so a
+    new model is the default and the reason names the character. Continued anyway, the run
+    waits only for the pairs it can reproduce: it stops early (memorised), and says so."""
+    other = corpora.create_corpus("toy and good morning", "zh", "en")
+    added = [{"source": s, "target": t} for s, t in toy_pairs()]
+    added.append({"source": "我每天早上喝咖啡。", "target": "Good morning."})
+    pairs.apply_edits(other.id, added=added)
+    copy = model_import.import_version(
+        registry.artifact_dir(chain["versions"][1]), corpus="toy and good morning"
+    )
+    start = continuation.default_start(other.id)
+    assert start.version_id is None, start.reason
+    assert start.reason == (
+        f"The tokenizer of version #{copy} cannot write “G” of this corpus' targets: a run of "
+        "so few pairs stops once it reproduces every one, which it never could, so a new model "
+        "with a new tokenizer is trained."
+    )
+    run_id = runs.enqueue_training(other.id, init_version_id=copy, **QUICK)
+    while run_info.get_run(run_id).status == "queued":  # after any run queued before it
+        assert worker.run_worker(once=True) == 1
+    run = run_info.get_run(run_id)
+    assert run.stop_reason == "memorised", run.stop_reason
+    watch = run.progress_detail["watch"]
+    assert (watch["pairs"], watch["unreproducible"], watch["reproduced"]) == (12, 1, 1.0)
+    assert "Pairs not waited for (their target has a character the tokenizer cannot " in (
+        run_info.describe_watch(watch)
+    )

@@ -54,7 +54,7 @@ def test_models_page_shows_where_a_public_model_came_from_and_its_fine_tuned_chi
     assert row["origin"] == "opus-mt-zh-en · cc-by-4.0"
     assert row["added by"] == settings.local_admin_name() and pd.isna(row["trained by"])
     assert pd.isna(row["pairs"]) and pd.isna(row["train time (s)"])  # not 0 pairs, not 0 s
-    assert table.loc[child, "parent"] == imported and pd.isna(table.loc[child, "origin"])
+    assert table.loc[child, "parent"] == imported and table.loc[child, "origin"] == ""
 
     at.selectbox(key="models_version").set_value(imported).run()
     assert_clean(at)

@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from core_model.transformer.dropout import apply_dropout
+
 
 def scaled_dot_product_attention(
     q: torch.Tensor,
@@ -32,7 +34,7 @@ def scaled_dot_product_attention(
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
     if dropout > 0.0:
-        weights = F.dropout(weights, p=dropout)
+        weights = apply_dropout(weights, dropout)
     return weights @ v, weights
 
 

@@ -69,6 +69,19 @@ def test_dropout_zeroes_p_and_rescales_the_rest(dtype: torch.dtype) -> None:
         Dropout(1.0)
 
 
+def test_dropout_of_any_rate_keeps_the_expectation() -> None:
+    """P_drop is drawn at 1/32,768 steps (0.1 -> 0.100006) and the survivors are scaled by
+    the rate drawn, so the mean activation is unchanged; every element is drawn anew."""
+    torch.manual_seed(1)
+    x = torch.ones(1_000, 1_000)
+    y = Dropout(0.1)(x)
+    assert (y == 0).float().mean().item() == pytest.approx(0.1, abs=0.002)
+    assert y.mean().item() == pytest.approx(1.0, abs=0.002)
+    assert torch.all(y[y != 0] == 32_768 / (32_768 - 3_277))
+    rows = (y != 0).float().mean(dim=1)  # no stretch of the mask repeats another's
+    assert rows.std().item() > 0 and not torch.equal(y[0], y[1])
+
+
 def test_masks() -> None:
     ids = torch.tensor([[5, 6, 0]])
     assert padding_mask(ids, 0).tolist() == [[[[True, True, False]]]]

@@ -4,11 +4,11 @@ the survivors by 1/(1 − P_drop), so the expected activation is unchanged.
 Written out rather than `nn.Dropout` because the CPU's random numbers are the cost: torch
 draws them one at a time from one generator (mt19937, on one thread), and `bernoulli_` or
 `torch.rand` take one draw per element. Here one 64-bit draw gives four 15-bit numbers, each
-compared with P_drop · 2^15: a quarter of the draws, a mask 1.8× faster, a step with
-dropout on 1.05× (bf16) and 1.11× (fp32, AVX2) as fast (docs/TRAINING.md, "Dropout's masks"). The drop rate is P_drop
-rounded to 1/32,768 (0.1 → 0.100006), and the survivors are scaled by that rate, so the
-expectation stays exact; seeded by torch's generator as any torch draw. On accelerators
-`F.dropout` is one fused kernel, and is used.
+compared with P_drop · 2^15: a quarter of the draws, a mask 1.8× faster, a step with dropout
+on 1.05× (bf16) and 1.11× (fp32, AVX2) as fast (docs/TRAINING.md, "Dropout's cost"). The
+drop rate is P_drop rounded to 1/32,768 (0.1 → 0.100006), and the survivors are scaled by
+that rate, so the expectation stays exact; seeded by torch's generator as any torch draw. On
+accelerators `F.dropout` is one fused kernel, and is used.
 """
 
 from __future__ import annotations

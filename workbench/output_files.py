@@ -37,14 +37,19 @@ NEW_FILE_MODE = 0o666  # less the umask, like any program's output
 def checked_target(path: str | Path) -> Path:
     """The file that writing ``path`` will replace (links followed), once it is known to be
     one a user may write; ``WorkbenchError`` otherwise. Nothing is written."""
-    target = Path(path).expanduser().resolve()
+    try:
+        target = Path(path).expanduser().resolve()
+    except (RuntimeError, OSError) as exc:  # a symbolic link loop
+        raise WorkbenchError(
+            N_("{path} cannot be resolved: {reason}"), path=str(path), reason=exc
+        ) from None
     if settings.is_workbench_file(target):
         raise WorkbenchError(
             N_("{path} is one of the workbench's own files; write to another file"),
             path=str(path),
         )
     if not target.parent.is_dir():
-        raise WorkbenchError(N_("folder does not exist: {path}"), path=str(Path(path).parent))
+        raise WorkbenchError(N_("folder does not exist: {path}"), path=str(target.parent))
     try:
         mode = target.stat().st_mode
     except FileNotFoundError:

@@ -212,6 +212,11 @@ def runs_dir() -> Path:
     return home() / "runs"
 
 
+def memory_dir() -> Path:
+    """The corpus memories' (kNN-MT) stores, one file per version and corpus."""
+    return home() / "memory"
+
+
 def run_dir(run_id: int) -> Path:
     """Where a run's worker trains: its epoch checkpoint, then the model before registration."""
     return runs_dir() / str(run_id)
@@ -273,14 +278,17 @@ def server_record_path() -> Path:
 
 def is_workbench_file(path: Path) -> bool:
     """Whether ``path`` (absolute, links resolved) is the workbench's own: the SQLite
-    database or a file beside it that SQLite or an import keeps (``workbench.db-wal``,
-    ``-shm``, ``-journal``, ``.import-*.lock``), anything under the data folder's ``models/``,
-    ``runs/`` or ``logs/`` or a restore's folder, or one of its lock and record files. No
-    command writes a user's output file there (``workbench.output_files``)."""
+    database or a file beside it that SQLite, an import or a migration keeps
+    (``workbench.db-wal``, ``-shm``, ``-journal``, ``.*.lock``; ``workbench.db.bak.tar.gz`` is a
+    user's), anything under the data folder's ``models/``, ``runs/``, ``memory/`` or ``logs/``
+    or a restore's folder, or one of its lock and record files. No command writes a user's
+    output file there (``workbench.output_files``)."""
     database = _sqlite_database()
     if database is not None and path.parent == database.parent:
-        name = database.name
-        if path.name == name or path.name.startswith((f"{name}-", f"{name}.")):
+        name, other = database.name, path.name
+        journal = other in (f"{name}-wal", f"{name}-shm", f"{name}-journal")
+        lock = other.startswith(f"{name}.") and other.endswith(".lock")  # import, migration
+        if other == name or journal or lock:
             return True
     data = home()
     if not path.is_relative_to(data) or path == data:
@@ -289,6 +297,7 @@ def is_workbench_file(path: Path) -> bool:
     owned = {
         models_dir(),
         runs_dir(),
+        memory_dir(),
         data / "logs",
         restore_journal_path(),
         worker_lock_path(),

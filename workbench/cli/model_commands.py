@@ -214,9 +214,13 @@ def _translate_xliff(args: argparse.Namespace) -> int:
     from workbench.memory.file_translation import translate_xliff
     from workbench.output_files import checked_target, write_file
 
-    if args.xliff is None or args.out is None or args.text or args.matches or args.glossary:
+    given = args.text or args.matches or args.glossary or args.quantization
+    if args.xliff is None or args.out is None or given:
         raise WorkbenchError(
-            N_("--xliff IN needs --out OUT, and no sentences, --matches or --glossary")
+            N_(
+                "--xliff IN needs --out OUT, and no sentences, --matches, --glossary or "
+                "--quantization"
+            )
         )
     if checked_target(args.out) == args.xliff.resolve():  # refused before translating
         raise WorkbenchError(N_("--out must not be the --xliff file itself"))

@@ -44,4 +44,5 @@ def ensure_demo_corpus() -> CorpusInfo | None:
             )
         except NothingToImport:  # another session's import made it first
             return None
-    return corpora.get_corpus(result.corpus_id)
+    # (0 added: another session's import made it first, and found it under the write lock)
+    return corpora.get_corpus(result.corpus_id) if result.added else None

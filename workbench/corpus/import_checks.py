@@ -166,12 +166,12 @@ class NothingToImport(WorkbenchError):
     valid rows are all in the corpus already (a file imported again), which is no error: the
     import service answers it as an import of 0 pairs, with nothing written."""
 
-    def __init__(self, message: str, /, already_there: bool = False, **kwargs: Any) -> None:
+    def __init__(self, message: str, /, corpus_id: int, already_there: bool, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
-        self.already_there = already_there
+        self.corpus_id, self.already_there = corpus_id, already_there
 
 
-def refuse_empty_import(added: int, parsed: ParsedImport) -> None:
+def refuse_empty_import(added: int, parsed: ParsedImport, corpus_id: int) -> None:
     """Refuse an import that adds no pair, from inside its transaction (which then rolls
     back): it leaves no empty corpus and no change record behind, as the page's Import button,
     disabled when the preview accepts nothing, never makes one either."""
@@ -186,6 +186,7 @@ def refuse_empty_import(added: int, parsed: ParsedImport) -> None:
         skipped=parsed.skipped,
         duplicates=parsed.duplicates,
         filtered=parsed.filtered,
+        corpus_id=corpus_id,
         already_there=parsed.duplicates > 0,
     )
 

@@ -110,7 +110,7 @@ def import_staged(
                 added += len(chunk)
             with session_scope() as s:
                 cid, added = _publish(s, target, staging, added, validator)
-                refuse_empty_import(added, parsed)  # every staged pair was there already
+                refuse_empty_import(added, parsed, cid)  # every staged pair was there already
             staging = None
             return cid, added
         except BaseException:

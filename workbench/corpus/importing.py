@@ -170,9 +170,11 @@ def import_file(
             N_("import conflicts with a concurrent change: {error}"), error=str(exc.orig)
         ) from None
     except NothingToImport as exc:
-        if not exc.already_there or target.id is None:
+        if not exc.already_there:
             raise
-        cid, added = target.id, 0  # imported again: nothing new, nothing written
+        # imported again (or by a concurrent import of the same file): nothing new, nothing
+        # written; the corpus the rows are in is the one found under the write lock
+        cid, added = exc.corpus_id, 0
     regrouped = 0
     if added:  # a new pair may share a sentence with a pair of another split
         with session_scope() as s:
@@ -266,7 +268,7 @@ def _import_at_once(
             # tiny-corpus rule (size after the write < 20) is decided correctly.
             writer.insert(cid, chunk, existing + added + len(chunk))
             added += len(chunk)
-        refuse_empty_import(added, parsed)
+        refuse_empty_import(added, parsed, cid)
     except BaseException:
         writer.abort()
         raise

@@ -165,7 +165,7 @@ class Store:
 
 
 def store_path(version_id: int, corpus_id: int) -> Path:
-    return settings.home() / "memory" / f"v{version_id}-c{corpus_id}.npz"
+    return settings.memory_dir() / f"v{version_id}-c{corpus_id}.npz"
 
 
 # ------------------------------------------------------------------------ persistence

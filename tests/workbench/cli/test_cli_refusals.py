@@ -56,6 +56,8 @@ def test_output_files_never_replace_the_workbench_files_or_special_files(
         home / "workbench.db-journal": "one of the workbench's own files",
         home / "models" / "1" / "x.tsv": "one of the workbench's own files",
         home / "runs" / "x.tsv": "one of the workbench's own files",
+        home / "memory" / "v1-c1.npz": "one of the workbench's own files",
+        home / "workbench.db.migrate.lock": "one of the workbench's own files",
         Path("/dev/null"): "not a regular file",
         fifo: "not a regular file",
         tmp_path: "is a directory",
@@ -64,6 +66,10 @@ def test_output_files_never_replace_the_workbench_files_or_special_files(
     link = tmp_path / "link.tsv"
     link.symlink_to(db)  # a link is followed: the file it names is what counts
     refused[link] = "one of the workbench's own files"
+    loop = tmp_path / "loop.tsv"
+    loop.symlink_to(loop)
+    refused[loop] = "cannot be resolved"
+    (home / "memory").mkdir()
     for target, message in refused.items():
         line = assert_one_line_error(run(home, *argv, str(target)))
         assert message in line, (target, line)
@@ -71,6 +77,9 @@ def test_output_files_never_replace_the_workbench_files_or_special_files(
     assert Path("/dev/null").is_char_device() and stat.S_ISFIFO(fifo.stat().st_mode)
     assert not (home / "workbench.db-journal").exists() and not (home / "runs").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    # a name that only starts like the database's is a user's file (a dated backup beside it)
+    mine = run(home, *argv, str(home / "workbench.db.2026-11-28.out"))
+    assert "own files" not in mine.stderr
 
 
 def test_output_files_keep_modes_and_write_through_links(

@@ -103,6 +103,14 @@ def test_cli_translates_xliff_12_and_20_with_tags_intact(
     )
     assert refused.returncode != 0 and refused.stderr.startswith("error: refused: ")
     assert not (tmp_path / "o.xlf").exists()
+    # a file translation has no quantization to apply: asked for, it is refused, not ignored
+    quantized = cli_in_process(
+        "translate", "--version", str(version), "--engine", "ctranslate2",
+        "--quantization", "int8", "--xliff", str(CAT / "memoq_en_de.xlf"),
+        "--out", str(tmp_path / "q.xlf"),
+    )  # fmt: skip
+    assert quantized.returncode != 0 and "--quantization" in quantized.stderr
+    assert not (tmp_path / "q.xlf").exists()
 
 
 def test_cli_memory_matches_and_exact_switch(home: tuple[Path, int, int]) -> None:

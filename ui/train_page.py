@@ -103,7 +103,7 @@ def new_run_form(all_corpora: list[Any]) -> None:
         format_func=lambda d: {"cuda": "GPU (cuda)", "cpu": "CPU"}.get(d, d),
         help=_("Only the devices this machine has are listed."),
     )
-    init_version = start_choice(current)
+    init_version = start_choice(current, automatic_budget=train_for == "auto")
     if init_version is not None:
         fine_tune_note(init_version, current, minutes, epochs, device)
     advanced = _advanced_options()
@@ -197,11 +197,11 @@ def _advanced_options() -> _Advanced:
     return _Advanced(max_steps, million_tokens, precision, processes)
 
 
-def start_choice(current: Any) -> int | None:
+def start_choice(current: Any, automatic_budget: bool) -> int | None:
     """'Continue from #N' or 'Start a new model': the default and its reason come from
     ``continuation.default_start``; other versions of the same languages can be continued
     too. Returns the version to continue, or None for a new model."""
-    default, reason = continuation.default_start(current.id)
+    default, reason = continuation.default_start(current.id, automatic_budget)
     others = [
         v
         for v in registry.list_versions()

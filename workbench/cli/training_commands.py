@@ -78,7 +78,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     extra = {"max_steps": args.max_steps} if args.max_steps else {}
     start, why = args.continue_from, None
     if start is None and not args.new:  # the Train page's default, by the same rule
-        start, why = continuation.default_start(args.corpus)
+        automatic = args.epochs is None and args.minutes is None and args.tokens is None
+        start, why = continuation.default_start(args.corpus, automatic)
     run_id = runs.enqueue_training(
         args.corpus,
         preset=args.preset or train_options.DEFAULT_PRESET,

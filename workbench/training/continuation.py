@@ -62,14 +62,15 @@ class DefaultStart(NamedTuple):
     reason: str
 
 
-def default_start(corpus: CorpusRef) -> DefaultStart:
+def default_start(corpus: CorpusRef, automatic_budget: bool = True) -> DefaultStart:
     """The start a new run of ``corpus`` gets unless the user picks another (see the module
-    docstring)."""
+    docstring). ``automatic_budget``: the run's budget is the automatic one (no epochs,
+    minutes or tokens given), which may memorise a small corpus."""
     with session_scope() as s:
         corpus_id = find(s, corpus).id
     marker = _content_marker(corpus_id)
     counts = _corpus_characters(corpus_id, marker)
-    memorising = _memorises(corpus_id, marker)
+    memorising = automatic_budget and _memorises(corpus_id)
     newest_misfit: tuple[int, float, list[str]] | None = None
     for version in registry.list_versions():  # newest first
         if version.corpus_id != corpus_id:
@@ -172,10 +173,10 @@ def _corpus_characters(corpus_id: int, marker: tuple) -> tuple[Counter[str], Cou
     return src, tgt
 
 
-@lru_cache(maxsize=8)
-def _memorises(corpus_id: int, marker: tuple) -> bool:
+def _memorises(corpus_id: int) -> bool:
     """Whether a run of the corpus on the automatic budget memorises it (the recipe's rule,
-    counted on the corpus' splits)."""
+    counted on the corpus' splits now: one grouped count, not cached — it depends on the
+    validation pairs too)."""
     with session_scope() as s:
         splits = dict(
             s.execute(

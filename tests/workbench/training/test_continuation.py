@@ -213,6 +213,9 @@ def test_a_memorising_run_never_continues_a_tokenizer_that_cannot_write_a_target
         "so few pairs stops once it reproduces every one, which it never could, so a new model "
         "with a new tokenizer is trained."
     )
+    # a budget the user gives (epochs, minutes, tokens) memorises nothing: the version that
+    # covers 99 % of the characters is continued
+    assert continuation.default_start(other.id, automatic_budget=False).version_id == copy
     run_id = runs.enqueue_training(other.id, init_version_id=copy, **QUICK)
     while run_info.get_run(run_id).status == "queued":  # after any run queued before it
         assert worker.run_worker(once=True) == 1

@@ -149,30 +149,18 @@ class RunInfo:
         threads = layout["threads_per_process"] or (self.progress_detail.get("pace") or {}).get(
             "threads"
         )
-        processes = layout["processes"]
-        if timings and threads:
-            return Message(
-                N_(
-                    "{processes} × {threads} (training processes × threads each) · timed at "
-                    "the start: {timings} tokens/s"
-                ),
-                processes=processes,
-                threads=threads,
-                timings=timings,
-            )
-        if timings:
-            return Message(
-                N_("{processes} (training processes) · timed at the start: {timings} tokens/s"),
-                processes=processes,
-                timings=timings,
-            )
-        if threads:
-            return Message(
-                N_("{processes} × {threads} (training processes × threads each)"),
-                processes=processes,
-                threads=threads,
-            )
-        return Message(N_("{processes} (training processes)"), processes=processes)
+        text = {  # (timed at the start, threads known)
+            (True, True): N_(
+                "{processes} × {threads} (training processes × threads each) · timed at "
+                "the start: {timings} tokens/s"
+            ),
+            (True, False): N_(
+                "{processes} (training processes) · timed at the start: {timings} tokens/s"
+            ),
+            (False, True): N_("{processes} × {threads} (training processes × threads each)"),
+            (False, False): N_("{processes} (training processes)"),
+        }[bool(timings), bool(threads)]
+        return Message(text, processes=layout["processes"], threads=threads, timings=timings)
 
     @property
     def pace(self) -> list[Message]:

@@ -54,7 +54,7 @@ import getpass
 import os
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from db.engine import SQLITE_BUSY_TIMEOUT_MS
@@ -309,16 +309,24 @@ def is_workbench_file(path: Path) -> bool:
     return data / first in owned or first.startswith(RESTORE_STAGING_PREFIX)
 
 
+def sqlite_path(url: URL) -> Path | None:
+    """The file a SQLite URL names (absolute); None for a database in memory or a `file:`
+    URI. (The caller knows the URL is SQLite's.)"""
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database).expanduser().absolute()
+
+
 def _sqlite_database() -> Path | None:
-    """The SQLite file of the configured database, if it is one (an unreadable URL is
-    refused when the database is opened, not here)."""
+    """The SQLite file of the configured database, if it is one, links resolved (an
+    unreadable URL is refused when the database is opened, not here)."""
     try:
         url = make_url(database_url())
     except ArgumentError:
         return None
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return None
-    return Path(url.database).expanduser().resolve()
+    path = sqlite_path(url) if url.get_backend_name() == "sqlite" else None
+    return path.resolve() if path is not None else None
 
 
 def sqlite_import_lock_path(sqlite_file: str, token: str) -> Path:

@@ -56,10 +56,10 @@ _MODEL_MEMBER = re.compile(r"models/([1-9][0-9]{0,9})/(.+)")
 
 
 def sqlite_file(url: URL) -> Path:
-    database = url.database or ""
-    if database in ("", ":memory:") or database.startswith("file:"):
+    path = settings.sqlite_path(url)
+    if path is None:
         raise WorkbenchError(N_("backups and restores need the database in a SQLite file"))
-    return Path(database).expanduser().absolute()
+    return path
 
 
 @dataclass(frozen=True)

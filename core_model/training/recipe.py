@@ -107,9 +107,10 @@ REAL_TOKENS_PER_PADDED = 1.75  # source + target tokens per padded batch token (
 GPU_BATCH_TOKENS = 8192  # (not tuned here: no GPU was available)
 # Budgets below these halve the vocabulary (see _vocab_size), a joint one and one per side
 # (10-minute clicks, valid greedy BLEU). Joint (Multi30k de-en): 8k 37.85 at 3.68M tokens
-# against 4k's 36.47-37.15 at 3.50-3.64M; 8k 35.80 at 3.05M against 4k's 36.06-36.51 at
-# 3.00-3.31M; equal at 2M. Per side (Tatoeba zh-en): 4k 24.07 at 3.20M against 2k's 20.41 at
-# 3.07M, but 2k 11.8 against 4k 8.4 at 1.1M: the gain changes sign near 2M.
+# against 4k's 36.47-37.15 at 3.50-3.64M; 8k 35.80 and 36.98 at 3.05-3.06M against 4k's
+# 36.06-36.58 at 3.00-3.31M (a draw: the threshold stays); equal at 2M. Per side (Tatoeba
+# zh-en): 4k 24.07 at 3.20M against 2k's 20.41 at 3.07M, but 2k 11.8 against 4k 8.4 at 1.1M:
+# the gain changes sign near 2M.
 SHORT_BUDGET_TOKENS = {"joint": 3_500_000, "per side": 2_500_000}
 # SentencePiece pieces of a joint vocabulary for tens of thousands of pairs (one per side: half
 # that each); halved for a corpus below SMALL_CORPUS_PAIRS, doubled from LARGE_CORPUS_PAIRS.

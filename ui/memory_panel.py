@@ -106,31 +106,24 @@ def xliff_panel(version: Any, beam: int, engine: str) -> None:
                 filled = file_translation.translate_xliff(
                     version.id, upload, beam=beam, engine=engine, use_memory=use_memory
                 )
-                st.session_state[XLIFF_RESULT] = {
-                    "name": upload.name,
-                    "data": filled.data,
-                    "translated": filled.translated,
-                    "from_memory": filled.from_memory,
-                    "kept": filled.kept,
-                    "untranslatable": filled.untranslatable,
-                }
-        done = st.session_state.get(XLIFF_RESULT)
-        if done:
+                st.session_state[XLIFF_RESULT] = (upload.name, filled)
+        if XLIFF_RESULT in st.session_state:
+            name, filled = st.session_state[XLIFF_RESULT]
             st.success(
                 _(
                     "{name}: {translated} units translated ({memory} from the memory), {kept} "
                     "already translated kept, {skipped} untranslatable left alone.",
-                    name=done["name"],
-                    translated=done["translated"],
-                    memory=done["from_memory"],
-                    kept=done["kept"],
-                    skipped=done["untranslatable"],
+                    name=name,
+                    translated=filled.translated,
+                    memory=filled.from_memory,
+                    kept=filled.kept,
+                    skipped=filled.untranslatable,
                 )
             )
             st.download_button(
                 _("Download the translated file"),
-                data=done["data"],
-                file_name=done["name"],
+                data=filled.data,
+                file_name=name,
                 mime="application/xliff+xml",
                 icon=":material/download:",
                 key="translate_xliff_download",
@@ -171,13 +164,9 @@ def knn_state(version_id: int) -> bool:
             _memory_build_progress(version_id)
         elif state["state"] == "ready":
             line = _(
-                "Memory: {pairs:,} pairs, {entries:,} decoder states · k {k}, λ {lam:.2f}, "
+                "Memory: {pairs:,} pairs, {entries:,} decoder states · k {k}, λ {lambda:.2f}, "
                 "T {temperature:.3g}",
-                pairs=state["pairs"],
-                entries=state["entries"],
-                k=state["k"],
-                lam=state["lambda"],
-                temperature=state["temperature"],
+                **state,  # the store's description (``datastore.Store.describe``)
             )
             tuned = (
                 _("tuned on the valid split") if state["tuning"] else _("defaults: no valid split")

@@ -64,7 +64,7 @@ def compare_tab(versions: list[Any]) -> None:
     by_id = {v.id: v for v in versions}
     picked = [by_id[i] for i in chosen]
 
-    loss_curves(picked)
+    loss_curves(picked, by_id)
 
     all_corpora = corpora.list_corpora()
     if not all_corpora:
@@ -139,16 +139,37 @@ def compare_tab(versions: list[Any]) -> None:
         comparison_view(shown)
 
 
-def loss_curves(picked: list[Any]) -> None:
-    """The picked versions' training loss curves on one chart (the runs that made them)."""
-    run_of = {v.run_id: f"#{v.id} {v.name}" for v in picked if v.run_id is not None}
-    if not run_of:
+def steps_before(version: Any, by_id: dict[int, Any]) -> int:
+    """The optimizer steps of the versions ``version`` continues (its parent's, the parent's
+    parent's, …): a continued run counts its steps from 0, and drawn from 0 it would read as a
+    fresh run beside its parent. A deleted ancestor ends the count."""
+    steps, parent = 0, by_id.get(version.parent_version_id)
+    while parent is not None:
+        steps += int(parent.metrics.get("steps") or 0)
+        parent = by_id.get(parent.parent_version_id)
+    return steps
+
+
+def loss_curves(picked: list[Any], by_id: dict[int, Any]) -> None:
+    """The picked versions' training loss curves on one chart (the runs that made them); a
+    version that continues another is drawn from where its ancestors' steps ended."""
+    shown = {v.run_id: v for v in picked if v.run_id is not None}
+    if not shown:
         return
-    metrics = run_info.run_metrics(list(run_of))
+    metrics = run_info.run_metrics(list(shown))
     if metrics.empty:
         return
+    label = {
+        run: f"#{v.id} {v.name}"
+        + (_(" (continues #{id})", id=v.parent_version_id) if v.parent_version_id else "")
+        for run, v in shown.items()
+    }
+    offset = {run: steps_before(v, by_id) for run, v in shown.items()}
     version = _("version")  # the legend's title: the column's name
-    metrics = metrics.assign(**{version: metrics["run_id"].map(run_of)})
+    metrics = metrics.assign(
+        **{version: metrics["run_id"].map(label)},
+        step=metrics["step"] + metrics["run_id"].map(offset),
+    )
     st.markdown("**" + _("Loss curves") + "**")
     st.altair_chart(charts.loss_chart(metrics, by=version, height=280), width="stretch")
 

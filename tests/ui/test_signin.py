@@ -183,7 +183,8 @@ def test_a_viewer_keeps_no_draft_and_browses_without_errors(team: int) -> None:
         "deleted_rows": [],
     }
     at.run()
-    assert drafts.load(key, team, "pairs").count == 1
+    with acting_as(access.member_actor("ed@example.org")):
+        assert drafts.load(key, team, "pairs").count == 1
     with acting_as(access.local_admin()):
         access.set_role("ed@example.org", "viewer")
     stored = fingerprint_database()
@@ -200,6 +201,27 @@ def test_a_viewer_keeps_no_draft_and_browses_without_errors(team: int) -> None:
         assert not [t for t in shown if "unsaved" in t], shown
         assert "Open" not in [b.label for b in page.button]
     assert fingerprint_database() == stored
+
+
+def test_a_copied_address_shows_another_member_her_own_drafts_not_his(team: int) -> None:
+    """Team walk, item 1: the drafts' key is in the address, and a member opening another's
+    copied address saw his unsaved change (her Save would write it under her name). She
+    finds her own, none; his draft stays his, untouched."""
+    at = run_as(signed_in("ed@example.org"))
+    key = at.session_state[grid._BROWSER_KEY]
+    at.session_state[at.data_editor[0].key] = {
+        "edited_rows": {0: {"target": "his change"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    at.run()
+    assert [c for c in at.caption if "1 unsaved change" in c.value], "he sees his own draft"
+    ada = run_as(signed_in("ada@example.org"), drafts_key=key)
+    assert ada.session_state[grid._BROWSER_KEY] == key
+    assert "his change" not in ada.data_editor[0].value["target"].tolist()
+    assert not [t.value for t in [*ada.warning, *ada.caption] if "unsaved change" in t.value]
+    with acting_as(access.member_actor("ed@example.org")):
+        assert drafts.load(key, team, "pairs").count == 1
 
 
 @pytest.mark.parametrize("verified", [False, "false", None], ids=["false", "'false'", "absent"])

@@ -15,7 +15,7 @@ from streamlit.util import calc_hash
 
 from tests.conftest import fingerprint_database
 from tests.helpers import ROOT, make_toy_corpus
-from ui import grid, i18n, navigation
+from ui import feedback, grid, i18n, navigation
 from workbench import settings
 from workbench.corpus import corpora, demo, drafts
 from workbench.team import access
@@ -166,7 +166,21 @@ def test_the_team_page_says_in_chinese_what_it_did_and_what_it_refused(team: int
     next(b for b in at.button if b.label == "保存").click().run()
     assert not at.exception
     [error] = [e.value for e in at.error]
-    assert error.endswith("@example.org 是由配置（WORKBENCH_ADMINS）指定的管理员。"), error
+    assert error == "ada@example.org 是由配置（WORKBENCH_ADMINS）指定的管理员。", error
+
+
+def test_a_message_that_begins_with_an_address_keeps_it_as_it_is(team: int) -> None:
+    """Team walk, item 5: every error had its first letter made a capital, values too:
+    "Ada@example.org is an admin by configuration". A message that begins with a value is
+    shown as it is; one that begins with a word still begins with a capital."""
+    at = run_as(signed_in("ada@example.org"), navigation.TEAM, lang="en")
+    at.text_input(key="team_email").set_value("ada@example.org")
+    next(b for b in at.button if b.label == "Save").click().run()
+    assert [e.value for e in at.error] == [
+        "ada@example.org is an admin by configuration (WORKBENCH_ADMINS)."
+    ]
+    assert feedback._sentence("no corpus 'x'", "no corpus {ref!r}") == "No corpus 'x'"
+    assert feedback._sentence("3 pairs left", "{n} pairs left") == "3 pairs left"
 
 
 def test_a_viewer_keeps_no_draft_and_browses_without_errors(team: int) -> None:

@@ -31,6 +31,8 @@ from workbench.corpus.corpora import CorpusInfo
 from workbench.corpus.pairs import SPLITS
 from workbench.team import trash
 from workbench.team.access import Permission
+from workbench.training import run_info
+from workbench.training.runs import RunStatus
 
 TABS = (  # icon, name (a message id)
     (":material/table:", N_("Pairs")),
@@ -87,7 +89,8 @@ def render() -> None:
             current.pair_count,
             name=current.name,
             days=trash.TRASH_DAYS,
-        ),
+        )
+        + _runs_going_on(current),
         _("Delete corpus"),
         lambda: _delete(current),
     )
@@ -168,6 +171,24 @@ def rename_form(current: CorpusInfo) -> None:
             info = corpora.rename_corpus(current.id, new_name)
             feedback.flash(_("Renamed to “{name}”.", name=info.name))
             st.rerun()
+
+
+def _runs_going_on(current: CorpusInfo) -> str:
+    """The dialog's word on the corpus' queued and running runs (none: nothing): deleting does
+    not stop them, and each still registers its version."""
+    lines = [
+        _(
+            "Run #{id} is training on it: it will finish and register its version.",
+            id=run_id,
+        )
+        if status == RunStatus.RUNNING
+        else _(
+            "Run #{id} is queued on it: it will still train and register its version.",
+            id=run_id,
+        )
+        for run_id, status in run_info.active_runs(current.id)
+    ]
+    return "".join(f"\n\n{line}" for line in lines)
 
 
 def _delete(current: CorpusInfo) -> str:

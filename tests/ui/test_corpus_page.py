@@ -6,8 +6,10 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tests.helpers import make_toy_corpus
 from tests.ui.pages import APP, assert_clean, open_page, texts
 from workbench.corpus import corpora, pairs
+from workbench.training import run_info, runs
 
 
 def test_create_rename_and_delete_corpus(wb_home: Path, no_demo: None) -> None:
@@ -351,3 +353,21 @@ def test_a_line_without_a_tab_is_a_skipped_row_of_the_preview(small_corpus: int)
     assert_clean(at)
     assert corpora.get_corpus(small_corpus).pair_count == 5
     assert "2 pairs" in texts(at.success) and "1 invalid rows skipped" in texts(at.success)
+
+
+def test_the_delete_dialog_names_the_runs_still_going_on_the_corpus(
+    wb_home: Path, no_demo: None
+) -> None:
+    """Team walk, item 2: a corpus deleted while a run trained on it, and the version came
+    back later named after the trash. The dialog says the runs go on and register theirs."""
+    corpus_id = make_toy_corpus()
+    running, queued = runs.enqueue_training(corpus_id), runs.enqueue_training(corpus_id)
+    assert runs.claim_next_run("test-worker") == running
+    at = open_page("corpus")
+    at.button(key="delete_corpus").click().run()
+    shown = texts(at.markdown)
+    assert f"Run #{running} is training on it: it will finish and register its version." in shown
+    assert f"Run #{queued} is queued on it: it will still train and register its version." in shown
+    at.button(key="delete_corpus_confirm").click().run()
+    assert_clean(at)
+    assert [s for _, s in run_info.active_runs(corpus_id)] == ["running", "queued"]

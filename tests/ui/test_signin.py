@@ -15,7 +15,7 @@ from streamlit.util import calc_hash
 
 from tests.conftest import fingerprint_database
 from tests.helpers import ROOT, make_toy_corpus
-from ui import grid, i18n, navigation
+from ui import feedback, grid, i18n, navigation
 from workbench import settings
 from workbench.corpus import corpora, demo, drafts
 from workbench.team import access
@@ -166,7 +166,21 @@ def test_the_team_page_says_in_chinese_what_it_did_and_what_it_refused(team: int
     next(b for b in at.button if b.label == "保存").click().run()
     assert not at.exception
     [error] = [e.value for e in at.error]
-    assert error.endswith("@example.org 是由配置（WORKBENCH_ADMINS）指定的管理员。"), error
+    assert error == "ada@example.org 是由配置（WORKBENCH_ADMINS）指定的管理员。", error
+
+
+def test_a_message_that_begins_with_an_address_keeps_it_as_it_is(team: int) -> None:
+    """Team walk, item 5: every error had its first letter made a capital, values too:
+    "Ada@example.org is an admin by configuration". A message that begins with a value is
+    shown as it is; one that begins with a word still begins with a capital."""
+    at = run_as(signed_in("ada@example.org"), navigation.TEAM, lang="en")
+    at.text_input(key="team_email").set_value("ada@example.org")
+    next(b for b in at.button if b.label == "Save").click().run()
+    assert [e.value for e in at.error] == [
+        "ada@example.org is an admin by configuration (WORKBENCH_ADMINS)."
+    ]
+    assert feedback._sentence("no corpus 'x'", "no corpus {ref!r}") == "No corpus 'x'"
+    assert feedback._sentence("3 pairs left", "{n} pairs left") == "3 pairs left"
 
 
 def test_a_viewer_keeps_no_draft_and_browses_without_errors(team: int) -> None:
@@ -183,7 +197,8 @@ def test_a_viewer_keeps_no_draft_and_browses_without_errors(team: int) -> None:
         "deleted_rows": [],
     }
     at.run()
-    assert drafts.load(key, team, "pairs").count == 1
+    with acting_as(access.member_actor("ed@example.org")):
+        assert drafts.load(key, team, "pairs").count == 1
     with acting_as(access.local_admin()):
         access.set_role("ed@example.org", "viewer")
     stored = fingerprint_database()
@@ -200,6 +215,27 @@ def test_a_viewer_keeps_no_draft_and_browses_without_errors(team: int) -> None:
         assert not [t for t in shown if "unsaved" in t], shown
         assert "Open" not in [b.label for b in page.button]
     assert fingerprint_database() == stored
+
+
+def test_a_copied_address_shows_another_member_her_own_drafts_not_his(team: int) -> None:
+    """Team walk, item 1: the drafts' key is in the address, and a member opening another's
+    copied address saw his unsaved change (her Save would write it under her name). She
+    finds her own, none; his draft stays his, untouched."""
+    at = run_as(signed_in("ed@example.org"))
+    key = at.session_state[grid._BROWSER_KEY]
+    at.session_state[at.data_editor[0].key] = {
+        "edited_rows": {0: {"target": "his change"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    at.run()
+    assert [c for c in at.caption if "1 unsaved change" in c.value], "he sees his own draft"
+    ada = run_as(signed_in("ada@example.org"), drafts_key=key)
+    assert ada.session_state[grid._BROWSER_KEY] == key
+    assert "his change" not in ada.data_editor[0].value["target"].tolist()
+    assert not [t.value for t in [*ada.warning, *ada.caption] if "unsaved change" in t.value]
+    with acting_as(access.member_actor("ed@example.org")):
+        assert drafts.load(key, team, "pairs").count == 1
 
 
 @pytest.mark.parametrize("verified", [False, "false", None], ids=["false", "'false'", "absent"])

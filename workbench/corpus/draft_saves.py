@@ -35,6 +35,7 @@ from workbench.corpus.drafts import (
     new_browser_key,
     refuse_incomplete,
     save,
+    stored_key,
     stored_row,
 )
 from workbench.errors import WorkbenchError
@@ -215,7 +216,7 @@ def _keep_only(
     if held:
         s.add(
             TableDraft(
-                browser_key=browser_key,
+                browser_key=stored_key(browser_key),
                 corpus_id=corpus.id,
                 table_kind=table,
                 payload=draft.only({c.row_id for c in held}).payload(),

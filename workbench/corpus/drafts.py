@@ -16,10 +16,15 @@ and the edit conflicts a save holds back are ``workbench.corpus.draft_saves``.
 A draft is an edit of pairs or glossary terms not saved yet, so every write of one (keeping,
 forgetting, saving it) needs the role that may save it, ``Permission.EDIT``: a viewer or
 nobody signed in stores nothing. Reading a draft needs no role, like every read.
+
+A draft belongs to the signed-in user as well as to the browser (``stored_key``): the tab's key
+travels with the page's address, so another member opening a copied address must find her own
+(empty) drafts there, not save or discard his. The local user (sign-in off) keeps the bare key.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -30,13 +35,14 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from db.tables import DRAFT_TABLES, Corpus, TableDraft, utcnow
+from workbench import settings
 from workbench.corpus import glossary
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import is_blank
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 from workbench.storage import session_scope
-from workbench.team.access import Permission, require
+from workbench.team.access import Permission, current_actor, require
 
 TABLES = DRAFT_TABLES
 # The editable columns of each grid, in the order it shows them.
@@ -260,6 +266,17 @@ class Draft:
         return out
 
 
+def stored_key(browser_key: str) -> str:
+    """The key a tab's drafts are stored under: the tab's key, followed for a signed-in member
+    by a digest of her e-mail (``table_drafts.browser_key`` holds 64 characters, an e-mail
+    up to 320), so the same address names other drafts for each member. The local user, or
+    nobody acting, keeps the bare key (the drafts kept before sign-in existed)."""
+    actor = current_actor()
+    if actor is None or actor.email == settings.local_admin_name():
+        return browser_key
+    return f"{browser_key}:{hashlib.sha256(actor.email.encode()).hexdigest()[:24]}"
+
+
 def check(browser_key: str, table: str) -> None:
     """Refuse a malformed browser key or a table that has no drafts."""
     if not is_browser_key(browser_key):
@@ -273,10 +290,10 @@ def check(browser_key: str, table: str) -> None:
 
 
 def stored_row(s: Session, browser_key: str, corpus_id: int, table: str) -> TableDraft | None:
-    """The stored draft of a grid of a corpus in one browser, if any."""
+    """The stored draft of a grid of a corpus in one browser, of the user acting, if any."""
     return s.scalar(
         select(TableDraft).where(
-            TableDraft.browser_key == browser_key,
+            TableDraft.browser_key == stored_key(browser_key),
             TableDraft.corpus_id == corpus_id,
             TableDraft.table_kind == table,
         )
@@ -312,7 +329,7 @@ def save(
         elif row is None:
             s.add(
                 TableDraft(
-                    browser_key=browser_key,
+                    browser_key=stored_key(browser_key),
                     corpus_id=corpus.id,
                     table_kind=table,
                     payload=draft.payload(),
@@ -333,10 +350,10 @@ def discard(browser_key: str, corpus_id: CorpusRef, table: str) -> None:
 
 
 def forget_stored(s: Session, browser_key: str, corpus: Corpus, table: str) -> None:
-    """Delete the stored draft (inside the caller's transaction)."""
+    """Delete the stored draft of the user acting (inside the caller's transaction)."""
     s.execute(
         delete(TableDraft).where(
-            TableDraft.browser_key == browser_key,
+            TableDraft.browser_key == stored_key(browser_key),
             TableDraft.corpus_id == corpus.id,
             TableDraft.table_kind == table,
         )
@@ -354,13 +371,13 @@ class DraftInfo:
 
 
 def list_drafts(browser_key: str) -> list[DraftInfo]:
-    """Every grid with pending edits in one browser, by corpus name."""
+    """Every grid with pending edits in one browser, of the user acting, by corpus name."""
     check(browser_key, TABLES[0])
     with session_scope() as s:
         rows = s.execute(
             select(TableDraft, Corpus.name)
             .join(Corpus, Corpus.id == TableDraft.corpus_id)
-            .where(TableDraft.browser_key == browser_key, Corpus.import_token.is_(None))
+            .where(TableDraft.browser_key == stored_key(browser_key), Corpus.import_token.is_(None))
             .order_by(Corpus.name, TableDraft.table_kind)
         ).all()
         infos = [
@@ -371,22 +388,27 @@ def list_drafts(browser_key: str) -> list[DraftInfo]:
 
 
 def other_tabs(browser_key: str) -> list[tuple[str, int]]:
-    """The other tabs of the same browser with unsaved changes: (their key, how many)."""
+    """The other tabs of the same browser with unsaved changes of the user acting: (their
+    key, how many)."""
     check(browser_key, TABLES[0])
+    own = stored_key(browser_key)
+    mine = own[len(browser_key) :]  # the user's part of every stored key of hers
     with session_scope() as s:
         rows = s.execute(
             select(TableDraft.browser_key, TableDraft.payload)
             .join(Corpus, Corpus.id == TableDraft.corpus_id)
             .where(
                 TableDraft.browser_key.startswith(browser_of(browser_key)),
-                TableDraft.browser_key != browser_key,
+                TableDraft.browser_key != own,
                 Corpus.import_token.is_(None),
             )
             .order_by(TableDraft.updated_at.desc())
         ).all()
     counts: dict[str, int] = {}
     for key, payload in rows:
-        counts[key] = counts.get(key, 0) + Draft.from_payload(payload).count
+        tab, user = key[: len(browser_key)], key[len(browser_key) :]
+        if user == mine:
+            counts[tab] = counts.get(tab, 0) + Draft.from_payload(payload).count
     return [(key, n) for key, n in counts.items() if n]
 
 

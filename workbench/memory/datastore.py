@@ -46,7 +46,7 @@ from core_model.retrieval import (
     scaled_settings,
     teacher_forced_entries,
 )
-from db.tables import Pair
+from db.tables import Corpus, Pair
 from workbench import settings
 from workbench.corpus.corpora import CorpusRef, find
 from workbench.errors import WorkbenchError
@@ -54,6 +54,7 @@ from workbench.memory.tuning import tune_store
 from workbench.messages import N_
 from workbench.models.registry import VersionInfo, get_version, load_model_of
 from workbench.storage import session_scope
+from workbench.team.trash import real_name
 
 STORE_FORMAT = 1
 # An entry id: pair id · 2^27 + target position · 2^17 + next token (ids ≥ 0 for faiss).
@@ -441,18 +442,30 @@ _builds: dict[tuple[int, int], BuildProgress] = {}
 
 
 def memory_corpus(info: VersionInfo, corpus: CorpusRef | None) -> int:
-    """The corpus whose pairs are the memory: the one asked for, else the version's own."""
-    if corpus is not None:
-        with session_scope() as s:
+    """The corpus whose pairs are the memory: the one asked for, else the version's own. A
+    corpus in the trash gives no memory, as to the memory matches (``recall``): asked for,
+    it is no corpus (``find``); the version's own is refused by name."""
+    with session_scope() as s:
+        if corpus is not None:
             return find(s, corpus).id
-    if info.corpus_id is None:
-        raise WorkbenchError(
-            N_(
-                "Model version {id} was not trained on a corpus here: choose the corpus whose "
-                "pairs the memory should use."
-            ),
-            id=info.id,
-        )
+        if info.corpus_id is None:
+            raise WorkbenchError(
+                N_(
+                    "Model version {id} was not trained on a corpus here: choose the corpus "
+                    "whose pairs the memory should use."
+                ),
+                id=info.id,
+            )
+        own = s.get(Corpus, info.corpus_id)
+        if own is not None and own.deleted_at is not None:
+            raise WorkbenchError(
+                N_(
+                    "The corpus of model version {id}, {name!r}, is in the trash: it gives no "
+                    "memory. Restore it, or choose the corpus whose pairs the memory should use."
+                ),
+                id=info.id,
+                name=real_name(own),
+            )
     return info.corpus_id
 
 

@@ -43,6 +43,7 @@ from workbench.messages import N_, Message
 from workbench.storage import get_row, record_of, session_scope
 from workbench.team import history
 from workbench.team.access import Permission, require
+from workbench.team.trash import real_name
 
 NO_SUCH_VERSION = N_("Model version {id} does not exist.")
 
@@ -163,9 +164,11 @@ def register_version(
         s.add(version)
         s.flush()
         version.artifact_path = settings.model_folder(version.id)
-        version.name = name or f"{corpus.name if corpus else 'model'} v{version.id}"
+        version.name = name or f"{real_name(corpus) if corpus else 'model'} v{version.id}"
         version_id, relative = version.id, version.artifact_path
-        _record(s, version, "register", {}, f"registered version {version.name!r}", False)
+        # Who trained it registered it (the worker acts as the local admin, not as bob).
+        summary = f"registered version {version.name!r}"
+        _record(s, version, "register", {}, summary, False, actor=trained_by)
     destination = settings.resolve(relative)
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -333,14 +336,22 @@ def _record(
     before: dict[int, dict[str, Any]],
     summary: str,
     reversible: bool = True,
+    actor: str | None = None,
 ) -> None:
-    """Record a change to a version's row. Adding and deleting a version move its files too,
-    which an undo cannot do: those changes are recorded as not reversible."""
+    """Record a change to a version's row (by ``actor``, else whoever acts). Adding and
+    deleting a version move its files too, which an undo cannot do: those changes are
+    recorded as not reversible."""
     s.flush()
     after = history.capture(s, ModelVersion, [version.id])
     items = history.diff(ModelVersion, before, after)
     history.record(
-        s, action, items, corpus_id=version.corpus_id, summary=summary, reversible=reversible
+        s,
+        action,
+        items,
+        corpus_id=version.corpus_id,
+        summary=summary,
+        reversible=reversible,
+        actor=actor,
     )
 
 

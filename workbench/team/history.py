@@ -231,9 +231,12 @@ def record_import(
     summary: str = "",
 ) -> int | None:
     """Record an import (see the module docstring): the new pairs' ids as ranges, plus the
-    corpus row when the import created it (``capture`` of it)."""
+    corpus row when the import created it (``capture`` of it). The summary then says so: its
+    rows are the pairs and the corpus ("created the corpus and imported 202 pairs", 203)."""
     ranges = id_ranges(pair_ids)
     items = diff(Corpus, {}, created_corpus or {})
+    if items and summary:
+        summary = f"created the corpus and {summary}"
     if ranges:
         items.append({"table": "pairs", "id_ranges": ranges})
     return record(session, "import", items, corpus_id=corpus_id, summary=summary)

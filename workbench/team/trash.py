@@ -38,6 +38,13 @@ class TrashedCorpus:
     removed_after: datetime  # when the sweep removes it for good
 
 
+def real_name(corpus: Corpus) -> str:
+    """The name a corpus goes by: in the trash, the one it had (``name`` then holds the trash
+    name, "(deleted #1) clinic"), which a restore gives back and a version registered
+    meanwhile is named from."""
+    return corpus.deleted_name or corpus.name
+
+
 def trash_corpus(session: Session, corpus: Corpus) -> None:
     """Move ``corpus`` to the trash in the caller's transaction (recorded, undoable)."""
     before = history.capture(session, Corpus, [corpus.id])
@@ -69,7 +76,7 @@ def list_trash() -> list[TrashedCorpus]:
         return [
             TrashedCorpus(
                 c.id,
-                c.deleted_name or c.name,
+                real_name(c),
                 c.src_lang,
                 c.tgt_lang,
                 int(n),
@@ -88,7 +95,7 @@ def restore_corpus(corpus_id: int) -> str:
         corpus = s.get(Corpus, int(corpus_id))
         if corpus is None or corpus.deleted_at is None:
             raise WorkbenchError(N_("corpus #{id} is not in the trash"), id=corpus_id)
-        name = corpus.deleted_name or corpus.name
+        name = real_name(corpus)
         if s.scalar(select(Corpus.id).where(Corpus.name == name)) is not None:
             raise WorkbenchError(
                 N_("a corpus named {name!r} exists: rename it before restoring this one"),

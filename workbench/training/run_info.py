@@ -372,6 +372,19 @@ def list_runs(corpus_id: int | None = None, limit: int = 200) -> list[RunInfo]:
         return [_info(run, name, versions.get(run.id), lost_before) for run, name in rows]
 
 
+def active_runs(corpus_id: int) -> list[tuple[int, RunStatus]]:
+    """The corpus' queued and running runs (id, status), oldest first: deleting the corpus
+    does not stop them (they train on its snapshot and register their versions), which the
+    delete dialog says."""
+    query = (
+        select(TrainingRun.id, TrainingRun.status)
+        .where(TrainingRun.corpus_id == corpus_id, TrainingRun.status.in_(ACTIVE_STATUSES))
+        .order_by(TrainingRun.id)
+    )
+    with session_scope() as s:
+        return [(run_id, RunStatus(status)) for run_id, status in s.execute(query)]
+
+
 def runs_table(corpus_id: int | None = None, runs: list[RunInfo] | None = None) -> pd.DataFrame:
     """The run history (or the given `runs`) as a table for display: one type per column
     (text where a value may be missing), so it converts to Arrow as it is."""

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from db.tables import Role
 from tests.conftest import fingerprint_database
 from tests.workbench.team.test_access import VIEWER
 from workbench.corpus import corpora, draft_saves, drafts, glossary, pairs
 from workbench.corpus.drafts import Draft
 from workbench.errors import PermissionDenied, WorkbenchError
-from workbench.team import access
+from workbench.team import access, history
 from workbench.team.access import Actor, acting_as
 
 A, B = drafts.new_browser_key(), drafts.new_browser_key()
@@ -199,5 +200,38 @@ def test_only_a_role_that_may_edit_keeps_or_forgets_a_draft(
         ):
             with pytest.raises(PermissionDenied, match=refused):
                 write()
-        assert drafts.load(A, kitchen, "pairs").count == 1  # reading needs no role
+        # Reading needs no role (a viewer has no drafts of her own: each member has hers).
+        assert drafts.load(A, kitchen, "pairs").count == (1 if who is None else 0)
+    assert drafts.load(A, kitchen, "pairs").count == 1
     assert fingerprint_database() == before
+
+
+def test_a_draft_belongs_to_the_member_who_typed_it_not_to_the_address(kitchen: int) -> None:
+    """Team walk, item 1: the tab's key travels with the address, so Carol opening Bob's
+    copied address saw his unsaved change, and her Save wrote his text under her name (her
+    Discard threw his work away). Under the same key each member has her own drafts."""
+    bob = Actor("bob@example.org", Role.EDITOR)
+    carol = Actor("carol@example.org", Role.EDITOR)
+    rice = _ids(kitchen)[0]
+    his = Draft(edited={rice: {"target": "cooked rice"}})
+    other_tab = drafts.new_browser_key(drafts.browser_of(A))
+    with acting_as(bob):
+        drafts.save(A, kitchen, "pairs", his)
+    with acting_as(carol):
+        assert not drafts.load(A, kitchen, "pairs"), "her own (empty) draft, not his"
+        assert drafts.list_drafts(A) == [] and drafts.other_tabs(other_tab) == []
+        draft_saves.apply_pairs(A, kitchen)
+        drafts.discard(A, kitchen, "pairs")
+        mine = Draft(edited={rice: {"note": "check"}})
+        drafts.save(A, kitchen, "pairs", mine)
+        assert drafts.load(A, kitchen, "pairs") == mine
+    assert pairs.search_pairs(kitchen).rows["target"].tolist()[0] == "rice", "nothing saved"
+    with acting_as(bob):
+        assert drafts.load(A, kitchen, "pairs") == his, "his stays his"
+        assert drafts.other_tabs(other_tab) == [(A, 1)], "his other tab finds his, not hers"
+        draft_saves.apply_pairs(A, kitchen)
+        assert not drafts.load(A, kitchen, "pairs")
+    assert pairs.search_pairs(kitchen).rows["target"].tolist()[0] == "cooked rice"
+    assert history.list_changes(kitchen)[0].actor == "bob@example.org"
+    # The local user (sign-in off) keeps the bare key: the drafts kept before stay found.
+    assert drafts.stored_key(A) == A and not drafts.load(A, kitchen, "pairs")

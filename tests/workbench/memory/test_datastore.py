@@ -17,6 +17,7 @@ from workbench.errors import WorkbenchError
 from workbench.memory import datastore, recall
 from workbench.memory import tuning as tuning_module
 from workbench.models import registry, translation
+from workbench.team import trash
 
 NEW_SOURCE = "我的猫喜欢喝咖啡"  # not in the toy corpus
 
@@ -158,3 +159,31 @@ def test_the_cli_translates_with_memory(trained: dict, tmp_path: Path) -> None:
     )
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1
     assert corpora.list_corpora()  # nothing else changed
+
+
+def test_a_corpus_in_the_trash_gives_no_memory_to_either_kind(trained: dict) -> None:
+    """Team walk, item 3: with the version's corpus in the trash, the memory matches were
+    gone but the kNN memory (``memory: true``) still decoded with its pairs. Neither uses it
+    now: the matches are none, the kNN memory is refused by name, and asking for the trashed
+    corpus by id is no corpus for both."""
+    source, target = toy_pairs()[0]
+    assert _translate(trained, source) == target  # a store built and cached
+    corpora.delete_corpus(trained["corpus_id"])
+    try:
+        [found] = recall.recall(trained["version"], [source])
+        assert (found.matches, found.exact) == ([], None)
+        for knn in (
+            lambda: _translate(trained, source),
+            lambda: datastore.store_state(trained["version"]),
+            lambda: datastore.build_in_background(trained["version"]),
+        ):
+            with pytest.raises(WorkbenchError, match=r"'toy', is in the trash: it gives no memory"):
+                knn()
+        ref = f"#{trained['corpus_id']}"
+        with pytest.raises(WorkbenchError, match="no corpus"):
+            recall.recall(trained["version"], [source], corpus=ref)
+        with pytest.raises(WorkbenchError, match="no corpus"):
+            _open(trained, ref)
+    finally:
+        trash.restore_corpus(trained["corpus_id"])
+    assert _translate(trained, source) == target

@@ -210,6 +210,9 @@ def test_an_import_is_one_change_of_id_ranges_and_can_be_undone(wb_home: Path) -
     first, last = _raw("pairs")[0][0], _raw("pairs")[-1][0]
     assert ranges == {"table": "pairs", "id_ranges": [[first, last]]}
     assert last - first + 1 == 300
+    # Team walk, item 4: "rows 203" beside "imported 202 pairs": the corpus row is said.
+    [listed] = history.list_changes(result.corpus_id)
+    assert (listed.rows, listed.summary) == (301, "created the corpus and imported 300 pairs")
 
     pid = pairs.search_pairs(result.corpus_id, "target 7").rows["id"].iloc[0]
     pairs.apply_edits(result.corpus_id, edited={int(pid): {"note": "checked"}})
@@ -343,6 +346,23 @@ def test_version_changes_are_recorded_and_renames_undone(request: pytest.Fixture
     registry.delete_version(version)
     actions = [(c.action, c.reversible) for c in history.list_changes(info.id)]
     assert actions[0] == ("delete", False) and ("register", False) in actions
+
+
+def test_a_version_is_registered_by_its_trainer_under_its_corpus_real_name(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Team walk, items 2 and 4: a version registered while its corpus was in the trash was
+    named "(deleted #1) clinic v2" for ever, and its registration was recorded as the
+    worker's (root@localhost), not as the change of bob, who queued the run."""
+    folder = request.getfixturevalue("outside_folder")  # (from test_registry)
+    info = corpora.create_corpus("clinic", "zh", "en")
+    corpora.delete_corpus(info.id)  # the run goes on; the corpus is in the trash
+    version = registry.register_version(folder, {}, corpus_id=info.id, trained_by="bob@x.org")
+    assert registry.get_version(version).name == f"clinic v{version}"
+    register = history.list_changes(info.id)[0]
+    assert (register.action, register.actor) == ("register", "bob@x.org")
+    assert register.summary == f"registered version 'clinic v{version}'"
+    assert trash.restore_corpus(info.id) == "clinic"
 
 
 def test_the_command_line_lists_undoes_and_restores(wb_home: Path, tmp_path: Path) -> None:

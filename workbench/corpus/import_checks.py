@@ -11,7 +11,11 @@ problem into the report:
 * **warnings** (extreme length ratio, source identical to target, control or invisible
   characters removed, Chinese script converted): the row is imported;
 * **filtered** (only with clean-up options, ``workbench.corpus.cleaning``: another language, a
-  length ratio above the chosen one, a copy): the row is skipped and counted.
+  length ratio above the chosen one, a copy): the row is skipped and counted;
+* **conflicts** (a source the corpus already translates differently — the import finds those
+  with ``SourceConflicts``): a warning, the row is imported, unless the user chose to skip
+  such rows (then filtered). Either way they are named: the memory's exact match would
+  otherwise pick one of the two translations without a word.
 
 ``parse_pairs`` parses and checks a whole file without touching the database.
 """
@@ -19,6 +23,7 @@ problem into the report:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -41,6 +46,7 @@ if TYPE_CHECKING:
 
 MAX_RATIO = 9.0  # token-length ratio above which a pair is flagged (warning)
 MAX_REPORT = 5_000  # issues kept verbatim; ParsedImport.issue_counts counts all of them
+CONFLICT_EXAMPLES = 3  # conflicts shown with the corpus's translation (a lookup each)
 
 Severity = Literal["error", "warning", "duplicate", "filtered"]
 
@@ -64,6 +70,16 @@ class ParsedPair(NamedTuple):
     content_hash: str
 
 
+class Conflict(NamedTuple):
+    """A row whose source the corpus already translates differently (an example of them)."""
+
+    line: int
+    source: str
+    target: str  # the file's translation
+    corpus_target: str  # one the corpus holds
+    pair_id: int  # the corpus pair that holds it
+
+
 @dataclass
 class ParsedImport:
     """What a file would import: the ``accepted`` count of pairs to add (``pairs`` holds all of
@@ -75,6 +91,12 @@ class ParsedImport:
     issue_counts: Counter = field(default_factory=Counter)  # kind -> count (never truncated)
     rows: int = 0  # data rows read (blank lines and header excluded)
     accepted: int = 0  # pairs that would be added
+    conflicts: list[Conflict] = field(default_factory=list)  # the first CONFLICT_EXAMPLES
+
+    @property
+    def conflict_count(self) -> int:
+        """Rows whose source the corpus translates differently (added, or skipped)."""
+        return self.issue_counts["conflict"]
 
     @property
     def errors(self) -> list[ValidationIssue]:
@@ -127,6 +149,7 @@ KIND_LABELS = {
     "duplicate_in_corpus": N_("already in the corpus"),
     "identical": N_("same text on both sides"),
     "control_chars": N_("invisible characters removed"),
+    "conflict": N_("translated differently in the corpus"),
     **REASONS,  # "ratio" among them: the length ratio, whether it drops the row or warns
 }
 
@@ -142,6 +165,12 @@ class ImportResult:
     issue_counts: dict[str, int] = field(default_factory=dict)
     # pairs moved to another split so that no valid/test sentence is in train (splits)
     regrouped: int = 0
+    conflicts: list[Conflict] = field(default_factory=list)  # examples (ParsedImport's)
+    conflicts_skipped: bool = False  # the conflicting rows were left out (else added)
+
+    @property
+    def conflict_count(self) -> int:
+        return self.issue_counts.get("conflict", 0)
 
     @property
     def filtered(self) -> int:
@@ -158,6 +187,9 @@ class ImportResult:
             "filtered": self.filtered,
             "issues": dict(self.issue_counts),
             "regrouped": self.regrouped,
+            "conflicts": self.conflict_count,
+            "conflicts_skipped": self.conflicts_skipped,
+            "conflict_examples": [c._asdict() for c in self.conflicts],
         }
 
 
@@ -189,6 +221,60 @@ def refuse_empty_import(added: int, parsed: ParsedImport, corpus_id: int) -> Non
         corpus_id=corpus_id,
         already_there=parsed.duplicates > 0,
     )
+
+
+class SourceConflicts:
+    """Finds the rows of an import whose source the corpus already translates differently.
+
+    Built once per import from the corpus's sources (the only column read whole): they are
+    kept as their 64-bit ``hash`` (in this process; a million sources in some 60 MB), as no
+    index on the source text exists to ask the database row by row. A collision could count
+    a row as a conflict wrongly (odds about 1 in 10^7 for a million by a million); each example
+    is looked up, so the ones shown are always true. ``skip``: leave such rows out (reported
+    as filtered) instead of adding them with a warning.
+    """
+
+    def __init__(self, sources: Iterable[str], skip: bool) -> None:
+        self._digests = {hash(source) for source in sources}
+        self.skip = skip
+
+    def __bool__(self) -> bool:
+        """Whether there is any source to conflict with."""
+        return bool(self._digests)
+
+    def sift(
+        self,
+        pairs: list[ParsedPair],
+        parsed: ParsedImport,
+        translation_of: Callable[[str], tuple[int, str] | None],
+    ) -> list[ParsedPair]:
+        """``pairs`` (none of them in the corpus as they are) minus the conflicts when
+        skipping; each conflict reported, the first few with the corpus's translation
+        (``translation_of``: a source's (pair id, target) in the corpus, None if it has none)."""
+        kept = []
+        for p in pairs:
+            conflict = hash(p.source) in self._digests and self._report(p, parsed, translation_of)
+            if not (conflict and self.skip):
+                kept.append(p)
+        return kept
+
+    def _report(
+        self,
+        p: ParsedPair,
+        parsed: ParsedImport,
+        translation_of: Callable[[str], tuple[int, str] | None],
+    ) -> bool:
+        if len(parsed.conflicts) < CONFLICT_EXAMPLES:
+            found = translation_of(p.source)
+            if found is None:  # a hash collision, not a conflict
+                return False
+            pair_id, corpus_target = found
+            parsed.conflicts.append(Conflict(p.line, p.source, p.target, corpus_target, pair_id))
+        message = Message(N_("the corpus already translates this source differently"))
+        parsed.add(
+            ValidationIssue(p.line, "conflict", message, "filtered" if self.skip else "warning")
+        )
+        return True
 
 
 class Validator:

@@ -34,10 +34,13 @@ def import_panel(current: CorpusInfo) -> None:
     if chosen is None:
         return
     upload, fmt, target, options = chosen
-    parsed = _preview(current, upload, fmt, target, options)
+    skip_key = f"skip_conflicts_{nonce}"
+    skip = bool(st.session_state.get(skip_key, False))
+    parsed = _preview(current, upload, fmt, target, options, skip)
     if parsed is None:
         return
     _show_counts(parsed, options)
+    _show_conflicts(parsed, skip_key)
     _show_preview(parsed)
     _show_report(parsed)
     if st.button(
@@ -52,7 +55,9 @@ def import_panel(current: CorpusInfo) -> None:
             st.spinner(_("Importing…"), show_time=True),
         ):
             # The upload is read again as a stream: the preview kept only a sample.
-            result = importing.import_file(current.id, upload, fmt, target, cleaning=options)
+            result = importing.import_file(
+                current.id, upload, fmt, target, cleaning=options, skip_conflicts=skip
+            )
             st.session_state["upload_nonce"] = nonce + 1
             st.session_state.pop("_import_preview", None)
             feedback.flash(_imported_text(current, result))
@@ -128,6 +133,42 @@ def _show_counts(parsed: import_checks.ParsedImport, options: CleaningOptions) -
             delta_color="off",
             delta_arrow="off",
         )
+
+
+def _show_conflicts(parsed: import_checks.ParsedImport, skip_key: str) -> None:
+    """Rows whose source the corpus already translates differently: named with a few
+    examples (the memory's exact match would pick one of the two without a word), and the
+    choice to leave them out (``skip_key``: read before the preview, which it changes)."""
+    n = parsed.conflict_count
+    if not n:
+        return
+    lines = [
+        n_(
+            "{n} row gives a source the corpus already translates differently:",
+            "{n} rows give a source the corpus already translates differently:",
+            n,
+        )
+    ]
+    lines += [
+        "- "
+        + _(
+            "line {line}: {source} → {target} (the corpus: {corpus_target})",
+            line=c.line,
+            source=formatting.markdown_text(c.source),
+            target=formatting.markdown_text(c.target),
+            corpus_target=formatting.markdown_text(c.corpus_target),
+        )
+        for c in parsed.conflicts
+    ]
+    st.warning("\n".join(lines), icon=":material/call_split:")
+    st.checkbox(
+        _("Skip these rows"),
+        key=skip_key,
+        help=_(
+            "By default they are added: the corpus then holds both translations of the "
+            "source, and the memory's exact match gives one of them."
+        ),
+    )
 
 
 def _show_preview(parsed: import_checks.ParsedImport) -> None:
@@ -219,6 +260,21 @@ def _imported_text(current: CorpusInfo, result: import_checks.ImportResult) -> s
             filtered=formatting.fmt_int(result.filtered),
             cleaned=formatting.fmt_int(cleaned),
         )
+    if result.conflict_count:
+        conflicts = (
+            n_(
+                "{n} row whose source the corpus translates differently was skipped.",
+                "{n} rows whose source the corpus translates differently were skipped.",
+                result.conflict_count,
+            )
+            if result.conflicts_skipped
+            else n_(
+                "{n} row whose source the corpus translates differently was added.",
+                "{n} rows whose source the corpus translates differently were added.",
+                result.conflict_count,
+            )
+        )
+        done = _("{done} {conflicts}", done=done, conflicts=conflicts)
     if result.regrouped:
         done = _(
             "{done} {regrouped}",
@@ -255,7 +311,12 @@ def _guess_format(upload: Any) -> str:
 
 
 def _preview(
-    current: CorpusInfo, upload: Any, fmt: str, target: Any, options: CleaningOptions
+    current: CorpusInfo,
+    upload: Any,
+    fmt: str,
+    target: Any,
+    options: CleaningOptions,
+    skip_conflicts: bool,
 ) -> Any:
     """Parse + validate once per (file, format, corpus); reruns reuse the result.
 
@@ -269,6 +330,7 @@ def _preview(
         fmt,
         target.file_id if target else None,
         options,
+        skip_conflicts,
     )
     cached = st.session_state.get("_import_preview")
     if cached and cached[0] == ident:
@@ -276,7 +338,13 @@ def _preview(
     parsed = None
     with feedback.error_boundary(N_("reading the file")), st.spinner(_("Checking the file…")):
         parsed = importing.preview_import(
-            current.id, upload, fmt, target, sample=PREVIEW_ROWS, cleaning=options
+            current.id,
+            upload,
+            fmt,
+            target,
+            sample=PREVIEW_ROWS,
+            cleaning=options,
+            skip_conflicts=skip_conflicts,
         )
         st.session_state["_import_preview"] = (ident, parsed)
     return parsed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.cli.common import EXIT_OK, Command, print_json, print_text
 from workbench.corpus.corpora import CORPUS_REF_HELP
@@ -12,6 +13,9 @@ from workbench.corpus.exporting import EXPORT_FORMATS
 from workbench.corpus.formats import FORMATS, TWO_FILE_FORMATS
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
+
+if TYPE_CHECKING:
+    from workbench.corpus.import_checks import ImportResult
 
 
 def _args_import(p: argparse.ArgumentParser) -> None:
@@ -32,6 +36,12 @@ def _args_import(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--tgt-file", type=Path, help=f"target-side file for --format {two_files}")
     p.add_argument("--strict", action="store_true", help="abort on any invalid row")
+    p.add_argument(
+        "--skip-conflicts",
+        action="store_true",
+        help="leave out rows whose source the corpus already translates differently "
+        "(default: add them; either way the report names them)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
 
 
@@ -51,6 +61,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         args.tgt_file,
         strict=args.strict,
         create_langs=(args.src_lang, args.tgt_lang),
+        skip_conflicts=args.skip_conflicts,
     )
     name = get_corpus(result.corpus_id).name
     if args.json:
@@ -66,7 +77,26 @@ def _cmd_import(args: argparse.Namespace) -> int:
     )
     if result.regrouped:
         print_text(splits.regrouped_text(result.regrouped))
+    _print_conflicts(result)
     return EXIT_OK
+
+
+def _print_conflicts(result: ImportResult) -> None:
+    """The rows whose source the corpus translated otherwise: the memory's exact match then
+    holds two translations, so the user hears of it with a few examples."""
+    n = result.conflict_count
+    if not n:
+        return
+    done = (
+        "skipped" if result.conflicts_skipped else "added anyway; --skip-conflicts leaves them out"
+    )
+    rows = "row gives" if n == 1 else "rows give"
+    print_text(f"{n} {rows} a source the corpus already translates differently ({done}):")
+    for c in result.conflicts:
+        print_text(
+            f"  line {c.line}: {c.source} → {c.target} (the corpus, pair {c.pair_id}: "
+            f"{c.corpus_target})"
+        )
 
 
 def _args_export(p: argparse.ArgumentParser) -> None:

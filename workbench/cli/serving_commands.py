@@ -171,12 +171,17 @@ def _cmd_keys(args: argparse.Namespace) -> int:
         records,
         (
             f"{k.id}  {k.shown}  {'active' if k.active else 'revoked'}  {k.role}  "
-            f"{k.requests_per_minute or 'default'}/min, {k.chars_per_request or 'default'} ch  "
-            f"{k.name}"
+            f"{_limit(k.requests_per_minute, 'requests/min')}, "
+            f"{_limit(k.chars_per_request, 'characters/request')}  {k.name}"
             for k in keys
         ),
         "no API keys: create one with `python -m workbench api-key-create --name NAME`",
     )
+
+
+def _limit(value: int | None, unit: str) -> str:
+    """A key's own limit, or the server's (``serve``'s options decide it, not the key)."""
+    return f"{value:,} {unit}" if value is not None else f"server default {unit}"
 
 
 def _args_key_revoke(p: argparse.ArgumentParser) -> None:

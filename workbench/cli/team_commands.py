@@ -50,12 +50,17 @@ def _member_line(m: Member) -> str:
 def _args_user_role(p: argparse.ArgumentParser) -> None:
     p.add_argument("email", help="the e-mail the sign-in provider reports")
     p.add_argument("role", choices=[r.value for r in Role], help="what they may do")
+    json_option("the member as one JSON object")(p)
 
 
 def _cmd_user_role(args: argparse.Namespace) -> int:
     from workbench.team.access import set_role
 
-    print_json(_member_record(set_role(args.email, args.role)))
+    member = set_role(args.email, args.role)
+    if args.json:
+        print_json(_member_record(member))
+    else:
+        print_text(_member_line(member))
     return EXIT_OK
 
 

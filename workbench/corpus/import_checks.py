@@ -11,14 +11,20 @@ problem into the report:
 * **warnings** (extreme length ratio, source identical to target, control or invisible
   characters removed, Chinese script converted): the row is imported;
 * **filtered** (only with clean-up options, ``workbench.corpus.cleaning``: another language, a
-  length ratio above the chosen one, a copy): the row is skipped and counted.
+  length ratio above the chosen one, a copy): the row is skipped and counted;
+* **conflicts** (a source the corpus already translates differently — the import finds those
+  with ``SourceConflicts``): a warning, the row is imported, unless the user chose to skip
+  such rows (then filtered). Either way they are named: the memory's exact match would
+  otherwise pick one of the two translations without a word.
 
 ``parse_pairs`` parses and checks a whole file without touching the database.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
 
 MAX_RATIO = 9.0  # token-length ratio above which a pair is flagged (warning)
 MAX_REPORT = 5_000  # issues kept verbatim; ParsedImport.issue_counts counts all of them
+CONFLICT_EXAMPLES = 3  # conflicts shown with the corpus's translation (a lookup each)
 
 Severity = Literal["error", "warning", "duplicate", "filtered"]
 
@@ -64,6 +71,16 @@ class ParsedPair(NamedTuple):
     content_hash: str
 
 
+class Conflict(NamedTuple):
+    """A row whose source the corpus already translates differently (an example of them)."""
+
+    line: int
+    source: str
+    target: str  # the file's translation
+    corpus_target: str  # one the corpus holds
+    pair_id: int  # the corpus pair that holds it
+
+
 @dataclass
 class ParsedImport:
     """What a file would import: the ``accepted`` count of pairs to add (``pairs`` holds all of
@@ -75,6 +92,12 @@ class ParsedImport:
     issue_counts: Counter = field(default_factory=Counter)  # kind -> count (never truncated)
     rows: int = 0  # data rows read (blank lines and header excluded)
     accepted: int = 0  # pairs that would be added
+    conflicts: list[Conflict] = field(default_factory=list)  # the first CONFLICT_EXAMPLES
+
+    @property
+    def conflict_count(self) -> int:
+        """Rows whose source the corpus translates differently (added, or skipped)."""
+        return self.issue_counts["conflict"]
 
     @property
     def errors(self) -> list[ValidationIssue]:
@@ -127,6 +150,7 @@ KIND_LABELS = {
     "duplicate_in_corpus": N_("already in the corpus"),
     "identical": N_("same text on both sides"),
     "control_chars": N_("invisible characters removed"),
+    "conflict": N_("translated differently in the corpus"),
     **REASONS,  # "ratio" among them: the length ratio, whether it drops the row or warns
 }
 
@@ -142,6 +166,12 @@ class ImportResult:
     issue_counts: dict[str, int] = field(default_factory=dict)
     # pairs moved to another split so that no valid/test sentence is in train (splits)
     regrouped: int = 0
+    conflicts: list[Conflict] = field(default_factory=list)  # examples (ParsedImport's)
+    conflicts_skipped: bool = False  # the conflicting rows were left out (else added)
+
+    @property
+    def conflict_count(self) -> int:
+        return self.issue_counts.get("conflict", 0)
 
     @property
     def filtered(self) -> int:
@@ -158,6 +188,9 @@ class ImportResult:
             "filtered": self.filtered,
             "issues": dict(self.issue_counts),
             "regrouped": self.regrouped,
+            "conflicts": self.conflict_count,
+            "conflicts_skipped": self.conflicts_skipped,
+            "conflict_examples": [c._asdict() for c in self.conflicts],
         }
 
 
@@ -189,6 +222,77 @@ def refuse_empty_import(added: int, parsed: ParsedImport, corpus_id: int) -> Non
         corpus_id=corpus_id,
         already_there=parsed.duplicates > 0,
     )
+
+
+class SourceConflicts:
+    """Finds the rows of an import whose source the corpus already translates differently.
+
+    Built once per import from the corpus's (pair id, source) rows, read in one pass: no
+    index on the source text exists to ask the database row by row, and a million sources
+    kept as text would cost some 150 MB. So each is kept as its 64-bit ``hash`` (of this
+    process) beside its pair id, in two sorted arrays (16 bytes a pair). A collision could
+    count a row as a conflict wrongly (odds about 1 in 10^7 for a million by a million); the
+    examples are read back by pair id, so the ones shown are always true. ``skip``: leave
+    such rows out (reported as filtered) instead of adding them with a warning.
+    """
+
+    def __init__(self, rows: Iterable[tuple[int, str]], skip: bool) -> None:
+        import numpy as np
+
+        ids, digests = array("q"), array("q")
+        for pair_id, source in rows:
+            ids.append(pair_id)
+            digests.append(hash(source))
+        order = np.argsort(np.frombuffer(digests, dtype=np.int64), kind="stable")
+        self._digests = np.frombuffer(digests, dtype=np.int64)[order]
+        self._ids = np.frombuffer(ids, dtype=np.int64)[order]
+        self.skip = skip
+
+    def __bool__(self) -> bool:
+        """Whether there is any source to conflict with."""
+        return bool(len(self._digests))
+
+    def sift(
+        self,
+        pairs: list[ParsedPair],
+        parsed: ParsedImport,
+        pair_of: Callable[[int], tuple[str, str] | None],
+    ) -> list[ParsedPair]:
+        """``pairs`` (none of them in the corpus as they are) minus the conflicts when
+        skipping; each conflict reported, the first few with the corpus's translation
+        (``pair_of``: a corpus pair's (source, target) by id)."""
+        import numpy as np
+
+        if not pairs or not self:
+            return pairs
+        wanted = np.fromiter((hash(p.source) for p in pairs), dtype=np.int64, count=len(pairs))
+        at = np.searchsorted(self._digests, wanted).clip(max=len(self._digests) - 1)
+        hits = np.flatnonzero(self._digests[at] == wanted)
+        if not len(hits):
+            return pairs
+        conflicting = {int(i) for i in hits if self._report(pairs[i], int(at[i]), parsed, pair_of)}
+        if not self.skip:
+            return pairs
+        return [p for i, p in enumerate(pairs) if i not in conflicting]
+
+    def _report(
+        self,
+        p: ParsedPair,
+        at: int,
+        parsed: ParsedImport,
+        pair_of: Callable[[int], tuple[str, str] | None],
+    ) -> bool:
+        if len(parsed.conflicts) < CONFLICT_EXAMPLES:
+            pair_id = int(self._ids[at])
+            found = pair_of(pair_id)
+            if found is None or found[0] != p.source:  # a hash collision, not a conflict
+                return False
+            parsed.conflicts.append(Conflict(p.line, p.source, p.target, found[1], pair_id))
+        message = Message(N_("the corpus already translates this source differently"))
+        parsed.add(
+            ValidationIssue(p.line, "conflict", message, "filtered" if self.skip else "warning")
+        )
+        return True
 
 
 class Validator:

@@ -46,6 +46,7 @@ from workbench.corpus.pair_writer import (
     ParserGate,
     SqliteWriter,
     drop_existing,
+    source_conflicts,
     target_id_now,
 )
 from workbench.errors import WorkbenchError
@@ -82,9 +83,12 @@ def import_staged(
     chunks: Iterable[list[ParsedPair]],
     validator: Validator,
     gate: ParserGate,
+    skip_conflicts: bool,
 ) -> tuple[int, int]:
     """Stage chunk by chunk (short transactions), then publish in one short transaction;
-    returns (corpus id, pairs added). On failure what was staged is removed."""
+    returns (corpus id, pairs added). On failure what was staged is removed. Into a
+    non-empty corpus, rows whose source it translates differently are reported (and left
+    out with ``skip_conflicts``)."""
     token = uuid.uuid4().hex
     lock_path = _lock_path(storage.engine(), token)
     parsed, added = validator.parsed, 0
@@ -94,6 +98,10 @@ def import_staged(
         try:
             staging, existing = _begin_staging(target, token)
             moving = not staging.adopted and target.id is not None
+            conflicts = None
+            if moving:
+                with session_scope() as s:  # a read: no write lock held
+                    conflicts = source_conflicts(s, target.id, skip_conflicts)
             for chunk in chunks:
                 with session_scope() as s:
                     conn = s.connection()
@@ -101,7 +109,7 @@ def import_staged(
                     try:
                         _check_staging(s, staging, target)
                         if moving:
-                            chunk = drop_existing(conn, target.id, chunk, parsed)
+                            chunk = drop_existing(conn, target.id, chunk, parsed, conflicts)
                         writer.insert(staging.id, chunk, existing + added + len(chunk))
                     except BaseException:
                         writer.abort()

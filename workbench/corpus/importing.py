@@ -62,6 +62,7 @@ from workbench.corpus.pair_writer import (
     ParserGate,
     drop_existing,
     new_writer,
+    source_conflicts,
     target_id_now,
 )
 from workbench.corpus.text_files import Data
@@ -85,21 +86,25 @@ def preview_import(
     *,
     sample: int = PREVIEW_SAMPLE,
     cleaning: CleaningOptions | None = None,
+    skip_conflicts: bool = False,
 ) -> ParsedImport:
     """What importing would do, in bounded memory: the whole file is read and validated, and
     pairs the corpus already holds are reported (``duplicate_in_corpus``), but only the first
     ``sample`` pairs to add are kept in ``pairs``; ``accepted`` counts all of them. Writes
     nothing. Oriented by the corpus languages (Tatoeba). ``cleaning``: the clean-up options
-    whose rules drop (``filtered``) or convert rows (``workbench.corpus.cleaning``)."""
+    whose rules drop (``filtered``) or convert rows (``workbench.corpus.cleaning``). Rows
+    whose source the corpus translates differently are reported (``conflict``; a few in
+    ``conflicts``), and with ``skip_conflicts`` not counted as accepted."""
     validator = Validator()
     parsed = validator.parsed
     chunk: list[ParsedPair] = []
     with session_scope() as s:
         corpus = find(s, corpus_id)
         validator.cleaner = _cleaner(cleaning, corpus.src_lang, corpus.tgt_lang)
+        conflicts = source_conflicts(s, corpus.id, skip_conflicts)
 
         def flush() -> None:
-            kept = drop_existing(s, corpus.id, chunk, parsed)
+            kept = drop_existing(s, corpus.id, chunk, parsed, conflicts)
             parsed.accepted += len(kept)
             parsed.pairs.extend(kept[: max(0, sample - len(parsed.pairs))])
             chunk.clear()
@@ -123,6 +128,7 @@ def import_file(
     strict: bool = False,
     create_langs: tuple[str, str] | None = None,
     cleaning: CleaningOptions | None = None,
+    skip_conflicts: bool = False,
 ) -> ImportResult:
     """Import a file into a corpus, all-or-nothing (see the module docstring).
 
@@ -133,7 +139,9 @@ def import_file(
     repeated in the file are skipped as duplicates. With ``create_langs=(src_lang,
     tgt_lang)``, a corpus name that does not exist yet is created with those languages
     together with the pairs (an existing one must have them). ``cleaning``: clean-up
-    options, as for ``preview_import``.
+    options, as for ``preview_import``. Rows whose source the corpus already translates
+    differently are added with a warning (``conflicts`` names a few), or left out with
+    ``skip_conflicts``.
 
     One unit of work, with two deliberate exceptions: the leftovers of killed imports are
     swept first, and a file of more than one chunk on a SQLite database is staged, both in
@@ -160,9 +168,11 @@ def import_file(
                 ahead = [c for c in (first, second) if c is not None]
                 every_chunk = itertools.chain(ahead, chunks)
                 if second is not None and can_stage(storage.engine()):
-                    cid, added = import_staged(target, every_chunk, validator, gate)
+                    cid, added = import_staged(target, every_chunk, validator, gate, skip_conflicts)
                 else:
-                    cid, added = _import_at_once(s, target, every_chunk, validator, gate)
+                    cid, added = _import_at_once(
+                        s, target, every_chunk, validator, gate, skip_conflicts
+                    )
             finally:
                 chunks.close()
     except IntegrityError as exc:
@@ -189,6 +199,8 @@ def import_file(
         corpus_id=cid,
         rows=parsed.rows,
         issue_counts=dict(parsed.issue_counts),
+        conflicts=parsed.conflicts,
+        conflicts_skipped=skip_conflicts,
     )
 
 
@@ -244,6 +256,7 @@ def _import_at_once(
     chunks: Iterable[list[ParsedPair]],
     validator: Validator,
     gate: ParserGate,
+    skip_conflicts: bool,
 ) -> tuple[int, int]:
     """Everything in the caller's transaction (small files; every file on PostgreSQL);
     returns (corpus id, pairs added)."""
@@ -261,9 +274,10 @@ def _import_at_once(
             created = history.capture(s, Corpus, [cid])
         last_id = s.scalar(select(func.max(Pair.id))) or 0
         existing = s.scalar(select(func.count()).where(Pair.corpus_id == cid)) or 0
+        conflicts = source_conflicts(conn, cid, skip_conflicts) if existing else None
         for chunk in chunks:
             if existing:  # (in-file duplicates are already gone)
-                chunk = drop_existing(conn, cid, chunk, parsed)
+                chunk = drop_existing(conn, cid, chunk, parsed, conflicts)
             # The first chunk is written once IMPORT_CHUNK pairs or EOF are seen, so the
             # tiny-corpus rule (size after the write < 20) is decided correctly.
             writer.insert(cid, chunk, existing + added + len(chunk))

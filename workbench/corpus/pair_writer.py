@@ -3,7 +3,8 @@
 * ``ImportTarget`` — where an import goes: an existing corpus, or one to create with the
   pairs; ``target_id_now`` checks it again once the writer holds the write lock.
 * ``drop_existing`` — the pairs of a chunk that the corpus does not hold yet (the others are
-  reported as ``duplicate_in_corpus``).
+  reported as ``duplicate_in_corpus``), and those whose source it translates differently
+  (``import_checks.SourceConflicts``, read by ``source_conflicts``) reported, or left out.
 * Writers, inside the caller's transaction: ``CoreWriter`` (batched SQLAlchemy Core inserts,
   PostgreSQL and other servers) and ``SqliteWriter`` (``executemany`` with the FTS index
   filled set-based, see ``db.search``); ``new_writer`` picks one.
@@ -25,7 +26,7 @@ from sqlalchemy.orm import Session
 from db import search
 from db.tables import Corpus, Pair, utcnow
 from workbench.corpus.corpora import find_by_id
-from workbench.corpus.import_checks import ParsedImport, ParsedPair, in_corpus
+from workbench.corpus.import_checks import ParsedImport, ParsedPair, SourceConflicts, in_corpus
 from workbench.corpus.pairs import existing_hashes
 from workbench.corpus.text_rules import default_split
 from workbench.errors import WorkbenchError
@@ -70,23 +71,51 @@ def target_id_now(s: Session, target: ImportTarget) -> int | None:
 
 
 def drop_existing(
-    conn: Connection | Session, corpus_id: int, pairs: list[ParsedPair], parsed: ParsedImport
+    conn: Connection | Session,
+    corpus_id: int,
+    pairs: list[ParsedPair],
+    parsed: ParsedImport,
+    conflicts: SourceConflicts | None = None,
 ) -> list[ParsedPair]:
-    """``pairs`` minus those the corpus already holds (reported as duplicate_in_corpus)."""
+    """``pairs`` minus those the corpus already holds (reported as duplicate_in_corpus);
+    with ``conflicts``, those whose source it translates differently are reported too (and
+    left out if the user chose so)."""
     if not pairs:
         return pairs
     if conn.execute(select(Pair.id).where(Pair.corpus_id == corpus_id).limit(1)).first() is None:
         return pairs
     existing = existing_hashes(conn, corpus_id, (p.content_hash for p in pairs))
-    if not existing:
-        return pairs
     kept = []
     for p in pairs:
         if p.content_hash in existing:
             parsed.add(in_corpus(p.line, existing[p.content_hash]))
         else:
             kept.append(p)
-    return kept
+    if conflicts is None:
+        return kept
+
+    def pair_of(pair_id: int) -> tuple[str, str] | None:
+        found = conn.execute(select(Pair.source, Pair.target).where(Pair.id == pair_id)).first()
+        return (found[0], found[1]) if found is not None else None
+
+    return conflicts.sift(kept, parsed, pair_of)
+
+
+def source_conflicts(
+    conn: Connection | Session, corpus_id: int, skip: bool
+) -> SourceConflicts | None:
+    """The conflict check of an import into the corpus (None when it is empty: nothing to
+    conflict with); its (id, source) rows are read once, streamed, through Core (the ORM's
+    row objects cost twice the time)."""
+    if isinstance(conn, Session):
+        conn = conn.connection()
+    rows = conn.execute(
+        select(Pair.id, Pair.source)
+        .where(Pair.corpus_id == corpus_id)
+        .execution_options(yield_per=20_000)
+    )
+    conflicts = SourceConflicts(rows, skip)  # its Rows unpack as (id, source)
+    return conflicts if conflicts else None
 
 
 class ParserGate:

@@ -47,7 +47,12 @@ from workbench.models.translation import MEMORY_NEEDS_HANDWRITTEN, DecodingOptio
 from workbench.serving import served
 from workbench.serving.batching import Engine, default_engine
 from workbench.serving.config import ServeConfig
-from workbench.serving.memory_routes import file_routes, memory_fields, translate_remembering
+from workbench.serving.memory_routes import (
+    check_memory_corpus,
+    file_routes,
+    memory_fields,
+    translate_remembering,
+)
 from workbench.serving.protocol import (
     ERROR_RESPONSES,
     ApiError,
@@ -126,12 +131,18 @@ async def _memory_ready(version_id: int, engine: str, corpus: str | None) -> Non
     if state["state"] == "failed":
         raise ApiError(400, f"Invalid request: the memory could not be built: {state['error']}")
     job = await _call(datastore.build_in_background, version_id, corpus)
-    raise ApiError(
-        503,
-        f"The corpus memory of version {version_id} is being built ({job.done:,} of "
-        f"{job.total:,} pairs encoded): try again shortly",
-        {"Retry-After": "5"},
+    raise ApiError(503, building_text(version_id, job), {"Retry-After": "5"})
+
+
+def building_text(version_id: int, job: datastore.BuildProgress) -> str:
+    """The 503 of a request that waits for the memory: how far its build is, or that it is
+    starting (its pairs not counted yet: "0 of 0 pairs" read as an empty memory)."""
+    progress = (
+        f"is being built ({job.done:,} of {job.total:,} pairs encoded)"
+        if job.total
+        else "is starting to be built"
     )
+    return f"The corpus memory of version {version_id} {progress}: try again shortly"
 
 
 def create_app(config: ServeConfig | None = None, engine: Engine | None = None) -> FastAPI:
@@ -289,6 +300,7 @@ def native_routes(server: Server) -> APIRouter:
             raise ApiError(400, f"Invalid request: the {req.engine} engine is not installed here")
         info = await _requested_version(req.version, req.source, req.target)
         request.state.version_id = info.id
+        await check_memory_corpus(info, req.memory_corpus, _call)
         if req.memory:
             await _memory_ready(info.id, req.engine, req.memory_corpus)
         results, memory = await translate_remembering(server, info.id, texts, req, _call)

@@ -21,8 +21,10 @@ from fastapi.responses import Response
 from starlette.datastructures import UploadFile
 
 from workbench.corpus.xliff import FilledFile
+from workbench.memory import datastore
 from workbench.memory.file_translation import translate_xliff
 from workbench.memory.recall import Recalled, merged, recall
+from workbench.models.registry import VersionInfo
 from workbench.models.translation import MAX_BEAM, DecodingOptions
 from workbench.serving.protocol import (
     ApiError,
@@ -33,6 +35,13 @@ from workbench.serving.protocol import (
 from workbench.serving.runtime import Server, within_limit
 
 _TRUE = {"1", "true", "yes", "on"}
+
+
+async def check_memory_corpus(info: VersionInfo, corpus: str | None, call: Any) -> None:
+    """Refuse a ``memory_corpus`` that names no corpus (400), whether or not the request goes
+    on to read it: a misspelt name must not pass unnoticed until memory is asked for."""
+    if corpus is not None:
+        await call(datastore.memory_corpus, info, corpus)
 
 
 async def translate_remembering(
@@ -112,13 +121,15 @@ def file_routes(server: Server, call: Any, requested_version: Any) -> APIRouter:
         beam = _form_number(fields, "beam", f"1 to {MAX_BEAM}")
         if beam is not None and not 1 <= beam <= MAX_BEAM:
             raise ApiError(400, f"Invalid request: beam must be 1 to {MAX_BEAM}")
+        corpus = fields.get("memory_corpus") or None
+        await check_memory_corpus(info, corpus, call)
         filled = await call(
             _translate,
             info.id,
             data,
             beam or 1,
             fields.get("memory_exact", "").lower() in _TRUE,
-            fields.get("memory_corpus") or None,
+            corpus,
             max_chars,
         )
         name = PurePath(upload.filename or "translated.xlf").name

@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import parse_qsl
 
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from starlette.requests import ClientDisconnect
 
 from workbench.memory.matches import MAX_MATCHES
@@ -150,15 +158,29 @@ def validated(model: type[M], fields: dict[str, Any]) -> M:
         where = ".".join(str(p) for p in first["loc"]) or "body"
         if first["type"] == "missing":
             raise ApiError(400, f"Invalid request: missing {where} parameter") from None
-        # a validator's own words, without pydantic's "Value error, " before them
+        # a validator's own words, without pydantic's "Value error, " before them (nor the
+        # field's name, when they start with it)
         own = first["type"] == "value_error"
         message = str(first["ctx"]["error"]) if own else first["msg"]
-        raise ApiError(400, f"Invalid request: {where}: {message}") from None
+        if not (own and message.startswith(f"{where} ")):
+            message = f"{where}: {message}"
+        raise ApiError(400, f"Invalid request: {message}") from None
 
 
 # ----------------------------------------------------------------------------- shapes
 
-Texts = str | list[str]
+
+def _texts(value: Any, info: ValidationInfo) -> Any:
+    """One refusal for any other shape: pydantic's own, one per member of the union, would
+    name its internal path (``q.str``) instead."""
+    if isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(text, str) for text in value)
+    ):
+        return value
+    raise ValueError(f"{info.field_name} must be a string or a list of strings")
+
+
+Texts = Annotated[str | list[str], BeforeValidator(_texts)]
 
 
 class ErrorBody(BaseModel):

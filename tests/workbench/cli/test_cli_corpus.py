@@ -183,6 +183,27 @@ def test_import_skips_and_reports_a_malformed_line(tmp_path: Path) -> None:
     assert (result["skipped"], result["issues"]["malformed"]) == (1, 1)
 
 
+def test_import_names_sources_the_corpus_translates_differently(tmp_path: Path) -> None:
+    """The walk's day2.csv: the report says how many rows give a source the corpus already
+    translates otherwise, with an example; --skip-conflicts leaves them out."""
+    home, day2 = tmp_path / "h", tmp_path / "day2.tsv"
+    first = tmp_path / "day1.tsv"
+    first.write_text(f"{TSV}请戴好口罩。\tMasks must be worn (carol).\n", "utf-8")
+    assert run(home, *IMPORT_C, str(first)).returncode == 0
+    day2.write_text("请戴好口罩。\tPlease wear a mask.\n请预约体检。\tPlease book a check.\n")
+    skipped = run(home, *IMPORT_C, "--skip-conflicts", str(day2))
+    assert skipped.returncode == 0, skipped.stderr
+    assert skipped.stdout.splitlines()[1:] == [
+        "1 row gives a source the corpus already translates differently (skipped):",
+        "  line 1: 请戴好口罩。 → Please wear a mask. (the corpus, pair 4: Masks must be "
+        "worn (carol).)",
+    ]
+    assert "imported 1 pairs" in skipped.stdout
+    added = json.loads(run(home, *IMPORT_C, "--json", str(day2)).stdout)
+    assert (added["added"], added["conflicts"], added["conflicts_skipped"]) == (1, 1, False)
+    assert added["conflict_examples"][0]["corpus_target"] == "Masks must be worn (carol)."
+
+
 # ------------------------------------------------------------ hostile input, failing disks
 
 

@@ -284,6 +284,56 @@ def test_import_file_reports_and_skips_corpus_duplicates(db_url: str) -> None:
     assert C.get_corpus(info.id).pair_count == 3  # preview writes nothing
 
 
+MASKS = "请戴好口罩。\tMasks must be worn (carol).\n挂号费二十元。\tThe fee is twenty yuan.\n"
+DAY2 = (
+    "请预约体检。\tPlease book a health check.\n"
+    "请戴好口罩。\tPlease wear a mask.\n"  # the corpus says it otherwise
+    "挂号费二十元。\tThe fee is twenty yuan.\n"  # the corpus says it so: a duplicate
+)
+
+
+def test_a_source_the_corpus_translates_differently_is_named_then_added_or_skipped(
+    db_url: str,
+) -> None:
+    """The walk's day2.csv: the preview and the import name the row (not an ordinary
+    addition), add it by default as before, and leave it out when asked."""
+    info = C.create_corpus("c", "zh", "en")
+    I.import_file(info.id, MASKS.encode(), "tsv")
+    [mask_pair] = P.search_pairs(info.id, "口罩").rows["id"].tolist()
+    preview = I.preview_import(info.id, DAY2.encode(), "tsv")
+    assert (preview.accepted, preview.duplicates, preview.conflict_count) == (2, 1, 1)
+    assert preview.conflicts == [
+        K.Conflict(
+            2, "请戴好口罩。", "Please wear a mask.", "Masks must be worn (carol).", mask_pair
+        )
+    ]
+    [issue] = [i for i in preview.report if i.kind == "conflict"]
+    assert (issue.line, issue.severity) == (2, "warning")
+    skipping = I.preview_import(info.id, DAY2.encode(), "tsv", skip_conflicts=True)
+    assert (skipping.accepted, skipping.conflict_count) == (1, 1)
+    assert [p.line for p in skipping.pairs] == [1]
+    assert [i.severity for i in skipping.report if i.kind == "conflict"] == ["filtered"]
+
+    skipped = I.import_file(info.id, DAY2.encode(), "tsv", skip_conflicts=True)
+    assert (skipped.added, skipped.conflict_count, skipped.conflicts_skipped) == (1, 1, True)
+    assert C.get_corpus(info.id).pair_count == 3
+    added = I.import_file(info.id, DAY2.encode(), "tsv")  # the default: added, as before
+    assert (added.added, added.duplicates, added.conflict_count) == (1, 2, 1)
+    assert added.as_dict()["conflict_examples"] == [
+        {
+            "line": 2,
+            "source": "请戴好口罩。",
+            "target": "Please wear a mask.",
+            "corpus_target": "Masks must be worn (carol).",
+            "pair_id": mask_pair,
+        }
+    ]
+    masks = set(P.search_pairs(info.id, "口罩").rows["target"])
+    assert masks == {"Masks must be worn (carol).", "Please wear a mask."}
+    # once both are in the corpus, the file's row is a duplicate, no longer a conflict
+    assert I.preview_import(info.id, DAY2.encode(), "tsv").conflict_count == 0
+
+
 def test_strict_import_aborts_on_any_invalid_row(db_url: str, db_fingerprint) -> None:
     info = C.create_corpus("c", "zh", "en")
     before = db_fingerprint()

@@ -167,6 +167,25 @@ def test_an_empty_corpus_receives_a_large_import_in_place(
     assert [c.name for c in C.list_corpora()] == ["empty", "other"]
 
 
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_staged_import_names_sources_the_corpus_translates_differently(
+    wb_home: Path, monkeypatch: pytest.MonkeyPatch, skip: bool
+) -> None:
+    """The staged path (a non-empty corpus, several chunks) finds them in every chunk, as
+    the one-transaction import does: added with a warning, or left out."""
+    monkeypatch.setattr(I, "IMPORT_CHUNK", 100)
+    info = C.create_corpus("c", "zh", "en")
+    I.import_file(info.id, "句子7\tseven, said otherwise\n句子450\told 450\n".encode(), "tsv")
+    result = I.import_file(info.id, "\n".join(ROWS).encode(), "tsv", skip_conflicts=skip)
+    assert (result.conflict_count, result.conflicts_skipped) == (2, skip)
+    assert [(c.line, c.corpus_target) for c in result.conflicts] == [
+        (7, "seven, said otherwise"),
+        (450, "old 450"),
+    ]
+    assert result.added == (998 if skip else 1000)
+    assert C.get_corpus(info.id).pair_count == result.added + 2
+
+
 KILLED_IMPORT = 'I.import_file(sys.argv[1], sys.argv[2], "tsv", create_langs=("zh", "en"))'
 
 

@@ -39,9 +39,10 @@ from tests.helpers import (
     wait_for,
 )
 from workbench import settings as workbench_settings
+from workbench.memory import datastore
 from workbench.models import model_import, registry
 from workbench.models.engines import ENGINE_QUANTIZATION
-from workbench.serving import api_keys, served
+from workbench.serving import api_keys, http_app, served
 
 
 @dataclass
@@ -183,7 +184,9 @@ def test_v1_translates_with_the_corpus_memory_once_it_is_built(api: Api) -> None
     body = {"q": list(sources), "version": api.v2, "memory": True}
     first = post(api, "/v1/translate", json=body)
     if first.status_code == 503:
-        assert "being built" in first.json()["error"] and first.headers["Retry-After"] == "5"
+        error = first.json()["error"]
+        assert "starting to be built" in error or "being built" in error, error
+        assert "0 of 0 pairs" not in error and first.headers["Retry-After"] == "5"
     wait_for(lambda: post(api, "/v1/translate", json=body).status_code == 200, 120, "the memory")
     answer = post(api, "/v1/translate", json=body).json()
     assert [t["text"] for t in answer["translations"]] == list(targets)
@@ -316,7 +319,8 @@ def raw(body: bytes, headers: dict[str, str] = JSON) -> dict:
         (lt(target="e\nn"), 400, "invalid target language code 'e\\nn'"),
         (lt(format="html"), 400, "html"),
         (lt(alternatives="x"), 400, "alternatives"),
-        (lt(q=5), 400, "Invalid request: q"),
+        (lt(q=5), 400, "Invalid request: q must be a string or a list of strings"),
+        (lt(q=["好", None]), 400, "Invalid request: q must be a string or a list of strings"),
         (lt(q="好" * 5001), 400, "exceeds the limit of 5,000"),
         (lt(q=["好"] * 129), 400, "at most 128"),
         (lt(api_key="wbk_wrong"), 403, "Invalid API key"),
@@ -380,12 +384,38 @@ def test_native_bad_input_and_unknown_routes(api: Api) -> None:
             400,
             "beam",
         ),
+        # a wrong q is named as the client wrote it, not by pydantic's path (q.str)
+        (
+            post(api, "/v1/translate", json={"q": ["请戴好口罩。", None], "version": api.v1}),
+            400,
+            "Invalid request: q must be a string or a list of strings",
+        ),
+        (
+            post(api, "/v1/translate", json={"q": 123, "version": api.v1}),
+            400,
+            "Invalid request: q must be a string or a list of strings",
+        ),
+        # an unknown memory corpus is refused even when neither memory nor matches read it
+        (
+            post(api, "/v1/translate", json={"q": "好", "version": api.v1, "memory_corpus": "x7"}),
+            400,
+            "no corpus 'x7'",
+        ),
         (httpx.get(f"{api.url}/translate"), 405, "Method Not Allowed"),
         (httpx.get(f"{api.url}/nowhere"), 404, "Not Found"),
     ]
     for answer, status, message in cases:
         assert answer.status_code == status, answer.text
         assert message in answer.json()["error"]
+
+
+def test_a_memory_build_not_started_yet_says_it_is_starting() -> None:
+    """The first ``memory`` request finds the build's pairs not counted yet: "0 of 0 pairs
+    encoded" read as an empty memory."""
+    starting = http_app.building_text(7, datastore.BuildProgress())
+    assert starting == "The corpus memory of version 7 is starting to be built: try again shortly"
+    going = http_app.building_text(7, datastore.BuildProgress(done=1200, total=5000))
+    assert "is being built (1,200 of 5,000 pairs encoded)" in going
 
 
 # ------------------------------------------------------------------- translate_file
@@ -440,6 +470,7 @@ def test_translate_file_counts_its_text_against_the_characters_limit(api: Api) -
         ({"beam": "\u00b2"}, 400, "beam must be 1 to"),
         ({"beam": "0"}, 400, "beam must be 1 to"),
         ({"memory_exact": "true", "memory_corpus": "\u00b2"}, 400, "no corpus '\u00b2'"),
+        ({"memory_corpus": "nosuch"}, 400, "no corpus 'nosuch'"),
         # a pair nothing serves: 400, as LibreTranslate's /translate answers it
         ({"version": "", "source": "zh", "target": "fr"}, 400, "No version is served for zh→fr"),
         ({"version": ""}, 400, "give a version, or a source and a target"),

@@ -318,7 +318,9 @@ def test_cli_serves_versions_and_manages_keys(clean: tuple[int, int]) -> None:
     assert cli_in_process("api-key-revoke", str(created["id"])).returncode == 0
     again = cli_in_process("api-key-revoke", str(created["id"]))
     assert again.returncode == 2 and "already revoked" in again.stderr
-    assert "revoked" in cli_in_process("api-keys").stdout
+    [line] = cli_in_process("api-keys").stdout.splitlines()
+    assert "revoked" in line and "plugin" in line
+    assert "server default requests/min, 99 characters/request" in line
     bad = cli_in_process("serve", "--port", "70000")
     assert bad.returncode == 2 and "65535" in bad.stderr
     assert cli_in_process("serve", "--threads", "0").returncode == 2

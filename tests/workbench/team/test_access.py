@@ -261,9 +261,14 @@ def test_the_command_line_sets_up_a_team() -> None:
     for args in (("user-role", "Vera@Example.org", "viewer"), ("user-role", "ed@x.org", "editor")):
         result = cli_in_process(*args)
         assert result.returncode == 0, result.stderr
+    # text for people, as `users` prints it; JSON only when asked
+    [line] = result.stdout.splitlines()
+    assert line.startswith("ed@x.org  editor  added by ") and "{" not in line
+    changed = json.loads(cli_in_process("user-role", "ed@x.org", "admin", "--json").stdout)
+    assert (changed["email"], changed["role"]) == ("ed@x.org", "admin")
     result = cli_in_process("users", "--json")
     assert [(m["email"], m["role"]) for m in json.loads(result.stdout)] == [
-        ("ed@x.org", "editor"),
+        ("ed@x.org", "admin"),
         ("vera@example.org", "viewer"),
     ]
     assert access.role_of("vera@example.org") == Role.VIEWER

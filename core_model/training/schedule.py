@@ -83,6 +83,9 @@ def noam_factor_for_peak(peak_lr: float, d_model: int, warmup: int) -> float:
     return peak_lr / (d_model**-0.5 * warmup**-0.5) if warmup > 0 else 1.0
 
 
+# the warm-up of a schedule given none (memorising: the recipe leaves it open): a tenth of
+# the budget's steps, at most this many
+SHORT_WARMUP_STEPS = 100
 OPEN_ENDED_STEPS = 10**9  # the step count of a run that only its clock or tokens end
 
 
@@ -278,5 +281,9 @@ def make_schedule(cfg: TrainConfig, d_model: int, total_steps: int) -> LRSchedul
         # a shortened warm-up must not raise the peak
         factor = noam_factor_for_peak(cfg.lr or paper_peak, d_model, warmup)
         return LRSchedule("noam", d_model, warmup, factor=factor)
-    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else min(100, total_steps // 10)
+    warmup = (
+        cfg.warmup_steps
+        if cfg.warmup_steps is not None
+        else min(SHORT_WARMUP_STEPS, total_steps // 10)
+    )
     return LRSchedule(kind, d_model, warmup, lr=cfg.lr or paper_peak)

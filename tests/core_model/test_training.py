@@ -139,6 +139,23 @@ def test_schedule_resolution() -> None:
     assert budget.lr_at(900, progress=1.0) == 0.0
 
 
+def test_the_schedules_the_training_docs_describe() -> None:
+    """docs/TRAINING.md as a tester checked it against a run: a continued run capped at 60
+    steps climbs 1e-5 a step and turns down at 2.7e-4 (step 27), never reaching its 5e-4
+    peak; a memorising run warms up 100 steps, then holds its rate."""
+    from core_model.training import recipe
+
+    cfg = TrainConfig(lr_schedule="linear", lr=5e-4, warmup_steps=recipe.CONTINUE_WARMUP_STEPS)
+    capped = make_schedule(cfg, 256, 60)
+    rates = [capped.lr_at(step, step / 60) for step in range(1, 61)]
+    top = max(rates)
+    assert rates.index(top) + 1 == 27 and top == pytest.approx(2.7e-4)
+    assert rates[1] - rates[0] == pytest.approx(1e-5) and rates[-1] == 0.0
+    memorise = make_schedule(TrainConfig(lr_schedule="constant", lr=4e-3), 64, 1_000)
+    assert memorise.warmup == 100
+    assert memorise.lr_at(50) == pytest.approx(2e-3) and memorise.lr_at(1_000) == 4e-3
+
+
 # -- batching -----------------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 from workbench.storage import record_of, session_scope
-from workbench.training.runs import ACTIVE_STATUSES, NO_SUCH_RUN
+from workbench.training.runs import ACTIVE_STATUSES, NO_SUCH_RUN, RESUME_NOTE
 
 
 @dataclass
@@ -135,8 +135,8 @@ class RunInfo:
         """Where a run taken back from a dead worker goes on (its last checkpoint, the
         reaper's `checkpoint_step`); None for any other run."""
         step = self.progress_detail.get("checkpoint_step")
-        if self.status != RunStatus.QUEUED or step is None:
-            return None
+        if self.status != RunStatus.QUEUED or self.note != RESUME_NOTE or step is None:
+            return None  # (a run resumed by hand says its step in its note)
         if step <= 0:
             return Message(N_("No checkpoint was saved yet: it starts again from step 0."))
         return Message(N_("It resumes from step {step:,}, its last checkpoint."), step=step)

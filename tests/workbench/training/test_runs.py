@@ -216,8 +216,13 @@ def test_killed_worker_is_resumed_from_its_checkpoint_and_edits_never_hit_a_lock
     finally:
         stop(proc)
     assert "locked" not in (tmp_path / "worker.log").read_text()
-    assert run_info.get_run(run_id).note == runs.RESUME_NOTE
+    requeued = run_info.get_run(run_id)
+    assert requeued.note == runs.RESUME_NOTE
     saved = ckpt.read_state(checkpoint)["step"]
+    # its card names where it goes on: its last checkpoint, not the step its worker reached
+    resume_at = requeued.progress_detail["checkpoint_step"]
+    assert 0 < resume_at <= saved < requeued.progress_step
+    assert requeued.resumes_from == f"It resumes from step {resume_at:,}, its last checkpoint."
     dead_attempt = _metric_rows(run_id)
     assert max(step for _, step in dead_attempt) > saved  # it got past its checkpoint
     last_dead_id = max(row_id for row_id, _ in dead_attempt)

@@ -19,7 +19,7 @@ import streamlit as st
 from ui import charts, feedback, formatting, navigation
 from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
-from workbench import worker_lock
+from workbench import settings, worker_lock
 from workbench.team.access import Permission
 from workbench.training import run_folders, run_info, runs, worker_process
 from workbench.training.run_info import RunInfo
@@ -49,6 +49,9 @@ NO_REFRESH = None
 IDLE_AFTER_S = 10
 PREPARING = N_("tokenizers and model")  # before the worker names what it prepares
 WORKER_GRACE_S = 20  # a worker just started needs a few seconds (torch import) to show up
+# A worker writes every couple of seconds: this long without a write, the card says so (a
+# killed worker is taken for dead only after the heartbeat timeout, 90 s by default).
+SILENT_AFTER_S = 10
 _LIVE = "train_live_state"
 
 
@@ -211,13 +214,18 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
         )
         if run.note:  # e.g. a re-queued run: its worker died, the next one resumes it
             st.caption(localized(run.note))
+        if run.resumes_from:
+            st.caption(localized(run.resumes_from))
         if run.layout:
             st.caption(localized(run.layout))
+        if run.precision:
+            st.caption(localized(run.precision))
         for words in run.pace:
             st.caption(localized(words))
         if run.status == RunStatus.QUEUED:
             st.caption(_("Waiting for the worker…"))
             return
+        _silence(run)
         if not run.progress_total:  # no step yet: what it prepares, not empty tiles
             _preparing(run)
             return
@@ -232,12 +240,12 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
             f"≤ {eta}" if rule else eta,
             help=_("At most this long: the run may stop sooner (see above).") if rule else None,
         )
-        # the latest speed measured: every row carries it (a run of epochs shorter than the
-        # clock's progress interval has no 'step' row, its epoch ends measure it)
-        speed = metrics["tokens_per_s"].where(metrics["tokens_per_s"] > 0).dropna()
         losses = charts.training_losses(metrics)["train_loss"]
+        speed = _speed(run, metrics)
         cells[1].metric(
-            _("Tokens / s"), formatting.fmt_number(speed.iloc[-1], 0) if len(speed) else "—"
+            _("Tokens / s"),
+            formatting.fmt_number(speed, 0) if speed else "—",
+            help=_("The average since this attempt started, validations included."),
         )
         cells[2].metric(
             _("Training loss"), formatting.fmt_number(losses.iloc[-1]) if len(losses) else "—"
@@ -248,6 +256,42 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
         )
         if not metrics.empty:
             charts.curves(metrics)
+
+
+def _silence(run: RunInfo) -> None:
+    """Say so as soon as a running run's worker stops writing, and where the run would go
+    on: a killed worker's card looked alive (ETA, tokens/s) until the heartbeat timeout."""
+    silent = run.silent_s()
+    if silent is None or silent < SILENT_AFTER_S:
+        return
+    words = _("No update from the worker for {seconds} s.", seconds=formatting.fmt_int(silent))
+    step = run_folders.checkpoint_step(run.id)
+    timeout = formatting.fmt_int(settings.heartbeat_timeout_s())
+    then = (
+        _(
+            "If it has stopped, the run goes back to the queue {timeout} s after its last "
+            "update and starts again from step 0: no checkpoint was saved yet.",
+            timeout=timeout,
+        )
+        if not step
+        else _(
+            "If it has stopped, the run goes back to the queue {timeout} s after its last "
+            "update and resumes from step {step}, its last checkpoint.",
+            timeout=timeout,
+            step=formatting.fmt_int(step),
+        )
+    )
+    st.warning(f"{words} {then}", icon=":material/warning:")
+
+
+def _speed(run: RunInfo, metrics: pd.DataFrame) -> float | None:
+    """The run's average speed (`RunInfo.tokens_per_s`); for rows written before the trainer
+    reported it, the latest speed a metric row carries (a run of epochs shorter than the
+    clock's progress interval has no 'step' row: its epoch ends measure it)."""
+    if run.tokens_per_s:
+        return run.tokens_per_s
+    speed = metrics["tokens_per_s"].where(metrics["tokens_per_s"] > 0).dropna()
+    return float(speed.iloc[-1]) if len(speed) else None
 
 
 def _preparing(run: RunInfo) -> None:

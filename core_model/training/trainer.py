@@ -143,6 +143,8 @@ class Trainer:
         self.current_epoch = 0  # the epoch being trained (state.epoch counts completed ones)
         self.loss_window = [0.0, 0]  # loss sum and target tokens since the last 'loss' event
         self.pretrained: dict[str, Any] | None = None  # the public checkpoint it descends from
+        # the speed and precision planned with were measured by an earlier attempt (`_speed`)
+        self.calibration_kept = False
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(
@@ -278,6 +280,7 @@ class Trainer:
             except ArtifactError:
                 stored = None  # the resume itself reports the damaged checkpoint
             if stored:
+                self.calibration_kept = True
                 return lambda _candidate: Calibration(**stored)
         if self.measured_speed is not None:
             return lambda _candidate: self.measured_speed
@@ -385,6 +388,10 @@ class Trainer:
             "replans": list(self.state.replans),
             "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
             "thread_changes": list(self.thread_watch.changes) if self.thread_watch else [],
+            # what it trains at, and whether an earlier attempt chose it (a resumed run keeps
+            # its plan though its layout may be timed again)
+            "precision": precision_name(self.amp),
+            "calibration_kept": self.calibration_kept,
         }
 
     # -- where the run stands ------------------------------------------------------------------
@@ -649,7 +656,7 @@ class Trainer:
             self._emit("epoch", record["train_loss"])
         flags = self.ranks.broadcast_flags([stop, reserve], self.comm_device)
         if self.clock.time_budget_s:
-            self.clock.reserve_s = min(flags[1], MAX_RESERVE_SHARE * self.clock.time_budget_s)
+            self.clock.keep_reserve(flags[1], MAX_RESERVE_SHARE * self.clock.time_budget_s)
         self.clock.between_epochs_s += time.monotonic() - started
         self._replan()
         if self.thread_watch is not None:
@@ -727,7 +734,8 @@ class Trainer:
             chrf=scores.get("chrf"),
             eta_s=0.0,
             total_steps=state.step,
-            fraction=1.0,
+            # a cancelled run did only its share; any other end used what it was given
+            fraction=self.clock.progress(state.step) if self.cancelled else 1.0,
             elapsed_s=train_time,  # the run's trained time, exactly its `train_time_s`
             stop_reason=self.stop_reason.value,
         )

@@ -139,6 +139,23 @@ def test_schedule_resolution() -> None:
     assert budget.lr_at(900, progress=1.0) == 0.0
 
 
+def test_the_schedules_the_training_docs_describe() -> None:
+    """docs/TRAINING.md as a tester checked it against a run: a continued run capped at 60
+    steps climbs 1e-5 a step and turns down at 2.7e-4 (step 27), never reaching its 5e-4
+    peak; a memorising run warms up 100 steps, then holds its rate."""
+    from core_model.training import recipe
+
+    cfg = TrainConfig(lr_schedule="linear", lr=5e-4, warmup_steps=recipe.CONTINUE_WARMUP_STEPS)
+    capped = make_schedule(cfg, 256, 60)
+    rates = [capped.lr_at(step, step / 60) for step in range(1, 61)]
+    top = max(rates)
+    assert rates.index(top) + 1 == 27 and top == pytest.approx(2.7e-4)
+    assert rates[1] - rates[0] == pytest.approx(1e-5) and rates[-1] == 0.0
+    memorise = make_schedule(TrainConfig(lr_schedule="constant", lr=4e-3), 64, 1_000)
+    assert memorise.warmup == 100
+    assert memorise.lr_at(50) == pytest.approx(2e-3) and memorise.lr_at(1_000) == 4e-3
+
+
 # -- batching -----------------------------------------------------------------------------------
 
 
@@ -315,6 +332,67 @@ def test_cancel_returns_quickly(tmp_path: Path) -> None:
     res = train(toy_pairs(), None, quick(epochs=50), out_dir=tmp_path, should_cancel=cancel_after_5)
     assert res.cancelled and res.metrics["steps"] == 5
     assert not (tmp_path / "model.safetensors").exists()  # no model version for a cancelled run
+
+
+def test_a_cancelled_run_reports_the_share_of_its_budget_it_did() -> None:
+    """A run cancelled after 30 of its 60 s recorded `fraction: 1.0`: its last report says
+    what was done."""
+    events: list[tr.ProgressEvent] = []
+    calls = {"n": 0}
+
+    def cancel_after_5() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 5
+
+    res = train(
+        toy_pairs(), None, quick(epochs=50), callback=events.append, should_cancel=cancel_after_5
+    )
+    done = events[-1]
+    assert res.cancelled and done.kind == "done" and done.step == 5
+    assert done.fraction == pytest.approx(5 / 500)  # 50 epochs of 10 steps
+
+
+def test_the_reserve_for_the_final_choice_is_the_mean_of_the_epochs() -> None:
+    """A slow validation then a quick one swung the time left for steps, and the step
+    estimate with it (2,359 → 1,038 → 2,526): the reserve is their mean, within its cap."""
+    from core_model.training.schedule import BudgetClock
+
+    clock = BudgetClock(plan_budget(10, TrainConfig(), open_ended=True), 120.0, step=0)
+    clock.keep_reserve(20.0, cap_s=24.0)
+    clock.keep_reserve(2.0, cap_s=24.0)
+    assert clock.reserve_s == 11.0
+    clock.keep_reserve(80.0, cap_s=24.0)
+    assert clock.reserve_s == 24.0
+
+
+def test_a_resumed_run_says_it_trains_at_the_precision_its_first_attempt_chose(
+    tmp_path: Path,
+) -> None:
+    """Attempt 2 timed bf16 fastest but trained fp32, kept from attempt 1 with its plan: its
+    reports and its config say which precision trains, and that an earlier attempt chose it."""
+    from core_model.training.parallel import Calibration
+
+    cfg = quick(epochs=None, time_budget_s=600.0, precision="auto")
+    calls = {"n": 0}
+
+    def cancel_in_epoch_2() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 15
+
+    first_speed = Calibration(3_000.0, 5, 2.0, 1, "fp32", 1)
+    first: list[tr.ProgressEvent] = []
+    run = tmp_path / "run"
+    train(toy_pairs(), None, cfg, out_dir=run, callback=first.append, speed=first_speed,
+          should_cancel=cancel_in_epoch_2)  # fmt: skip
+    assert first[-1].pace["precision"] == "fp32" and not first[-1].pace["calibration_kept"]
+    calls["n"] = 0  # the second attempt is cancelled too, a few steps after its checkpoint
+    second: list[tr.ProgressEvent] = []
+    faster_in_bf16 = Calibration(6_000.0, 5, 2.0, 1, "bf16", 1)
+    res = train(toy_pairs(), None, cfg, out_dir=run, resume_from=run, callback=second.append,
+                speed=faster_in_bf16, should_cancel=cancel_in_epoch_2)  # fmt: skip
+    assert second[0].step == 10  # it resumed from the first attempt's checkpoint
+    assert second[-1].pace["precision"] == "fp32" and second[-1].pace["calibration_kept"]
+    assert res.metrics["precision"] == "fp32" and res.metrics["pace"]["calibration_kept"]
 
 
 def test_the_optimizer_is_adam_in_its_fused_kernel_with_the_same_steps() -> None:

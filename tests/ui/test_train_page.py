@@ -346,18 +346,113 @@ def test_live_panel_shows_progress_against_what_will_end_the_run(
                 "elapsed_s": 90.0,
                 "pace": {
                     "planned_tokens_per_s": 5_000.0,
-                    "replans": [{"real_tokens_per_s": 3_000.0}],
+                    "replans": [{"elapsed_s": 60.0, "real_tokens_per_s": 3_000.0}],
                     "thread_changes": [{"threads": 1, "why": "slowed down"}],
                 },
             }
         captions = texts(open_page("train").caption)
         assert (
-            "This machine trains 40 % slower than measured at the start (3,000 instead of "
-            "5,000 tokens/s): the plan was adjusted." in captions
+            "At 60 s this machine had trained 40 % slower than measured at the start (3,000 "
+            "instead of 5,000 tokens/s): the plan was adjusted." in captions
         )
         assert "Steps slowed down (another program is using a core): training goes on" in captions
         at.button(key=f"cancel_{run_id}").click().run()
         assert run_info.get_run(run_id).cancel_requested
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_the_panel_shows_one_steady_speed_beside_the_re_plan(
+    populated: Trained, no_worker: None
+) -> None:
+    """A 'Tokens / s' tile of the latest window's speed (370 → 15,501 within a minute) beside
+    a re-plan that named 4,754: the tile shows the run's average (the trainer's pace, the same
+    for every refresh between reports), and the re-plan says when its speed was measured."""
+    from db.tables import TrainingRun
+    from workbench.storage import session_scope
+
+    run_id = _fake_running_run(populated.corpus_id)  # its rows' latest window: 1,500 tokens/s
+    try:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).progress_detail = {
+                "fraction": 0.6,
+                "limit": "time",
+                "elapsed_s": 72.0,
+                "pace": {
+                    "planned_tokens_per_s": 12_887.3,
+                    "real_tokens_per_s": 7_966.0,
+                    "replans": [{"elapsed_s": 60.0, "real_tokens_per_s": 4_753.8}],
+                },
+            }
+        at = open_page("train")
+        tile = next(m for m in at.metric if m.label == "Tokens / s")
+        assert tile.value == "7,966"
+        assert "average since this attempt started" in tile.help
+        assert (
+            "At 60 s this machine had trained 63 % slower than measured at the start (4,754 "
+            "instead of 12,887 tokens/s): the plan was adjusted." in texts(at.caption)
+        )
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_the_layout_line_names_the_precision_trained_and_who_chose_it(
+    populated: Trained, no_worker: None
+) -> None:
+    """Attempt 2 timed bf16 fastest (5,982 tokens/s) but trained fp32, kept from attempt 1:
+    the panel names the precision that trains and says an earlier attempt chose it."""
+    from db.tables import TrainingRun
+    from workbench.storage import session_scope
+
+    run_id = _fake_running_run(populated.corpus_id)
+    timings = [
+        {"processes": 1, "threads": 2, "precision": "bf16", "tokens_per_s": 5_982.4},
+        {"processes": 1, "threads": 2, "precision": "fp32", "tokens_per_s": 4_940.2},
+    ]
+    layout = {"processes": 1, "threads_per_process": 2, "layout_timings": timings}
+    try:
+        for kept, words in (
+            (False, "Trains in fp32."),
+            (True, "Trains in fp32, as the first attempt chose it: a resumed run keeps its plan"),
+        ):
+            with session_scope() as s:
+                s.get(TrainingRun, run_id).progress_detail = {
+                    "fraction": 0.3,
+                    "layout": layout,
+                    "pace": {"precision": "fp32", "calibration_kept": kept},
+                }
+            captions = texts(open_page("train").caption)
+            assert "timed at the start: 1×2 bf16 5,982 · 1×2 fp32 4,940 tokens/s" in captions
+            assert words in captions
+    finally:
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_a_silent_worker_is_said_long_before_the_heartbeat_timeout(
+    populated: Trained, no_worker: None
+) -> None:
+    """A killed worker's card kept "running · ETA 46 s · Tokens / s 1,043" for ~90 s: once
+    no update came for SILENT_AFTER_S the card says so, and where the run would resume."""
+    from datetime import timedelta
+
+    from db.tables import TrainingRun, utcnow
+    from ui import live_runs
+    from workbench.storage import session_scope
+
+    run_id = _fake_running_run(populated.corpus_id)
+    try:
+        assert not texts(open_page("train").warning)  # a fresh heartbeat: nothing to say
+        with session_scope() as s:
+            s.get(TrainingRun, run_id).heartbeat_at = utcnow() - timedelta(
+                seconds=live_runs.SILENT_AFTER_S + 20
+            )
+        warning = texts(open_page("train").warning)
+        assert "No update from the worker for 3" in warning  # 30 s (and a little more)
+        assert "starts again from step 0: no checkpoint was saved yet" in warning
+        assert run_info.get_run(run_id).status == "running"  # not yet taken for dead
     finally:
         with session_scope() as s:
             s.get(TrainingRun, run_id).status = "cancelled"
@@ -484,7 +579,7 @@ def test_a_dead_workers_run_waits_for_a_worker_to_resume_it(
 ) -> None:
     from datetime import timedelta
 
-    from db.tables import TrainingRun, utcnow
+    from db.tables import RunMetric, TrainingRun, utcnow
     from workbench.storage import session_scope
 
     started = []
@@ -494,10 +589,13 @@ def test_a_dead_workers_run_waits_for_a_worker_to_resume_it(
     with session_scope() as s:
         run = s.get(TrainingRun, run_id)
         run.created_at = run.heartbeat_at = utcnow() - timedelta(minutes=5)
+        run.progress_step = 71  # it reached step 71; its last checkpoint is step 42's
+        s.add(RunMetric(run_id=run_id, kind="epoch", step=42, epoch=1, train_loss=3.0))
     try:
         at = open_page("train")  # listing the runs re-queues the stale one
         assert "No worker is running" in texts(at.warning)
         assert runs.RESUME_NOTE in texts(at.caption)
+        assert "It resumes from step 42, its last checkpoint." in texts(at.caption)
         at.button(key="start_worker").click().run()
         assert started == [1]
     finally:

@@ -23,7 +23,7 @@ from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 from workbench.storage import record_of, session_scope
-from workbench.training.runs import ACTIVE_STATUSES, NO_SUCH_RUN
+from workbench.training.runs import ACTIVE_STATUSES, NO_SUCH_RUN, RESUME_NOTE
 
 
 @dataclass
@@ -51,6 +51,7 @@ class RunInfo:
     init_version_id: int | None
     version_id: int | None
     started_by: str | None  # who queued it (None: before team mode)
+    heartbeat_at: datetime | None  # the worker's latest write (None: no worker holds it)
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -113,6 +114,34 @@ class RunInfo:
         return float(elapsed) if elapsed is not None else None
 
     @property
+    def tokens_per_s(self) -> float | None:
+        """The run's speed as a page shows it: this attempt's average since it began,
+        validations included (the trainer's `pace`), None before its first step. One steady
+        figure: the speed of the latest reporting window jumped tenfold within a minute
+        (370 → 15,501 tokens/s) beside a re-plan that named another."""
+        real = (self.progress_detail.get("pace") or {}).get("real_tokens_per_s")
+        return float(real) if real else None
+
+    def silent_s(self) -> float | None:
+        """Seconds since the worker of a running run last wrote (a heartbeat comes every
+        couple of seconds), None when no worker holds the run. A killed worker is known dead
+        only after the heartbeat timeout; until then this is what a page can say."""
+        if self.status != RunStatus.RUNNING or self.heartbeat_at is None:
+            return None
+        return max(0.0, (utcnow() - self.heartbeat_at).total_seconds())
+
+    @property
+    def resumes_from(self) -> Message | None:
+        """Where a run taken back from a dead worker goes on (its last checkpoint, the
+        reaper's `checkpoint_step`); None for any other run."""
+        step = self.progress_detail.get("checkpoint_step")
+        if self.status != RunStatus.QUEUED or self.note != RESUME_NOTE or step is None:
+            return None  # (a run resumed by hand says its step in its note)
+        if step <= 0:
+            return Message(N_("No checkpoint was saved yet: it starts again from step 0."))
+        return Message(N_("It resumes from step {step:,}, its last checkpoint."), step=step)
+
+    @property
     def budget(self) -> Message:
         """What the run was asked to train for: 'automatic', '3 epochs', '5 min' or
         '1.1M tokens'."""
@@ -163,6 +192,25 @@ class RunInfo:
         return Message(text, processes=layout["processes"], threads=threads, timings=timings)
 
     @property
+    def precision(self) -> Message | None:
+        """The precision the run trains at, and whether an earlier attempt chose it: a
+        resumed run keeps the plan it started with, while its layout line shows the timings
+        of this attempt (None before the trainer's first report)."""
+        pace = self.progress_detail.get("pace") or {}
+        precision = pace.get("precision")
+        if not precision:
+            return None
+        if pace.get("calibration_kept"):
+            return Message(
+                N_(
+                    "Trains in {precision}, as the first attempt chose it: a resumed run "
+                    "keeps its plan (the timings above are this attempt's)."
+                ),
+                precision=precision,
+            )
+        return Message(N_("Trains in {precision}."), precision=precision)
+
+    @property
     def pace(self) -> list[Message]:
         """What the run changed because the machine trains at another speed than measured at
         the start (`core_model.training.pace`), in words: the last re-plan, and fewer threads
@@ -171,23 +219,32 @@ class RunInfo:
         out = []
         replans, planned = pace.get("replans") or [], pace.get("planned_tokens_per_s")
         if replans and planned:
-            real = replans[-1]["real_tokens_per_s"]
+            last = replans[-1]
+            real = last["real_tokens_per_s"]
             # the sign goes with the number: a bare '%' in a message reads to gettext's
             # tools as a printf conversion ("% s") that translations would have to keep
             off = round(abs(1 - real / planned) * 100)
+            # when: the speed of the re-plan's window, which the average shown beside it
+            # (`tokens_per_s`) may have left since
             words = (
                 N_(
-                    "This machine trains {percent} slower than measured at the start "
-                    "({real} instead of {planned} tokens/s): the plan was adjusted."
+                    "At {elapsed} s this machine had trained {percent} slower than measured "
+                    "at the start ({real} instead of {planned} tokens/s): the plan was adjusted."
                 )
                 if real < planned
                 else N_(
-                    "This machine trains {percent} faster than measured at the start "
-                    "({real} instead of {planned} tokens/s): the plan was adjusted."
+                    "At {elapsed} s this machine had trained {percent} faster than measured "
+                    "at the start ({real} instead of {planned} tokens/s): the plan was adjusted."
                 )
             )
             out.append(
-                Message(words, percent=f"{off} %", real=f"{real:,.0f}", planned=f"{planned:,.0f}")
+                Message(
+                    words,
+                    elapsed=f"{last.get('elapsed_s') or 0:,.0f}",
+                    percent=f"{off} %",
+                    real=f"{real:,.0f}",
+                    planned=f"{planned:,.0f}",
+                )
             )
         changes = pace.get("thread_changes") or []
         if changes and changes[-1]["threads"] == 1 and self.status == RunStatus.RUNNING:

@@ -121,20 +121,22 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
     # the run against its plan (issue 38): planned and real speed, and, in words, a re-plan
     pace = run.progress_detail["pace"]
     assert pace["planned_tokens_per_s"] > 0 and pace["real_tokens_per_s"] > 0
+    assert run.tokens_per_s == pace["real_tokens_per_s"]  # the one speed a page shows
+    assert run.precision == f"Trains in {pace['precision']}." and not pace["calibration_kept"]
     replanned = dataclasses.replace(
         run,
         status=RunStatus.RUNNING,
         progress_detail={
             "pace": {
                 "planned_tokens_per_s": 5_000.0,
-                "replans": [{"real_tokens_per_s": 3_000.0}],
+                "replans": [{"elapsed_s": 60.2, "real_tokens_per_s": 3_000.0}],
                 "thread_changes": [{"threads": 1, "why": "slowed down"}],
             }
         },
     )
     assert replanned.pace == [
-        "This machine trains 40 % slower than measured at the start (3,000 instead of 5,000 "
-        "tokens/s): the plan was adjusted.",
+        "At 60 s this machine had trained 40 % slower than measured at the start (3,000 "
+        "instead of 5,000 tokens/s): the plan was adjusted.",
         "Steps slowed down (another program is using a core): training goes on with one "
         "thread until the core is free again.",
     ]
@@ -173,8 +175,11 @@ def test_cancel_stops_a_running_run_within_seconds(wb_home: Path, tmp_path: Path
         assert proc.wait(timeout=30) == 0
     finally:
         stop(proc)
-    assert run_info.get_run(run_id).version_id is None
+    run = run_info.get_run(run_id)
+    assert run.version_id is None
     assert registry.list_versions() == []
+    # what was done, not the whole budget (a run cancelled half-way recorded 1.0)
+    assert 0 < run.progress_detail["fraction"] == run.fraction_done < 0.5
 
 
 def test_killed_worker_is_resumed_from_its_checkpoint_and_edits_never_hit_a_locked_database(
@@ -211,8 +216,13 @@ def test_killed_worker_is_resumed_from_its_checkpoint_and_edits_never_hit_a_lock
     finally:
         stop(proc)
     assert "locked" not in (tmp_path / "worker.log").read_text()
-    assert run_info.get_run(run_id).note == runs.RESUME_NOTE
+    requeued = run_info.get_run(run_id)
+    assert requeued.note == runs.RESUME_NOTE
     saved = ckpt.read_state(checkpoint)["step"]
+    # its card names where it goes on: its last checkpoint, not the step its worker reached
+    resume_at = requeued.progress_detail["checkpoint_step"]
+    assert 0 < resume_at <= saved < requeued.progress_step
+    assert requeued.resumes_from == f"It resumes from step {resume_at:,}, its last checkpoint."
     dead_attempt = _metric_rows(run_id)
     assert max(step for _, step in dead_attempt) > saved  # it got past its checkpoint
     last_dead_id = max(row_id for row_id, _ in dead_attempt)

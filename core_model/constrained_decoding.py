@@ -11,6 +11,17 @@ few, so hypotheses that carry the terms survive until the model has found a flue
 continue after them. The end marker is allowed only once every constraint is met; the
 winner is the best length-normalised finished hypothesis that met them all.
 
+With subword pieces the terms must also stand as words of their own. After a term only a
+piece that begins a word may follow ("tea" + "morning" would read "teamorning"); and no
+piece that begins a word (a term's first piece among them) may be written where the model
+has not finished the word it is writing: where it puts less than `WORD_END_MASS` of its
+next-token probability on word-initial pieces. Without that rule the banks keep alive
+hypotheses that cut a word short to make room for a term ("▁w" of "wear", then "face mask":
+"Please w face mask."); the decoders that constrain pieces (Post & Vilar's, sockeye's,
+fairseq's) have no such rule. A term's own pieces are exempt (the term says where its words
+end). If no output meets every term under the rule, the search runs again without it, so
+every term is still written.
+
 It decodes one sentence at a time (only the few sentences that miss a glossary term come
 here) with the decoder's key/value cache: a row per live hypothesis, rows reordered to follow
 their parents each step, and the sentence's cross-attention keys/values shared by all rows.
@@ -28,6 +39,10 @@ import torch
 
 from core_model.decoding import LENGTH_PENALTY_ALPHA, DecodeResult, length_penalty
 from core_model.transformer import Transformer
+
+# A piece that begins a word may be written only where the model puts at least this much of
+# its next-token probability on such pieces: where it has finished the word it was writing.
+WORD_END_MASS = 0.5
 
 
 @dataclass(frozen=True)
@@ -75,19 +90,41 @@ def constrained_beam_search(
     length_penalty_alpha: float = LENGTH_PENALTY_ALPHA,
     max_len_a: float = 3.0,
     max_len_b: int = 50,
-    may_follow: torch.Tensor | None = None,
+    word_starts: torch.Tensor | None = None,
 ) -> DecodeResult:
     """Decode one sentence (src_ids [1, S]) so that its output contains every token sequence
     of `constraints` (each non-empty, ids of the target vocabulary). Falls back to the best
     hypothesis found when no finished one meets them all within the length bound.
 
-    may_follow [V] bool: the tokens allowed right after a constraint (with subword pieces:
-    those that start a new word, punctuation, the end marker), so that a required term is
-    not glued to the next word ("tea" + "morning"). None allows every token."""
-    cfg = model.cfg
-    constraints = [list(c) for c in constraints if len(c)]
+    word_starts [V] bool: the pieces that begin a word (with subword pieces: "▁…",
+    punctuation, the end marker), for the word rules of the module docstring. None: every
+    token is a word (a whitespace tokenizer), no such rules."""
     if src_ids.size(0) != 1:
         raise ValueError("constrained_beam_search decodes one sentence at a time")
+    constraints = [list(c) for c in constraints if len(c)]
+    search = (model, src_ids, constraints, beam_size, length_penalty_alpha, max_len_a, max_len_b)
+    best = _search(*search, word_starts, whole_words=word_starts is not None)
+    if word_starts is not None and not all(best.met):  # the terms fit only by cutting a word
+        best = _search(*search, word_starts, whole_words=False)
+    return DecodeResult(
+        list(best.tokens), _normalised(best, length_penalty_alpha), None, ended=best.finished
+    )
+
+
+def _search(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    constraints: list[list[int]],
+    k: int,
+    length_penalty_alpha: float,
+    max_len_a: float,
+    max_len_b: int,
+    word_starts: torch.Tensor | None,
+    whole_words: bool,
+) -> _Hyp:
+    """The search of `constrained_beam_search` (`whole_words`: `_word_rules`'s second rule
+    applies); returns the winner."""
+    cfg = model.cfg
     device = src_ids.device
     memory, src_mask = model.encode(src_ids)  # [1, S, D], [1, 1, 1, S]
     src_len = int((src_ids != cfg.pad_id).sum())
@@ -95,7 +132,6 @@ def constrained_beam_search(
     max_len = max(max_len, sum(len(c) for c in constraints) + 1)
     max_len = min(max_len, cfg.max_len - 1)
     total = sum(len(c) for c in constraints)
-    k = beam_size
     per_bank = max(1, k // (total + 1))
     beam = [_Hyp((), 0.0, tuple(False for _ in constraints), None)]
     cache = model.new_cache(max_len)
@@ -111,22 +147,25 @@ def constrained_beam_search(
         hidden, _ = model.decode_states(step_input, memory, src_mask, cache)  # [N, 1, D]
         log_probs = model.generator(hidden)[:, -1].float()  # [N, V]
         log_probs[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")
-        log_probs = log_probs.log_softmax(dim=-1)
-        if may_follow is not None:
-            closed = torch.tensor([h.closed for h in live], device=device)
-            log_probs[closed[:, None] & ~may_follow.to(device)[None, :]] = float("-inf")
+        free = log_probs = log_probs.log_softmax(dim=-1)
+        if word_starts is not None:
+            closed = [h.closed for h in live]
+            log_probs = _word_rules(log_probs, closed, word_starts.to(device), whole_words)
         top = log_probs.topk(min(k, log_probs.size(-1)), dim=-1).indices.tolist()
         candidates: dict[tuple[int, ...], _Hyp] = {h.tokens: h for h in beam if h.finished}
         for row, hyp in enumerate(live):
             wanted = set(top[row])
+            term_piece = None  # the next piece of the term it is writing: exempt from the rules
             if hyp.inside is not None:
                 c, pos = hyp.inside
-                wanted.add(constraints[c][pos])
+                term_piece = constraints[c][pos]
+                wanted.add(term_piece)
             wanted.update(c[0] for c, m in zip(constraints, hyp.met, strict=True) if not m)
             for token in wanted:
                 if token == cfg.eos_id and not all(hyp.met):
                     continue  # no end before every term is in
-                score = hyp.score + float(log_probs[row, token])
+                step_scores = free if token == term_piece else log_probs
+                score = hyp.score + float(step_scores[row, token])
                 if score == float("-inf"):
                     continue
                 if token == cfg.eos_id:
@@ -143,10 +182,22 @@ def constrained_beam_search(
 
     done = [h for h in beam if h.finished and all(h.met)]
     pool = done or [h for h in beam if all(h.met)] or beam
-    best = max(pool, key=lambda h: _normalised(h, length_penalty_alpha))
-    return DecodeResult(
-        list(best.tokens), _normalised(best, length_penalty_alpha), None, ended=best.finished
-    )
+    return max(pool, key=lambda h: _normalised(h, length_penalty_alpha))
+
+
+def _word_rules(
+    log_probs: torch.Tensor, closed: list[bool], starts: torch.Tensor, whole_words: bool
+) -> torch.Tensor:
+    """log_probs [N, V] with what the word rules forbid at -inf: right after a term
+    (`closed` rows) every piece that does not begin a word; with `whole_words`, in the other
+    rows every piece that begins one (starts [V]) while the model puts less than
+    `WORD_END_MASS` on them, i.e. has not finished the word it is writing."""
+    after_term = torch.tensor(closed, device=log_probs.device)[:, None]  # [N, 1]
+    banned = after_term & ~starts[None, :]  # [N, V]
+    if whole_words:
+        mid_word = log_probs[:, starts].exp().sum(dim=-1, keepdim=True) < WORD_END_MASS
+        banned |= ~after_term & mid_word & starts[None, :]
+    return log_probs.masked_fill(banned, float("-inf"))
 
 
 def _settled(beam: Sequence[_Hyp], alpha: float, max_len: int) -> bool:

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from core_model import ModelConfig, Transformer
+from core_model import ModelConfig, Transformer, constrained_decoding
 from core_model.constrained_decoding import constrained_beam_search
 from core_model.decoding import (
     LENGTH_PENALTY_ALPHA,
@@ -182,3 +182,22 @@ def test_constrained_search_writes_every_term_and_scores_what_it_wrote(model: Tr
     total = float(log_probs.gather(1, written[:, None]).sum())
     normalised = total / length_penalty(len(written), LENGTH_PENALTY_ALPHA)
     assert result.score == pytest.approx(normalised, abs=1e-4)
+
+
+def test_a_term_is_written_even_where_no_word_may_end_before_it(
+    model: Transformer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the word rule leaves a term nowhere to start (a threshold no distribution
+    reaches), the search drops that rule rather than the term; right after the term still
+    comes only a piece that begins a word (here the term is the only one)."""
+    monkeypatch.setattr(constrained_decoding, "WORD_END_MASS", 1.01)
+    cfg = model.cfg
+    src = _batch()[:1]
+    free = beam_search(model, src, beam_size=4)[0].tokens
+    term = next(t for t in range(5, 40) if t not in free)
+    word_starts = torch.zeros(cfg.tgt_vocab_size, dtype=torch.bool)
+    word_starts[term] = True
+    result = constrained_beam_search(model, src, [[term]], beam_size=8, word_starts=word_starts)
+    assert term in result.tokens
+    at = result.tokens.index(term)
+    assert result.tokens[at + 1 : at + 2] in ([], [term])

@@ -96,9 +96,10 @@ def _no_spaces(ch: str) -> bool:
 
 
 def _word_starts(tokenizer: Tokenizer) -> torch.Tensor:
-    """[V] bool: the target pieces that may follow a required term: those that begin a word
-    ("▁" in SentencePiece pieces, a Marian vocabulary's too), punctuation, the end marker. A
-    whitespace tokenizer's tokens are all words."""
+    """[V] bool: the target pieces that begin a word ("▁" in SentencePiece pieces, a Marian
+    vocabulary's too), punctuation, the end marker: what may follow a required term, and what
+    the search may write only where the model has finished a word (so a term never cuts the
+    word before it). A whitespace tokenizer's tokens are all words."""
     pieces = tokenizer.ids_to_pieces(range(tokenizer.vocab_size))
     if getattr(tokenizer, "kind", "") not in ("sentencepiece", "marian"):
         return torch.ones(len(pieces), dtype=torch.bool)
@@ -261,7 +262,7 @@ def enforce(
         src = src.to(device)
         width = min(MAX_CONSTRAINED_BEAM, max(beam, MIN_CONSTRAINED_BEAM))
         decoded = constrained_beam_search(
-            model, src, constraints, beam_size=width, may_follow=_word_starts(tokenizers.tgt)
+            model, src, constraints, beam_size=width, word_starts=_word_starts(tokenizers.tgt)
         )
         out[i] = replace(
             out[i],

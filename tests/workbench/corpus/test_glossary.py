@@ -59,6 +59,30 @@ def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text)
 
 
+# Terms the model would not write, each of which the search once placed right after a piece
+# that only begins a word ("the do window", "a c green tea", "noodles toni evening").
+CUT_SHORT = [
+    ("我每天早上喝一杯咖啡。", "咖啡", "green tea"),
+    ("请把门关上。", "门", "window"),
+    ("火车站离这里不远。", "不远", "close"),
+    ("今天晚上我们吃面条。", "晚上", "evening"),
+    ("外面下着大雨。", "大雨", "snow"),
+]
+
+
+def test_a_term_starts_a_word_and_never_cuts_the_one_before_it(trained: dict) -> None:
+    """The constrained search begins a term (and any word) only where the model has finished
+    the word it was writing: every term is written, and the word before it is a whole word
+    of the corpus' English, not the first piece of one."""
+    known = {w.lower() for _, target in toy_pairs() for w in _words(target)}
+    for source, src_term, tgt_term in CUT_SHORT:
+        terms = glossary.Glossary(((src_term, tgt_term),))
+        output = translation.translate(trained["version"], [source], glossary=terms)[0].text
+        assert glossary.contains_term(output, tgt_term), output
+        before = _words(output[: output.lower().index(tgt_term)])
+        assert before and before[-1].lower() in known, output
+
+
 def test_evaluation_reports_the_term_hit_rate(trained: dict) -> None:
     glossary.set_terms(trained["corpus_id"], [("公园", "library")])
     terms = glossary.glossary_of(trained["corpus_id"])

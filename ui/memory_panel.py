@@ -19,6 +19,7 @@ from workbench.models import engines
 
 MATCHES = 3  # per sentence, on the page
 XLIFF_RESULT = "translate_xliff_result"
+MEMORY_FOLLOW_S = 1.0  # how often a page follows the corpus memory's build
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
@@ -161,7 +162,9 @@ def knn_state(version_id: int) -> bool:
             datastore.build_in_background(version_id)
             state = datastore.store_state(version_id)
         if state["state"] == "building":
-            _memory_build_progress(version_id)
+            # armed only while it builds (as the other panels' timers): an idle page refreshes
+            # nothing
+            st.fragment(_memory_build_progress, run_every=MEMORY_FOLLOW_S)(version_id)
         elif state["state"] == "ready":
             line = _(
                 "Memory: {pairs:,} pairs, {entries:,} decoder states · k {k}, λ {lambda:.2f}, "
@@ -176,7 +179,6 @@ def knn_state(version_id: int) -> bool:
     return False
 
 
-@st.fragment(run_every=1.0)
 def _memory_build_progress(version_id: int) -> None:
     """Only while the store is being built: its progress, then the whole page again."""
     state = datastore.store_state(version_id)

@@ -532,3 +532,34 @@ def test_a_preparing_run_says_what_it_prepares_and_for_how_long(
     finally:
         with session_scope() as s:
             s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_a_number_out_of_range_is_refused_not_replaced(populated: Trained, no_worker: None) -> None:
+    """Tester's walk: Epochs 0, N million tokens -1 and a step limit of 0 queued a run with
+    the fields' previous values (Streamlit's bounds had refused them in the browser). What was
+    typed reaches the one check: one error line, nothing queued; then a good value starts."""
+    at = open_page("train")
+    newest = run_info.list_runs()[0].id
+    for key, typed, error in (
+        ("train_max_steps", 0, "The step limit must be a whole number from 1"),
+        ("train_million_tokens", -1.0, "Tokens must be more than 0"),
+        ("train_processes", 0, "Processes must be at least 1"),
+        ("train_epochs", 0, "Epochs must be at least 1"),
+        ("train_epochs", train_options.MAX_EPOCHS + 1, "Epochs must be at most 10,000"),
+        ("train_minutes", 0.0, "Minutes must be more than 0"),
+    ):
+        if key in ("train_epochs", "train_minutes"):
+            at.button_group(key="train_for").set_value(key.removeprefix("train_")).run()
+        at.number_input(key=key).set_value(typed)
+        at.button(key="train_button").click().run()
+        assert_clean(at)
+        assert at.number_input(key=key).value == typed
+        assert [error in e for e in texts(at.error).splitlines()] == [True], key
+        assert run_info.list_runs()[0].id == newest, f"{key}={typed} queued a run"
+        at.number_input(key=key).set_value(2 if key == "train_epochs" else None)
+    at.number_input(key="train_minutes").set_value(0.5)
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert run.id > newest and run.config["time_budget_s"] == 30
+    runs.cancel_run(run.id)

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from core_model.training.parallel import cpu_cores
 from core_model.training.trainer import MAX_RESERVE_SHARE
 from tests.helpers import train_version
 from tests.ui.pages import Trained, assert_clean, open_page, texts
@@ -536,14 +537,17 @@ def test_a_preparing_run_says_what_it_prepares_and_for_how_long(
 
 def test_a_number_out_of_range_is_refused_not_replaced(populated: Trained, no_worker: None) -> None:
     """Tester's walk: Epochs 0, N million tokens -1 and a step limit of 0 queued a run with
-    the fields' previous values (Streamlit's bounds had refused them in the browser). What was
-    typed reaches the one check: one error line, nothing queued; then a good value starts."""
+    the fields' previous values (Streamlit's bounds had refused them in the browser), and 8
+    processes on 2 cores were accepted. What was typed reaches the one check: one error line,
+    nothing queued; then a good value starts."""
     at = open_page("train")
+    at.selectbox(key="train_device").select("cpu")
     newest = run_info.list_runs()[0].id
     for key, typed, error in (
         ("train_max_steps", 0, "The step limit must be a whole number from 1"),
         ("train_million_tokens", -1.0, "Tokens must be more than 0"),
         ("train_processes", 0, "Processes must be at least 1"),
+        ("train_processes", cpu_cores() + 1, f"more than this machine's CPU cores ({cpu_cores()})"),
         ("train_epochs", 0, "Epochs must be at least 1"),
         ("train_epochs", train_options.MAX_EPOCHS + 1, "Epochs must be at most 10,000"),
         ("train_minutes", 0.0, "Minutes must be more than 0"),

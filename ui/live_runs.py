@@ -171,13 +171,12 @@ def _seconds_since(moment: datetime) -> float:
 def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
     with st.container(border=True):
         title = st.columns([4, 1], vertical_alignment="center")
-        preset = run.config.get("preset", "?")
         head = _(
             "**{icon} Run #{id}** · {corpus} · {preset} · {device} · budget: {budget} · _{status}_",
             icon=STATUS_ICONS.get(run.status, ""),
             id=run.id,
             corpus=run.corpus_name,
-            preset=auto_label(preset),
+            preset=auto_label(run.model_size),
             device=auto_label(run.device),
             budget=localized(run.budget),
             status=status_label(run.status),

@@ -11,7 +11,7 @@ import pytest
 
 from core_model.training.parallel import cpu_cores
 from core_model.training.trainer import MAX_RESERVE_SHARE
-from tests.helpers import train_version
+from tests.helpers import cli_in_process, train_version
 from tests.ui.pages import Trained, assert_clean, open_page, texts
 from ui import formatting, train_page
 from workbench import settings
@@ -567,3 +567,36 @@ def test_a_number_out_of_range_is_refused_not_replaced(populated: Trained, no_wo
     run = run_info.list_runs()[0]
     assert run.id > newest and run.config["time_budget_s"] == 30
     runs.cancel_run(run.id)
+
+
+def test_a_continued_run_shows_the_size_it_trains_not_its_preset(
+    populated: Trained, no_worker: None
+) -> None:
+    """Tester's walk: runs continuing a (tiny or small) version said "automatic" in the run
+    card, History and `workbench runs`; continuing keeps the version's size, so that is what
+    all three say, whatever preset the form had."""
+    at = open_page("train")
+    newest = populated.version_ids[0]  # a tiny version
+    assert at.radio(key=f"train_start_{populated.corpus_id}").value == newest
+    at.button_group(key="train_preset").set_value("small")
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert (run.init_version_id, run.config["preset"], run.model_size) == (newest, "small", "tiny")
+    corpus = corpora.get_corpus(populated.corpus_id).name
+    assert f"Run #{run.id}** · {corpus} · tiny · " in texts(at.markdown)
+    listed = json.loads(cli_in_process("runs", "--json").stdout)
+    assert next(r["preset"] for r in listed if r["id"] == run.id) == "tiny"
+    runs.cancel_run(run.id)
+    at.run()
+    history = at.dataframe[-1].value
+    assert history.loc[history["run"] == run.id, "preset"].tolist() == ["tiny"]
+    # a new model trains its preset, "auto" (the recipe's pick) in words
+    at.radio(key=f"train_start_{populated.corpus_id}").set_value(train_page.NEW_MODEL)
+    at.button_group(key="train_preset").set_value("auto")
+    at.button(key="train_button").click().run()
+    fresh = run_info.list_runs()[0]
+    assert fresh.model_size == "auto" and f"Run #{fresh.id}** · {corpus} · automatic · " in (
+        texts(at.markdown)
+    )
+    runs.cancel_run(fresh.id)

@@ -231,7 +231,7 @@ def _run_record(run: RunInfo) -> dict[str, Any]:
         "id": run.id,
         "corpus": run.corpus_name,
         "status": run.status,
-        "preset": run.config.get("preset"),
+        "preset": run.model_size,
         "budget": run.budget,
         "train_time_s": run.trained_s,
         "device": run.device,

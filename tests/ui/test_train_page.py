@@ -600,3 +600,37 @@ def test_a_continued_run_shows_the_size_it_trains_not_its_preset(
         texts(at.markdown)
     )
     runs.cancel_run(fresh.id)
+
+
+def _panel_page() -> None:
+    """The live panel alone, counting the runs of the page (a page rerun is what clears the
+    messages it showed once)."""
+    import streamlit as st
+
+    from ui import live_runs
+
+    st.session_state["page_runs"] = st.session_state.get("page_runs", 0) + 1
+    live_runs.live_panel()
+
+
+def test_the_page_is_refreshed_once_a_queued_run_starts(
+    populated: Trained, no_worker: None
+) -> None:
+    """Tester's walk: "Run #N queued …: a worker is picking it up." stayed above the card that
+    already said running (only the panel refreshes itself). The panel reruns the page when a
+    run it saw waiting starts, which drops that message."""
+    from streamlit.testing.v1 import AppTest
+
+    run_id = runs.enqueue_training(populated.corpus_id, preset="tiny")
+    at = AppTest.from_function(_panel_page, default_timeout=60).run()
+    assert_clean(at)
+    assert f"Run #{run_id}" in texts(at.markdown) and "_queued_" in texts(at.markdown)
+    at.run()  # nothing changed: one page run
+    before = at.session_state["page_runs"]
+    assert runs.claim_next_run("walk-worker") == run_id
+    at.run()
+    assert "_running_" in texts(at.markdown)
+    assert at.session_state["page_runs"] == before + 2, "the start reran the page"
+    at.run()
+    assert at.session_state["page_runs"] == before + 3, "once"
+    runs.cancel_run(run_id)

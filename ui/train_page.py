@@ -185,7 +185,7 @@ def _advanced_options() -> _Advanced:
                 "Data-parallel processes, each with its share of every update. Empty: the "
                 "worker times one process with every core's thread against one process per "
                 "core (and the splits between) and trains with the fastest; on GPUs, one "
-                "process per GPU."
+                "process per GPU. On a CPU, at most one process per core."
             ),
         )
     return _Advanced(max_steps, million_tokens, precision, processes)

@@ -75,6 +75,7 @@ def live_state() -> dict[str, Any]:
             "seen": None,  # what the runs looked like at the last refresh
             "changed_at": time.monotonic(),
             "active": set(),  # runs in progress at the last refresh
+            "queued": set(),  # those of them that waited for a worker
             "metrics": {},  # run id -> its metric rows read so far
         },
     )
@@ -91,7 +92,8 @@ def refresh_interval() -> float | None:
 
 
 def live_panel() -> None:
-    """Re-drawn from the database every few seconds; a run that ends refreshes the page.
+    """Re-drawn from the database every few seconds; a run that starts or ends refreshes the
+    page.
 
     Each refresh reads the run rows and only the metric rows written since the last one.
     While nothing changes (a run waits for a worker, or validates for minutes) the refreshes
@@ -107,12 +109,16 @@ def live_panel() -> None:
             recent = run_info.list_runs(limit=20)
         active = [r for r in recent if r.active]
         now_active = {r.id for r in active}
+        now_queued = {r.id for r in active if r.status == RunStatus.QUEUED}
         finished = state["active"] - now_active
-        state["active"] = now_active
+        started = state["queued"] & (now_active - now_queued)
+        state["active"], state["queued"] = now_active, now_queued
         state["metrics"] = {
             run_id: rows for run_id, rows in state["metrics"].items() if run_id in now_active
         }
-        if finished:  # a run we were watching ended: refresh history and pickers
+        # A run we were watching ended (refresh history and pickers) or started (the page's
+        # "Run #N queued: a worker is picking it up." would say so beside the running card)
+        if finished or started:
             if not now_active:
                 state["interval"] = NO_REFRESH  # that rerun arms no timer
             st.rerun()
@@ -174,13 +180,12 @@ def _seconds_since(moment: datetime) -> float:
 def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
     with st.container(border=True):
         title = st.columns([4, 1], vertical_alignment="center")
-        preset = run.config.get("preset", "?")
         head = _(
             "**{icon} Run #{id}** · {corpus} · {preset} · {device} · budget: {budget} · _{status}_",
             icon=STATUS_ICONS.get(run.status, ""),
             id=run.id,
             corpus=run.corpus_name,
-            preset=auto_label(preset),
+            preset=auto_label(run.model_size),
             device=auto_label(run.device),
             budget=localized(run.budget),
             status=status_label(run.status),

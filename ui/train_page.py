@@ -76,12 +76,13 @@ def new_run_form(all_corpora: list[Any]) -> None:
             "progress and ETA follow the clock."
         ),
     )
+    # The number inputs have no bounds of Streamlit's: it refuses an out-of-range number in
+    # the browser, and the script goes on with the field's previous value, which Train would
+    # queue. What was typed comes through, and `training_config` refuses it in one line.
     epochs = minutes = None
     if train_for == "epochs":
         epochs = cols[1].number_input(
             _("Epochs"),
-            min_value=1,
-            max_value=train_options.MAX_EPOCHS,
             value=10,
             step=1,
             key="train_epochs",
@@ -89,8 +90,6 @@ def new_run_form(all_corpora: list[Any]) -> None:
     elif train_for == "minutes":
         minutes = cols[1].number_input(
             _("Minutes"),
-            min_value=0.5,
-            max_value=float(train_options.MAX_TRAIN_MINUTES),
             value=10.0,
             step=1.0,
             key="train_minutes",
@@ -111,18 +110,19 @@ def new_run_form(all_corpora: list[Any]) -> None:
     label = _("Continue from #{id}", id=init_version) if init_version else _("Train")
     if st.button(label, type="primary", icon=":material/play_arrow:", key="train_button"):
         max_steps, million_tokens, precision, processes = advanced
-        overrides: dict[str, Any] = {"max_steps": int(max_steps)} if max_steps else {}
+        # Every number as typed (0 and negatives too): `training_config` is the one check
+        overrides: dict[str, Any] = {} if max_steps is None else {"max_steps": max_steps}
         with feedback.error_boundary(N_("starting the run")):
             run_id = runs.enqueue_training(
                 current.id,
                 preset=preset,
-                epochs=int(epochs) if epochs else None,
-                minutes=float(minutes) if minutes else None,
-                tokens=round(million_tokens * 1e6) if million_tokens else None,
+                epochs=epochs,
+                minutes=minutes,
+                tokens=None if million_tokens is None else round(million_tokens * 1e6),
                 precision=precision or train_options.DEFAULT_PRECISION,
                 device=device,
                 init_version_id=init_version,
-                processes=int(processes) if processes else None,
+                processes=processes,
                 **overrides,
             )
             worker_process.ensure_worker()
@@ -149,8 +149,6 @@ def _advanced_options() -> _Advanced:
     with st.expander(_("Advanced"), icon=":material/tune:"):
         max_steps = st.number_input(
             _("Stop after at most N steps"),
-            min_value=1,
-            max_value=train_options.MAX_STEPS,
             value=None,
             step=50,
             placeholder=_("no limit"),
@@ -159,8 +157,6 @@ def _advanced_options() -> _Advanced:
         budget_cols = st.columns(2)
         million_tokens = budget_cols[0].number_input(
             _("Train for: {budget}", budget=localized(train_options.BUDGETS["tokens"])),
-            min_value=0.001,
-            max_value=train_options.MAX_TRAIN_TOKENS / 1e6,
             value=None,
             step=0.5,
             format="%.3g",
@@ -181,8 +177,6 @@ def _advanced_options() -> _Advanced:
         )
         processes = st.number_input(
             _("Training processes"),
-            min_value=1,
-            max_value=train_options.MAX_PROCESSES,
             value=None,
             step=1,
             placeholder=_("the fastest, timed when the run starts"),
@@ -191,7 +185,7 @@ def _advanced_options() -> _Advanced:
                 "Data-parallel processes, each with its share of every update. Empty: the "
                 "worker times one process with every core's thread against one process per "
                 "core (and the splits between) and trains with the fastest; on GPUs, one "
-                "process per GPU."
+                "process per GPU. On a CPU, at most one process per core."
             ),
         )
     return _Advanced(max_steps, million_tokens, precision, processes)

@@ -150,6 +150,16 @@ class ModelConfig:
             raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides})
 
+    def size_name(self) -> str:
+        """The preset this network has the shape of (layers, widths, norm placement), else
+        its layers and width ("6+6, d=512": an imported model, a run's overrides): what a
+        run continuing it trains, whatever preset that run was given."""
+        shape = ("n_encoder_layers", "n_decoder_layers", "d_model", "n_heads", "d_ff", "norm_first")
+        for name, preset in PRESETS.items():
+            if all(getattr(self, key) == preset[key] for key in shape):
+                return name
+        return f"{self.n_encoder_layers}+{self.n_decoder_layers}, d={self.d_model}"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

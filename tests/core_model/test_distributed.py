@@ -12,13 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from core_model.artifact import WEIGHTS_FILE, load_model
 from core_model.distributed import train_data_parallel
-from core_model.training import TrainConfig, TrainingError
+from core_model.training import TrainConfig, TrainingError, parallel
 from core_model.training.checkpoint import find_checkpoint, read_state
 from core_model.training.layout import ONE_PROCESS, choose_layout
 from core_model.training.parallel import (
@@ -111,6 +112,27 @@ def test_ranks_share_every_update_so_a_budget_buys_the_same_steps(tmp_path: Path
         <= 0.1 * (one.metrics["tokens_trained"])
     )
     assert load_model(tmp_path / "two").config["metrics"]["world_size"] == 2
+
+
+def test_ranks_end_by_themselves_as_soon_as_a_run_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tester's walk: five ranks of a run were stopped by SIGTERM at its normal end (the
+    launcher warned of each). A rank's work was done, but the interpreter's teardown took
+    over a second of CPU per rank, longer than the group's grace on shared cores. Now each
+    leaves at once: the group closes within a grace of half a second."""
+    monkeypatch.setattr(parallel, "STOP_GRACE_S", 0.5)  # past it: SIGTERM (the walk's warnings)
+    closing: list[float] = []
+    close = parallel.RankGroup.__exit__
+
+    def timed_close(group: parallel.RankGroup, *exc: object) -> None:
+        started = time.monotonic()
+        close(group, *exc)
+        closing.append(time.monotonic() - started)
+
+    monkeypatch.setattr(parallel.RankGroup, "__exit__", timed_close)
+    cfg = TrainConfig(preset="tiny", max_steps=4, device="cpu", precision="fp32")
+    result = train_data_parallel(Layout(2, 1), toy_pairs()[:20], None, cfg)
+    assert result.metrics["world_size"] == 2
+    assert len(closing) == 1 and closing[0] < parallel.STOP_GRACE_S, closing
 
 
 def test_a_checkpoint_of_two_ranks_resumes_in_one_process(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from core_model import ModelConfig, Transformer
+from core_model import PRESETS, ModelConfig, Transformer
 from core_model.transformer.attention import (
     KeyValueCache,
     MultiHeadAttention,
@@ -178,3 +178,18 @@ def test_bf16_on_cpu_takes_the_explicit_path_with_the_fused_result(
     assert fused_dtypes == [torch.float32]
     assert torch.allclose(fp32_out, bf16_out, atol=0.05, rtol=0.05)
     assert torch.allclose(fp32_grad, bf16_grad, atol=0.1, rtol=0.05)
+
+
+def test_a_network_is_named_by_the_preset_it_has_the_shape_of() -> None:
+    """What a run continuing a version trains (its size, not the run's preset): each preset
+    by name, whatever the vocabularies; another shape by its layers and width."""
+    for name in PRESETS:
+        assert (
+            ModelConfig.from_preset(name, src_vocab_size=99, tgt_vocab_size=77).size_name() == name
+        )
+    wider = ModelConfig.from_preset("tiny", src_vocab_size=99, tgt_vocab_size=99, d_ff=512)
+    assert wider.size_name() == "2+2, d=64"
+    post_norm = ModelConfig.from_preset(
+        "small", src_vocab_size=9, tgt_vocab_size=9, norm_first=False
+    )
+    assert post_norm.size_name() == "3+3, d=256"

@@ -9,8 +9,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from core_model.training.parallel import cpu_cores
 from core_model.training.trainer import MAX_RESERVE_SHARE
-from tests.helpers import train_version
+from tests.helpers import cli_in_process, train_version
 from tests.ui.pages import Trained, assert_clean, open_page, texts
 from ui import formatting, train_page
 from workbench import settings
@@ -630,3 +631,104 @@ def test_a_preparing_run_says_what_it_prepares_and_for_how_long(
     finally:
         with session_scope() as s:
             s.get(TrainingRun, run_id).status = "cancelled"
+
+
+def test_a_number_out_of_range_is_refused_not_replaced(populated: Trained, no_worker: None) -> None:
+    """Tester's walk: Epochs 0, N million tokens -1 and a step limit of 0 queued a run with
+    the fields' previous values (Streamlit's bounds had refused them in the browser), and 8
+    processes on 2 cores were accepted. What was typed reaches the one check: one error line,
+    nothing queued; then a good value starts."""
+    at = open_page("train")
+    at.selectbox(key="train_device").select("cpu")
+    newest = run_info.list_runs()[0].id
+    for key, typed, error in (
+        ("train_max_steps", 0, "The step limit must be a whole number from 1"),
+        ("train_million_tokens", -1.0, "Tokens must be more than 0"),
+        ("train_processes", 0, "Processes must be at least 1"),
+        ("train_processes", cpu_cores() + 1, f"more than this machine's CPU cores ({cpu_cores()})"),
+        ("train_epochs", 0, "Epochs must be at least 1"),
+        ("train_epochs", train_options.MAX_EPOCHS + 1, "Epochs must be at most 10,000"),
+        ("train_minutes", 0.0, "Minutes must be more than 0"),
+    ):
+        if key in ("train_epochs", "train_minutes"):
+            at.button_group(key="train_for").set_value(key.removeprefix("train_")).run()
+        at.number_input(key=key).set_value(typed)
+        at.button(key="train_button").click().run()
+        assert_clean(at)
+        assert at.number_input(key=key).value == typed
+        assert [error in e for e in texts(at.error).splitlines()] == [True], key
+        assert run_info.list_runs()[0].id == newest, f"{key}={typed} queued a run"
+        at.number_input(key=key).set_value(2 if key == "train_epochs" else None)
+    at.number_input(key="train_minutes").set_value(0.5)
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert run.id > newest and run.config["time_budget_s"] == 30
+    runs.cancel_run(run.id)
+
+
+def test_a_continued_run_shows_the_size_it_trains_not_its_preset(
+    populated: Trained, no_worker: None
+) -> None:
+    """Tester's walk: runs continuing a (tiny or small) version said "automatic" in the run
+    card, History and `workbench runs`; continuing keeps the version's size, so that is what
+    all three say, whatever preset the form had."""
+    at = open_page("train")
+    newest = populated.version_ids[0]  # a tiny version
+    assert at.radio(key=f"train_start_{populated.corpus_id}").value == newest
+    at.button_group(key="train_preset").set_value("small")
+    at.button(key="train_button").click().run()
+    assert_clean(at)
+    run = run_info.list_runs()[0]
+    assert (run.init_version_id, run.config["preset"], run.model_size) == (newest, "small", "tiny")
+    corpus = corpora.get_corpus(populated.corpus_id).name
+    assert f"Run #{run.id}** · {corpus} · tiny · " in texts(at.markdown)
+    listed = json.loads(cli_in_process("runs", "--json").stdout)
+    assert next(r["preset"] for r in listed if r["id"] == run.id) == "tiny"
+    runs.cancel_run(run.id)
+    at.run()
+    history = at.dataframe[-1].value
+    assert history.loc[history["run"] == run.id, "preset"].tolist() == ["tiny"]
+    # a new model trains its preset, "auto" (the recipe's pick) in words
+    at.radio(key=f"train_start_{populated.corpus_id}").set_value(train_page.NEW_MODEL)
+    at.button_group(key="train_preset").set_value("auto")
+    at.button(key="train_button").click().run()
+    fresh = run_info.list_runs()[0]
+    assert fresh.model_size == "auto" and f"Run #{fresh.id}** · {corpus} · automatic · " in (
+        texts(at.markdown)
+    )
+    runs.cancel_run(fresh.id)
+
+
+def _panel_page() -> None:
+    """The live panel alone, counting the runs of the page (a page rerun is what clears the
+    messages it showed once)."""
+    import streamlit as st
+
+    from ui import live_runs
+
+    st.session_state["page_runs"] = st.session_state.get("page_runs", 0) + 1
+    live_runs.live_panel()
+
+
+def test_the_page_is_refreshed_once_a_queued_run_starts(
+    populated: Trained, no_worker: None
+) -> None:
+    """Tester's walk: "Run #N queued …: a worker is picking it up." stayed above the card that
+    already said running (only the panel refreshes itself). The panel reruns the page when a
+    run it saw waiting starts, which drops that message."""
+    from streamlit.testing.v1 import AppTest
+
+    run_id = runs.enqueue_training(populated.corpus_id, preset="tiny")
+    at = AppTest.from_function(_panel_page, default_timeout=60).run()
+    assert_clean(at)
+    assert f"Run #{run_id}" in texts(at.markdown) and "_queued_" in texts(at.markdown)
+    at.run()  # nothing changed: one page run
+    before = at.session_state["page_runs"]
+    assert runs.claim_next_run("walk-worker") == run_id
+    at.run()
+    assert "_running_" in texts(at.markdown)
+    assert at.session_state["page_runs"] == before + 2, "the start reran the page"
+    at.run()
+    assert at.session_state["page_runs"] == before + 3, "once"
+    runs.cancel_run(run_id)

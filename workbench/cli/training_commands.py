@@ -67,7 +67,8 @@ def _args_train(p: argparse.ArgumentParser) -> None:
         "--processes",
         type=positive_int,
         help="data-parallel training processes (default: the fastest of one per core, one in "
-        "all, and the splits between, timed on the worker's machine; on GPUs one per GPU)",
+        "all, and the splits between, timed on the worker's machine; on GPUs one per GPU; "
+        "on a CPU at most one per core)",
     )
     p.add_argument("--wait", action="store_true", help="block until the run ends")
 
@@ -230,7 +231,7 @@ def _run_record(run: RunInfo) -> dict[str, Any]:
         "id": run.id,
         "corpus": run.corpus_name,
         "status": run.status,
-        "preset": run.config.get("preset"),
+        "preset": run.model_size,
         "budget": run.budget,
         "train_time_s": run.trained_s,
         "device": run.device,

@@ -11,13 +11,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
+from core_model.artifact import ArtifactError, read_config
 from core_model.training import StopReason
+from core_model.transformer import ModelConfig
 from db.tables import Corpus, ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
 from workbench import settings
 from workbench.errors import WorkbenchError
@@ -50,6 +53,9 @@ class RunInfo:
     attempts: int
     init_version_id: int | None
     version_id: int | None
+    # The model size it trains: its preset ('auto': the recipe's pick), or, continuing a
+    # version, that version's size (continuing keeps it, whatever the preset given)
+    model_size: str
     started_by: str | None  # who queued it (None: before team mode)
     heartbeat_at: datetime | None  # the worker's latest write (None: no worker holds it)
     created_at: datetime
@@ -376,9 +382,41 @@ def _version_ids(s: Session, run_ids: list[int]) -> dict[int, int]:
     return {run_id: version_id for run_id, version_id in rows}
 
 
+def _version_sizes(s: Session, version_ids: set[int]) -> dict[int, str]:
+    """The model size of each of these versions that still has its folder."""
+    rows = s.execute(
+        select(ModelVersion.id, ModelVersion.artifact_path, ModelVersion.sha256).where(
+            ModelVersion.id.in_(version_ids)
+        )
+    ).all()
+    sizes = {
+        version_id: _folder_size(str(settings.resolve(path)), sha256)
+        for version_id, path, sha256 in rows
+    }
+    return {version_id: size for version_id, size in sizes.items() if size is not None}
+
+
+@cache
+def _folder_size(folder: str, sha256: str) -> str | None:
+    """The size of the model in `folder` (its config.json, read once per folder and digest:
+    a version's files never change), None when it cannot be read."""
+    try:
+        return ModelConfig.from_dict(read_config(folder)["model"]).size_name()
+    except (ArtifactError, ValueError, TypeError):
+        return None
+
+
 def _info(
-    run: TrainingRun, corpus_name: str | None, version_id: int | None, lost_before: datetime
+    run: TrainingRun,
+    corpus_name: str | None,
+    version_id: int | None,
+    lost_before: datetime,
+    sizes: dict[int, str],
 ) -> RunInfo:
+    """`sizes`: the model size of the versions runs continue and made (`_version_sizes`)."""
+    size = str(run.config.get("preset", ""))
+    if run.init_version_id is not None:  # its version's size, or (that one deleted) its own's
+        size = sizes.get(run.init_version_id) or sizes.get(version_id or 0) or size
     return record_of(
         RunInfo,
         run,
@@ -390,7 +428,17 @@ def _info(
         and run.heartbeat_at is not None
         and run.heartbeat_at < lost_before,
         version_id=version_id,
+        model_size=size,
     )
+
+
+def _sizes_of(s: Session, runs: list[TrainingRun], versions: dict[int, int]) -> dict[int, str]:
+    """The sizes `_info` needs for `runs` (`versions`: run id -> the version it made)."""
+    continued = [run for run in runs if run.init_version_id is not None]
+    wanted = {run.init_version_id for run in continued} | {
+        versions[run.id] for run in continued if run.id in versions
+    }
+    return _version_sizes(s, wanted) if wanted else {}
 
 
 def _lost_before() -> datetime:
@@ -408,7 +456,9 @@ def get_run(run_id: int) -> RunInfo:
         ).first()
         if row is None:
             raise WorkbenchError(NO_SUCH_RUN, id=run_id)
-        return _info(row[0], row[1], _version_ids(s, [run_id]).get(run_id), _lost_before())
+        versions = _version_ids(s, [run_id])
+        sizes = _sizes_of(s, [row[0]], versions)
+        return _info(row[0], row[1], versions.get(run_id), _lost_before(), sizes)
 
 
 def list_runs(corpus_id: int | None = None, limit: int = 200) -> list[RunInfo]:
@@ -425,8 +475,9 @@ def list_runs(corpus_id: int | None = None, limit: int = 200) -> list[RunInfo]:
     with session_scope() as s:
         rows = s.execute(query).all()
         versions = _version_ids(s, [run.id for run, _ in rows])
+        sizes = _sizes_of(s, [run for run, _ in rows], versions)
         lost_before = _lost_before()
-        return [_info(run, name, versions.get(run.id), lost_before) for run, name in rows]
+        return [_info(run, name, versions.get(run.id), lost_before, sizes) for run, name in rows]
 
 
 def active_runs(corpus_id: int) -> list[tuple[int, RunStatus]]:
@@ -450,7 +501,7 @@ def runs_table(corpus_id: int | None = None, runs: list[RunInfo] | None = None) 
             "run": r.id,
             "corpus": r.corpus_name or "",
             "status": r.status.value,
-            "preset": str(r.config.get("preset", "")),
+            "preset": r.model_size,
             "budget": r.budget,
             "train time (s)": round(r.trained_s, 1) if r.trained_s is not None else math.nan,
             "device": r.device,

@@ -17,6 +17,7 @@ import torch
 
 from core_model.training import TrainConfig, TrainingError
 from core_model.training import config as core_config
+from core_model.training.parallel import cpu_cores
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
@@ -77,6 +78,14 @@ def precisions() -> dict[str, str]:
 def available_devices() -> list[str]:
     """The devices this machine can train on, best first."""
     return (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
+
+
+def _trains_here_on_cpu(device: str) -> bool:
+    """A run of `device` trains on this machine's CPU: a worker elsewhere (a shared database)
+    may have other cores, and 'auto' takes a GPU where there is one."""
+    return settings.database_is_local() and (
+        device == "cpu" or (device == "auto" and "cuda" not in available_devices())
+    )
 
 
 def training_config(
@@ -161,6 +170,17 @@ def training_config(
         and settings.database_is_local()
     ):
         raise WorkbenchError(N_("No CUDA GPU on this machine: train on cpu (or auto)."))
+    if processes is not None and _trains_here_on_cpu(device) and processes > (cores := cpu_cores()):
+        # each rank wants a core of its own: more share them and wait for each other at every
+        # step (8 on 2 cores trained 13 times slower than 1)
+        raise WorkbenchError(
+            N_(
+                "{processes} training processes are more than this machine's CPU cores "
+                "({cores}): on a CPU, at most one process per core."
+            ),
+            processes=processes,
+            cores=cores,
+        )
     try:
         return TrainConfig(
             preset=preset, epochs=epochs, device=device, precision=precision, **overrides

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
+from core_model.training.parallel import cpu_cores
 from tests.helpers import (
     cli_in_process,
     cli_that_starts_a_worker,
@@ -86,6 +88,30 @@ def test_bad_process_counts_are_refused_before_anything_is_queued(wb_home: Path)
     assert run_info.list_runs() == []
     refused = cli_in_process("train", "--corpus", str(corpus_id), "--processes", "0")
     assert refused.returncode == 2 and refused.stderr.strip().startswith("error:")
+
+
+def test_more_processes_than_cores_on_a_cpu_are_refused_in_one_line(wb_home: Path) -> None:
+    """Tester's walk: 8 processes on a 2-core machine trained 13 times slower than one, with
+    no word. On this machine's CPU, one process per core at most (page, CLI: one rule)."""
+    corpus_id = make_toy_corpus()
+    cores = cpu_cores()
+    for device in ("cpu", "auto"):
+        if device == "auto" and torch.cuda.is_available():
+            continue  # 'auto' trains on the GPUs there
+        with pytest.raises(WorkbenchError, match=rf"^{cores + 1} training processes .*\({cores}\)"):
+            runs.enqueue_training(corpus_id, device=device, processes=cores + 1)
+    assert run_info.list_runs() == []
+    refused = cli_in_process(
+        "train", "--corpus", str(corpus_id), "--device", "cpu", "--processes", str(cores + 1)
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        f"error: {cores + 1} training processes are more than this machine's CPU cores "
+        f"({cores}): on a CPU, at most one process per core."
+    )
+    assert run_info.list_runs() == []
+    run_id = runs.enqueue_training(corpus_id, device="cpu", processes=cores)
+    assert run_info.get_run(run_id).config["processes"] == cores
 
 
 def test_a_killed_rank_fails_the_run_in_words_and_a_killed_worker_takes_its_ranks_along(

@@ -34,9 +34,8 @@ def error_boundary(action: str | None = None) -> Iterator[None]:
     try:
         yield
     except WorkbenchError as exc:
-        template = translate(exc.msgid) if exc.msgid else str(exc)
-        message = translate(exc.msgid, exc.params) if exc.msgid else template
-        st.error(_sentence(message, template), icon=":material/error:")
+        message = translate(exc.msgid, exc.params) if exc.msgid else str(exc)
+        st.error(_sentence(message), icon=":material/error:")
     except Exception as exc:
         log.exception("unexpected error%s", f" while {action}" if action else "")
         error = f"{type(exc).__name__}: {exc}"
@@ -57,15 +56,14 @@ def error_boundary(action: str | None = None) -> Iterator[None]:
         )
 
 
-def _sentence(message: str, template: str) -> str:
-    """``message`` begun with a capital when its ``template`` (the text before its values are
-    filled in) begins with a word; one that begins with a value (``{email} is …``, a name, a
-    number, a quoted text) is shown as it is: "alice@example.org", never "Alice@…"."""
+def _sentence(message: str) -> str:
+    """``message`` begun with a capital when it begins with a word ("key name must …" → "Key
+    name must …"); one that begins with a value (an address, a number, a quoted name) is shown
+    as it is: "alice@example.org", never "Alice@…"."""
     message = message.strip()
     if not message:
         return _("The action failed.")
-    words = template.split(maxsplit=1)
-    if not words or not words[0].rstrip(",:;.").isalpha():
+    if not message.split(maxsplit=1)[0].rstrip(",:;.").isalpha():
         return message
     return message[0].upper() + message[1:]
 

@@ -179,8 +179,10 @@ def test_a_message_that_begins_with_an_address_keeps_it_as_it_is(team: int) -> N
     assert [e.value for e in at.error] == [
         "ada@example.org is an admin by configuration (WORKBENCH_ADMINS)."
     ]
-    assert feedback._sentence("no corpus 'x'", "no corpus {ref!r}") == "No corpus 'x'"
-    assert feedback._sentence("3 pairs left", "{n} pairs left") == "3 pairs left"
+    assert feedback._sentence("no corpus 'x'") == "No corpus 'x'"
+    assert feedback._sentence("key name must not be empty") == "Key name must not be empty"
+    assert feedback._sentence("3 pairs left") == "3 pairs left"
+    assert feedback._sentence("'clinic' is in the trash") == "'clinic' is in the trash"
 
 
 def test_a_viewer_keeps_no_draft_and_browses_without_errors(team: int) -> None:

@@ -20,7 +20,7 @@ from ui.i18n import N_, _, choice_labels, localized, n_, translate
 from workbench.corpus import corpora, glossary, snapshots
 from workbench.evaluation import comparison_report, evaluation, significance
 from workbench.messages import Message
-from workbench.training import run_info
+from workbench.training import metric_rows
 
 COMPARISON = "models_comparison"  # the last comparison shown (Session State)
 COMPARE_VERSIONS = "compare_versions"  # the multiselect's key
@@ -156,7 +156,7 @@ def loss_curves(picked: list[Any], by_id: dict[int, Any]) -> None:
     shown = {v.run_id: v for v in picked if v.run_id is not None}
     if not shown:
         return
-    metrics = run_info.run_metrics(list(shown))
+    metrics = metric_rows.run_metrics(list(shown))
     if metrics.empty:
         return
     label = {

@@ -21,7 +21,7 @@ from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import settings, worker_lock
 from workbench.team.access import Permission
-from workbench.training import run_folders, run_info, runs, worker_process
+from workbench.training import metric_rows, run_folders, run_info, runs, worker_process
 from workbench.training.run_info import RunInfo
 from workbench.training.runs import RunStatus
 
@@ -138,7 +138,7 @@ def live_panel() -> None:
                 worker_process.ensure_worker()
                 st.rerun()
         for run in active:
-            metrics = run_info.follow_metrics(run.id, state["metrics"].get(run.id))
+            metrics = metric_rows.follow_metrics(run.id, state["metrics"].get(run.id))
             state["metrics"][run.id] = metrics
             _run_card(run, metrics)
 

@@ -25,7 +25,7 @@ from workbench.evaluation import evaluation
 from workbench.models import ctranslate2_export, engines, registry
 from workbench.serving import served
 from workbench.team.access import Permission
-from workbench.training import run_info
+from workbench.training import stop_words
 
 
 def render() -> None:
@@ -293,7 +293,7 @@ def _trained_details(version: Any, parent: Any) -> None:
             "**Parameters** {parameters} · **steps** {steps} · **stopped because** {reason}",
             parameters=formatting.fmt_int(version.param_count),
             steps=formatting.fmt_int(m["steps"]) if "steps" in m else "—",
-            reason=localized(run_info.version_stopped_because(version) or "—"),
+            reason=localized(stop_words.version_stopped_because(version) or "—"),
         )
         + f"  \n{formatting.lineage_line(version, parent)}  \n"
         + _("**Trained by** {who}", who=version.trained_by or "—")

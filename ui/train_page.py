@@ -18,7 +18,14 @@ from ui.signin import can
 from workbench.corpus import corpora
 from workbench.models import registry
 from workbench.team.access import Permission
-from workbench.training import continuation, run_info, runs, train_options, worker_process
+from workbench.training import (
+    continuation,
+    metric_rows,
+    run_info,
+    runs,
+    train_options,
+    worker_process,
+)
 
 
 def render() -> None:
@@ -349,7 +356,7 @@ def history() -> None:
             )
         elif run.error:
             st.caption(_("Failed: {error}", error=run.error))
-        metrics = run_info.run_metrics(run.id)
+        metrics = metric_rows.run_metrics(run.id)
         if metrics.empty:
             st.caption(_("This run recorded no progress."))
         else:

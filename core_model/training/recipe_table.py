@@ -44,17 +44,37 @@ def _preset(name: str) -> str:
     )
 
 
+def _warmup_row() -> tuple[str, str, str]:
+    """The warm-up's row: its rules, and how the ramp meets the decay in a short budget."""
+    r, defaults = recipe, TrainConfig()
+    memorise_warmup = min(schedule.SHORT_WARMUP_STEPS, defaults.memorise_max_steps // 10)
+    # a continued run's warm-up under a short step cap: the ramp meets the decay at `cross`
+    warm, capped, peak = r.CONTINUE_WARMUP_STEPS, 60, r.SMALL_BATCH_LRS[0][1]
+    cross = warm * capped / (warm + capped)
+    top = schedule.linear_decay_lr(int(cross), peak, warm, int(cross) / capped)
+    return (
+        "warm-up",
+        f"{_share(r.WARMUP_SHARE)} of the updates the budget buys, "
+        f"{_n(r.WARMUP_STEPS[0])}–{_n(r.WARMUP_STEPS[1])} steps; "
+        f"{_n(r.CONTINUE_WARMUP_STEPS)} steps when the run continues a version; "
+        "memorising: a tenth of its step budget, at most "
+        f"{_n(schedule.SHORT_WARMUP_STEPS)} steps ({_n(memorise_warmup)} of its "
+        f"{_n(defaults.memorise_max_steps)}). The linear decay to 0 is not put off by "
+        "the warm-up: the rate is the lower of the two lines, so a budget shorter than "
+        "the warm-up allows turns down before its peak (a continued run capped at "
+        f"{_n(capped)} steps, peak {_rate(peak)}: +{_rate(peak / warm)} a step to "
+        f"{_rate(round(top, 5))} at step {_n(int(cross))}, then down to 0)",
+        "`WARMUP_SHARE`, `WARMUP_STEPS`, `CONTINUE_WARMUP_STEPS`, "
+        "`schedule.SHORT_WARMUP_STEPS`, `schedule.linear_decay_lr`",
+    )
+
+
 def rows() -> list[tuple[str, str, str]]:
     """(knob, the automatic choice, where it is set) for each number of the recipe."""
     r, defaults = recipe, TrainConfig()
     cpu_minutes = "–".join(_n(m) for m in r.AUTO_MINUTES_CPU)
     gpu_minutes = "–".join(_n(m) for m in r.AUTO_MINUTES_GPU)
     small_lrs = ", ".join(f"≤ {_n(most)} tokens {_rate(lr)}" for most, lr in r.SMALL_BATCH_LRS)
-    memorise_warmup = min(schedule.SHORT_WARMUP_STEPS, defaults.memorise_max_steps // 10)
-    # a continued run's warm-up under a short step cap: the ramp meets the decay at `cross`
-    warm, capped, peak = r.CONTINUE_WARMUP_STEPS, 60, r.SMALL_BATCH_LRS[0][1]
-    cross = warm * capped / (warm + capped)
-    top = schedule.linear_decay_lr(int(cross), peak, warm, int(cross) / capped)
     return [
         ("model", "; ".join(_preset(name) for name in PRESETS), "`config.PRESETS`"),
         (
@@ -84,21 +104,7 @@ def rows() -> list[tuple[str, str, str]]:
             + ", ".join(f"{k} {_n(v)}" for k, v in r.GPU_TOKENS_PER_S.items()),
             "`RUN_SHARE_OF_CALIBRATION`, `CPU_TOKENS_PER_S`, `GPU_TOKENS_PER_S`",
         ),
-        (
-            "warm-up",
-            f"{_share(r.WARMUP_SHARE)} of the updates the budget buys, "
-            f"{_n(r.WARMUP_STEPS[0])}–{_n(r.WARMUP_STEPS[1])} steps; "
-            f"{_n(r.CONTINUE_WARMUP_STEPS)} steps when the run continues a version; "
-            "memorising: a tenth of its step budget, at most "
-            f"{_n(schedule.SHORT_WARMUP_STEPS)} steps ({_n(memorise_warmup)} of its "
-            f"{_n(defaults.memorise_max_steps)}). The linear decay to 0 is not put off by "
-            "the warm-up: the rate is the lower of the two lines, so a budget shorter than "
-            "the warm-up allows turns down before its peak (a continued run capped at "
-            f"{_n(capped)} steps, peak {_rate(peak)}: +{_rate(peak / warm)} a step to "
-            f"{_rate(round(top, 5))} at step {_n(int(cross))}, then down to 0)",
-            "`WARMUP_SHARE`, `WARMUP_STEPS`, `CONTINUE_WARMUP_STEPS`, "
-            "`schedule.SHORT_WARMUP_STEPS`, `schedule.linear_decay_lr`",
-        ),
+        _warmup_row(),
         (
             "peak rate",
             f"CPU batches of {small_lrs}; larger batches {_rate(r.PEAK_LR)}; the post-norm "

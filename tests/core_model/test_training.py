@@ -594,7 +594,7 @@ def test_a_minutes_budget_is_not_ended_by_planned_epochs() -> None:
 
 def test_the_automatic_budget_says_it_finished_its_passes() -> None:
     """Without a budget from the user the planned passes end the run (in words that do not
-    say 'epochs': ``run_info.describe_stop``, tested with the workbench)."""
+    say 'epochs': ``stop_words.describe_stop``, tested with the workbench)."""
     cfg = quick(epochs=None, min_steps=10, adaptive_passes=1, min_valid_pairs=1, patience=None)
     res = train(toy_pairs(), toy_pairs()[:4], cfg)
     reason = tr.StopReason(res.metrics["stop_reason"])

@@ -13,8 +13,8 @@ problem into the report:
 * **filtered** (only with clean-up options, ``workbench.corpus.cleaning``: another language, a
   length ratio above the chosen one, a copy): the row is skipped and counted;
 * **conflicts** (a source the corpus already translates differently — the import finds those
-  with ``SourceConflicts``): a warning, the row is imported, unless the user chose to skip
-  such rows (then filtered). Either way they are named: the memory's exact match would
+  with ``source_conflicts.SourceConflicts``): a warning, the row is imported, unless the user
+  chose to skip such rows (then filtered). Either way they are named: the memory's exact match would
   otherwise pick one of the two translations without a word.
 
 ``parse_pairs`` parses and checks a whole file without touching the database.
@@ -22,9 +22,7 @@ problem into the report:
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -47,7 +45,6 @@ if TYPE_CHECKING:
 
 MAX_RATIO = 9.0  # token-length ratio above which a pair is flagged (warning)
 MAX_REPORT = 5_000  # issues kept verbatim; ParsedImport.issue_counts counts all of them
-CONFLICT_EXAMPLES = 3  # conflicts shown with the corpus's translation (a lookup each)
 
 Severity = Literal["error", "warning", "duplicate", "filtered"]
 
@@ -92,7 +89,7 @@ class ParsedImport:
     issue_counts: Counter = field(default_factory=Counter)  # kind -> count (never truncated)
     rows: int = 0  # data rows read (blank lines and header excluded)
     accepted: int = 0  # pairs that would be added
-    conflicts: list[Conflict] = field(default_factory=list)  # the first CONFLICT_EXAMPLES
+    conflicts: list[Conflict] = field(default_factory=list)  # the first few (source_conflicts)
 
     @property
     def conflict_count(self) -> int:
@@ -222,77 +219,6 @@ def refuse_empty_import(added: int, parsed: ParsedImport, corpus_id: int) -> Non
         corpus_id=corpus_id,
         already_there=parsed.duplicates > 0,
     )
-
-
-class SourceConflicts:
-    """Finds the rows of an import whose source the corpus already translates differently.
-
-    Built once per import from the corpus's (pair id, source) rows, read in one pass: no
-    index on the source text exists to ask the database row by row, and a million sources
-    kept as text would cost some 150 MB. So each is kept as its 64-bit ``hash`` (of this
-    process) beside its pair id, in two sorted arrays (16 bytes a pair). A collision could
-    count a row as a conflict wrongly (odds about 1 in 10^7 for a million by a million); the
-    examples are read back by pair id, so the ones shown are always true. ``skip``: leave
-    such rows out (reported as filtered) instead of adding them with a warning.
-    """
-
-    def __init__(self, rows: Iterable[tuple[int, str]], skip: bool) -> None:
-        import numpy as np
-
-        ids, digests = array("q"), array("q")
-        for pair_id, source in rows:
-            ids.append(pair_id)
-            digests.append(hash(source))
-        order = np.argsort(np.frombuffer(digests, dtype=np.int64), kind="stable")
-        self._digests = np.frombuffer(digests, dtype=np.int64)[order]
-        self._ids = np.frombuffer(ids, dtype=np.int64)[order]
-        self.skip = skip
-
-    def __bool__(self) -> bool:
-        """Whether there is any source to conflict with."""
-        return bool(len(self._digests))
-
-    def sift(
-        self,
-        pairs: list[ParsedPair],
-        parsed: ParsedImport,
-        pair_of: Callable[[int], tuple[str, str] | None],
-    ) -> list[ParsedPair]:
-        """``pairs`` (none of them in the corpus as they are) minus the conflicts when
-        skipping; each conflict reported, the first few with the corpus's translation
-        (``pair_of``: a corpus pair's (source, target) by id)."""
-        import numpy as np
-
-        if not pairs or not self:
-            return pairs
-        wanted = np.fromiter((hash(p.source) for p in pairs), dtype=np.int64, count=len(pairs))
-        at = np.searchsorted(self._digests, wanted).clip(max=len(self._digests) - 1)
-        hits = np.flatnonzero(self._digests[at] == wanted)
-        if not len(hits):
-            return pairs
-        conflicting = {int(i) for i in hits if self._report(pairs[i], int(at[i]), parsed, pair_of)}
-        if not self.skip:
-            return pairs
-        return [p for i, p in enumerate(pairs) if i not in conflicting]
-
-    def _report(
-        self,
-        p: ParsedPair,
-        at: int,
-        parsed: ParsedImport,
-        pair_of: Callable[[int], tuple[str, str] | None],
-    ) -> bool:
-        if len(parsed.conflicts) < CONFLICT_EXAMPLES:
-            pair_id = int(self._ids[at])
-            found = pair_of(pair_id)
-            if found is None or found[0] != p.source:  # a hash collision, not a conflict
-                return False
-            parsed.conflicts.append(Conflict(p.line, p.source, p.target, found[1], pair_id))
-        message = Message(N_("the corpus already translates this source differently"))
-        parsed.add(
-            ValidationIssue(p.line, "conflict", message, "filtered" if self.skip else "warning")
-        )
-        return True
 
 
 class Validator:

@@ -4,7 +4,7 @@
   pairs; ``target_id_now`` checks it again once the writer holds the write lock.
 * ``drop_existing`` — the pairs of a chunk that the corpus does not hold yet (the others are
   reported as ``duplicate_in_corpus``), and those whose source it translates differently
-  (``import_checks.SourceConflicts``, read by ``source_conflicts``) reported, or left out.
+  (``source_conflicts.SourceConflicts``, read by ``source_conflicts``) reported, or left out.
 * Writers, inside the caller's transaction: ``CoreWriter`` (batched SQLAlchemy Core inserts,
   PostgreSQL and other servers) and ``SqliteWriter`` (``executemany`` with the FTS index
   filled set-based, see ``db.search``); ``new_writer`` picks one.
@@ -26,8 +26,9 @@ from sqlalchemy.orm import Session
 from db import search
 from db.tables import Corpus, Pair, utcnow
 from workbench.corpus.corpora import find_by_id
-from workbench.corpus.import_checks import ParsedImport, ParsedPair, SourceConflicts, in_corpus
+from workbench.corpus.import_checks import ParsedImport, ParsedPair, in_corpus
 from workbench.corpus.pairs import existing_hashes
+from workbench.corpus.source_conflicts import SourceConflicts
 from workbench.corpus.text_rules import default_split
 from workbench.errors import WorkbenchError
 from workbench.messages import N_

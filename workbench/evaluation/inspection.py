@@ -18,7 +18,7 @@ from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 from workbench.models.registry import VersionInfo, get_version, load_model_of
 from workbench.models.translation import BEAM_RANGE, MAX_BEAM, UNKNOWN_SHARE_WARNING
-from workbench.training import run_info
+from workbench.training import metric_rows
 
 MAX_PIECES = 40  # source pieces looked at; a layer × head grid of larger maps is unreadable
 MAX_OUTPUT = 60  # output pieces
@@ -81,7 +81,7 @@ def inspect(
         )
     except ValueError:  # a text of only characters the cleaning removes
         raise WorkbenchError(N_("Nothing to inspect: the text is empty once cleaned.")) from None
-    metrics = run_info.run_metrics(info.run_id) if info.run_id is not None else _no_metrics()
+    metrics = metric_rows.run_metrics(info.run_id) if info.run_id is not None else _no_metrics()
     step, note = version_step(info, metrics)
     return VersionInspection(
         info, seen, _notices(seen, loaded.model.cfg.unk_id), metrics, step, note, reference, beam
@@ -89,7 +89,7 @@ def inspect(
 
 
 def _no_metrics() -> pd.DataFrame:
-    return pd.DataFrame(columns=run_info.METRIC_COLUMNS)
+    return pd.DataFrame(columns=metric_rows.METRIC_COLUMNS)
 
 
 def _notices(seen: Inspection, unk_id: int) -> list[Message]:

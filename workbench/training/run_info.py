@@ -1,4 +1,5 @@
-"""Reading training runs for display: ``RunInfo``, the run list and table, and metric rows.
+"""Reading training runs for display: ``RunInfo``, the run list and table (their metric rows:
+``metric_rows``; why a run stops, in words: ``stop_words``).
 
 Reads only: nothing here changes a run (every change is in ``workbench.training.runs``), so a page
 may call these as often as it refreshes. The texts in words (budget, stop reason, early-stopping
@@ -15,18 +16,18 @@ from functools import cache
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
 from core_model.artifact import ArtifactError, read_config
-from core_model.training import StopReason
 from core_model.transformer import ModelConfig
-from db.tables import Corpus, ModelVersion, RunMetric, RunStatus, TrainingRun, utcnow
+from db.tables import Corpus, ModelVersion, RunStatus, TrainingRun, utcnow
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 from workbench.storage import record_of, session_scope
 from workbench.training.runs import ACTIVE_STATUSES, NO_SUCH_RUN, RESUME_NOTE
+from workbench.training.stop_words import describe_stop, describe_watch
 
 
 @dataclass
@@ -282,99 +283,6 @@ def format_tokens(tokens: int) -> str:
     return str(tokens)
 
 
-# Why a run ended (``StopReason``, stored as its value), in words for people, as message ids.
-STOP_WORDS = {
-    StopReason.EPOCHS: N_("finished the epochs it was asked for"),
-    StopReason.STEP_LIMIT: N_("reached its step limit"),
-    StopReason.AUTO_STEPS: N_("finished the automatic budget's passes over the corpus"),
-    StopReason.TIME_BUDGET: N_("time budget reached"),
-    StopReason.TOKEN_BUDGET: N_("token budget reached"),
-    StopReason.EARLY_STOPPING: N_("validation stopped improving"),
-    StopReason.MEMORISED: N_("learned every training pair"),
-    StopReason.CANCELLED: N_("cancelled"),
-}
-PATIENCE_STOP = N_("validation stopped improving for {patience} epochs")
-
-
-def describe_stop(reason: str | None, config: dict[str, Any] | None = None) -> str | None:
-    """A stored stop reason in words (``STOP_WORDS``, as a ``Message``); None when
-    there is none (an unknown stored reason: as it is).
-
-    With the run's `config`, rows written before the automatic budget had a reason of its own
-    are told truthfully: they said 'epochs' (or 'max_steps') when the automatic budget's
-    planned passes ran out, though no epochs (no step cap) had been asked for."""
-    if not reason:
-        return None
-    try:
-        stop = StopReason(reason)
-    except ValueError:
-        return reason
-    if config is not None and (
-        (stop is StopReason.EPOCHS and config.get("epochs") is None)
-        or (stop is StopReason.STEP_LIMIT and config.get("max_steps") is None)
-    ):
-        stop = StopReason.AUTO_STEPS
-    patience = (config or {}).get("patience")
-    if stop is StopReason.EARLY_STOPPING and patience:
-        return Message(PATIENCE_STOP, patience=patience)
-    return Message(STOP_WORDS[stop])
-
-
-def version_stopped_because(version: Any) -> str | None:
-    """Why the run that trained a model version (``registry.VersionInfo``) stopped, in words:
-    the reason recorded with its metrics, told with its run's config while the run exists."""
-    config = None
-    if version.run_id is not None:
-        with session_scope() as s:
-            config = s.scalar(select(TrainingRun.config).where(TrainingRun.id == version.run_id))
-    return describe_stop(version.metrics.get("stop_reason"), config)
-
-
-# what the patience rule watches, as a sentence names it (BLEU is a name: not translated)
-# What early stopping watches, as a whole phrase: Chinese puts a space before "BLEU" but
-# none in 验证损失, which one sentence around "validation {metric}" cannot do.
-WATCHED = {"bleu": N_("validation BLEU"), "loss": N_("validation loss")}
-
-
-def describe_watch(watch: dict[str, Any]) -> Message | None:
-    """A progress event's `watch` (what may stop the run early) as one sentence."""
-    if watch.get("rule") == "memorise":
-        share, pairs = watch.get("reproduced"), watch.get("pairs")
-        skipped = watch.get("unreproducible") or 0
-        if share is not None and skipped:
-            return Message(
-                N_(
-                    "Stops early once it reproduces every training pair it can: {share:.0%} "
-                    "of {pairs:,} now. Pairs not waited for (their target has a character "
-                    "the tokenizer cannot write): {skipped:,}."
-                ),
-                share=share,
-                pairs=pairs,
-                skipped=skipped,
-            )
-        if share is not None and pairs:
-            return Message(
-                N_(
-                    "Stops early once it reproduces every training pair: {share:.0%} of "
-                    "{pairs:,} now."
-                ),
-                share=share,
-                pairs=pairs,
-            )
-        return Message(N_("Stops early once it reproduces every training pair."))
-    if watch.get("rule") == "patience":
-        return Message(
-            N_(
-                "Stops early if {metric} does not improve for {patience} epochs: {bad} "
-                "without improvement so far."
-            ),
-            metric=Message(WATCHED.get(watch.get("metric"), N_("validation score"))),
-            patience=watch.get("patience"),
-            bad=watch.get("bad_epochs", 0),
-        )
-    return None
-
-
 def _version_ids(s: Session, run_ids: list[int]) -> dict[int, int]:
     rows = s.execute(
         select(ModelVersion.run_id, ModelVersion.id).where(ModelVersion.run_id.in_(run_ids))
@@ -515,46 +423,3 @@ def runs_table(corpus_id: int | None = None, runs: list[RunInfo] | None = None) 
         for r in (list_runs(corpus_id) if runs is None else runs)
     ]
     return pd.DataFrame(rows)
-
-
-METRIC_COLUMNS = [
-    "id", "run_id", "kind", "step", "epoch", "train_loss", "valid_loss", "lr", "tokens_per_s",
-    "bleu", "chrf",
-]  # fmt: skip
-
-
-def _metric_rows(s: Session, *where: Any) -> pd.DataFrame:
-    rows = s.execute(
-        select(*(getattr(RunMetric, c) for c in METRIC_COLUMNS))
-        .where(*where)
-        .order_by(RunMetric.run_id, RunMetric.step, RunMetric.id)
-    ).all()
-    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
-
-
-def run_metrics(run_ids: list[int] | int) -> pd.DataFrame:
-    """Metric rows of one or more runs, ordered by step (for loss/lr curves). `kind` is
-    'start' | 'step' (progress by the clock) | 'loss' (the loss curve's points) | 'epoch'
-    (after validation) | 'done' (core_model's ProgressEvent)."""
-    ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
-    with session_scope() as s:
-        return _metric_rows(s, RunMetric.run_id.in_(ids))
-
-
-def follow_metrics(run_id: int, known: pd.DataFrame | None = None) -> pd.DataFrame:
-    """`known` (an earlier result for this run) brought up to date by reading only the rows
-    written since. When rows it holds are gone (a resumed attempt drops those its dead
-    predecessor wrote after the checkpoint), the run is read whole again."""
-    with session_scope() as s:
-        if known is None or known.empty:
-            return _metric_rows(s, RunMetric.run_id == run_id)
-        last = int(known["id"].max())
-        kept = s.scalar(
-            select(func.count()).where(RunMetric.run_id == run_id, RunMetric.id <= last)
-        )
-        if kept != len(known):
-            return _metric_rows(s, RunMetric.run_id == run_id)
-        new = _metric_rows(s, RunMetric.run_id == run_id, RunMetric.id > last)
-    if new.empty:
-        return known
-    return pd.concat([known, new], ignore_index=True)

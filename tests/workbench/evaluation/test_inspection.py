@@ -12,7 +12,7 @@ import pytest
 from workbench.errors import WorkbenchError
 from workbench.evaluation import inspection
 from workbench.models.registry import VersionInfo
-from workbench.training import run_info
+from workbench.training import metric_rows
 
 VERSION = VersionInfo(
     id=1, name="v", notes="", run_id=1, corpus_id=1, corpus_name="c", src_lang="zh",
@@ -30,7 +30,7 @@ def _rows() -> pd.DataFrame:
         {"kind": "epoch", "step": 200, "epoch": 2, "valid_loss": 2.0},
         {"kind": "epoch", "step": 300, "epoch": 3, "valid_loss": 2.2},
     ]
-    return pd.DataFrame(rows).reindex(columns=run_info.METRIC_COLUMNS)
+    return pd.DataFrame(rows).reindex(columns=metric_rows.METRIC_COLUMNS)
 
 
 @pytest.mark.parametrize(

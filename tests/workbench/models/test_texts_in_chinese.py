@@ -17,7 +17,7 @@ from workbench.evaluation import evaluation, inspection, significance
 from workbench.messages import Message
 from workbench.models import engines, registry, translation
 from workbench.serving import api_keys, served
-from workbench.training import run_info
+from workbench.training import metric_rows, run_info, stop_words
 
 
 @pytest.fixture
@@ -95,19 +95,19 @@ def test_input_warnings(chinese: None) -> None:
 
 
 def test_stop_reasons_budgets_and_rules(chinese: None) -> None:
-    assert run_info.describe_stop("max_steps", {"max_steps": 60}) == "reached its step limit"
-    assert shown(run_info.describe_stop("max_steps", {"max_steps": 60})) == "达到了步数上限"
+    assert stop_words.describe_stop("max_steps", {"max_steps": 60}) == "reached its step limit"
+    assert shown(stop_words.describe_stop("max_steps", {"max_steps": 60})) == "达到了步数上限"
     # a row from before the automatic budget had its own reason: told truthfully
-    assert shown(run_info.describe_stop("epochs", {"epochs": None})) == (
+    assert shown(stop_words.describe_stop("epochs", {"epochs": None})) == (
         "完成了自动预算计划的几遍语料库训练"
     )
-    patience = run_info.describe_stop("early_stopping", {"patience": 3})
+    patience = stop_words.describe_stop("early_stopping", {"patience": 3})
     assert patience == "validation stopped improving for 3 epochs"
     assert shown(patience) == "验证结果连续 3 轮没有改善"
     for reason in StopReason:  # every stored reason has its words in both languages
-        assert run_info.describe_stop(reason.value) == run_info.STOP_WORDS[reason]
-        shown(run_info.describe_stop(reason.value))
-    rule = run_info.describe_watch(
+        assert stop_words.describe_stop(reason.value) == stop_words.STOP_WORDS[reason]
+        shown(stop_words.describe_stop(reason.value))
+    rule = stop_words.describe_watch(
         {"rule": "patience", "metric": "loss", "patience": 4, "bad_epochs": 1}
     )
     assert rule == (
@@ -115,7 +115,7 @@ def test_stop_reasons_budgets_and_rules(chinese: None) -> None:
         "so far."
     )
     assert shown(rule) == "验证损失：如果连续 4 轮没有改善就提前停止，目前已有 1 轮没有改善。"
-    memorise = run_info.describe_watch({"rule": "memorise", "reproduced": 0.4, "pairs": 1200})
+    memorise = stop_words.describe_watch({"rule": "memorise", "reproduced": 0.4, "pairs": 1200})
     assert shown(memorise) == "一旦能复现每个训练句对就提前停止：目前已复现 1,200 个中的 40%。"
 
     def budget(**config: object) -> str:
@@ -135,7 +135,7 @@ def test_stop_reasons_budgets_and_rules(chinese: None) -> None:
 
 
 def test_inspection_step_notes(chinese: None) -> None:
-    metrics = pd.DataFrame(columns=run_info.METRIC_COLUMNS)
+    metrics = pd.DataFrame(columns=metric_rows.METRIC_COLUMNS)
     best = SimpleNamespace(metrics={"selected": "best", "best_epoch": 2, "steps": 90})
     step, note = inspection.version_step(best, metrics)
     assert (step, note) == (90, "the weights of the best epoch (2)")
@@ -182,12 +182,12 @@ def test_refusals_of_stored_things(wb_home: Path, chinese: None) -> None:
 def test_the_early_stopping_rule_spaces_latin_words_as_chinese_does(chinese: None) -> None:
     """Issue 30 item 13: "验证BLEU" had no space between the Chinese and the Latin word."""
     watch = {"rule": "patience", "metric": "bleu", "patience": 3, "bad_epochs": 1}
-    said = run_info.describe_watch(watch)
+    said = stop_words.describe_watch(watch)
     assert said == (
         "Stops early if validation BLEU does not improve for 3 epochs: 1 without improvement "
         "so far."
     )
     assert shown(said).startswith("验证 BLEU：如果连续 3 轮没有改善就提前停止")
-    loss = run_info.describe_watch({**watch, "metric": "loss"})
+    loss = stop_words.describe_watch({**watch, "metric": "loss"})
     assert loss.startswith("Stops early if validation loss does not improve")
     assert shown(loss).startswith("验证损失：如果连续 3 轮没有改善就提前停止")

@@ -19,13 +19,21 @@ from tests.helpers import make_toy_corpus, module_home, toy_pairs, train_version
 from workbench import cli as workbench_cli
 from workbench.corpus import corpora, pairs
 from workbench.models import model_import, registry
-from workbench.training import continuation, run_info, runs, worker, worker_process
+from workbench.training import (
+    continuation,
+    metric_rows,
+    run_info,
+    runs,
+    stop_words,
+    worker,
+    worker_process,
+)
 
 QUICK = {"preset": "tiny"}
 
 
 def _first_step_loss(run_id: int) -> float:
-    rows = run_info.run_metrics(run_id)
+    rows = metric_rows.run_metrics(run_id)
     return float(rows[(rows["kind"] == "loss") & (rows["step"] == 1)]["train_loss"].iloc[0])
 
 
@@ -224,5 +232,5 @@ def test_a_memorising_run_never_continues_a_tokenizer_that_cannot_write_a_target
     watch = run.progress_detail["watch"]
     assert (watch["pairs"], watch["unreproducible"], watch["reproduced"]) == (12, 1, 1.0)
     assert "Pairs not waited for (their target has a character the tokenizer cannot " in (
-        run_info.describe_watch(watch)
+        stop_words.describe_watch(watch)
     )

@@ -25,7 +25,7 @@ from tests.helpers import (
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.models import registry
-from workbench.training import run_info, runs
+from workbench.training import metric_rows, run_info, runs
 
 RANK_MODULE = "core_model.distributed"
 
@@ -75,7 +75,7 @@ def test_train_with_two_processes_registers_one_version_and_says_its_layout(
     assert run_info.get_run(result["run_id"]).layout == (
         "2 × 1 (training processes × threads each)"
     )
-    rows = run_info.run_metrics(result["run_id"])
+    rows = metric_rows.run_metrics(result["run_id"])
     assert set(rows["kind"]) >= {"start", "epoch", "done"}  # rank 0 reported as one run does
     assert rows["step"].is_monotonic_increasing
 

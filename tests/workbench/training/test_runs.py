@@ -34,7 +34,16 @@ from workbench.errors import WorkbenchError
 from workbench.models import registry
 from workbench.settings import ENV_SQLITE_BUSY_TIMEOUT
 from workbench.storage import session_scope
-from workbench.training import run_folders, run_info, runs, train_options, worker, worker_process
+from workbench.training import (
+    metric_rows,
+    run_folders,
+    run_info,
+    runs,
+    stop_words,
+    train_options,
+    worker,
+    worker_process,
+)
 
 QUICK = dict(max_steps=30)  # enough to produce a version; learning is tested elsewhere
 LONG = dict(epochs=200, min_epoch_steps=20)  # runs until cancelled
@@ -98,7 +107,7 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
     assert run.progress_total == run.progress_step > 0  # History shows the real end
     assert run.fraction_done == 1.0
     assert run.progress_detail["watch"]["rule"] == "memorise"
-    metrics = run_info.run_metrics(learned)
+    metrics = metric_rows.run_metrics(learned)
     kinds = metrics["kind"].tolist()
     assert kinds[0] == "start" and kinds[-1] == "done" and "epoch" in kinds
     assert set(kinds) <= {"start", "step", "loss", "epoch", "done"}
@@ -159,7 +168,7 @@ def test_two_workers_claim_one_run_exactly_once(db_url: str, tmp_path: Path) -> 
     version = registry.get_version(run.version_id)
     assert version.run_id == run_id and version.param_count > 0
     assert (registry.artifact_dir(version.id) / "model.safetensors").is_file()
-    metrics = run_info.run_metrics(run_id)
+    metrics = metric_rows.run_metrics(run_id)
     assert metrics["train_loss"].notna().any()  # a "start" row may precede the first loss
 
 
@@ -417,7 +426,7 @@ def test_resume_a_cancelled_run_from_its_checkpoint_then_delete_it(
     assert f"step {saved}" in run.note
     with pytest.raises(WorkbenchError, match="only a failed or cancelled run"):
         runs.resume_run(run_id)  # a second click
-    last_row = int(run_info.run_metrics(run_id)["id"].max())
+    last_row = int(metric_rows.run_metrics(run_id)["id"].max())
     proc = start_worker("--once", log=tmp_path / "worker2.log")
     try:
         wait_for(lambda: run_info.get_run(run_id).progress_step > saved + 40, 120, "resumed steps")
@@ -425,7 +434,7 @@ def test_resume_a_cancelled_run_from_its_checkpoint_then_delete_it(
         wait_for(lambda: run_info.get_run(run_id).status == "cancelled", 30, "the second cancel")
     finally:
         stop(proc)
-    metrics = run_info.run_metrics(run_id)
+    metrics = metric_rows.run_metrics(run_id)
     resumed = metrics[metrics["id"] > last_row]
     assert resumed["step"].iloc[0] == saved  # it went on from the checkpoint, not from 0
     # the cancelled attempt's rows after the checkpoint were dropped: no step twice
@@ -434,7 +443,7 @@ def test_resume_a_cancelled_run_from_its_checkpoint_then_delete_it(
     runs.delete_run(run_id)
     with pytest.raises(WorkbenchError, match="does not exist"):
         run_info.get_run(run_id)
-    assert run_info.run_metrics(run_id).empty
+    assert metric_rows.run_metrics(run_id).empty
     assert not settings.run_dir(run_id).exists()
     with pytest.raises(WorkbenchError, match="does not exist"):
         runs.delete_run(run_id)
@@ -466,17 +475,17 @@ def test_the_live_view_reads_only_new_metric_rows(db_url: str) -> None:
             s.add_all(RunMetric(run_id=run_id, step=step, train_loss=1.0) for step in steps)
 
     add(10, 20)
-    known = run_info.follow_metrics(run_id)
+    known = metric_rows.follow_metrics(run_id)
     assert known["step"].tolist() == [10, 20]
-    assert run_info.follow_metrics(run_id, known) is known  # nothing new: nothing read
+    assert metric_rows.follow_metrics(run_id, known) is known  # nothing new: nothing read
     add(30)
-    grown = run_info.follow_metrics(run_id, known)
+    grown = metric_rows.follow_metrics(run_id, known)
     assert grown["step"].tolist() == [10, 20, 30]
     # A resumed attempt drops the rows written after its checkpoint: the view starts over.
     with session_scope() as s:
         s.execute(delete(RunMetric).where(RunMetric.run_id == run_id, RunMetric.step > 10))
     add(15)
-    assert run_info.follow_metrics(run_id, grown)["step"].tolist() == [10, 15]
+    assert metric_rows.follow_metrics(run_id, grown)["step"].tolist() == [10, 15]
 
 
 def test_a_database_locked_past_the_busy_timeout_never_fails_a_run(
@@ -511,7 +520,7 @@ def test_a_database_locked_past_the_busy_timeout_never_fails_a_run(
     assert "locked" in log  # the lock did get in the worker's way
     run = run_info.get_run(run_id)
     assert (run.status, run.error) == ("cancelled", None)
-    steps = run_info.run_metrics(run_id).sort_values("id")["step"]
+    steps = metric_rows.run_metrics(run_id).sort_values("id")["step"]
     assert steps.is_monotonic_increasing  # written in order, none lost or doubled back
     # The rows of the locked seconds were kept and written in one go after it.
     assert ((steps > before) & (steps <= after)).sum() >= hold_s / 0.1 / 4
@@ -575,16 +584,18 @@ def test_stored_reasons_are_told_truthfully(db_url: str) -> None:
     """Issue 19 item 4: never 'planned epochs' for a run that had none. Rows written before
     the automatic budget had its own reason said 'epochs' (or 'max_steps') for it."""
     auto = "finished the automatic budget's passes over the corpus"
-    assert run_info.describe_stop("epochs", {"epochs": None}) == auto
-    assert run_info.describe_stop("max_steps", {"max_steps": None}) == auto
-    assert run_info.describe_stop("epochs", {"epochs": 3}) == "finished the epochs it was asked for"
-    assert run_info.describe_stop("max_steps", {"max_steps": 30}) == "reached its step limit"
-    assert run_info.describe_stop("auto_steps", {}) == auto
-    assert run_info.describe_stop("token_budget") == "token budget reached"
-    assert run_info.describe_stop("early_stopping", {"patience": 4}) == (
+    assert stop_words.describe_stop("epochs", {"epochs": None}) == auto
+    assert stop_words.describe_stop("max_steps", {"max_steps": None}) == auto
+    assert (
+        stop_words.describe_stop("epochs", {"epochs": 3}) == "finished the epochs it was asked for"
+    )
+    assert stop_words.describe_stop("max_steps", {"max_steps": 30}) == "reached its step limit"
+    assert stop_words.describe_stop("auto_steps", {}) == auto
+    assert stop_words.describe_stop("token_budget") == "token budget reached"
+    assert stop_words.describe_stop("early_stopping", {"patience": 4}) == (
         "validation stopped improving for 4 epochs"
     )
-    assert run_info.describe_stop(None) is None
+    assert stop_words.describe_stop(None) is None
 
 
 def test_the_worker_and_cli_keep_openmps_own_wait_policy() -> None:

@@ -230,7 +230,7 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
         if run.status == RunStatus.QUEUED:
             st.caption(_("Waiting for the worker…"))
             return
-        _silence(run)
+        _silence(run, metrics)
         if not run.progress_total:  # no step yet: what it prepares, not empty tiles
             _preparing(run)
             return
@@ -263,14 +263,18 @@ def _run_card(run: RunInfo, metrics: pd.DataFrame) -> None:
             charts.curves(metrics)
 
 
-def _silence(run: RunInfo) -> None:
+def _silence(run: RunInfo, metrics: pd.DataFrame) -> None:
     """Say so as soon as a running run's worker stops writing, and where the run would go
-    on: a killed worker's card looked alive (ETA, tokens/s) until the heartbeat timeout."""
+    on: a killed worker's card looked alive (ETA, tokens/s) until the heartbeat timeout. The
+    step is the reaper's (``runs.reap_stale_runs``: its last epoch row, where a checkpoint is
+    saved), read from the database: a worker on another machine keeps its checkpoints on its
+    own disk."""
     silent = run.silent_s()
     if silent is None or silent < SILENT_AFTER_S:
         return
     words = _("No update from the worker for {seconds} s.", seconds=formatting.fmt_int(silent))
-    step = run_folders.checkpoint_step(run.id)
+    epochs = metrics.loc[metrics["kind"].eq("epoch"), "step"].dropna()
+    step = int(epochs.max()) if len(epochs) else 0
     timeout = formatting.fmt_int(settings.heartbeat_timeout_s())
     then = (
         _(

@@ -452,7 +452,9 @@ def test_a_silent_worker_is_said_long_before_the_heartbeat_timeout(
             )
         warning = texts(open_page("train").warning)
         assert "No update from the worker for 3" in warning  # 30 s (and a little more)
-        assert "starts again from step 0: no checkpoint was saved yet" in warning
+        # its epoch row at step 50 says where its checkpoint is, wherever the worker's disk
+        # is (none on this machine: a worker elsewhere keeps them on its own)
+        assert "resumes from step 50, its last checkpoint" in warning
         assert run_info.get_run(run_id).status == "running"  # not yet taken for dead
     finally:
         with session_scope() as s:

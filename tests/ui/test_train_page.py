@@ -686,7 +686,8 @@ def test_a_continued_run_shows_the_size_it_trains_not_its_preset(
     corpus = corpora.get_corpus(populated.corpus_id).name
     assert f"Run #{run.id}** · {corpus} · tiny · " in texts(at.markdown)
     listed = json.loads(cli_in_process("runs", "--json").stdout)
-    assert next(r["preset"] for r in listed if r["id"] == run.id) == "tiny"
+    record = next(r for r in listed if r["id"] == run.id)
+    assert (record["preset"], record["model_size"]) == ("small", "tiny")  # asked / trained
     runs.cancel_run(run.id)
     at.run()
     history = at.dataframe[-1].value

@@ -231,7 +231,8 @@ def _run_record(run: RunInfo) -> dict[str, Any]:
         "id": run.id,
         "corpus": run.corpus_name,
         "status": run.status,
-        "preset": run.model_size,
+        "preset": run.config.get("preset"),  # as asked ('auto': the recipe's pick)
+        "model_size": run.model_size,  # what it trains (a continued run: its version's size)
         "budget": run.budget,
         "train_time_s": run.trained_s,
         "device": run.device,

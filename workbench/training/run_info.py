@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any
 
 import pandas as pd
@@ -304,14 +303,19 @@ def _version_sizes(s: Session, version_ids: set[int]) -> dict[int, str]:
     return {version_id: size for version_id, size in sizes.items() if size is not None}
 
 
-@cache
+_SIZES: dict[tuple[str, str], str] = {}  # (folder, digest) -> size: a version's files never change
+
+
 def _folder_size(folder: str, sha256: str) -> str | None:
-    """The size of the model in `folder` (its config.json, read once per folder and digest:
-    a version's files never change), None when it cannot be read."""
-    try:
-        return ModelConfig.from_dict(read_config(folder)["model"]).size_name()
-    except (ArtifactError, ValueError, TypeError):
-        return None
+    """The size of the model in `folder` (its config.json, read once per folder and digest),
+    None when it cannot be read — not remembered: a page may look while the version's folder
+    is still being moved into place."""
+    if (folder, sha256) not in _SIZES:
+        try:
+            _SIZES[folder, sha256] = ModelConfig.from_dict(read_config(folder)["model"]).size_name()
+        except (ArtifactError, ValueError, TypeError):
+            return None
+    return _SIZES[folder, sha256]
 
 
 def _info(

@@ -20,7 +20,8 @@ hypotheses that cut a word short to make room for a term ("▁w" of "wear", then
 "Please w face mask."); the decoders that constrain pieces (Post & Vilar's, sockeye's,
 fairseq's) have no such rule. A term's own pieces are exempt (the term says where its words
 end). If no output meets every term under the rule, the search runs again without it, so
-every term is still written.
+every term is still written. The rules are for targets written with spaces: the caller
+leaves them out (``word_starts=None``) for Chinese or Japanese.
 
 It decodes one sentence at a time (only the few sentences that miss a glossary term come
 here) with the decoder's key/value cache: a row per live hypothesis, rows reordered to follow
@@ -97,8 +98,9 @@ def constrained_beam_search(
     hypothesis found when no finished one meets them all within the length bound.
 
     word_starts [V] bool: the pieces that begin a word (with subword pieces: "▁…",
-    punctuation, the end marker), for the word rules of the module docstring. None: every
-    token is a word (a whitespace tokenizer), no such rules."""
+    punctuation, the end marker), for the word rules of the module docstring. None: no such
+    rules (every token is a word, as with a whitespace tokenizer, or the target is written
+    without spaces, as Chinese is, where a piece inside a sentence rarely begins a word)."""
     if src_ids.size(0) != 1:
         raise ValueError("constrained_beam_search decodes one sentence at a time")
     constraints = [list(c) for c in constraints if len(c)]

@@ -42,12 +42,14 @@ def toy_pairs() -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in rows if len(r) >= 2]
 
 
-def make_toy_corpus(name: str = "toy") -> int:
-    """The toy pairs as a new corpus ``name`` (in the test's database); returns its id."""
+def make_toy_corpus(name: str = "toy", reverse: bool = False) -> int:
+    """The toy pairs as a new corpus ``name`` (in the test's database), zh→en or with
+    ``reverse`` en→zh (a target written without spaces); returns its id."""
     from workbench.corpus import corpora, pairs
 
-    info = corpora.create_corpus(name, "zh", "en")
-    pairs.apply_edits(info.id, added=[{"source": s, "target": t} for s, t in toy_pairs()])
+    rows = [(t, s) if reverse else (s, t) for s, t in toy_pairs()]
+    info = corpora.create_corpus(name, *(("en", "zh") if reverse else ("zh", "en")))
+    pairs.apply_edits(info.id, added=[{"source": s, "target": t} for s, t in rows])
     return info.id
 
 
@@ -240,7 +242,11 @@ def _demo_corpus() -> int:
     return info.id
 
 
-CORPORA: dict[str, Callable[[], int]] = {"toy": make_toy_corpus, "demo": _demo_corpus}
+CORPORA: dict[str, Callable[[], int]] = {
+    "toy": make_toy_corpus,
+    "toy_en_zh": lambda: make_toy_corpus("toy_en_zh", reverse=True),
+    "demo": _demo_corpus,
+}
 
 
 def trained_home(

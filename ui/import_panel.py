@@ -135,6 +135,27 @@ def _show_counts(parsed: import_checks.ParsedImport, options: CleaningOptions) -
         )
 
 
+def _conflict_line(c: import_checks.Conflict) -> str:
+    """One example: the row, and where the other translation is (the corpus, or an earlier
+    line of the file)."""
+    row = {
+        "line": c.line,
+        "source": formatting.markdown_text(c.source),
+        "target": formatting.markdown_text(c.target),
+    }
+    if c.file_line:
+        return _(
+            "line {line}: {source} → {target} (line {earlier} translates it differently)",
+            earlier=c.file_line,
+            **row,
+        )
+    return _(
+        "line {line}: {source} → {target} (the corpus: {corpus_target})",
+        corpus_target=formatting.markdown_text(c.corpus_target),
+        **row,
+    )
+
+
 def _show_conflicts(parsed: import_checks.ParsedImport, skip_key: str) -> None:
     """Rows whose source the corpus already translates differently: named with a few
     examples (the memory's exact match would pick one of the two without a word), and the
@@ -144,22 +165,12 @@ def _show_conflicts(parsed: import_checks.ParsedImport, skip_key: str) -> None:
         return
     lines = [
         n_(
-            "{n} row gives a source the corpus already translates differently:",
-            "{n} rows give a source the corpus already translates differently:",
+            "{n} row gives a source the corpus or the file already translates differently:",
+            "{n} rows give a source the corpus or the file already translates differently:",
             n,
         )
     ]
-    lines += [
-        "- "
-        + _(
-            "line {line}: {source} → {target} (the corpus: {corpus_target})",
-            line=c.line,
-            source=formatting.markdown_text(c.source),
-            target=formatting.markdown_text(c.target),
-            corpus_target=formatting.markdown_text(c.corpus_target),
-        )
-        for c in parsed.conflicts
-    ]
+    lines += ["- " + _conflict_line(c) for c in parsed.conflicts]
     st.warning("\n".join(lines), icon=":material/call_split:")
     st.checkbox(
         _("Skip these rows"),
@@ -263,14 +274,14 @@ def _imported_text(current: CorpusInfo, result: import_checks.ImportResult) -> s
     if result.conflict_count:
         conflicts = (
             n_(
-                "{n} row whose source the corpus translates differently was skipped.",
-                "{n} rows whose source the corpus translates differently were skipped.",
+                "{n} row whose source the corpus or the file translates differently was skipped.",
+                "{n} rows whose source the corpus or the file translates differently were skipped.",
                 result.conflict_count,
             )
             if result.conflicts_skipped
             else n_(
-                "{n} row whose source the corpus translates differently was added.",
-                "{n} rows whose source the corpus translates differently were added.",
+                "{n} row whose source the corpus or the file translates differently was added.",
+                "{n} rows whose source the corpus or the file translates differently were added.",
                 result.conflict_count,
             )
         )

@@ -20,6 +20,7 @@ from workbench.models import engines
 MATCHES = 3  # per sentence, on the page
 XLIFF_RESULT = "translate_xliff_result"
 MEMORY_FOLLOW_S = 1.0  # how often a page follows the corpus memory's build
+PREPARING = N_("preparing the corpus memory")  # the action of its error boundaries
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
@@ -156,7 +157,7 @@ def knn_toggle(version: Any, engine: str, key: str = "translate_knn") -> bool:
 def knn_state(version_id: int) -> bool:
     """The store's state on the page (its build's progress while it runs); whether it is
     ready."""
-    with feedback.error_boundary(N_("preparing the corpus memory")):
+    with feedback.error_boundary(PREPARING):
         state = datastore.store_state(version_id)
         if state["state"] in ("missing", "failed"):
             datastore.build_in_background(version_id)
@@ -180,19 +181,22 @@ def knn_state(version_id: int) -> bool:
 
 
 def _memory_build_progress(version_id: int) -> None:
-    """Only while the store is being built: its progress, then the whole page again."""
-    state = datastore.store_state(version_id)
-    if state["state"] != "building":
-        st.rerun()
-    st.progress(
-        state["done"] / max(1, state["total"]),
-        text=_(
-            "Building the memory ({reason}): {done:,} of {total:,} pairs encoded…",
-            reason=localized(state["reason"]),
-            done=state["done"],
-            total=state["total"],
-        ),
-    )
+    """Only while the store is being built: its progress, then the whole page again. Its
+    timed reruns run it alone, outside `knn_state`'s boundary, so it has the same boundary
+    of its own: a corpus trashed (or a version deleted) during the build is one error line."""
+    with feedback.error_boundary(PREPARING):
+        state = datastore.store_state(version_id)
+        if state["state"] != "building":
+            st.rerun()
+        st.progress(
+            state["done"] / max(1, state["total"]),
+            text=_(
+                "Building the memory ({reason}): {done:,} of {total:,} pairs encoded…",
+                reason=localized(state["reason"]),
+                done=state["done"],
+                total=state["total"],
+            ),
+        )
 
 
 def knn_steps_view(steps: list[explanation.MemoryStep]) -> None:

@@ -316,26 +316,31 @@ def test_import_preview_names_sources_the_corpus_translates_differently(
     small_corpus: int,
 ) -> None:
     """The walk's day2.csv: a row giving a corpus source another translation was listed as
-    an ordinary addition; now the preview names it with the corpus's translation, and the
-    user may leave it out (the default adds it, as before)."""
-    data = "米饭\tcooked rice\n汤\tsoup\n茶\ttea\n".encode()
+    an ordinary addition; now the preview names it with the corpus's translation (or the
+    line of the file that translates it first), and the user may leave it out (the default
+    adds it, as before)."""
+    data = "米饭\tcooked rice\n汤\tsoup\n茶\ttea\n汤\tbroth\n".encode()
     at = open_page("corpus")
     at.session_state["corpus_tab"] = ":material/upload: Import"
     at.run()
     at.file_uploader[0].upload("day2.tsv", data, "text/tab-separated-values").run()
     assert_clean(at)
     [warning] = [w.value for w in at.warning]
-    assert warning.startswith("1 row gives a source the corpus already translates differently")
+    assert warning.startswith("2 rows give a source the corpus or the file already translates")
     assert "line 1: 米饭 → cooked rice (the corpus: rice)" in warning
+    assert "line 4: 汤 → broth (line 2 translates it differently)" in warning
     metrics = {m.label: m.value for m in at.metric}
-    assert (metrics["Will be added"], metrics["Duplicates skipped"]) == ("2", "1")
+    assert (metrics["Will be added"], metrics["Duplicates skipped"]) == ("3", "1")
     at.checkbox(key="skip_conflicts_0").check().run()
     assert_clean(at)
     assert {m.label: m.value for m in at.metric}["Will be added"] == "1"
     assert at.button(key="do_import").label == "Import 1 pair"
     at.button(key="do_import").click().run()
     assert_clean(at)
-    assert "1 row whose source the corpus translates differently was skipped." in texts(at.success)
+    assert (
+        "2 rows whose source the corpus or the file translates differently were skipped."
+        in texts(at.success)
+    )
     assert set(pairs.search_pairs(small_corpus, query="米饭").rows["target"]) == {"rice"}
     assert corpora.get_corpus(small_corpus).pair_count == 4
 

@@ -4,6 +4,8 @@ translation; the XLIFF panel; in Chinese too."""
 
 from __future__ import annotations
 
+from streamlit.testing.v1 import AppTest
+
 from tests.ui.pages import Trained, assert_clean, open_page, texts
 from workbench.corpus import pairs
 
@@ -43,3 +45,18 @@ def test_the_memory_and_the_file_panel_in_chinese(populated: Trained) -> None:
     assert "记忆库匹配" in texts(at.markdown)
     assert any(e.label == "翻译文件（XLIFF）" for e in at.expander)
     assert at.toggle(key="translate_memory").label == "使用记忆库的完全匹配"
+
+
+def _build_progress_of_a_deleted_version() -> None:
+    from ui import memory_panel
+
+    memory_panel._memory_build_progress(10**6)
+
+
+def test_a_build_s_progress_whose_version_is_gone_is_one_error_line(populated: Trained) -> None:
+    """The progress fragment's timed reruns run it alone (outside the panel's boundary): a
+    version deleted (or its corpus trashed) during the build is an error line, not a
+    traceback."""
+    at = AppTest.from_function(_build_progress_of_a_deleted_version, default_timeout=30).run()
+    assert_clean(at)
+    assert len(at.error) == 1 and "1000000" in at.error[0].value, texts(at.error)

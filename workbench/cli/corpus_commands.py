@@ -82,8 +82,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _print_conflicts(result: ImportResult) -> None:
-    """The rows whose source the corpus translated otherwise: the memory's exact match then
-    holds two translations, so the user hears of it with a few examples."""
+    """The rows whose source the corpus (or an earlier row of the file) translated otherwise:
+    the memory's exact match then holds two translations, so the user hears of it with a few
+    examples."""
     n = result.conflict_count
     if not n:
         return
@@ -91,12 +92,16 @@ def _print_conflicts(result: ImportResult) -> None:
         "skipped" if result.conflicts_skipped else "added anyway; --skip-conflicts leaves them out"
     )
     rows = "row gives" if n == 1 else "rows give"
-    print_text(f"{n} {rows} a source the corpus already translates differently ({done}):")
+    print_text(
+        f"{n} {rows} a source the corpus or the file already translates differently ({done}):"
+    )
     for c in result.conflicts:
-        print_text(
-            f"  line {c.line}: {c.source} → {c.target} (the corpus, pair {c.pair_id}: "
-            f"{c.corpus_target})"
+        other = (
+            f"line {c.file_line} of the file translates it differently"
+            if c.file_line
+            else f"the corpus, pair {c.pair_id}: {c.corpus_target}"
         )
+        print_text(f"  line {c.line}: {c.source} → {c.target} ({other})")
 
 
 def _args_export(p: argparse.ArgumentParser) -> None:

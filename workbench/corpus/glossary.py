@@ -78,7 +78,7 @@ class Glossary:
 
 def _term_pattern(term: str) -> str:
     escaped = re.escape(term)
-    if any(_no_spaces(ch) for ch in term):
+    if _without_spaces(term):
         return escaped
     return rf"(?<!\w){escaped}(?!\w)"
 
@@ -89,10 +89,25 @@ def contains_term(text: str, term: str) -> bool:
     return re.search(_term_pattern(term), text, re.IGNORECASE) is not None
 
 
-def _no_spaces(ch: str) -> bool:
-    """Scripts written without spaces between words (CJK ideographs, kana)."""
-    cp = ord(ch)
-    return 0x3040 <= cp <= 0x30FF or 0x3400 <= cp <= 0x9FFF or 0xF900 <= cp <= 0xFAFF
+def _without_spaces(text: str) -> bool:
+    """Whether `text` is (partly) in a script written without spaces between words (CJK
+    ideographs, kana): where a term is a substring, not a word, and a piece inside a
+    sentence rarely begins a word."""
+    return any(
+        0x3040 <= cp <= 0x30FF or 0x3400 <= cp <= 0x9FFF or 0xF900 <= cp <= 0xFAFF
+        for cp in map(ord, text)
+    )
+
+
+def _term_ids(tokenizer: Tokenizer, term: str, spaced: bool) -> list[int]:
+    """The target pieces of `term` as written inside a sentence. A subword tokenizer begins
+    a text (the term on its own is one) with "▁": right in a target with spaces, where a
+    term begins a word, but in Chinese a lone "▁" piece is one the model writes only at the
+    sentence start (it would pull the term there), so there it is left out."""
+    ids = tokenizer.encode(term)
+    if not spaced and tokenizer.ids_to_pieces(ids[:1]) == ["▁"]:
+        return ids[1:]
+    return ids
 
 
 def _word_starts(tokenizer: Tokenizer) -> torch.Tensor:
@@ -254,7 +269,10 @@ def enforce(
         required = [t for _, t in glossary.matches(text)]
         if not required or all(contains_term(out[i].text, t) for t in required):
             continue
-        constraints = [tokenizers.tgt.encode(t) for t in required]
+        # The word rules need words with spaces: in Chinese or Japanese a piece inside a
+        # sentence rarely begins a word, so they would push a term to the start or to a comma.
+        spaced = not _without_spaces(out[i].text + "".join(required))
+        constraints = [_term_ids(tokenizers.tgt, t, spaced) for t in required]
         constraints = [c for c in constraints if c and tokenizers.specials.unk not in c]
         if not constraints:
             continue
@@ -262,7 +280,11 @@ def enforce(
         src = src.to(device)
         width = min(MAX_CONSTRAINED_BEAM, max(beam, MIN_CONSTRAINED_BEAM))
         decoded = constrained_beam_search(
-            model, src, constraints, beam_size=width, word_starts=_word_starts(tokenizers.tgt)
+            model,
+            src,
+            constraints,
+            beam_size=width,
+            word_starts=_word_starts(tokenizers.tgt) if spaced else None,
         )
         out[i] = replace(
             out[i],

@@ -12,10 +12,11 @@ problem into the report:
   characters removed, Chinese script converted): the row is imported;
 * **filtered** (only with clean-up options, ``workbench.corpus.cleaning``: another language, a
   length ratio above the chosen one, a copy): the row is skipped and counted;
-* **conflicts** (a source the corpus already translates differently — the import finds those
-  with ``source_conflicts.SourceConflicts``): a warning, the row is imported, unless the user
-  chose to skip such rows (then filtered). Either way they are named: the memory's exact match would
-  otherwise pick one of the two translations without a word.
+* **conflicts** (a source the corpus, or an earlier row of the file, already translates
+  differently — the import finds those with ``source_conflicts.SourceConflicts``): a warning,
+  the row is imported, unless the user chose to skip such rows (then filtered). Either way
+  they are named: the memory's exact match would otherwise pick one of the two translations
+  without a word.
 
 ``parse_pairs`` parses and checks a whole file without touching the database.
 """
@@ -69,13 +70,15 @@ class ParsedPair(NamedTuple):
 
 
 class Conflict(NamedTuple):
-    """A row whose source the corpus already translates differently (an example of them)."""
+    """A row whose source the corpus, or an earlier row of the file, already translates
+    differently (an example of them)."""
 
     line: int
     source: str
     target: str  # the file's translation
-    corpus_target: str  # one the corpus holds
-    pair_id: int  # the corpus pair that holds it
+    corpus_target: str  # one the corpus holds ("" when an earlier row of the file does)
+    pair_id: int  # the corpus pair that holds it (0: none)
+    file_line: int = 0  # else the earlier line of the file that translates it differently
 
 
 @dataclass
@@ -192,32 +195,38 @@ class ImportResult:
 
 
 class NothingToImport(WorkbenchError):
-    """An import that would add no pair (``refuse_empty_import``). ``already_there``: its
-    valid rows are all in the corpus already (a file imported again), which is no error: the
-    import service answers it as an import of 0 pairs, with nothing written."""
+    """An import that would add no pair (``refuse_empty_import``). ``nothing_new``: its valid
+    rows are all in the corpus already (a file imported again) or left out by the user's own
+    choice (skipped conflicts), which is no error: the import service answers it as an import
+    of 0 pairs, with nothing written."""
 
-    def __init__(self, message: str, /, corpus_id: int, already_there: bool, **kwargs: Any) -> None:
+    def __init__(self, message: str, /, corpus_id: int, nothing_new: bool, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
-        self.corpus_id, self.already_there = corpus_id, already_there
+        self.corpus_id, self.nothing_new = corpus_id, nothing_new
 
 
 def refuse_empty_import(added: int, parsed: ParsedImport, corpus_id: int) -> None:
     """Refuse an import that adds no pair, from inside its transaction (which then rolls
     back): it leaves no empty corpus and no change record behind, as the page's Import button,
-    disabled when the preview accepts nothing, never makes one either."""
+    disabled when the preview accepts nothing, never makes one either. (No pair added means
+    no conflict was added either: every conflict counted was skipped.)"""
     if added:
         return
     raise NothingToImport(
         N_(
             "nothing to import: {rows} rows read, no new valid pair among them ({skipped} "
-            "invalid, {duplicates} duplicates, {filtered} filtered out)"
+            "invalid, {duplicates} duplicates, {filtered} filtered out, {conflicts} skipped "
+            "as conflicts)"
         ),
         rows=parsed.rows,
         skipped=parsed.skipped,
         duplicates=parsed.duplicates,
         filtered=parsed.filtered,
+        conflicts=parsed.conflict_count,
         corpus_id=corpus_id,
-        already_there=parsed.duplicates > 0,
+        # duplicates as before; skipped conflicts when no row was invalid: every new row
+        # was then left out by the user's own choice
+        nothing_new=parsed.duplicates > 0 or (parsed.conflict_count > 0 and not parsed.skipped),
     )
 
 

@@ -46,6 +46,7 @@ from workbench.corpus.pair_writer import (
     ParserGate,
     SqliteWriter,
     drop_existing,
+    sift_conflicts,
     source_conflicts,
     target_id_now,
 )
@@ -98,10 +99,8 @@ def import_staged(
         try:
             staging, existing = _begin_staging(target, token)
             moving = not staging.adopted and target.id is not None
-            conflicts = None
-            if moving:
-                with session_scope() as s:  # a read: no write lock held
-                    conflicts = source_conflicts(s, target.id, skip_conflicts)
+            with session_scope() as s:  # a read: no write lock held
+                conflicts = source_conflicts(s, target.id if moving else None, skip_conflicts)
             for chunk in chunks:
                 with session_scope() as s:
                     conn = s.connection()
@@ -109,7 +108,8 @@ def import_staged(
                     try:
                         _check_staging(s, staging, target)
                         if moving:
-                            chunk = drop_existing(conn, target.id, chunk, parsed, conflicts)
+                            chunk = drop_existing(conn, target.id, chunk, parsed)
+                        chunk = sift_conflicts(conn, conflicts, chunk, parsed)
                         writer.insert(staging.id, chunk, existing + added + len(chunk))
                     except BaseException:
                         writer.abort()

@@ -62,6 +62,7 @@ from workbench.corpus.pair_writer import (
     ParserGate,
     drop_existing,
     new_writer,
+    sift_conflicts,
     source_conflicts,
     target_id_now,
 )
@@ -104,7 +105,8 @@ def preview_import(
         conflicts = source_conflicts(s, corpus.id, skip_conflicts)
 
         def flush() -> None:
-            kept = drop_existing(s, corpus.id, chunk, parsed, conflicts)
+            kept = drop_existing(s, corpus.id, chunk, parsed)
+            kept = sift_conflicts(s, conflicts, kept, parsed)
             parsed.accepted += len(kept)
             parsed.pairs.extend(kept[: max(0, sample - len(parsed.pairs))])
             chunk.clear()
@@ -150,7 +152,8 @@ def import_file(
 
     An import that adds no pair writes nothing (no new corpus, no change record): an empty
     file, or one whose rows are all invalid or filtered, raises ``NothingToImport``; a file
-    whose valid rows are all in the corpus already (imported again) returns 0 added.
+    whose valid rows are all in the corpus already (imported again) or skipped as conflicts
+    (``skip_conflicts``, the user's own choice) returns 0 added, the conflicts named.
     """
     require(Permission.EDIT)
     validator = Validator()
@@ -180,10 +183,11 @@ def import_file(
             N_("import conflicts with a concurrent change: {error}"), error=str(exc.orig)
         ) from None
     except NothingToImport as exc:
-        if not exc.already_there:
+        if not exc.nothing_new:
             raise
-        # imported again (or by a concurrent import of the same file): nothing new, nothing
-        # written; the corpus the rows are in is the one found under the write lock
+        # imported again (or by a concurrent import of the same file), or every new row a
+        # conflict the user chose to skip: nothing written; the corpus is the one found
+        # under the write lock
         cid, added = exc.corpus_id, 0
     regrouped = 0
     if added:  # a new pair may share a sentence with a pair of another split
@@ -274,10 +278,11 @@ def _import_at_once(
             created = history.capture(s, Corpus, [cid])
         last_id = s.scalar(select(func.max(Pair.id))) or 0
         existing = s.scalar(select(func.count()).where(Pair.corpus_id == cid)) or 0
-        conflicts = source_conflicts(conn, cid, skip_conflicts) if existing else None
+        conflicts = source_conflicts(conn, cid if existing else None, skip_conflicts)
         for chunk in chunks:
             if existing:  # (in-file duplicates are already gone)
-                chunk = drop_existing(conn, cid, chunk, parsed, conflicts)
+                chunk = drop_existing(conn, cid, chunk, parsed)
+            chunk = sift_conflicts(conn, conflicts, chunk, parsed)
             # The first chunk is written once IMPORT_CHUNK pairs or EOF are seen, so the
             # tiny-corpus rule (size after the write < 20) is decided correctly.
             writer.insert(cid, chunk, existing + added + len(chunk))

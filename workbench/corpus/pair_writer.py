@@ -3,8 +3,9 @@
 * ``ImportTarget`` — where an import goes: an existing corpus, or one to create with the
   pairs; ``target_id_now`` checks it again once the writer holds the write lock.
 * ``drop_existing`` — the pairs of a chunk that the corpus does not hold yet (the others are
-  reported as ``duplicate_in_corpus``), and those whose source it translates differently
-  (``source_conflicts.SourceConflicts``, read by ``source_conflicts``) reported, or left out.
+  reported as ``duplicate_in_corpus``); ``sift_conflicts`` — those whose source the corpus
+  or an earlier row of the import translates differently (``source_conflicts.SourceConflicts``,
+  read by ``source_conflicts``) reported, or left out.
 * Writers, inside the caller's transaction: ``CoreWriter`` (batched SQLAlchemy Core inserts,
   PostgreSQL and other servers) and ``SqliteWriter`` (``executemany`` with the FTS index
   filled set-based, see ``db.search``); ``new_writer`` picks one.
@@ -72,15 +73,9 @@ def target_id_now(s: Session, target: ImportTarget) -> int | None:
 
 
 def drop_existing(
-    conn: Connection | Session,
-    corpus_id: int,
-    pairs: list[ParsedPair],
-    parsed: ParsedImport,
-    conflicts: SourceConflicts | None = None,
+    conn: Connection | Session, corpus_id: int, pairs: list[ParsedPair], parsed: ParsedImport
 ) -> list[ParsedPair]:
-    """``pairs`` minus those the corpus already holds (reported as duplicate_in_corpus);
-    with ``conflicts``, those whose source it translates differently are reported too (and
-    left out if the user chose so)."""
+    """``pairs`` minus those the corpus already holds (reported as duplicate_in_corpus)."""
     if not pairs:
         return pairs
     if conn.execute(select(Pair.id).where(Pair.corpus_id == corpus_id).limit(1)).first() is None:
@@ -92,22 +87,33 @@ def drop_existing(
             parsed.add(in_corpus(p.line, existing[p.content_hash]))
         else:
             kept.append(p)
-    if conflicts is None:
-        return kept
+    return kept
+
+
+def sift_conflicts(
+    conn: Connection | Session,
+    conflicts: SourceConflicts,
+    pairs: list[ParsedPair],
+    parsed: ParsedImport,
+) -> list[ParsedPair]:
+    """``pairs`` (none in the corpus as they are) with the rows whose source the corpus or an
+    earlier row translates differently reported, and left out if the user chose so."""
 
     def pair_of(pair_id: int) -> tuple[str, str] | None:
         found = conn.execute(select(Pair.source, Pair.target).where(Pair.id == pair_id)).first()
         return (found[0], found[1]) if found is not None else None
 
-    return conflicts.sift(kept, parsed, pair_of)
+    return conflicts.sift(pairs, parsed, pair_of)
 
 
 def source_conflicts(
-    conn: Connection | Session, corpus_id: int, skip: bool
-) -> SourceConflicts | None:
-    """The conflict check of an import into the corpus (None when it is empty: nothing to
-    conflict with); its (id, source) rows are read once, streamed, through Core (the ORM's
-    row objects cost twice the time)."""
+    conn: Connection | Session, corpus_id: int | None, skip: bool
+) -> SourceConflicts:
+    """The conflict check of an import into the corpus (None: a corpus to create, whose rows
+    can only conflict with each other); its (id, source) rows are read once, streamed,
+    through Core (the ORM's row objects cost twice the time)."""
+    if corpus_id is None:
+        return SourceConflicts((), skip)
     if isinstance(conn, Session):
         conn = conn.connection()
     rows = conn.execute(
@@ -115,8 +121,7 @@ def source_conflicts(
         .where(Pair.corpus_id == corpus_id)
         .execution_options(yield_per=20_000)
     )
-    conflicts = SourceConflicts(rows, skip)  # its Rows unpack as (id, source)
-    return conflicts if conflicts else None
+    return SourceConflicts(rows, skip)  # its Rows unpack as (id, source)
 
 
 class ParserGate:

@@ -194,7 +194,7 @@ def test_import_names_sources_the_corpus_translates_differently(tmp_path: Path) 
     skipped = run(home, *IMPORT_C, "--skip-conflicts", str(day2))
     assert skipped.returncode == 0, skipped.stderr
     assert skipped.stdout.splitlines()[1:] == [
-        "1 row gives a source the corpus already translates differently (skipped):",
+        "1 row gives a source the corpus or the file already translates differently (skipped):",
         "  line 1: 请戴好口罩。 → Please wear a mask. (the corpus, pair 4: Masks must be "
         "worn (carol).)",
     ]
@@ -202,6 +202,38 @@ def test_import_names_sources_the_corpus_translates_differently(tmp_path: Path) 
     added = json.loads(run(home, *IMPORT_C, "--json", str(day2)).stdout)
     assert (added["added"], added["conflicts"], added["conflicts_skipped"]) == (1, 1, False)
     assert added["conflict_examples"][0]["corpus_target"] == "Masks must be worn (carol)."
+    # A file whose every new row is a conflict the user chose to skip: 0 pairs, exit 0, named.
+    day3 = tmp_path / "day3.tsv"
+    day3.write_text("请戴好口罩。\tMasks on, please.\n我今天很忙。\tI am busy today.\n")
+    none = run(home, *IMPORT_C, "--skip-conflicts", str(day3))
+    assert none.returncode == 0, none.stderr
+    assert none.stdout.splitlines() == [
+        "imported 0 pairs into 'c' (1 duplicates, 0 invalid rows skipped)",
+        "1 row gives a source the corpus or the file already translates differently (skipped):",
+        "  line 1: 请戴好口罩。 → Masks on, please. (the corpus, pair 4: Masks must be "
+        "worn (carol).)",
+    ]
+    # Two rows of one file, into a new corpus: the second is named, with the first's line.
+    twice = tmp_path / "twice.tsv"
+    twice.write_text("早上好。\tGood morning.\n你好。\tHello.\n早上好。\tMorning!\n")
+    fresh = run(
+        home,
+        "import",
+        "--corpus",
+        "new",
+        "--src-lang",
+        "zh",
+        "--tgt-lang",
+        "en",
+        "--skip-conflicts",
+        str(twice),
+    )
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.splitlines()[1:] == [
+        "1 row gives a source the corpus or the file already translates differently (skipped):",
+        "  line 3: 早上好。 → Morning! (line 1 of the file translates it differently)",
+    ]
+    assert "imported 2 pairs into 'new'" in fresh.stdout
 
 
 # ------------------------------------------------------------ hostile input, failing disks

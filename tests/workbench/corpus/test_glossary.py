@@ -83,6 +83,25 @@ def test_a_term_starts_a_word_and_never_cuts_the_one_before_it(trained: dict) ->
         assert before and before[-1].lower() in known, output
 
 
+def test_a_term_in_a_target_without_spaces_goes_where_the_model_puts_the_word(
+    trained: dict, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """en→zh: inside a Chinese sentence a piece rarely begins a word ("▁…"), so the word
+    rules of targets with spaces would allow a term only at the sentence start or beside
+    punctuation. They do not apply there: "park" → "图书馆" comes in the middle of the
+    sentence, after the words the model writes on its own before "公园"."""
+    walk = "Let's go for a walk in the park tomorrow."
+    built = trained_home(tmp_path_factory, "toy_en_zh", training(preset="tiny"))
+    with module_home(built.home):
+        version = built.version_ids[0]
+        plain = translation.translate(version, [walk])[0].text
+        assert "公园" in plain and "图书馆" not in plain, plain
+        terms = glossary.Glossary((("park", "图书馆"),))
+        obeyed = translation.translate(version, [walk], glossary=terms)[0].text
+    before = obeyed[: obeyed.find("图书馆")]  # what the model wrote before the term
+    assert before and plain.startswith(before), (plain, obeyed)
+
+
 def test_evaluation_reports_the_term_hit_rate(trained: dict) -> None:
     glossary.set_terms(trained["corpus_id"], [("公园", "library")])
     terms = glossary.glossary_of(trained["corpus_id"])

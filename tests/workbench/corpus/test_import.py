@@ -326,12 +326,65 @@ def test_a_source_the_corpus_translates_differently_is_named_then_added_or_skipp
             "target": "Please wear a mask.",
             "corpus_target": "Masks must be worn (carol).",
             "pair_id": mask_pair,
+            "file_line": 0,
         }
     ]
     masks = set(P.search_pairs(info.id, "口罩").rows["target"])
     assert masks == {"Masks must be worn (carol).", "Please wear a mask."}
     # once both are in the corpus, the file's row is a duplicate, no longer a conflict
     assert I.preview_import(info.id, DAY2.encode(), "tsv").conflict_count == 0
+
+
+def test_a_file_whose_new_rows_are_all_skipped_conflicts_imports_nothing(
+    db_url: str, db_fingerprint
+) -> None:
+    """Every new row a conflict the user chose to skip (with a duplicate or without): an
+    import of 0 pairs, nothing written, the conflicts named; with an invalid row too, the
+    refusal counts them."""
+    info = C.create_corpus("c", "zh", "en")
+    I.import_file(info.id, MASKS.encode(), "tsv")
+    before = db_fingerprint()
+    only = "请戴好口罩。\tPlease wear a mask.\n挂号费二十元。\tThe fee: twenty yuan.\n"
+    for data in (only, only + "挂号费二十元。\tThe fee is twenty yuan.\n"):
+        result = I.import_file(info.id, data.encode(), "tsv", skip_conflicts=True)
+        assert (result.added, result.conflict_count, result.conflicts_skipped) == (0, 2, True)
+        assert [c.line for c in result.conflicts] == [1, 2]
+        assert db_fingerprint() == before
+    bad = only + "\tno source\n"
+    with pytest.raises(
+        WorkbenchError,
+        match=r"\(1 invalid, 0 duplicates, 0 filtered out, 2 skipped as conflicts\)",
+    ):
+        I.import_file(info.id, bad.encode(), "tsv", skip_conflicts=True)
+    assert db_fingerprint() == before
+
+
+@pytest.mark.parametrize("chunk", [2, 1000])
+def test_rows_of_one_file_that_translate_a_source_differently_are_named(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """Within one file (one chunk or across chunks, staged or not), into a new corpus too:
+    the second translation of a source is named with the line of the first, added by
+    default, left out when asked; the same row twice stays an ordinary duplicate."""
+    monkeypatch.setattr(I, "IMPORT_CHUNK", chunk)
+    data = (
+        "早上好。\tGood morning.\n你好。\tHello.\n早上好。\tGood morning.\n"
+        "早上好。\tMorning!\n谢谢。\tThanks.\n"
+    ).encode()
+    preview = I.preview_import(C.create_corpus("c", "zh", "en").id, data, "tsv")
+    assert (preview.accepted, preview.duplicates, preview.conflict_count) == (4, 1, 1)
+    assert preview.conflicts == [K.Conflict(4, "早上好。", "Morning!", "", 0, 1)]
+    [issue] = [i for i in preview.report if i.kind == "conflict"]
+    assert (issue.line, issue.severity, issue.message) == (
+        4,
+        "warning",
+        "line 1 of the file translates this source differently",
+    )
+    added = I.import_file("new", data, "tsv", create_langs=("zh", "en"))
+    assert (added.added, added.conflict_count, added.conflicts) == (4, 1, preview.conflicts)
+    skipped = I.import_file("other", data, "tsv", create_langs=("zh", "en"), skip_conflicts=True)
+    assert (skipped.added, skipped.conflict_count, skipped.conflicts_skipped) == (3, 1, True)
+    assert set(P.search_pairs(skipped.corpus_id, "早上好").rows["target"]) == {"Good morning."}
 
 
 def test_strict_import_aborts_on_any_invalid_row(db_url: str, db_fingerprint) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable
 
+import numpy as np
+
 from workbench.corpus.import_checks import (
     Conflict,
     ParsedImport,
@@ -38,8 +40,6 @@ class SourceConflicts:
     """
 
     def __init__(self, rows: Iterable[tuple[int, str]], skip: bool) -> None:
-        import numpy as np
-
         ids, digests = array("q"), array("q")
         for pair_id, source in rows:
             ids.append(pair_id)
@@ -66,13 +66,15 @@ class SourceConflicts:
         kept = []
         for i, (p, digest) in enumerate(zip(pairs, wanted, strict=True)):
             earlier = self._lines.get(digest)
-            if i not in in_corpus and earlier is not None:
+            if i in in_corpus:
+                conflict = True
+            elif earlier is not None:
                 self._report_in_file(p, earlier, parsed)
-            elif i not in in_corpus:
-                self._lines[digest] = p.line
-                kept.append(p)
-                continue
-            if not self.skip:
+                conflict = True
+            else:
+                self._lines[digest] = p.line  # an accepted row: later ones are checked against it
+                conflict = False
+            if not (conflict and self.skip):
                 kept.append(p)
         return kept
 
@@ -85,8 +87,6 @@ class SourceConflicts:
     ) -> set[int]:
         """The indexes of ``pairs`` whose source the corpus translates differently
         (reported)."""
-        import numpy as np
-
         if not len(self._digests):
             return set()
         digests = np.array(wanted, dtype=np.int64)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.cli.common import EXIT_OK, Command, print_json, print_text
+from workbench.corpus.cleaning import CHINESE_CONVERSIONS, CleaningOptions
 from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.corpus.exporting import EXPORT_FORMATS
 from workbench.corpus.formats import FORMATS, TWO_FILE_FORMATS
@@ -42,7 +43,41 @@ def _args_import(p: argparse.ArgumentParser) -> None:
         help="leave out rows whose source the corpus already translates differently "
         "(default: add them; either way the report names them)",
     )
+    clean = p.add_argument_group(
+        "clean-up", "rules that leave rows out of the import (counted as filtered) or rewrite them"
+    )
+    clean.add_argument(
+        "--drop-other-languages",
+        action="store_true",
+        help="leave out pairs whose source or target is confidently another language",
+    )
+    clean.add_argument(
+        "--drop-copies", action="store_true", help="leave out pairs whose target repeats the source"
+    )
+    clean.add_argument(
+        "--max-ratio",
+        type=float,
+        metavar="R",
+        help="leave out pairs whose longer side has more than R times the tokens of the shorter",
+    )
+    clean.add_argument(
+        "--chinese",
+        choices=list(CHINESE_CONVERSIONS),
+        default="none",
+        help="convert the Chinese side(s) to one script: "
+        + ", ".join(f"{k}: {v}" for k, v in CHINESE_CONVERSIONS.items()),
+    )
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
+
+
+def _cleaning(args: argparse.Namespace) -> CleaningOptions:
+    """The clean-up flags as the options the import page's checkboxes make."""
+    return CleaningOptions(
+        language_id=args.drop_other_languages,
+        max_ratio=args.max_ratio,
+        drop_copies=args.drop_copies,
+        chinese=args.chinese,
+    )
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
@@ -50,6 +85,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from workbench.corpus.corpora import get_corpus
     from workbench.corpus.importing import import_file
 
+    cleaning = _cleaning(args)  # a bad ratio is refused before the file is read
     if not args.file.is_file():
         raise WorkbenchError(N_("file not found: {path}"), path=args.file)
     # A new corpus is created together with its pairs: a bad file, or an import killed
@@ -61,6 +97,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         args.tgt_file,
         strict=args.strict,
         create_langs=(args.src_lang, args.tgt_lang),
+        cleaning=cleaning,
         skip_conflicts=args.skip_conflicts,
     )
     name = get_corpus(result.corpus_id).name
@@ -73,7 +110,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print_text(f"  … {sum(result.issue_counts.values()) - 10} more issues", file=sys.stderr)
     print_text(
         f"imported {result.added} pairs into {name!r} "
-        f"({result.duplicates} duplicates, {result.skipped} invalid rows skipped)"
+        f"({result.duplicates} duplicates, {result.skipped} invalid rows skipped"
+        + (f", {result.filtered} filtered out by the clean-up" if cleaning.active else "")
+        + ")"
     )
     if result.regrouped:
         print_text(splits.regrouped_text(result.regrouped))

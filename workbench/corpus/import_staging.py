@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,14 +35,13 @@ from db.tables import Corpus, Pair
 from workbench import settings, storage
 from workbench.corpus.corpora import STAGING_NAME
 from workbench.corpus.import_checks import (
-    ParsedPair,
     Validator,
     in_corpus,
     refuse_empty_import,
 )
 from workbench.corpus.pair_writer import (
+    ImportJob,
     ImportTarget,
-    ParserGate,
     SqliteWriter,
     drop_existing,
     sift_conflicts,
@@ -79,17 +77,12 @@ def _lock_path(engine: Engine, token: str) -> Path:
     return settings.sqlite_import_lock_path(str(engine.url.database), token)
 
 
-def import_staged(
-    target: ImportTarget,
-    chunks: Iterable[list[ParsedPair]],
-    validator: Validator,
-    gate: ParserGate,
-    skip_conflicts: bool,
-) -> tuple[int, int]:
+def import_staged(job: ImportJob) -> tuple[int, int]:
     """Stage chunk by chunk (short transactions), then publish in one short transaction;
     returns (corpus id, pairs added). On failure what was staged is removed. Into a
     non-empty corpus, rows whose source it translates differently are reported (and left
     out with ``skip_conflicts``)."""
+    target, validator = job.target, job.validator
     token = uuid.uuid4().hex
     lock_path = _lock_path(storage.engine(), token)
     parsed, added = validator.parsed, 0
@@ -100,11 +93,11 @@ def import_staged(
             staging, existing = _begin_staging(target, token)
             moving = not staging.adopted and target.id is not None
             with session_scope() as s:  # a read: no write lock held
-                conflicts = source_conflicts(s, target.id if moving else None, skip_conflicts)
-            for chunk in chunks:
+                conflicts = source_conflicts(s, target.id if moving else None, job.skip_conflicts)
+            for chunk in job.chunks:
                 with session_scope() as s:
                     conn = s.connection()
-                    writer = SqliteWriter(conn, gate)
+                    writer = SqliteWriter(conn, job.gate)
                     try:
                         _check_staging(s, staging, target)
                         if moving:

@@ -27,7 +27,7 @@ import itertools
 import queue
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import func, select
@@ -58,6 +58,7 @@ from workbench.corpus.import_checks import (
 from workbench.corpus.import_staging import can_stage, import_staged, sweep_import_staging
 from workbench.corpus.pair_writer import (
     CoreWriter,
+    ImportJob,
     ImportTarget,
     ParserGate,
     drop_existing,
@@ -170,12 +171,11 @@ def import_file(
                 second = next(chunks, None) if first is not None else None
                 ahead = [c for c in (first, second) if c is not None]
                 every_chunk = itertools.chain(ahead, chunks)
+                job = ImportJob(target, every_chunk, validator, gate, skip_conflicts)
                 if second is not None and can_stage(storage.engine()):
-                    cid, added = import_staged(target, every_chunk, validator, gate, skip_conflicts)
+                    cid, added = import_staged(job)
                 else:
-                    cid, added = _import_at_once(
-                        s, target, every_chunk, validator, gate, skip_conflicts
-                    )
+                    cid, added = _import_at_once(s, job)
             finally:
                 chunks.close()
     except IntegrityError as exc:
@@ -254,19 +254,12 @@ def _target(s: Session, corpus: CorpusRef, create_langs: tuple[str, str] | None)
     return target
 
 
-def _import_at_once(
-    s: Session,
-    target: ImportTarget,
-    chunks: Iterable[list[ParsedPair]],
-    validator: Validator,
-    gate: ParserGate,
-    skip_conflicts: bool,
-) -> tuple[int, int]:
+def _import_at_once(s: Session, job: ImportJob) -> tuple[int, int]:
     """Everything in the caller's transaction (small files; every file on PostgreSQL);
     returns (corpus id, pairs added)."""
-    parsed, added = validator.parsed, 0
+    target, parsed, added = job.target, job.validator.parsed, 0
     conn = s.connection()
-    writer = new_writer(conn, gate)
+    writer = new_writer(conn, job.gate)
     try:
         cid = target_id_now(s, target)  # still there, now that we hold the write lock?
         created: dict[int, dict[str, Any]] = {}
@@ -278,8 +271,8 @@ def _import_at_once(
             created = history.capture(s, Corpus, [cid])
         last_id = s.scalar(select(func.max(Pair.id))) or 0
         existing = s.scalar(select(func.count()).where(Pair.corpus_id == cid)) or 0
-        conflicts = source_conflicts(conn, cid if existing else None, skip_conflicts)
-        for chunk in chunks:
+        conflicts = source_conflicts(conn, cid if existing else None, job.skip_conflicts)
+        for chunk in job.chunks:
             if existing:  # (in-file duplicates are already gone)
                 chunk = drop_existing(conn, cid, chunk, parsed)
             chunk = sift_conflicts(conn, conflicts, chunk, parsed)

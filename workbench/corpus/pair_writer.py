@@ -2,6 +2,8 @@
 
 * ``ImportTarget`` — where an import goes: an existing corpus, or one to create with the
   pairs; ``target_id_now`` checks it again once the writer holds the write lock.
+  ``ImportJob`` — that target with its chunks and checks: what either way of writing
+  (in one transaction, or staged) is handed.
 * ``drop_existing`` — the pairs of a chunk that the corpus does not hold yet (the others are
   reported as ``duplicate_in_corpus``); ``sift_conflicts`` — those whose source the corpus
   or an earlier row of the import translates differently (``source_conflicts.SourceConflicts``,
@@ -16,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,7 @@ from sqlalchemy.orm import Session
 from db import search
 from db.tables import Corpus, Pair, utcnow
 from workbench.corpus.corpora import find_by_id
-from workbench.corpus.import_checks import ParsedImport, ParsedPair, in_corpus
+from workbench.corpus.import_checks import ParsedImport, ParsedPair, Validator, in_corpus
 from workbench.corpus.pairs import existing_hashes
 from workbench.corpus.source_conflicts import SourceConflicts
 from workbench.corpus.text_rules import default_split
@@ -46,6 +48,18 @@ class ImportTarget:
     name: str
     src_lang: str
     tgt_lang: str
+
+
+@dataclass(frozen=True)
+class ImportJob:
+    """One import as either way of writing it takes it: the target, the validated chunks
+    (read once), the checks that count what they drop, and the user's choice on conflicts."""
+
+    target: ImportTarget
+    chunks: Iterable[list[ParsedPair]]
+    validator: Validator
+    gate: ParserGate
+    skip_conflicts: bool
 
 
 def target_id_now(s: Session, target: ImportTarget) -> int | None:

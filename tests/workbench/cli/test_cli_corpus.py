@@ -236,6 +236,30 @@ def test_import_names_sources_the_corpus_translates_differently(tmp_path: Path) 
     assert "imported 2 pairs into 'new'" in fresh.stdout
 
 
+
+def test_import_cleans_as_the_import_page_does(tmp_path: Path) -> None:
+    """The page's clean-up options as flags: copies and misaligned rows left out (counted as
+    filtered), Traditional Chinese converted; a bad ratio is one line and writes nothing."""
+    home, data, out = tmp_path / "h", tmp_path / "mixed.tsv", tmp_path / "out.tsv"
+    data.write_text(
+        f"{TSV}請把燈關掉。\tPlease turn off the light.\nOK\tOK\n"
+        "好。\tYes, and then we walked all the way home along the river in the rain.\n",
+        "utf-8",
+    )
+    bad = run(home, *IMPORT_C, "--max-ratio", "0.5", str(data))
+    assert "at least 1" in assert_one_line_error(bad)
+    assert "no corpus" in run(home, "export", "--corpus", "c", str(out)).stderr
+    flags = ["--drop-copies", "--max-ratio", "4", "--chinese", "t2s"]
+    done = run(home, *IMPORT_C, *flags, str(data))
+    assert done.returncode == 0, done.stderr
+    assert "imported 4 pairs into 'c' (0 duplicates, 0 invalid rows skipped, 2 filtered out " in (
+        done.stdout
+    )
+    assert run(home, "export", "--corpus", "c", str(out)).returncode == 0
+    sources = [line.split("\t")[0] for line in out.read_text("utf-8").splitlines()]
+    assert "请把灯关掉。" in sources
+    assert not {"OK", "好。", "請把燈關掉。"} & set(sources)
+
 # ------------------------------------------------------------ hostile input, failing disks
 
 

@@ -108,10 +108,12 @@ GPU_BATCH_TOKENS = 8192  # (not tuned here: no GPU was available)
 # Budgets below these halve the vocabulary (see _vocab_size), a joint one and one per side
 # (10-minute clicks, valid greedy BLEU). Joint (Multi30k de-en): 8k 37.85 at 3.68M tokens
 # against 4k's 36.47-37.15 at 3.50-3.64M; 8k 35.80 and 36.98 at 3.05-3.06M against 4k's
-# 36.06-36.58 at 3.00-3.31M (a draw: the threshold stays); equal at 2M. Per side (Tatoeba
+# 36.06-36.58 at 3.00-3.31M (a draw); equal at 2M. So a joint vocabulary halves below 3.0M:
+# from a draw up, and a plan near it ends 0.96-1.33x its tokens (the final clicks trained
+# 3.00-4.17M), where 8k pulls ahead. Per side (Tatoeba
 # zh-en): 4k 24.07 at 3.20M against 2k's 20.41 at 3.07M, but 2k 11.8 against 4k 8.4 at 1.1M:
 # the gain changes sign near 2M.
-SHORT_BUDGET_TOKENS = {"joint": 3_500_000, "per side": 2_500_000}
+SHORT_BUDGET_TOKENS = {"joint": 3_000_000, "per side": 2_500_000}
 # SentencePiece pieces of a joint vocabulary for tens of thousands of pairs (one per side: half
 # that each); halved for a corpus below SMALL_CORPUS_PAIRS, doubled from LARGE_CORPUS_PAIRS.
 JOINT_VOCAB = 8_000
@@ -260,7 +262,7 @@ def resolve(
     if speed is not None and tokens is not None and cfg.token_budget is None and cfg.epochs is None:
         # minutes: measure the candidate for the estimate, then the one for the measured budget
         # while that differs (a short budget trains a cheaper configuration). A budget on a
-        # threshold may still point back (8k pieces timed slower than 4k project under 3.5M
+        # threshold may still point back (8k pieces timed slower than 4k project under 3.0M
         # tokens): then the cheaper one trains, planned on the dearer one's speed — what the
         # trainer, given that one measurement, chooses too.
         measured: TrainConfig | None = None

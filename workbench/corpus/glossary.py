@@ -102,11 +102,19 @@ def _without_spaces(text: str) -> bool:
 def _term_ids(tokenizer: Tokenizer, term: str, spaced: bool) -> list[int]:
     """The target pieces of `term` as written inside a sentence. A subword tokenizer begins
     a text (the term on its own is one) with "▁": right in a target with spaces, where a
-    term begins a word, but in Chinese a lone "▁" piece is one the model writes only at the
-    sentence start (it would pull the term there), so there it is left out."""
+    term begins a word, but in Chinese a "▁" piece is one the model writes only at the
+    sentence start (it would pull the term there, and "▁图书馆" comes out as " 图书馆"), so
+    there the marker goes: a lone "▁" is left out, a "▁X" piece becomes "X", or X's
+    characters, where the vocabulary has them."""
     ids = tokenizer.encode(term)
-    if not spaced and tokenizer.ids_to_pieces(ids[:1]) == ["▁"]:
-        return ids[1:]
+    first = tokenizer.ids_to_pieces(ids[:1])
+    if spaced or not first or not first[0].startswith("▁"):
+        return ids
+    bare = first[0][1:]
+    vocabulary = {p: i for i, p in enumerate(tokenizer.ids_to_pieces(range(tokenizer.vocab_size)))}
+    for pieces in ([bare] if bare else [], list(bare)):
+        if all(p in vocabulary for p in pieces):
+            return [vocabulary[p] for p in pieces] + ids[1:]
     return ids
 
 

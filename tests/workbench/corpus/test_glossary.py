@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from core_model.tokenizer import SentencePieceTokenizer
 from tests.helpers import (
     cli_in_process,
     make_toy_corpus,
@@ -100,6 +101,21 @@ def test_a_term_in_a_target_without_spaces_goes_where_the_model_puts_the_word(
         obeyed = translation.translate(version, [walk], glossary=terms)[0].text
     before = obeyed[: obeyed.find("图书馆")]  # what the model wrote before the term
     assert before and plain.startswith(before), (plain, obeyed)
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_a_chinese_term_is_written_without_the_word_marker(model_type: str) -> None:
+    """A term on its own is a text of its own: SentencePiece begins it with "▁" — a lone
+    piece, or merged ("▁图书馆", which a Chinese sentence decodes as "去 图书馆"). Inside a
+    Chinese target the marker is dropped; in a target with spaces it stays."""
+    starts = ["图书馆很安静。", "图书馆开门了。", "图书馆在哪里？", "公园很大。"]
+    tokenizer = SentencePieceTokenizer.train(
+        [*starts, "我们明天去公园。", "今天天气很好。"] * 20, vocab_size=60, model_type=model_type
+    )
+    assert tokenizer.ids_to_pieces(tokenizer.encode("图书馆"))[0].startswith("▁")
+    inside = glossary._term_ids(tokenizer, "图书馆", spaced=False)
+    assert tokenizer.decode(tokenizer.encode("我去") + inside) == "我去图书馆"
+    assert glossary._term_ids(tokenizer, "图书馆", spaced=True) == tokenizer.encode("图书馆")
 
 
 def test_evaluation_reports_the_term_hit_rate(trained: dict) -> None:

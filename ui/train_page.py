@@ -285,6 +285,11 @@ def history() -> None:
     table["trained for"] = [formatting.fmt_duration(r.trained_s) for r in shown]
     table["stopped because"] = [localized(r.stopped_because or "") for r in shown]
     table["preset"] = [live_runs.auto_label(p) for p in table["preset"]]
+    # every succeeded run registered a version: without one now, it was deleted since
+    table["version"] = [
+        version or (_("deleted") if r.status == runs.RunStatus.SUCCEEDED else "")
+        for version, r in zip(table["version"], shown, strict=True)
+    ]
     st.dataframe(
         table,
         hide_index=True,

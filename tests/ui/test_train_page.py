@@ -497,6 +497,9 @@ def test_history_says_why_runs_stopped_with_one_type_per_column(
     )
     cancelled = runs.enqueue_training(populated.corpus_id, epochs=3)  # beside 'automatic' ones
     runs.cancel_run(cancelled)
+    # a succeeded run whose version was deleted since: said, not left blank like a cancelled one
+    gone, version = train_version(populated.corpus_id, preset="tiny", max_steps=2)
+    registry.delete_version(version)
     try:
         at = open_page("train")
         assert not fixed, f"History needed Arrow fixes (mixed types): {fixed}"
@@ -505,6 +508,7 @@ def test_history_says_why_runs_stopped_with_one_type_per_column(
             "",
             "3 epochs",
         )
+        assert table.loc[gone, "version"] == "deleted"
         for run_id in populated.run_ids:
             run = run_info.get_run(run_id)
             row = table.loc[run_id]
@@ -521,6 +525,7 @@ def test_history_says_why_runs_stopped_with_one_type_per_column(
         )
     finally:
         runs.delete_run(cancelled)
+        runs.delete_run(gone)
 
 
 def test_resume_and_delete_a_run_from_the_page(populated: Trained, no_worker: None) -> None:

@@ -44,17 +44,19 @@ def browser_key() -> str:
     browser (its cookie ``COOKIE``, set here when missing, names the browser: its other
     tabs' drafts are then found, ``drafts.other_tabs``); and put it (back) into the address."""
     key = st.session_state.get(_BROWSER_KEY)
+    browser = st.context.cookies.get(COOKIE)  # as the browser sent it when the tab connected
     if key is None:
         given = st.query_params.get(PARAM)
-        browser = st.context.cookies.get(COOKIE)
         key = given if drafts.is_browser_key(given) else drafts.new_browser_key(browser)
         st.session_state[_BROWSER_KEY] = key
-        if browser != drafts.browser_of(key):  # the browser's tabs share the first one's
-            st.html(
-                f"<script>document.cookie = '{COOKIE}={drafts.browser_of(key)}; path=/; "
-                "max-age=31536000; samesite=strict';</script>",
-                unsafe_allow_javascript=True,
-            )
+    if browser != drafts.browser_of(key):
+        # the browser's tabs share the first one's: set on every run of this tab, as a run
+        # that replaces the page before the browser drew it would drop a script set once
+        st.html(
+            f"<script>document.cookie = '{COOKIE}={drafts.browser_of(key)}; path=/; "
+            "max-age=31536000; samesite=strict';</script>",
+            unsafe_allow_javascript=True,
+        )
     if st.query_params.get(PARAM) != key:
         st.query_params[PARAM] = key
     return key

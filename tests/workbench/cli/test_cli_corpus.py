@@ -236,7 +236,6 @@ def test_import_names_sources_the_corpus_translates_differently(tmp_path: Path) 
     assert "imported 2 pairs into 'new'" in fresh.stdout
 
 
-
 def test_import_cleans_as_the_import_page_does(tmp_path: Path) -> None:
     """The page's clean-up options as flags: copies and misaligned rows left out (counted as
     filtered), Traditional Chinese converted; a bad ratio is one line and writes nothing."""
@@ -259,6 +258,7 @@ def test_import_cleans_as_the_import_page_does(tmp_path: Path) -> None:
     sources = [line.split("\t")[0] for line in out.read_text("utf-8").splitlines()]
     assert "请把灯关掉。" in sources
     assert not {"OK", "好。", "請把燈關掉。"} & set(sources)
+
 
 # ------------------------------------------------------------ hostile input, failing disks
 

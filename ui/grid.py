@@ -35,31 +35,43 @@ from workbench.team.access import Permission
 PARAM = "drafts"  # the address' parameter holding the tab's key
 COOKIE = "workbench_browser"  # names the browser: the first part of its tabs' keys
 _BROWSER_KEY = "_drafts_browser_key"
+_COOKIE_BOX = "browser_cookie"  # the hidden container of the script that sets COOKIE
 _LIVE = "_drafts_live_grids"  # grid name -> the grid drawn last (a plain dict, see _live)
 _GENERATION = "_drafts_generation"
 
 
 def browser_key() -> str:
     """This tab's key: the one in the address (a reload keeps it), else a new one in this
-    browser (its cookie ``COOKIE``, set here when missing, names the browser: its other
-    tabs' drafts are then found, ``drafts.other_tabs``); and put it (back) into the address."""
+    browser (its cookie ``COOKIE`` names the browser, ``_remember_browser``: its other tabs'
+    drafts are then found, ``drafts.other_tabs``); and put it (back) into the address."""
     key = st.session_state.get(_BROWSER_KEY)
-    browser = st.context.cookies.get(COOKIE)  # as the browser sent it when the tab connected
     if key is None:
         given = st.query_params.get(PARAM)
+        browser = st.context.cookies.get(COOKIE)
         key = given if drafts.is_browser_key(given) else drafts.new_browser_key(browser)
         st.session_state[_BROWSER_KEY] = key
-    if browser != drafts.browser_of(key):
-        # the browser's tabs share the first one's: set on every run of this tab, as a run
-        # that replaces the page before the browser drew it would drop a script set once
+    if st.query_params.get(PARAM) != key:
+        st.query_params[PARAM] = key
+    return key
+
+
+def _remember_browser(key: str) -> None:
+    """Set the cookie that names this browser (the first part of ``key``: the browser's tabs
+    share the first one's) when this tab's connection did not send it — on every run until
+    then, as a run that replaces the page before the browser drew it drops a script set once;
+    in a container the page hides (a visible element, even an empty one, takes a gap)."""
+    if st.context.cookies.get(COOKIE) == drafts.browser_of(key):
+        return
+    st.html(
+        f'<style>[data-testid="stLayoutWrapper"]:has(> .st-key-{_COOKIE_BOX}), '
+        f".st-key-{_COOKIE_BOX} {{ display: none; }}</style>"
+    )
+    with st.container(key=_COOKIE_BOX):
         st.html(
             f"<script>document.cookie = '{COOKIE}={drafts.browser_of(key)}; path=/; "
             "max-age=31536000; samesite=strict';</script>",
             unsafe_allow_javascript=True,
         )
-    if st.query_params.get(PARAM) != key:
-        st.query_params[PARAM] = key
-    return key
 
 
 def _open_tab(key: str) -> None:
@@ -79,6 +91,7 @@ def keep_drafts() -> None:
         return
     with feedback.error_boundary(N_("keeping the unsaved edits")):
         key = browser_key()
+        _remember_browser(key)
         lives: dict[str, dict[str, Any]] = st.session_state.get(_LIVE, {})
         for name, live in list(lives.items()):
             if live["key"] in st.session_state:

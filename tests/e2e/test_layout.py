@@ -59,6 +59,11 @@ _TABLES = """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')]
             drawn: [...f.querySelectorAll('th')].map(t => t.innerText.trim())};
 })"""
 
+# `st.html` elements (a style, the script that sets the browser's cookie) placed where they
+# take a gap in the page: an empty element still gets the column's spacing above the next.
+_PLACED_HTML = """() => [...document.querySelectorAll(
+    '[data-testid="stMain"] [data-testid="stHtml"]')].filter(e => e.offsetParent !== null).length"""
+
 
 def _open(page, url: str) -> None:
     page.goto(url)
@@ -98,6 +103,7 @@ def test_pages_fit_1400_px_and_call_nothing_outside(app: App) -> None:
                 for ref in navigation.PAGES:
                     _open(page, f"{app.url}/{ref.url_path}?lang={lang}")
                     assert page.evaluate(_CUT_BUTTONS) == [], (lang, ref.url_path)
+                    assert page.evaluate(_PLACED_HTML) == 0, (lang, ref.url_path)
                     # every page opens at its own address (issue 19: /corpus answered "Page
                     # not found", Streamlit serving its default page only at the root)
                     expect(page.get_by_text("Page not found")).to_have_count(0)  # Streamlit's
@@ -134,6 +140,8 @@ def test_pages_fit_1400_px_and_call_nothing_outside(app: App) -> None:
                 _settle(page)
                 assert page.evaluate(_CUT_BUTTONS) == [], (lang, "models: HTTP API")
             assert page.locator('[data-testid="stException"]').count() == 0
+            # the drafts' browser cookie (ui.grid) was set, by that hidden script
+            assert "workbench_browser=" in page.evaluate("document.cookie")
         finally:
             browser.close()
     assert outside == []

@@ -130,8 +130,11 @@ RUN_SHARE_OF_CALIBRATION = 0.9
 # Typical training speed (source + target tokens per second, a run's average with its
 # validations) by preset: the first guess of a minutes budget's tokens, which a CPU run then
 # replaces by a measurement (`calibration`); used as is on a GPU and across data-parallel
-# ranks. CPU: what 2-core machines sustain in bf16 (small: 2,000-3,300 in 10-minute runs).
-CPU_TOKENS_PER_S = {"tiny": 12_000.0, "small": 2_500.0, "base": 600.0}
+# ranks. CPU small: what a 2-core machine sustains in a 10-minute click at its 625-token
+# batches (5,491 fp32 with AVX2 kernels, 5,619-6,588 bf16: docs/TRAINING.md). A guess far
+# under the measurement made a click time a third candidate (~19 s of its 10 minutes) that
+# nothing trained; near it, the first candidate timed is the one the run trains.
+CPU_TOKENS_PER_S = {"tiny": 12_000.0, "small": 5_000.0, "base": 600.0}
 GPU_TOKENS_PER_S = {"tiny": 200_000.0, "small": 150_000.0, "base": 80_000.0}
 
 # Fine-tuning a large pretrained model (module docstring): peak rate, warm-up, passes.

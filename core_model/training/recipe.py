@@ -131,9 +131,9 @@ RUN_SHARE_OF_CALIBRATION = 0.9
 # validations) by preset: the first guess of a minutes budget's tokens, which a CPU run then
 # replaces by a measurement (`calibration`); used as is on a GPU and across data-parallel
 # ranks. CPU small: what a 2-core machine sustains in a 10-minute click at its 625-token
-# batches (5,491 fp32 with AVX2 kernels, 5,619-6,588 bf16: docs/TRAINING.md). A guess far
-# under the measurement made a click time a third candidate (~19 s of its 10 minutes) that
-# nothing trained; near it, the first candidate timed is the one the run trains.
+# batches (5,491 fp32 with AVX2 kernels, 5,619-6,588 bf16: docs/TRAINING.md). The old guess,
+# 2,500, made a click time two candidates (~36 s of its 10 minutes) that nothing trained; near
+# the measurement, the first candidate timed is the one the run trains.
 CPU_TOKENS_PER_S = {"tiny": 12_000.0, "small": 5_000.0, "base": 600.0}
 GPU_TOKENS_PER_S = {"tiny": 200_000.0, "small": 150_000.0, "base": 80_000.0}
 
@@ -232,8 +232,9 @@ class Plan:
 
 
 # Candidates a minutes budget times at most: the typical speed's guess, the measured budget's
-# (a larger batch), and its vocabulary or its dropout (a fast CPU's budget crosses
-# SHORT_BUDGET_TOKENS, or NO_DROPOUT_MAX_PASSES on a smaller corpus).
+# (another batch, vocabulary or dropout: the budget crossed CPU_BATCH_TOKENS' updates,
+# SHORT_BUDGET_TOKENS or NO_DROPOUT_MAX_PASSES), and one more where that points back (the
+# guess timed again: one slow reading must not decide the vocabulary alone).
 MEASURED_CANDIDATES = 3
 # How fast this machine trains a candidate config (`calibration.measure` in the trainer).
 Speed = Callable[[TrainConfig], Calibration]

@@ -13,11 +13,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, memory_panel, pickers
+from ui import charts, feedback, formatting, glossary_panel, memory_panel, pickers
 from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import settings
-from workbench.corpus import corpora, glossary, pairs
+from workbench.corpus import corpora, pairs
 from workbench.memory import recall
 from workbench.models import engines, translation
 from workbench.team.access import Permission
@@ -52,16 +52,9 @@ def render() -> None:
             height=140,
             placeholder=_examples(version),
         )
-        terms = glossary.glossary_of(version.corpus_id) if version.corpus_id else None
-        use_glossary = bool(terms) and st.toggle(
-            n_(
-                "Use the glossary of “{corpus}” ({n} term)",
-                "Use the glossary of “{corpus}” ({n} terms)",
-                len(terms.terms),
-                corpus=version.corpus_name,
-            )
-            if terms
-            else "",
+        terms, use_glossary = glossary_panel.glossary_toggle(
+            version.corpus_id,
+            version.corpus_name,
             value=True,
             key="translate_glossary",
             help=_(

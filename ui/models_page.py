@@ -85,12 +85,10 @@ def versions_table() -> None:
         for corpus, origin in zip(table["corpus"], table["origin"], strict=True)
     ]
     table["origin"] = [_origin_cell(origin) for origin in table["origin"]]
-    st.dataframe(
+    formatting.records_table(
         table,
-        hide_index=True,
-        width="stretch",
-        column_order=VERSION_COLUMNS,
-        column_config={
+        VERSION_COLUMNS,
+        {
             "id": st.column_config.NumberColumn(_("id"), format="#%d", width="small"),
             "name": st.column_config.TextColumn(_("name"), width="medium"),
             "corpus": st.column_config.TextColumn(_("corpus")),

@@ -288,12 +288,10 @@ def history() -> None:
         version or (_("deleted") if r.status == runs.RunStatus.SUCCEEDED else "")
         for version, r in zip(table["version"], shown, strict=True)
     ]
-    st.dataframe(
+    formatting.records_table(
         table,
-        hide_index=True,
-        width="stretch",
-        column_order=HISTORY_COLUMNS,
-        column_config={
+        HISTORY_COLUMNS,
+        {
             "run": st.column_config.NumberColumn(_("run"), format="#%d", width="small"),
             "corpus": _("corpus"),
             "status": _("status"),

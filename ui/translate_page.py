@@ -30,21 +30,12 @@ MAX_MAP_PIECES = 80
 
 
 def render() -> None:
-    versions = pickers.versions_or_train_hint(
-        _(
-            "No model version yet: train one on the Train page (the demo corpus trains in "
-            "about a minute), then come back here."
-        )
-    )
-    if not versions:
+    form = pickers.version_form("translate")
+    if form is None:
         return
-
-    with st.container(border=True):
-        top = st.columns([3, 2], gap="medium")
-        with top[0]:
-            version = pickers.version_picker(versions, key="translate_version")
-        with top[1]:
-            beam = pickers.decoding_picker("translate")
+    version, beam = form.version, form.beam
+    with form.box:
+        with form.right:
             engine = pickers.engine_picker("translate")
         text = st.text_area(
             _("Source sentences ({lang}), one per line", lang=version.src_lang),

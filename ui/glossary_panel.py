@@ -20,7 +20,9 @@ def glossary_toggle(
     terms: a toggle that the Translate page and Compare both show, only where there are terms
     (``help`` says what it changes there)."""
     terms = glossary.glossary_of(corpus_id) if corpus_id is not None else None
-    use = bool(terms) and st.toggle(
+    if not terms:
+        return terms, False
+    use = st.toggle(
         n_(
             "Use the glossary of “{corpus}” ({n} term)",
             "Use the glossary of “{corpus}” ({n} terms)",

@@ -15,9 +15,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, pickers
+from ui import charts, feedback, formatting, glossary_panel, pickers
 from ui.i18n import N_, _, choice_labels, localized, n_, translate
-from workbench.corpus import corpora, glossary, snapshots
+from workbench.corpus import corpora, snapshots
 from workbench.evaluation import comparison_report, evaluation, significance
 from workbench.messages import Message
 from workbench.training import metric_rows
@@ -87,14 +87,9 @@ def compare_tab(versions: list[Any]) -> None:
         )
     with row[1]:
         beam = pickers.decoding_picker("compare")
-    terms = glossary.glossary_of(test_corpus.id)
-    enforce = bool(terms) and st.toggle(
-        n_(
-            "Make the versions use the glossary of “{corpus}” ({n} term)",
-            "Make the versions use the glossary of “{corpus}” ({n} terms)",
-            len(terms.terms),
-            corpus=test_corpus.name,
-        ),
+    terms, enforce = glossary_panel.glossary_toggle(
+        test_corpus.id,
+        test_corpus.name,
         key="compare_glossary",
         help=_(
             "Off: the term-hit rate says how often each version uses the required terms on its "

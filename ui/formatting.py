@@ -1,17 +1,22 @@
 """How numbers, durations, dates and counts read on every page, in the session's language
-(Babel formats for ``ui.i18n.locale()``)."""
+(Babel formats for ``ui.i18n.locale()``), and how a listing of stored records looks."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+import streamlit as st
 from babel.dates import format_date, format_datetime
 from babel.numbers import format_compact_decimal, format_decimal
 
 from ui.i18n import N_, _, locale, n_, translate
 from workbench.models.model_import import ORIGIN_FORMATS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PairScope = Literal["all", "training", "snapshot"]
 SPLIT_LABELS = {"train": N_("Train"), "valid": N_("Valid"), "test": N_("Test")}
@@ -163,4 +168,13 @@ def lineage_line(version: Any, parent: Any = None) -> str:
         "**New model** · **trained on** {tokens} tokens, {duration}",
         tokens=tokens,
         duration=duration,
+    )
+
+
+def records_table(table: pd.DataFrame, columns: Sequence[str], config: dict[str, Any]) -> None:
+    """A listing of stored records (the versions, the runs): ``columns`` in that order,
+    labelled by ``config``, across the page's width and without pandas' index, alike on
+    every page."""
+    st.dataframe(
+        table, hide_index=True, width="stretch", column_order=columns, column_config=config
     )

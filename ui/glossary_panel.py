@@ -10,6 +10,30 @@ from ui import feedback, grid, grid_conflicts
 from ui.i18n import N_, _, n_
 from workbench.corpus import draft_saves, drafts, formats, glossary
 from workbench.corpus.corpora import CorpusInfo
+from workbench.corpus.glossary import Glossary
+
+
+def glossary_toggle(
+    corpus_id: int | None, corpus_name: str, *, value: bool = False, key: str, help: str
+) -> tuple[Glossary | None, bool]:
+    """A corpus' glossary (None without a corpus), and whether the translations must use its
+    terms: a toggle that the Translate page and Compare both show, only where there are terms
+    (``help`` says what it changes there)."""
+    terms = glossary.glossary_of(corpus_id) if corpus_id is not None else None
+    if not terms:
+        return terms, False
+    use = st.toggle(
+        n_(
+            "Use the glossary of “{corpus}” ({n} term)",
+            "Use the glossary of “{corpus}” ({n} terms)",
+            len(terms.terms),
+            corpus=corpus_name,
+        ),
+        value=value,
+        key=key,
+        help=help,
+    )
+    return terms, use
 
 
 def glossary_panel(current: CorpusInfo) -> None:

@@ -81,23 +81,16 @@ def _side_label(side: str) -> str:
 
 
 def render() -> None:
-    versions = pickers.versions_or_train_hint(
-        _(
-            "No model version yet: train one on the Train page, then come back here to look "
-            "inside it."
-        )
-    )
-    if not versions:
+    form = pickers.version_form("inspect")
+    if form is None:
         return
-    with st.container(border=True):
-        top = st.columns([3, 2], gap="medium")
-        with top[0]:
-            version = pickers.version_picker(versions, key="inspect_version")
+    version = form.version
+    with form.box:
+        with form.left:
             if version.imported:  # where a model nobody here trained came from
                 st.caption(formatting.lineage_line(version))
             text, reference = _sentence_input(version)
-        with top[1]:
-            beam = pickers.decoding_picker("inspect")
+        with form.right:
             padding = int(
                 st.number_input(
                     _("Padding positions"),
@@ -118,7 +111,7 @@ def render() -> None:
                 st.spinner(_("Translating and looking inside…"), show_time=True),
             ):
                 st.session_state[RESULT] = inspection.inspect(
-                    version.id, text, beam=beam, padding=padding, reference=reference
+                    version.id, text, beam=form.beam, padding=padding, reference=reference
                 )
                 st.session_state[KNN_RESULT] = (
                     explanation.explain_translation(version.id, text) if knn else None

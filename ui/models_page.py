@@ -19,7 +19,7 @@ from ui import (
     public_model_panel,
     serving_panel,
 )
-from ui.i18n import N_, _, localized
+from ui.i18n import N_, _, localized, translate
 from ui.signin import can
 from workbench.evaluation import evaluation
 from workbench.models import ctranslate2_export, engines, registry
@@ -85,12 +85,10 @@ def versions_table() -> None:
         for corpus, origin in zip(table["corpus"], table["origin"], strict=True)
     ]
     table["origin"] = [_origin_cell(origin) for origin in table["origin"]]
-    st.dataframe(
+    formatting.records_table(
         table,
-        hide_index=True,
-        width="stretch",
-        column_order=VERSION_COLUMNS,
-        column_config={
+        VERSION_COLUMNS,
+        {
             "id": st.column_config.NumberColumn(_("id"), format="#%d", width="small"),
             "name": st.column_config.TextColumn(_("name"), width="medium"),
             "corpus": st.column_config.TextColumn(_("corpus")),
@@ -108,29 +106,20 @@ def versions_table() -> None:
                     "counted."
                 ),
             ),
-            "parameters": st.column_config.NumberColumn(_("parameters"), format="compact"),
-            "train time (s)": st.column_config.NumberColumn(_("training time"), format="%.0f s"),
             "parent": st.column_config.NumberColumn(
                 _("continued from"),
                 format="#%d",
                 width="small",
                 help=_("The version this one was warm-started from (its weights and tokenizer)."),
             ),
-            "train tokens": st.column_config.NumberColumn(
-                _("tokens"),
-                format="compact",
-                help=_("Source + target tokens of its own training."),
-            ),
-            "cumulative tokens": st.column_config.NumberColumn(
-                _("tokens in all"),
-                format="compact",
-                help=_("Its own training tokens plus those of every version it continues."),
-            ),
-            "cumulative minutes": st.column_config.NumberColumn(
-                _("minutes in all"),
-                format="%.1f",
-                help=_("Its own training time plus that of every version it continues."),
-            ),
+            **{
+                column: st.column_config.NumberColumn(
+                    translate(label),
+                    format=number_format,
+                    help=translate(help_id) if help_id else None,
+                )
+                for column, label, number_format, help_id in TRAINING_NUMBERS
+            },
             "valid loss": st.column_config.TextColumn(
                 _("valid loss"), help=recorded_help, width="small", alignment="right"
             ),
@@ -171,6 +160,25 @@ def versions_table() -> None:
 
 
 SCORE_DIGITS = {"valid loss": 3, "BLEU": 1, "chrF": 1}  # the recorded scores, as shown
+# What training cost, as (column, label, number format, help or None): plain numbers, shown
+# alike.
+TRAINING_NUMBERS = (
+    ("parameters", N_("parameters"), "compact", None),
+    ("train time (s)", N_("training time"), "%.0f s", None),
+    ("train tokens", N_("tokens"), "compact", N_("Source + target tokens of its own training.")),
+    (
+        "cumulative tokens",
+        N_("tokens in all"),
+        "compact",
+        N_("Its own training tokens plus those of every version it continues."),
+    ),
+    (
+        "cumulative minutes",
+        N_("minutes in all"),
+        "%.1f",
+        N_("Its own training time plus that of every version it continues."),
+    ),
+)
 # The versions table's columns, in order: the scores the caption talks about (and where they
 # come from) right after the name, in view on a 1400 px window; the rest scrolls.
 VERSION_COLUMNS = (

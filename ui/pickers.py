@@ -12,7 +12,7 @@ the user picks another (``follow_newest``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import streamlit as st
 
@@ -23,6 +23,8 @@ from ui.signin import role_labels
 from workbench.models import engines, registry, translation
 
 if TYPE_CHECKING:
+    from streamlit.delta_generator import DeltaGenerator
+
     from workbench.corpus.corpora import CorpusInfo
     from workbench.models.registry import VersionInfo
 
@@ -147,6 +149,39 @@ def version_picker(
     )
     st.session_state[CURRENT_VERSION] = chosen
     return by_id[chosen]
+
+
+class VersionForm(NamedTuple):
+    """The top of a form that decodes with one version: the version and the beam chosen, and
+    the form's box and two columns, which the page fills with its own inputs."""
+
+    version: VersionInfo
+    beam: int
+    box: DeltaGenerator
+    left: DeltaGenerator
+    right: DeltaGenerator
+
+
+def version_form(prefix: str) -> VersionForm | None:
+    """The form of a page that decodes with one version (Translate, Inspect): in a bordered
+    box, the version on the left (widget key ``{prefix}_version``) and the decoding on the
+    right (``decoding_picker``). None before the first version: the page then shows why, and
+    a link to the Train page."""
+    versions = versions_or_train_hint(
+        _(
+            "No model version yet: train one on the Train page (the demo corpus trains in "
+            "about a minute), then come back here."
+        )
+    )
+    if not versions:
+        return None
+    box = st.container(border=True)
+    left, right = box.columns([3, 2], gap="medium")
+    with left:
+        version = version_picker(versions, key=f"{prefix}_version")
+    with right:
+        beam = decoding_picker(prefix)
+    return VersionForm(version, beam, box, left, right)
 
 
 def message_choice(

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import streamlit as st
 
 from ui import charts, dialogs, feedback, formatting, live_runs, navigation, pickers
-from ui.i18n import N_, _, localized
+from ui.i18n import N_, _, localized, translate
 from ui.signin import can
 from workbench.corpus import corpora
 from workbench.models import registry
@@ -49,6 +49,12 @@ def render() -> None:
 # ----------------------------------------------------------------------------- new run
 
 NEW_MODEL = "new"  # the start choice that is no version
+# The number a "Train for" budget asks for: (label, first value, step; whole numbers for
+# epochs); its widget key is ``train_<budget>``. The automatic budget asks for none.
+BUDGET_INPUTS: dict[str, tuple[str, int | float, int | float]] = {
+    "epochs": (N_("Epochs"), 10, 1),
+    "minutes": (N_("Minutes"), 10.0, 1.0),
+}
 
 
 def new_run_form(all_corpora: list[Any]) -> None:
@@ -86,21 +92,13 @@ def new_run_form(all_corpora: list[Any]) -> None:
     # The number inputs have no bounds of Streamlit's: it refuses an out-of-range number in
     # the browser, and the script goes on with the field's previous value, which Train would
     # queue. What was typed comes through, and `training_config` refuses it in one line.
-    epochs = minutes = None
-    if train_for == "epochs":
-        epochs = cols[1].number_input(
-            _("Epochs"),
-            value=10,
-            step=1,
-            key="train_epochs",
+    amounts: dict[str, Any] = {}
+    if train_for in BUDGET_INPUTS:
+        label, first, step = BUDGET_INPUTS[train_for]
+        amounts[train_for] = cols[1].number_input(
+            translate(label), value=first, step=step, key=f"train_{train_for}"
         )
-    elif train_for == "minutes":
-        minutes = cols[1].number_input(
-            _("Minutes"),
-            value=10.0,
-            step=1.0,
-            key="train_minutes",
-        )
+    epochs, minutes = amounts.get("epochs"), amounts.get("minutes")
     devices = train_options.available_devices()
     device = cols[2].selectbox(
         _("Device"),
@@ -290,12 +288,10 @@ def history() -> None:
         version or (_("deleted") if r.status == runs.RunStatus.SUCCEEDED else "")
         for version, r in zip(table["version"], shown, strict=True)
     ]
-    st.dataframe(
+    formatting.records_table(
         table,
-        hide_index=True,
-        width="stretch",
-        column_order=HISTORY_COLUMNS,
-        column_config={
+        HISTORY_COLUMNS,
+        {
             "run": st.column_config.NumberColumn(_("run"), format="#%d", width="small"),
             "corpus": _("corpus"),
             "status": _("status"),

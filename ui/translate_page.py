@@ -13,11 +13,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import charts, feedback, formatting, memory_panel, pickers
+from ui import charts, feedback, formatting, glossary_panel, memory_panel, pickers
 from ui.i18n import N_, _, localized, n_, translate
 from ui.signin import can
 from workbench import settings
-from workbench.corpus import corpora, glossary, pairs
+from workbench.corpus import corpora, pairs
 from workbench.memory import recall
 from workbench.models import engines, translation
 from workbench.team.access import Permission
@@ -30,21 +30,12 @@ MAX_MAP_PIECES = 80
 
 
 def render() -> None:
-    versions = pickers.versions_or_train_hint(
-        _(
-            "No model version yet: train one on the Train page (the demo corpus trains in "
-            "about a minute), then come back here."
-        )
-    )
-    if not versions:
+    form = pickers.version_form("translate")
+    if form is None:
         return
-
-    with st.container(border=True):
-        top = st.columns([3, 2], gap="medium")
-        with top[0]:
-            version = pickers.version_picker(versions, key="translate_version")
-        with top[1]:
-            beam = pickers.decoding_picker("translate")
+    version, beam = form.version, form.beam
+    with form.box:
+        with form.right:
             engine = pickers.engine_picker("translate")
         text = st.text_area(
             _("Source sentences ({lang}), one per line", lang=version.src_lang),
@@ -52,16 +43,9 @@ def render() -> None:
             height=140,
             placeholder=_examples(version),
         )
-        terms = glossary.glossary_of(version.corpus_id) if version.corpus_id else None
-        use_glossary = bool(terms) and st.toggle(
-            n_(
-                "Use the glossary of “{corpus}” ({n} term)",
-                "Use the glossary of “{corpus}” ({n} terms)",
-                len(terms.terms),
-                corpus=version.corpus_name,
-            )
-            if terms
-            else "",
+        terms, use_glossary = glossary_panel.glossary_toggle(
+            version.corpus_id,
+            version.corpus_name,
             value=True,
             key="translate_glossary",
             help=_(

@@ -171,7 +171,7 @@ def test_team_page_in_chinese(wb_home: Path, monkeypatch: pytest.MonkeyPatch) ->
     ("page", "notice"),
     [
         (navigation.TRANSLATE, "还没有模型版本：请先在“训练”页面训练一个（示例语料库"),
-        (navigation.INSPECT, "还没有模型版本：请先在“训练”页面训练一个，再回到这里看看它的内部。"),
+        (navigation.INSPECT, "还没有模型版本：请先在“训练”页面训练一个（示例语料库"),
         (navigation.MODELS, "还没有模型版本：请在“训练”页面开始一次训练"),
         (navigation.REVIEW, "还没有语料库：请先在“语料库”页面创建一个。"),
     ],

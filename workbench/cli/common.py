@@ -43,6 +43,12 @@ def print_text(text: str, file: TextIO | None = None) -> None:
     print(escape_controls(text), file=file or sys.stdout)
 
 
+def print_done(text: str) -> int:
+    """A command's last line for people (as ``print_text``), and its exit status: done."""
+    print_text(text)
+    return EXIT_OK
+
+
 def print_json(data: Any) -> None:
     """One JSON line; besides JSON's own escapes, every character that could act on a
     terminal (C1 controls, bidi overrides, line separators) is written as a \\u escape."""

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workbench.cli.common import EXIT_OK, Command, print_json, print_text
+from workbench.cli.common import EXIT_OK, Command, print_done, print_json, print_text
 from workbench.corpus.cleaning import CHINESE_CONVERSIONS, CleaningOptions
 from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.corpus.exporting import EXPORT_FORMATS
@@ -154,8 +154,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from workbench.corpus.exporting import export_pairs
 
     n = export_pairs(args.corpus, args.file, args.format)
-    print_text(f"exported {n} pairs to {args.file}")
-    return EXIT_OK
+    return print_done(f"exported {n} pairs to {args.file}")
 
 
 COMMANDS = [

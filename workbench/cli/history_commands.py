@@ -6,7 +6,15 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from workbench.cli.common import EXIT_OK, Command, json_option, print_json, print_text, row_id
+from workbench.cli.common import (
+    EXIT_OK,
+    Command,
+    json_option,
+    print_done,
+    print_json,
+    print_text,
+    row_id,
+)
 from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
@@ -56,11 +64,9 @@ def _cmd_undo(args: argparse.Namespace) -> int:
     if (args.change is None) == (args.since is None) or (args.since and not args.corpus):
         raise WorkbenchError(N_("give a change id, or --corpus and --since"))
     if args.change is not None:
-        print_text(f"undid #{args.change} as change #{undo.undo_change(args.change)}")
-        return EXIT_OK
+        return print_done(f"undid #{args.change} as change #{undo.undo_change(args.change)}")
     done = undo.undo_since(get_corpus(args.corpus).id, args.since)
-    print_text(f"undid {len(done)} changes")
-    return EXIT_OK
+    return print_done(f"undid {len(done)} changes")
 
 
 def _cmd_trash(args: argparse.Namespace) -> int:
@@ -88,8 +94,7 @@ def _args_restore_corpus(p: argparse.ArgumentParser) -> None:
 def _cmd_restore_corpus(args: argparse.Namespace) -> int:
     from workbench.team import trash
 
-    print_text(f"restored corpus {trash.restore_corpus(args.id)!r}")
-    return EXIT_OK
+    return print_done(f"restored corpus {trash.restore_corpus(args.id)!r}")
 
 
 COMMANDS = [

@@ -13,6 +13,7 @@ from workbench.cli.common import (
     Command,
     json_option,
     positive_int,
+    print_done,
     print_json,
     print_table,
     print_text,
@@ -233,11 +234,10 @@ def _translate_xliff(args: argparse.Namespace) -> int:
         corpus=args.memory_corpus,
     )
     write_file(args.out, filled.data)
-    print_text(
+    return print_done(
         f"translated {filled.translated} units ({filled.from_memory} from the memory), kept "
         f"{filled.kept} translated ones, left {filled.untranslatable} untranslatable: {args.out}"
     )
-    return EXIT_OK
 
 
 def _args_export_version(p: argparse.ArgumentParser) -> None:

@@ -11,9 +11,9 @@ from workbench.cli.common import (
     json_option,
     positive_float,
     positive_int,
+    print_done,
     print_json,
     print_list,
-    print_text,
     row_id,
 )
 from workbench.models.engines import ENGINES
@@ -106,12 +106,10 @@ def _cmd_serve_version(args: argparse.Namespace) -> int:
     pair = f"{info.src_lang}→{info.tgt_lang}"
     if args.stop:
         stop_serving(info.id)
-        print_text(f"version {info.id} no longer answers for {pair}: nothing does")
-        return EXIT_OK
+        return print_done(f"version {info.id} no longer answers for {pair}: nothing does")
     previous = serve_version(info.id)
     instead = f" (instead of version {previous})" if previous else ""
-    print_text(f"version {info.id} “{info.name}” now answers for {pair}{instead}")
-    return EXIT_OK
+    return print_done(f"version {info.id} “{info.name}” now answers for {pair}{instead}")
 
 
 def _cmd_served(args: argparse.Namespace) -> int:
@@ -192,8 +190,7 @@ def _cmd_key_revoke(args: argparse.Namespace) -> int:
     from workbench.serving.api_keys import revoke_key
 
     revoke_key(args.key)
-    print(f"revoked API key {args.key}")
-    return EXIT_OK
+    return print_done(f"revoked API key {args.key}")
 
 
 COMMANDS = [

@@ -12,6 +12,7 @@ from workbench.cli.common import (
     EXIT_OK,
     Command,
     json_option,
+    print_done,
     print_json,
     print_list,
     print_text,
@@ -72,8 +73,7 @@ def _cmd_user_remove(args: argparse.Namespace) -> int:
     from workbench.team.access import remove_member
 
     remove_member(args.email)
-    print_text(f"removed {args.email} from the team")
-    return EXIT_OK
+    return print_done(f"removed {args.email} from the team")
 
 
 COMMANDS = [

@@ -16,6 +16,7 @@ from workbench.cli.common import (
     json_option,
     positive_float,
     positive_int,
+    print_done,
     print_table,
     row_id,
 )
@@ -255,8 +256,7 @@ def _cmd_delete_run(args: argparse.Namespace) -> int:
     from workbench.training import runs
 
     runs.delete_run(args.run)
-    print(f"deleted run {args.run}")
-    return EXIT_OK
+    return print_done(f"deleted run {args.run}")
 
 
 def _args_worker(p: argparse.ArgumentParser) -> None:

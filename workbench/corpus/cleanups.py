@@ -30,6 +30,17 @@ from workbench.team import history
 from workbench.team.access import Permission, require
 
 PREVIEW_SAMPLE = 20
+# What a clean-up change keeps of a pair, as (Pair's column, CleanupChange's column):
+# ``apply_cleanup`` copies them one way and ``undo_cleanup`` back. The pair's created_at is
+# kept too, but a change recorded before it was (None) restores the pair as created now.
+_KEPT_COLUMNS = {
+    "id": "pair_id",
+    "source": "source",
+    "target": "target",
+    "split": "split",
+    "note": "note",
+    "content_hash": "content_hash",
+}
 
 
 @dataclass(frozen=True)
@@ -153,16 +164,11 @@ def apply_cleanup(corpus_id: CorpusRef, options: CleaningOptions) -> CleanupInfo
             changes.append(
                 {
                     "cleanup_id": cleanup.id,
-                    "pair_id": pair.id,
                     "action": "removed" if dropped else "changed",
                     "reason": verdict.reason,
-                    "source": pair.source,
-                    "target": pair.target,
-                    "split": pair.split,
-                    "note": pair.note,
-                    "content_hash": pair.content_hash,
                     "pair_created_at": pair.created_at,
                     "new_hash": new_hash,
+                    **{saved: getattr(pair, column) for column, saved in _KEPT_COLUMNS.items()},
                 }
             )
             if dropped:
@@ -211,18 +217,10 @@ def undo_cleanup(cleanup_id: int) -> UndoResult:
                 if change.content_hash in taken or s.get(Pair, change.pair_id) is not None:
                     skipped += 1
                     continue
+                kept = {column: getattr(change, saved) for column, saved in _KEPT_COLUMNS.items()}
+                created_at = change.pair_created_at or now
                 s.add(
-                    Pair(
-                        id=change.pair_id,
-                        corpus_id=cleanup.corpus_id,
-                        source=change.source,
-                        target=change.target,
-                        split=change.split,
-                        note=change.note,
-                        content_hash=change.content_hash,
-                        created_at=change.pair_created_at or now,
-                        updated_at=now,
-                    )
+                    Pair(**kept, corpus_id=cleanup.corpus_id, created_at=created_at, updated_at=now)
                 )
                 taken.add(change.content_hash)
                 restored += 1

@@ -314,18 +314,15 @@ def delete_version(version_id: int) -> None:
 def check_direction(version: ModelVersion, corpus: Corpus) -> None:
     """A WorkbenchError unless ``version`` translates the languages of ``corpus`` (continuing a
     version on a corpus, translating a corpus' pool with it)."""
-    if (version.src_lang, version.tgt_lang) != (corpus.src_lang, corpus.tgt_lang):
+    translates = (version.src_lang, version.tgt_lang)
+    holds = (corpus.src_lang, corpus.tgt_lang)
+    if translates != holds:
         raise WorkbenchError(
-            N_(
-                "Version {id} translates {src}→{tgt} but corpus {name!r} is "
-                "{corpus_src}→{corpus_tgt}."
-            ),
+            N_("Version {id} translates {pair} but corpus {name!r} is {corpus_pair}."),
             id=version.id,
-            src=version.src_lang,
-            tgt=version.tgt_lang,
+            pair="→".join(translates),
             name=corpus.name,
-            corpus_src=corpus.src_lang,
-            corpus_tgt=corpus.tgt_lang,
+            corpus_pair="→".join(holds),
         )
 
 

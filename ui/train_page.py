@@ -150,23 +150,28 @@ class _Advanced(NamedTuple):
     processes: int | None
 
 
+def _optional_number(
+    where: Any, label: str, key: str, step: float, placeholder: str, **more: Any
+) -> Any:
+    """An Advanced number that starts empty: None means the run's own choice."""
+    return where.number_input(
+        label, value=None, step=step, placeholder=placeholder, key=key, **more
+    )
+
+
 def _advanced_options() -> _Advanced:
     with st.expander(_("Advanced"), icon=":material/tune:"):
-        max_steps = st.number_input(
-            _("Stop after at most N steps"),
-            value=None,
-            step=50,
-            placeholder=_("no limit"),
-            key="train_max_steps",
+        max_steps = _optional_number(
+            st, _("Stop after at most N steps"), "train_max_steps", 50, _("no limit")
         )
         budget_cols = st.columns(2)
-        million_tokens = budget_cols[0].number_input(
+        million_tokens = _optional_number(
+            budget_cols[0],
             _("Train for: {budget}", budget=localized(train_options.BUDGETS["tokens"])),
-            value=None,
-            step=0.5,
+            "train_million_tokens",
+            0.5,
+            _("as chosen above"),
             format="%.3g",
-            placeholder=_("as chosen above"),
-            key="train_million_tokens",
             help=_(
                 "Source + target training tokens (词元): the run ends there on any machine, so "
                 "results compare across machines (a CPU without bf16 trains about half as "
@@ -180,12 +185,12 @@ def _advanced_options() -> _Advanced:
             key="train_precision",
             help="\n".join(f"- **{k}**: {localized(v)}" for k, v in precisions.items()),
         )
-        processes = st.number_input(
+        processes = _optional_number(
+            st,
             _("Training processes"),
-            value=None,
-            step=1,
-            placeholder=_("the fastest, timed when the run starts"),
-            key="train_processes",
+            "train_processes",
+            1,
+            _("the fastest, timed when the run starts"),
             help=_(
                 "Data-parallel processes, each with its share of every update. Empty: the "
                 "worker times one process with every core's thread against one process per "

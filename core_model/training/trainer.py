@@ -593,7 +593,27 @@ class Trainer:
         return value
 
     def _validate(self) -> dict[str, Any]:
-        """Validation loss (all pairs) and BLEU/chrF of greedy translations (capped)."""
+        """Validation loss (all pairs) and BLEU/chrF of greedy translations (capped), on
+        `_validation_threads`."""
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self._validation_threads())
+        try:
+            return self._scores()
+        finally:
+            torch.set_num_threads(threads)
+
+    def _validation_threads(self) -> int:
+        """Rank 0 validates alone while the other ranks wait in a collective, idle: it takes
+        their cores meanwhile where no other program took them (`idle_cores`, sampled as they
+        wait). A 2 x 1 run validated on one core of two and trained 0.83-0.90x its calibrated
+        speed, where 1 x 2 trained 0.95x."""
+        own = torch.get_num_threads()
+        if self.device.type != "cpu" or not self.ranks.on or self.cfg.num_threads:
+            return own
+        idle = idle_cores() or 0.0
+        return max(own, min(own * self.ranks.world, int(idle + pace.FREE_MARGIN)))
+
+    def _scores(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.valid_ex:
             out["valid_loss"] = evaluate_loss(

@@ -72,13 +72,15 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         y: torch.Tensor,
-        memory: torch.Tensor,
         tgt_mask: torch.Tensor | None,
+        memory: torch.Tensor,
         src_mask: torch.Tensor,
         cache: LayerCache | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, LayerWeights | None]:
-        """y [B, T, D], memory [B, S, D] -> ([B, T, D], this layer's weights or None)."""
+        """y [B, T, D] and its mask (the masked self-attention's), memory [B, S, D] and its
+        mask (the attention over the encoder's output) -> ([B, T, D], the layer's weights or
+        None)."""
         self_cache = cache.self_attn if cache is not None else None
         cross_cache = cache.cross_attn if cache is not None else None
         y, self_weights = self.self_block(
@@ -117,7 +119,7 @@ class Decoder(LayerStack):
         weights = {}
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            y, layer_weights = layer(y, memory, tgt_mask, src_mask, layer_cache, i in weights_of)
+            y, layer_weights = layer(y, tgt_mask, memory, src_mask, layer_cache, i in weights_of)
             if layer_weights is not None:
                 weights[i] = layer_weights
         if cache is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -200,3 +201,36 @@ def test_the_speed_of_the_steps_alone_leaves_the_validations_out(
     assert result.metrics["epochs"] == 3
     assert all_s - steps_s >= 0.9
     assert steps_s > 0
+
+
+@pytest.mark.parametrize(
+    ("ranks", "idle", "fixed", "expected"),
+    [
+        (2, 2.0, None, 2),  # the other rank waits: its core is lent to the validation
+        (2, 1.1, None, 1),  # another program took that core: the rank's own thread
+        (2, 2.0, 1, 1),  # threads the user fixed stay fixed
+        (1, 2.0, None, 1),  # one process already validates on its own threads
+    ],
+)
+def test_rank_0_validates_on_the_cores_the_waiting_ranks_leave_idle(
+    monkeypatch: pytest.MonkeyPatch, ranks: int, idle: float, fixed: int | None, expected: int
+) -> None:
+    """A 2 x 1 run validated on one core of two while its other rank waited; the threads of
+    the validation are borrowed only for it (the run's own are back after)."""
+    monkeypatch.setattr(trainer_module, "idle_cores", lambda: idle)
+    seen = []
+    run = SimpleNamespace(
+        device=torch.device("cpu"),
+        ranks=SimpleNamespace(on=ranks > 1, world=ranks),
+        cfg=TrainConfig(num_threads=fixed),
+        _scores=lambda: seen.append(torch.get_num_threads()) or {},
+    )
+    run._validation_threads = functools.partial(trainer_module.Trainer._validation_threads, run)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainer_module.Trainer._validate(run)
+        assert seen == [expected]
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -101,9 +101,9 @@ def _cmd_register(args: argparse.Namespace) -> int:
     version_id = import_version(
         args.folder,
         args.corpus,
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
-        name=args.name,
+        args.src_lang,
+        args.tgt_lang,
+        args.name,
         marian=args.marian,
         target_token=args.target_token,
     )

@@ -9,17 +9,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from workbench.cli.common import (
-    EXIT_INTERNAL,
-    EXIT_OK,
-    Command,
-    json_option,
-    positive_float,
-    positive_int,
-    print_done,
-    print_table,
-    row_id,
-)
+from workbench.cli import common
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
 
@@ -36,13 +26,13 @@ def _args_train(p: argparse.ArgumentParser) -> None:
         help="model size preset (default: auto, the recipe's pick); a wrong name lists them all",
     )
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--epochs", type=positive_int, help="train for N epochs")
+    budget.add_argument("--epochs", type=common.positive_int, help="train for N epochs")
     budget.add_argument(
-        "--minutes", type=positive_float, help="train for M minutes of wall-clock time"
+        "--minutes", type=common.positive_float, help="train for M minutes of wall-clock time"
     )
     budget.add_argument(
         "--tokens",
-        type=positive_int,
+        type=common.positive_int,
         help="train for N source + target tokens: the same budget on any machine",
     )
     # No `choices` either: the precisions live in core_model (see --preset).
@@ -55,7 +45,7 @@ def _args_train(p: argparse.ArgumentParser) -> None:
     start = p.add_mutually_exclusive_group()
     start.add_argument(
         "--continue-from",
-        type=positive_int,
+        type=common.positive_int,
         metavar="ID",
         help="warm-start from this version's weights and tokenizer (default: the newest "
         "version of the corpus whose tokenizer still covers it, see `--new`)",
@@ -63,10 +53,10 @@ def _args_train(p: argparse.ArgumentParser) -> None:
     start.add_argument(
         "--new", action="store_true", help="start a new model (new tokenizer, fresh weights)"
     )
-    p.add_argument("--max-steps", type=positive_int, help="cap on optimizer steps")
+    p.add_argument("--max-steps", type=common.positive_int, help="cap on optimizer steps")
     p.add_argument(
         "--processes",
-        type=positive_int,
+        type=common.positive_int,
         help="data-parallel training processes (default: the fastest of one per core, one in "
         "all, and the splits between, timed on the worker's machine; on GPUs one per GPU; "
         "on a CPU at most one per core)",
@@ -112,7 +102,7 @@ def _follow(run_id: int, wait: bool) -> int:
         print(f"started a worker (pid {pid})", file=sys.stderr)
     if not wait:
         print(json.dumps({"run_id": run_id, "status": RunStatus.QUEUED, "version_id": None}))
-        return EXIT_OK
+        return common.EXIT_OK
     last_step, polls = -1, 0
     while (run := get_run(run_id)).active:
         polls += 1
@@ -145,7 +135,7 @@ def _follow(run_id: int, wait: bool) -> int:
             ensure_ascii=False,
         )
     )
-    return EXIT_OK if run.status == RunStatus.SUCCEEDED else EXIT_INTERNAL
+    return common.EXIT_OK if run.status == RunStatus.SUCCEEDED else common.EXIT_INTERNAL
 
 
 # The trained version's figures that `train --wait` prints: every figure compares across
@@ -177,7 +167,7 @@ def _progress_line(run: RunInfo) -> str:
 
 
 def _args_resume(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", type=row_id, help="id of a failed or cancelled run (see `runs`)")
+    p.add_argument("run", type=common.row_id, help="id of a failed or cancelled run (see `runs`)")
     p.add_argument("--wait", action="store_true", help="block until the run ends")
 
 
@@ -190,7 +180,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _args_cancel(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", type=row_id, help="id of a queued or running run (see `runs`)")
+    p.add_argument("run", type=common.row_id, help="id of a queued or running run (see `runs`)")
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
@@ -208,7 +198,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
         print(f"run {args.run}: asked to stop; its worker stops it within seconds")
     else:
         print(f"run {args.run} is cancelled")
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -223,8 +213,8 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     else:
         table = run_info.runs_table(runs=listed)
         table["error"] = table["error"].str.slice(0, 60)
-        print_table(table)
-    return EXIT_OK
+        common.print_table(table)
+    return common.EXIT_OK
 
 
 def _run_record(run: RunInfo) -> dict[str, Any]:
@@ -249,14 +239,14 @@ def _run_record(run: RunInfo) -> dict[str, Any]:
 
 
 def _args_delete_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", type=row_id, help="run id; its model version, if any, is kept")
+    p.add_argument("run", type=common.row_id, help="run id; its model version, if any, is kept")
 
 
 def _cmd_delete_run(args: argparse.Namespace) -> int:
     from workbench.training import runs
 
     runs.delete_run(args.run)
-    return print_done(f"deleted run {args.run}")
+    return common.print_done(f"deleted run {args.run}")
 
 
 def _args_worker(p: argparse.ArgumentParser) -> None:
@@ -271,14 +261,20 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     # translation asked for meanwhile gets the CPU first (its ranks inherit this).
     os.nice(WORKER_NICENESS)
     run_worker(once=args.once, idle_exit_s=args.idle_exit)
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 COMMANDS = [
-    Command("train", "queue a training run (and start a worker)", _args_train, _cmd_train),
-    Command("cancel", "cancel a queued run, or stop a running one", _args_cancel, _cmd_cancel),
-    Command("resume", "resume a failed or cancelled run", _args_resume, _cmd_resume),
-    Command("runs", "list the training runs", json_option("one JSON array of runs"), _cmd_runs),
-    Command("delete-run", "delete a run and its checkpoint", _args_delete_run, _cmd_delete_run),
-    Command("worker", "train queued runs in this process", _args_worker, _cmd_worker),
+    common.Command("train", "queue a training run (and start a worker)", _args_train, _cmd_train),
+    common.Command(
+        "cancel", "cancel a queued run, or stop a running one", _args_cancel, _cmd_cancel
+    ),
+    common.Command("resume", "resume a failed or cancelled run", _args_resume, _cmd_resume),
+    common.Command(
+        "runs", "list the training runs", common.json_option("one JSON array of runs"), _cmd_runs
+    ),
+    common.Command(
+        "delete-run", "delete a run and its checkpoint", _args_delete_run, _cmd_delete_run
+    ),
+    common.Command("worker", "train queued runs in this process", _args_worker, _cmd_worker),
 ]

@@ -137,6 +137,26 @@ def diff_spans(sentence: str, source: str) -> tuple[tuple[str, bool], ...]:
     return tuple((str(text), bool(flag)) for text, flag in runs)
 
 
+def find_matches(
+    corpus: CorpusRef,
+    sentences: Sequence[str],
+    *,
+    limit: int = 3,
+    min_score: float = MIN_SCORE,
+) -> list[list[Match]]:
+    """Each sentence's closest pairs of the corpus, best first (ties: the newest pair), at
+    most ``limit`` (1 to ``MAX_MATCHES``) scoring at least ``min_score`` %."""
+    if not 1 <= limit <= MAX_MATCHES:
+        raise WorkbenchError(
+            N_("Memory matches: ask for 1 to {max} per sentence, not {n}."),
+            max=MAX_MATCHES,
+            n=limit,
+        )
+    index = _current(corpus)
+    with index.lock:
+        return [index.search(sentence, limit, min_score) for sentence in sentences]
+
+
 class _Index:
     """One corpus' pairs, indexed by trigram (module docstring); guarded by its lock."""
 
@@ -315,22 +335,3 @@ def _current(corpus: CorpusRef) -> _Index:
         while len(_indexes) > CACHED_CORPORA:
             _indexes.popitem(last=False)
     return index
-
-
-def find_matches(
-    corpus: CorpusRef,
-    sentences: Sequence[str],
-    limit: int = 3,
-    min_score: float = MIN_SCORE,
-) -> list[list[Match]]:
-    """Each sentence's closest pairs of the corpus, best first (ties: the newest pair), at
-    most ``limit`` (1 to ``MAX_MATCHES``) scoring at least ``min_score`` %."""
-    if not 1 <= limit <= MAX_MATCHES:
-        raise WorkbenchError(
-            N_("Memory matches: ask for 1 to {max} per sentence, not {n}."),
-            max=MAX_MATCHES,
-            n=limit,
-        )
-    index = _current(corpus)
-    with index.lock:
-        return [index.search(sentence, limit, min_score) for sentence in sentences]

@@ -52,7 +52,7 @@ def recall(
     if memory is None or not sentences:
         return nothing
     try:
-        found = find_matches(memory, sentences, max(matches, 1))
+        found = find_matches(memory, sentences, limit=max(matches, 1))
     except WorkbenchError:
         if corpus is not None:
             raise

@@ -217,7 +217,7 @@ def test_rank_0_validates_on_the_cores_the_waiting_ranks_leave_idle(
 ) -> None:
     """A 2 x 1 run validated on one core of two while its other rank waited; the threads of
     the validation are borrowed only for it (the run's own are back after)."""
-    monkeypatch.setattr(trainer_module, "idle_cores", lambda: idle)
+    monkeypatch.setattr(trainer_module, "idle_cores", lambda _sample_s: idle)
     seen = []
     run = SimpleNamespace(
         device=torch.device("cpu"),

@@ -423,16 +423,21 @@ def estimated_tokens_per_s(model: ModelConfig, gpu: bool) -> float:
     return typical / relative_cost(model)
 
 
+def same_shapes(a: TrainConfig, b: TrainConfig) -> bool:
+    """Whether two candidates train the same model, vocabulary and batch: dropout aside, the
+    same work a step on every layout."""
+
+    def shapes(c: TrainConfig) -> tuple:
+        return (c.preset, c.model_overrides, c.vocab_size, c.joint_vocab, c.max_tokens_per_batch)
+
+    return shapes(a) == shapes(b)
+
+
 def _same_cost(a: TrainConfig, b: TrainConfig) -> bool:
-    """Whether two candidates train at the same speed: the same model, vocabulary and batch,
-    and dropout on in both or in neither (on a CPU dropout's random masks cost a step ~20 %:
-    a run planned on a timing without them trained at 0.85× its calibration)."""
-
-    def cost(c: TrainConfig) -> tuple:
-        return (c.preset, c.model_overrides, c.vocab_size, c.joint_vocab,
-                c.max_tokens_per_batch, bool(c.dropout))  # fmt: skip
-
-    return cost(a) == cost(b)
+    """Whether two candidates train at the same speed: the same shapes, and dropout on in both
+    or in neither (on a CPU dropout's random masks cost a step ~20 %: a run planned on a timing
+    without them trained at 0.85× its calibration)."""
+    return same_shapes(a, b) and bool(a.dropout) == bool(b.dropout)
 
 
 def updates(tokens: float, batch_tokens: int) -> float:

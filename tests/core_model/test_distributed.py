@@ -245,6 +245,37 @@ def test_a_layout_on_every_core_is_timed_again_when_fewer_cores_measured_faster(
     assert choice.speed is not None and choice.speed.tokens_per_s == 7_000.0
 
 
+def test_a_plan_that_only_turns_dropout_off_times_the_fastest_layout_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guess (3M tokens, >8 passes over this corpus) plans dropout; the measured speed buys
+    7 passes, so the next candidate differs only in dropout: the layout that won is timed
+    again alone, at its precision, and that timing plans the run."""
+    from core_model.training import layout as layout_module
+    from core_model.training.calibration import Calibration
+
+    asked: list[tuple[float, Layout, str]] = []
+
+    def timed(candidate: TrainConfig, _lengths, _device, layout: Layout, _model, _run_pairs):
+        asked.append((float(candidate.dropout or 0.0), layout, candidate.precision))
+        speed = {Layout(1, 2): 300.0, Layout(2, 1): 200.0}.get(layout, 250.0)
+        speed += 10.0 * (len(asked) > 3)  # the second timing of 1 x 2 reads a little faster
+        return [Calibration(speed, 5, 2.0, layout.threads, "fp32", 1, layout.processes)]
+
+    monkeypatch.setattr(layout_module, "measure_candidate", timed)
+    cfg = TrainConfig(
+        time_budget_s=600, device="cpu", precision="auto", vocab_size=64, max_tokens_per_batch=625
+    )
+    choice = choose_layout(cfg, _numbers_corpus(2_000), None, cores=2)  # 22,866 tokens
+    every_layout = [Layout(1, 2), Layout(2, 1), Layout(1, 1)]
+    assert asked == [(0.1, layout, "auto") for layout in every_layout] + [
+        (0.0, Layout(1, 2), "fp32")
+    ]
+    assert choice.layout == Layout(1, 2)
+    assert choice.speed is not None and choice.speed.tokens_per_s == 310.0
+    assert sorted(t.tokens_per_s for t in choice.timings) == [200.0, 250.0, 310.0]
+
+
 # -- what a child rank is asked to do (parallel.RankSpec) -------------------------------------
 
 

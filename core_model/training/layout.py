@@ -104,7 +104,7 @@ def choose_layout(
         reason = "the fastest when timed"
 
     timings: list[Calibration] = []  # of the candidates and precisions, on the last plan
-    timed_for: list[TrainConfig] = []  # the candidate of those timings
+    timed_for: TrainConfig | None = None  # the candidate of those timings
 
     def speed(candidate: TrainConfig) -> Calibration:
         """Time every candidate layout, at every precision the run may train, on this
@@ -115,6 +115,7 @@ def choose_layout(
         changed (the measured budget crossed `recipe.NO_DROPOUT_MAX_PASSES`), its masks add
         the same work to every layout: the fastest is timed again alone, at its precision
         (timing them all again kept a click ~30 s longer before its first step)."""
+        nonlocal timed_for
 
         def timed(layouts: Sequence[Layout], asked: TrainConfig = candidate) -> list[Calibration]:
             return [
@@ -125,14 +126,14 @@ def choose_layout(
                 )
             ]
 
-        if timed_for and recipe.same_shapes(candidate, timed_for[0]):
-            best = fastest(timings, timed_for[0].time_budget_s)
+        if timed_for is not None and recipe.same_shapes(candidate, timed_for):
+            best = fastest(timings, timed_for.time_budget_s)
             layout = Layout(best.processes, best.threads)
             (again,) = timed([layout], replace(candidate, precision=best.precision))
             timings[:] = [again, *(t for t in timings if t is not best)]
-            timed_for[:] = [candidate]
+            timed_for = candidate
             return again
-        timed_for[:] = [candidate]
+        timed_for = candidate
         timings[:] = timed(candidates)
         best = fastest(timings, candidate.time_budget_s)
         # A core busy for a few seconds while the layouts using every core were timed would

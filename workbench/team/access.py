@@ -1,7 +1,8 @@
 """Who is acting, what each role allows, and the team's members with their roles.
 
-One source for the roles: each ``Permission`` says which role it needs, how a refusal says
-so and how the Team page names it; pages, the CLI, the HTTP API and the Team page read it.
+One source for the roles: each ``Permission`` says which role it needs and how the Team page
+and a refusal (``SIGN_IN``, ``REFUSED``) name it; pages, the CLI, the HTTP API and the Team
+page read it.
 Every write service starts with ``require(Permission.…)``, so no front end can skip the
 check.
 
@@ -40,12 +41,10 @@ ROLES: tuple[Role, ...] = (Role.VIEWER, Role.EDITOR, Role.ADMIN)  # weakest firs
 
 
 class Permission(StrEnum):
-    """What a service needs, and all that is said of it: one row each, the only table of
-    permissions. The value names it in English and is its message id (the Team page's
-    label); ``min_role`` is the weakest role that holds it; ``sign_in`` refuses nobody acting,
-    ``refused[role]`` each role below ``min_role`` (whole sentences with the actor as a
-    parameter, so that a page shows them translated; the CLI and the HTTP API answer the
-    English).
+    """What a service needs: one row each, the only table of permissions. The value names it
+    in English and is its message id (the Team page's label, and the ``{permission}`` of a
+    refusal: a verb phrase that ends "only an editor or admin may …"); ``min_role`` is the
+    weakest role that holds it. A new permission is one row and one label to translate.
 
     READ is every member's: reading services need no actor (a page is shown to members only,
     ``ui.signin``), and the HTTP API asks it of a request's key when it runs with
@@ -54,78 +53,36 @@ class Permission(StrEnum):
     """
 
     min_role: Role
-    sign_in: MessageId
-    refused: Mapping[Role, MessageId]
 
-    def __new__(
-        cls,
-        label: MessageId,
-        min_role: Role,
-        sign_in: MessageId,
-        refused: Mapping[Role, MessageId],
-    ) -> Permission:
+    def __new__(cls, label: MessageId, min_role: Role) -> Permission:
         member = str.__new__(cls, label)
         member._value_ = label
-        member.min_role, member.sign_in, member.refused = min_role, sign_in, refused
+        member.min_role = min_role
         return member
 
-    READ = (N_("read and translate"), Role.VIEWER, N_("Sign in to read and translate."), {})
+    READ = N_("read and translate"), Role.VIEWER
     # create/rename corpora, pairs, imports, glossaries, clean-ups, drafts, undo
-    EDIT = (
-        N_("edit corpora"),
-        Role.EDITOR,
-        N_("Sign in to edit corpora."),
-        {Role.VIEWER: N_("{actor} is a viewer: only an editor or admin may edit corpora.")},
-    )
+    EDIT = N_("edit corpora"), Role.EDITOR
     # queue, cancel, resume, delete runs; register versions; rename them
-    TRAIN = (
-        N_("train"),
-        Role.EDITOR,
-        N_("Sign in to train."),
-        {Role.VIEWER: N_("{actor} is a viewer: only an editor or admin may train.")},
-    )
-    REVIEW = (
-        N_("review the pool"),
-        Role.EDITOR,
-        N_("Sign in to review the pool."),
-        {Role.VIEWER: N_("{actor} is a viewer: only an editor or admin may review the pool.")},
-    )
-    DELETE = (
-        N_("delete corpora and versions"),
-        Role.ADMIN,
-        N_("Sign in to delete corpora and versions."),
-        {
-            Role.VIEWER: N_("{actor} is a viewer: only an admin may delete corpora and versions."),
-            Role.EDITOR: N_("{actor} is an editor: only an admin may delete corpora and versions."),
-        },
-    )
-    SERVE = (
-        N_("serve versions"),
-        Role.ADMIN,
-        N_("Sign in to serve versions."),
-        {
-            Role.VIEWER: N_("{actor} is a viewer: only an admin may serve versions."),
-            Role.EDITOR: N_("{actor} is an editor: only an admin may serve versions."),
-        },
-    )
-    API_KEYS = (
-        N_("manage API keys"),
-        Role.ADMIN,
-        N_("Sign in to manage API keys."),
-        {
-            Role.VIEWER: N_("{actor} is a viewer: only an admin may manage API keys."),
-            Role.EDITOR: N_("{actor} is an editor: only an admin may manage API keys."),
-        },
-    )
-    USERS = (
-        N_("manage users"),
-        Role.ADMIN,
-        N_("Sign in to manage users."),
-        {
-            Role.VIEWER: N_("{actor} is a viewer: only an admin may manage users."),
-            Role.EDITOR: N_("{actor} is an editor: only an admin may manage users."),
-        },
-    )
+    TRAIN = N_("train"), Role.EDITOR
+    REVIEW = N_("review the pool"), Role.EDITOR
+    DELETE = N_("delete corpora and versions"), Role.ADMIN
+    SERVE = N_("serve versions"), Role.ADMIN
+    API_KEYS = N_("manage API keys"), Role.ADMIN
+    USERS = N_("manage users"), Role.ADMIN
+
+
+# The refusals, whole sentences with the permission's label and the actor as parameters (a
+# page shows them translated, the CLI and the HTTP API answer the English): nobody acting,
+# and each (actor's role, permission's weakest role) where the actor's is below.
+SIGN_IN = N_("Sign in to {permission}.")
+REFUSED: Mapping[tuple[Role, Role], MessageId] = {
+    (Role.VIEWER, Role.EDITOR): N_(
+        "{actor} is a viewer: only an editor or admin may {permission}."
+    ),
+    (Role.VIEWER, Role.ADMIN): N_("{actor} is a viewer: only an admin may {permission}."),
+    (Role.EDITOR, Role.ADMIN): N_("{actor} is an editor: only an admin may {permission}."),
+}
 
 
 def allows(role: Role, permission: Permission) -> bool:
@@ -200,16 +157,17 @@ def require(permission: Permission) -> Actor:
     """The current actor, if it holds ``permission``; else a one-line ``PermissionDenied``."""
     actor = current_actor()
     if actor is None:
-        _refuse(permission.sign_in)
+        _refuse(SIGN_IN, permission)
     if not actor.can(permission):
-        _refuse(permission.refused[actor.role], actor=actor.email)
+        _refuse(REFUSED[actor.role, permission.min_role], permission, actor=actor.email)
     return actor
 
 
-def _refuse(refusal: MessageId, **params: object) -> NoReturn:
-    """Raise one of a ``Permission``'s refusals (each a message id, see the class): the one
-    raise that carries a message id from the table, not an ``N_("literal")`` of its own."""
-    raise PermissionDenied(refusal, **params)
+def _refuse(refusal: MessageId, permission: Permission, **params: object) -> NoReturn:
+    """Raise one of the refusals (``SIGN_IN``, ``REFUSED``): the one raise that carries a
+    message id from a table, not an ``N_("literal")`` of its own. The label is a ``Message``,
+    so that a page translates it inside the sentence."""
+    raise PermissionDenied(refusal, permission=Message(permission.value), **params)
 
 
 # ------------------------------------------------------------------------ the members

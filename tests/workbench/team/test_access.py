@@ -280,15 +280,15 @@ def test_the_command_line_sets_up_a_team() -> None:
 
 
 def test_every_refusal_is_one_sentence_translated_and_english_on_the_cli() -> None:
-    """Each refusal is a message id of its own (no fragments glued together): English as
-    before (each permission's ``min_role`` names who may), Chinese on a page, the actor as a
-    parameter."""
+    """Each refusal is a whole sentence per pair of roles, the permission's label and the actor
+    its parameters: English on the CLI (each permission's ``min_role`` names who may), Chinese
+    on a page, the label translated inside it."""
     for permission in Permission:
         access.use_actor_source(None)
         with pytest.raises(PermissionDenied) as err:
             access.require(permission)
         assert str(err.value) == f"Sign in to {permission}."
-        assert in_chinese(err.value).startswith("请先登录")
+        assert in_chinese(err.value) == f"请先登录，才能{in_chinese(Message(permission.value))}。"
         for role in access.ROLES:
             if access.allows(role, permission):
                 continue
@@ -301,19 +301,20 @@ def test_every_refusal_is_one_sentence_translated_and_english_on_the_cli() -> No
             )
             shown = in_chinese(err.value)
             assert shown.startswith("pat@example.org 是") and "只有" in shown, shown
+            assert shown.endswith(f"可以{in_chinese(Message(permission.value))}。"), shown
 
 
 def test_the_permissions_are_one_complete_table() -> None:
-    """Every permission has its weakest role, a refusal for nobody acting and one for each
-    role below it (no more), and a label the Team page shows translated; a stronger role
+    """Every permission has its weakest role, a refusal for each role below it, and a label
+    the Team page shows translated (no more refusals than such pairs); a stronger role
     holds all a weaker one does, every member may read (the HTTP API's GET routes ask it
     of a key), and only the writes are refused to a viewer."""
     for permission in Permission:
         assert permission.min_role in access.ROLES
-        below = {r for r in access.ROLES if not access.allows(r, permission)}
-        assert set(permission.refused) == below, permission
-        assert permission.sign_in and all(permission.refused.values())
-        in_chinese(Message(permission.value))  # the Team page's label
+        assert in_chinese(Message(permission.value)) != permission.value  # the Team page's label
+    assert set(access.REFUSED) == {
+        (r, p.min_role) for p in Permission for r in access.ROLES if not access.allows(r, p)
+    }
     for weaker, stronger in zip(access.ROLES, access.ROLES[1:], strict=False):
         assert set(access.permissions_of(weaker)) < set(access.permissions_of(stronger))
     assert access.permissions_of(Role.VIEWER) == [Permission.READ]

@@ -33,6 +33,9 @@ from core_model.translator import MAX_LEN_A, MAX_LEN_B, encode_inputs
 
 Matrix = list[list[float]]
 
+MAX_PIECES = 40  # source pieces looked at; a layer × head grid of larger maps is unreadable
+MAX_OUTPUT = 60  # output pieces
+
 
 @dataclass
 class TokenChoice:
@@ -85,7 +88,7 @@ class Inspection:
     """One sentence through the model. S and T count the source and decoder positions,
     padding included; the first `len(src_pieces)` / `len(tgt_in_pieces)` are real."""
 
-    src_ids: list[int]  # source ids + EOS, as the model reads them (cut to max_pieces)
+    src_ids: list[int]  # source ids + EOS, as the model reads them (cut to MAX_PIECES)
     src_pieces: list[str]
     src_tokens: int  # pieces of the whole input + EOS (more than len(src_ids) when cut)
     out_ids: list[int]  # greedy output ids (+ EOS when produced): one per decoder position
@@ -151,14 +154,11 @@ def inspect_sentence(
     beam_size: int = 4,
     top_k: int = 5,
     padding: int = 0,
-    max_pieces: int = 40,
-    max_output: int = 60,
-    alpha: float = LENGTH_PENALTY_ALPHA,
     penalty_kind: str = LENGTH_PENALTIES[0],
 ) -> Inspection:
     """Translate `text` greedily (and with beam search when beam_size > 1) and look inside.
 
-    The source is cut to `max_pieces` pieces (+ EOS) and outputs to `max_output` pieces, so
+    The source is cut to MAX_PIECES pieces (+ EOS) and outputs to MAX_OUTPUT pieces, so
     every map stays drawable; `padding` PAD positions are appended to the source and the
     decoder input, as in a batch with a longer sentence (the masks give them zero weight).
     Raises ValueError for an empty text.
@@ -167,13 +167,13 @@ def inspect_sentence(
     model.eval()
     cfg = model.cfg
     device = loaded.device
-    [source] = encode_inputs(tokenizers, [text], min(cfg.max_len, max_pieces + 1))
+    [source] = encode_inputs(tokenizers, [text], min(cfg.max_len, MAX_PIECES + 1))
     if not source.ids:
         raise ValueError("nothing to inspect: the text is empty")
     src = torch.tensor([source.ids], device=device)  # [1, S]
     bound = min(
         int(output_bounds(torch.tensor([len(source.ids)]), MAX_LEN_A, MAX_LEN_B, cfg.max_len - 1)),
-        max_output,
+        MAX_OUTPUT,
     )
     # a·|src| + b with a = 0: one sentence, so its bound is passed as b
     [greedy] = greedy_decode(model, src, max_len_a=0.0, max_len_b=bound)
@@ -221,7 +221,7 @@ def inspect_sentence(
         cross_masked=(~src_keys).expand(t + padding, -1).tolist(),
         greedy=greedy_steps,
         greedy_log_prob=float(chosen.sum()),
-        beam=(_beam(loaded, src, beam_size, bound, alpha, penalty_kind) if beam_size > 1 else None),
+        beam=(_beam(loaded, src, beam_size, bound, penalty_kind) if beam_size > 1 else None),
         positional=table[: max(s, t) + padding].tolist(),
         embedding_norms=embedded.norm(dim=-1).tolist(),
         positional_norms=table[:s].norm(dim=-1).tolist(),
@@ -234,12 +234,11 @@ def _beam(
     src: torch.Tensor,
     beam_size: int,
     bound: int,
-    alpha: float,
     penalty_kind: str,
 ) -> BeamInspection:
     """Beam search with its history, in pieces; the finished candidates are ranked as beam
     search ranks them (`decoding.pick_finished`), which marks the returned translation."""
-    tgt = loaded.tokenizers.tgt
+    tgt, alpha = loaded.tokenizers.tgt, LENGTH_PENALTY_ALPHA
     [result] = beam_search(
         loaded.model,
         src,

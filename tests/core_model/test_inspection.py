@@ -13,7 +13,7 @@ import torch
 from core_model import ModelConfig, Transformer
 from core_model.artifact import LoadedModel
 from core_model.decoding import beam_search, greedy_decode, length_penalty
-from core_model.inspection import inspect_sentence, nearest_neighbours
+from core_model.inspection import MAX_PIECES, inspect_sentence, nearest_neighbours
 from core_model.special_tokens import SPECIAL_PIECES
 from core_model.tokenizer import TokenizerPair, WhitespaceTokenizer
 from core_model.transformer.masks import causal_mask
@@ -191,5 +191,5 @@ def test_empty_text_is_refused(loaded: LoadedModel) -> None:
 
 
 def test_long_text_is_cut(loaded: LoadedModel) -> None:
-    seen = inspect_sentence(loaded, " ".join(["w5"] * 100), beam_size=1, max_pieces=10)
-    assert len(seen.src_ids) == 11 and seen.src_tokens == 101
+    seen = inspect_sentence(loaded, " ".join(["w5"] * 100), beam_size=1)
+    assert len(seen.src_ids) == MAX_PIECES + 1 and seen.src_tokens == 101

@@ -2,8 +2,8 @@
 of the sentence, beside the run that trained the version — its loss curve, and the step the
 version's weights come from.
 
-The limits keep every map drawable: a longer input is cut (and says so, as Translate warns),
-outputs stop at MAX_OUTPUT pieces.
+The limits of ``core_model.inspection`` (MAX_PIECES, MAX_OUTPUT) keep every map drawable: a
+longer input is cut (and says so, as Translate warns), a longer output stops.
 """
 
 from __future__ import annotations
@@ -20,10 +20,7 @@ from workbench.models.registry import VersionInfo, get_version, load_model_of
 from workbench.models.translation import BEAM_RANGE, MAX_BEAM, UNKNOWN_SHARE_WARNING
 from workbench.training import metric_rows
 
-MAX_PIECES = 40  # source pieces looked at; a layer × head grid of larger maps is unreadable
-MAX_OUTPUT = 60  # output pieces
 MAX_PADDING = 16  # PAD positions a padded batch may add
-MAX_TOP_K = 20
 SIDES = ("src", "tgt")  # whose embedding space `neighbours` searches
 
 
@@ -47,10 +44,9 @@ def inspect(
     version_id: int,
     text: str,
     *,
-    beam: int = 4,
-    top_k: int = 5,
-    padding: int = 0,
     reference: str | None = None,
+    beam: int = 4,
+    padding: int = 0,
 ) -> VersionInspection:
     """Translate `text` with the version and return everything the Inspect page draws.
 
@@ -61,8 +57,6 @@ def inspect(
         raise WorkbenchError(N_("Type a sentence to inspect (the text is empty)."))
     if not 1 <= beam <= MAX_BEAM:
         raise WorkbenchError(BEAM_RANGE, max_beam=MAX_BEAM)
-    if not 1 <= top_k <= MAX_TOP_K:
-        raise WorkbenchError(N_("Top-k must be between 1 and {max_top_k}."), max_top_k=MAX_TOP_K)
     if not 0 <= padding <= MAX_PADDING:
         raise WorkbenchError(
             N_("Padding must be between 0 and {max_padding} positions."), max_padding=MAX_PADDING
@@ -70,15 +64,7 @@ def inspect(
     info = get_version(version_id)
     loaded = load_model_of(info)
     try:
-        seen = inspect_sentence(
-            loaded,
-            text,
-            beam_size=beam,
-            top_k=top_k,
-            padding=padding,
-            max_pieces=MAX_PIECES,
-            max_output=MAX_OUTPUT,
-        )
+        seen = inspect_sentence(loaded, text, beam_size=beam, padding=padding)
     except ValueError:  # a text of only characters the cleaning removes
         raise WorkbenchError(N_("Nothing to inspect: the text is empty once cleaned.")) from None
     metrics = metric_rows.run_metrics(info.run_id) if info.run_id is not None else _no_metrics()

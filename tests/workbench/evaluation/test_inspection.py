@@ -58,7 +58,6 @@ def test_a_version_without_selection_record_is_its_last_step() -> None:
         ("", {}, "Type a sentence to inspect (the text is empty)."),
         (" \n ", {}, "Type a sentence to inspect (the text is empty)."),
         ("你好", {"beam": 0}, "Beam size must be between 1 and 16."),
-        ("你好", {"top_k": 21}, "Top-k must be between 1 and 20."),
         ("你好", {"padding": 17}, "Padding must be between 0 and 16 positions."),
     ],
 )

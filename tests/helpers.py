@@ -26,11 +26,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from bench.processes import free_port  # noqa: F401 (the tests' free port, one home)
+
+if TYPE_CHECKING:
+    from workbench.corpus import import_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "tests" / "fixtures" / "toy_zh_en.tsv"
@@ -51,6 +54,24 @@ def make_toy_corpus(name: str = "toy", reverse: bool = False) -> int:
     info = corpora.create_corpus(name, *(("en", "zh") if reverse else ("zh", "en")))
     pairs.apply_edits(info.id, added=[{"source": s, "target": t} for s, t in rows])
     return info.id
+
+
+def parse_pairs(
+    data: Any, fmt: str | None = None, tgt_data: Any = None, *, src_lang=None, tgt_lang=None
+) -> import_checks.ParsedImport:
+    """Every pair a file holds and its report, without a database: the rows an import reads
+    (``formats.read_rows``; ``src_lang``/``tgt_lang`` orient Tatoeba files) through its row
+    checks, all accepted pairs kept (a preview keeps only a sample)."""
+    from workbench.corpus import formats, import_checks
+
+    validator = import_checks.Validator()
+    pairs = validator.parsed.pairs
+    for raw in formats.read_rows(data, fmt, tgt_data, src_lang, tgt_lang):
+        pair = validator.check(raw)
+        if pair is not None:
+            pairs.append(pair)
+    validator.parsed.accepted = len(pairs)
+    return validator.parsed
 
 
 def add_preset(monkeypatch, name: str) -> None:

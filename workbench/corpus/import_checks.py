@@ -17,8 +17,6 @@ problem into the report:
   the row is imported, unless the user chose to skip such rows (then filtered). Either way
   they are named: the memory's exact match would otherwise pick one of the two translations
   without a word.
-
-``parse_pairs`` parses and checks a whole file without touching the database.
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from workbench.corpus.cleaning import DROP_REASONS, REASONS, Cleaner
-from workbench.corpus.formats import Malformed, Record, read_rows
-from workbench.corpus.text_files import Data
+from workbench.corpus.formats import Malformed, Record
 from workbench.corpus.text_rules import (
     MAX_CHARS,
     clean_and_count,
@@ -83,8 +80,8 @@ class Conflict(NamedTuple):
 
 @dataclass
 class ParsedImport:
-    """What a file would import: the ``accepted`` count of pairs to add (``pairs`` holds all of
-    them for ``parse_pairs``, only the first few for ``preview_import``) plus the row-issue
+    """What a file would import: the ``accepted`` count of pairs to add (``pairs`` holds the
+    first few, ``importing.preview_import``'s sample) plus the row-issue
     ``report`` (at most ``MAX_REPORT`` entries; ``issue_counts`` counts every issue)."""
 
     pairs: list[ParsedPair]
@@ -370,32 +367,6 @@ def message_of(exc: WorkbenchError) -> str:
 
 def _short(text: str, n: int = 30) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def parse_pairs(
-    data: Data,
-    fmt: str | None = None,
-    tgt_data: Data | None = None,
-    *,
-    src_lang: str | None = None,
-    tgt_lang: str | None = None,
-) -> ParsedImport:
-    """Parse and validate a file without touching the database; ``pairs`` holds every
-    accepted pair (use ``preview_import`` for a bounded look at a big file).
-
-    ``data``/``tgt_data`` are bytes, a path or an open binary file; ``fmt`` is inferred from
-    the file name when None (``aligned`` when ``tgt_data`` is given). ``src_lang``/``tgt_lang``
-    orient Tatoeba files. A malformed record is skipped and reported; a file that cannot be
-    read raises ``WorkbenchError`` (naming the line).
-    """
-    validator = Validator()
-    pairs = validator.parsed.pairs
-    for raw in read_rows(data, fmt, tgt_data, src_lang, tgt_lang):
-        pair = validator.check(raw)
-        if pair is not None:
-            pairs.append(pair)
-    validator.parsed.accepted = len(pairs)
-    return validator.parsed
 
 
 def in_corpus(line: int, pair_id: int | None) -> ValidationIssue:

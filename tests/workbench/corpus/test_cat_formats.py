@@ -10,7 +10,7 @@ import pytest
 from lxml import etree
 from translate.storage.tmx import tmxfile
 
-from tests.helpers import ROOT, cli, cli_in_process
+from tests.helpers import ROOT, cli, cli_in_process, parse_pairs
 from workbench.corpus import corpora as C
 from workbench.corpus import exporting as E
 from workbench.corpus import formats as F
@@ -37,7 +37,7 @@ EXTERNAL = b"""<?xml version="1.0"?>
 
 def _rows(name: str, src: str, tgt: str) -> K.ParsedImport:
     fmt = "tmx" if name.endswith(".tmx") else "xliff"
-    return K.parse_pairs((CAT / name).read_bytes(), fmt, src_lang=src, tgt_lang=tgt)
+    return parse_pairs((CAT / name).read_bytes(), fmt, src_lang=src, tgt_lang=tgt)
 
 
 def test_the_registry_names_tmx_and_xliff() -> None:
@@ -91,7 +91,7 @@ def test_hostile_xml_is_refused_and_nothing_is_written(
     corpus = C.create_corpus("hostile", "zh", "en")
     before = db_fingerprint()
     for call in (
-        lambda: I.preview_import(corpus.id, data, fmt),
+        lambda: I.preview_import(corpus.id, data, fmt=fmt),
         lambda: I.import_file(corpus.id, data, fmt),
     ):
         with pytest.raises(WorkbenchError, match=r"^refused: the XML file declares entities"):

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import parse_pairs
 from ui import i18n
 from workbench.corpus import corpora, draft_saves, drafts, pairs, splits
 from workbench.corpus.cleaning import Cleaner, CleaningOptions
 from workbench.corpus.formats import read_rows
-from workbench.corpus.import_checks import parse_pairs
 from workbench.corpus.text_rules import validate_name
 from workbench.curation import pool
 from workbench.errors import WorkbenchError

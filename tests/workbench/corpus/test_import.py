@@ -13,7 +13,7 @@ from unittest import mock
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, parse_pairs
 from tests.workbench.team.test_access import in_chinese
 from ui import i18n
 from workbench.corpus import corpora as C
@@ -46,7 +46,7 @@ def test_tsv_header_optional_columns_bom_crlf() -> None:
         "外面在下雨。\tIt is raining outside.\r\n"
         "请把门关上。\tPlease close the door.\t\tno split\n"
     ).encode()
-    parsed = K.parse_pairs(data, "tsv")
+    parsed = parse_pairs(data, "tsv")
     assert _pairs(parsed) == [
         ("我今天很忙。", "I am busy today."),
         ("外面在下雨。", "It is raining outside."),
@@ -60,7 +60,7 @@ def test_tsv_header_optional_columns_bom_crlf() -> None:
 
 def test_csv_quotes_and_embedded_newlines() -> None:
     data = 'source,target\n"你好，世界","Hello, ""world""\nagain"\n再见,Bye\n'.encode()
-    assert _pairs(K.parse_pairs(data, "csv")) == [
+    assert _pairs(parse_pairs(data, "csv")) == [
         ("你好，世界", 'Hello, "world" again'),
         ("再见", "Bye"),
     ]
@@ -72,7 +72,7 @@ def test_jsonl() -> None:
         {"source": "再见", "target": "Bye", "split": None},
     ]
     data = "\n".join(json.dumps(x, ensure_ascii=False) for x in lines).encode()
-    parsed = K.parse_pairs(data, "jsonl")
+    parsed = parse_pairs(data, "jsonl")
     assert _pairs(parsed) == [("你好", "Hello"), ("再见", "Bye")]
     assert [p.split for p in parsed.pairs] == ["test", None]
 
@@ -80,26 +80,26 @@ def test_jsonl() -> None:
 def test_aligned_files(tmp_path: Path) -> None:
     (tmp_path / "a.zh").write_text("你好\n再见\n谢谢\n", encoding="utf-8")
     (tmp_path / "a.en").write_text("Hello\nBye\nThanks\n", encoding="utf-8")
-    parsed = K.parse_pairs(tmp_path / "a.zh", None, tmp_path / "a.en")
+    parsed = parse_pairs(tmp_path / "a.zh", None, tmp_path / "a.en")
     assert _pairs(parsed) == [("你好", "Hello"), ("再见", "Bye"), ("谢谢", "Thanks")]
 
 
 def test_tatoeba_orientation_follows_corpus_languages() -> None:
     data = f"The tea is hot.\t茶很烫。\t{ATTR}\nWe eat at noon.\t我们中午吃饭。\t{ATTR}\n".encode()
-    zh_en = K.parse_pairs(data, "tatoeba", src_lang="zh", tgt_lang="en")
+    zh_en = parse_pairs(data, "tatoeba", src_lang="zh", tgt_lang="en")
     assert _pairs(zh_en) == [("茶很烫。", "The tea is hot."), ("我们中午吃饭。", "We eat at noon.")]
     assert zh_en.pairs[0].note == ATTR  # attribution kept (CC-BY)
-    en_zh = K.parse_pairs(data, "tatoeba", src_lang="en", tgt_lang="zh")
+    en_zh = parse_pairs(data, "tatoeba", src_lang="en", tgt_lang="zh")
     assert _pairs(en_zh) == [("The tea is hot.", "茶很烫。"), ("We eat at noon.", "我们中午吃饭。")]
     with pytest.raises(WorkbenchError, match="English"):
-        K.parse_pairs(data, "tatoeba", src_lang="de", tgt_lang="fr")
+        parse_pairs(data, "tatoeba", src_lang="de", tgt_lang="fr")
 
 
 def test_gzip_and_format_inference(tmp_path: Path) -> None:
     path = tmp_path / "cmn-eng.tsv.gz"
     path.write_bytes(gzip.compress(f"The tea is hot.\t茶很烫。\t{ATTR}\n".encode()))
     assert F.infer_format(path, path.read_bytes()) == "tatoeba"
-    assert _pairs(K.parse_pairs(path, src_lang="zh", tgt_lang="en")) == [
+    assert _pairs(parse_pairs(path, src_lang="zh", tgt_lang="en")) == [
         ("茶很烫。", "The tea is hot.")
     ]
     assert F.infer_format("x.csv") == "csv"
@@ -179,7 +179,7 @@ def test_an_unknown_format_is_refused_not_read_as_another(
 def test_unreadable_files_name_the_line(fmt: str, data: bytes, match: str) -> None:
     """A file that cannot be read as text of its format is refused as a whole."""
     with pytest.raises(WorkbenchError, match=match):
-        K.parse_pairs(data, fmt, src_lang="zh", tgt_lang="en")
+        parse_pairs(data, fmt, src_lang="zh", tgt_lang="en")
 
 
 GOOD = {  # two valid pairs in each format; MALFORMED's record goes between them
@@ -208,7 +208,7 @@ def test_a_malformed_record_is_skipped_and_reported_like_an_invalid_row(
     """One bad record no longer rejects the whole file (it did, in every format but
     aligned): it is skipped and listed with its line number and why; the rest is read."""
     first, last = GOOD[fmt]
-    parsed = K.parse_pairs((first + bad + last).encode(), fmt, src_lang="zh", tgt_lang="en")
+    parsed = parse_pairs((first + bad + last).encode(), fmt, src_lang="zh", tgt_lang="en")
     assert _pairs(parsed) == [("你好", "Hello"), ("再见", "Bye")]
     assert [p.line for p in parsed.pairs] == [1, 3]
     [issue] = parsed.report
@@ -219,7 +219,7 @@ def test_a_malformed_record_is_skipped_and_reported_like_an_invalid_row(
 
 
 def test_an_unclosed_csv_quote_says_which_lines_it_took() -> None:
-    parsed = K.parse_pairs('你好,Hello\n"open,quote\n再见,Bye\n'.encode(), "csv")
+    parsed = parse_pairs('你好,Hello\n"open,quote\n再见,Bye\n'.encode(), "csv")
     assert _pairs(parsed) == [("你好", "Hello")]
     [issue] = parsed.report
     assert issue.line == 2 and issue.kind == "malformed"
@@ -228,9 +228,9 @@ def test_an_unclosed_csv_quote_says_which_lines_it_took() -> None:
 
 def test_aligned_length_mismatch_names_the_line() -> None:
     with pytest.raises(WorkbenchError, match=r"line 3: aligned files differ"):
-        K.parse_pairs("一\n二\n三\n".encode(), "aligned", b"one\ntwo\n")
+        parse_pairs("一\n二\n三\n".encode(), "aligned", b"one\ntwo\n")
     with pytest.raises(WorkbenchError, match="target file"):
-        K.parse_pairs(b"x\n", "aligned")
+        parse_pairs(b"x\n", "aligned")
 
 
 def test_validation_report() -> None:
@@ -244,7 +244,7 @@ def test_validation_report() -> None:
         "短\t" + " ".join(["word"] * 30),  # 6 ratio (warning, imported)
         "分割\tsplit\tdev",  # 7 bad split
     ]
-    parsed = K.parse_pairs("\n".join(rows).encode(), "tsv")
+    parsed = parse_pairs("\n".join(rows).encode(), "tsv")
     kinds = {(i.line, i.kind, i.severity) for i in parsed.report}
     assert kinds == {
         (2, "empty", "error"),
@@ -263,7 +263,7 @@ def test_validation_report() -> None:
 def test_validator_matches_corpus_text_rules() -> None:
     """The inlined hot path must agree with text_rules.normalize_text / pair_hash."""
     raw = "  Ｅ\u0301cole\u2003\u3000l'e\u0301cole  \u00a0 ok "
-    p = K.parse_pairs(f"{raw}\t{raw[::-1]}\n".encode(), "tsv").pairs[0]
+    p = parse_pairs(f"{raw}\t{raw[::-1]}\n".encode(), "tsv").pairs[0]
     src, tgt = T.normalize_text(raw), T.normalize_text(raw[::-1])
     assert (p.source, p.target, p.content_hash) == (src, tgt, T.pair_hash(src, tgt))
 
@@ -279,7 +279,7 @@ def test_import_file_reports_and_skips_corpus_duplicates(db_url: str) -> None:
     assert (again.added, again.duplicates, again.skipped) == (1, 2, 1)
     assert {i.kind for i in again.report} == {"duplicate_in_corpus", "empty"}
     assert C.get_corpus(info.id).pair_count == 3
-    preview = I.preview_import(info.id, TSV.encode(), "tsv")
+    preview = I.preview_import(info.id, TSV.encode(), fmt="tsv")
     assert preview.pairs == [] and preview.duplicates == 2
     assert C.get_corpus(info.id).pair_count == 3  # preview writes nothing
 
@@ -300,7 +300,7 @@ def test_a_source_the_corpus_translates_differently_is_named_then_added_or_skipp
     info = C.create_corpus("c", "zh", "en")
     I.import_file(info.id, MASKS.encode(), "tsv")
     [mask_pair] = P.search_pairs(info.id, "口罩").rows["id"].tolist()
-    preview = I.preview_import(info.id, DAY2.encode(), "tsv")
+    preview = I.preview_import(info.id, DAY2.encode(), fmt="tsv")
     assert (preview.accepted, preview.duplicates, preview.conflict_count) == (2, 1, 1)
     assert preview.conflicts == [
         K.Conflict(
@@ -309,7 +309,7 @@ def test_a_source_the_corpus_translates_differently_is_named_then_added_or_skipp
     ]
     [issue] = [i for i in preview.report if i.kind == "conflict"]
     assert (issue.line, issue.severity) == (2, "warning")
-    skipping = I.preview_import(info.id, DAY2.encode(), "tsv", skip_conflicts=True)
+    skipping = I.preview_import(info.id, DAY2.encode(), fmt="tsv", skip_conflicts=True)
     assert (skipping.accepted, skipping.conflict_count) == (1, 1)
     assert [p.line for p in skipping.pairs] == [1]
     assert [i.severity for i in skipping.report if i.kind == "conflict"] == ["filtered"]
@@ -332,7 +332,7 @@ def test_a_source_the_corpus_translates_differently_is_named_then_added_or_skipp
     masks = set(P.search_pairs(info.id, "口罩").rows["target"])
     assert masks == {"Masks must be worn (carol).", "Please wear a mask."}
     # once both are in the corpus, the file's row is a duplicate, no longer a conflict
-    assert I.preview_import(info.id, DAY2.encode(), "tsv").conflict_count == 0
+    assert I.preview_import(info.id, DAY2.encode(), fmt="tsv").conflict_count == 0
 
 
 def test_a_file_whose_new_rows_are_all_skipped_conflicts_imports_nothing(
@@ -371,7 +371,7 @@ def test_rows_of_one_file_that_translate_a_source_differently_are_named(
         "早上好。\tGood morning.\n你好。\tHello.\n早上好。\tGood morning.\n"
         "早上好。\tMorning!\n谢谢。\tThanks.\n"
     ).encode()
-    preview = I.preview_import(C.create_corpus("c", "zh", "en").id, data, "tsv")
+    preview = I.preview_import(C.create_corpus("c", "zh", "en").id, data, fmt="tsv")
     assert (preview.accepted, preview.duplicates, preview.conflict_count) == (4, 1, 1)
     assert preview.conflicts == [K.Conflict(4, "早上好。", "Morning!", "", 0, 1)]
     [issue] = [i for i in preview.report if i.kind == "conflict"]
@@ -405,7 +405,7 @@ def test_a_malformed_record_is_previewed_then_skipped_on_import(
     bad = next(b for f, b, _ in MALFORMED if f == fmt)
     data = (GOOD[fmt][0] + bad + GOOD[fmt][1]).encode()
     before = db_fingerprint()
-    preview = I.preview_import(info.id, data, fmt)
+    preview = I.preview_import(info.id, data, fmt=fmt)
     assert preview.accepted == 2 and preview.skipped == 1
     assert [(i.line, i.kind) for i in preview.report] == [(2, "malformed")]
     assert db_fingerprint() == before  # nothing written until the user confirms
@@ -503,7 +503,7 @@ def test_bulk_import_of_many_rows(db_url: str) -> None:
 
 def test_control_characters_are_removed_and_counted_in_the_report() -> None:
     tsv = "a\x07b\tc\x1b[31md\n正常\tfine\n\x00\t\n".replace("\x00", "\u200b").encode()
-    parsed = K.parse_pairs(tsv, "tsv")
+    parsed = parse_pairs(tsv, "tsv")
     assert _pairs(parsed) == [("ab", "c[31md"), ("正常", "fine")]
     [issue] = [i for i in parsed.report if i.kind == "control_chars"]
     assert (issue.line, issue.severity) == (1, "warning")
@@ -514,7 +514,7 @@ def test_control_characters_are_removed_and_counted_in_the_report() -> None:
         {"source": "\u0007", "target": "only a bell"},
     ]
     data = "\n".join(json.dumps(r) for r in rows).encode()  # ASCII JSON with \\u escapes
-    parsed = K.parse_pairs(data, "jsonl")
+    parsed = parse_pairs(data, "jsonl")
     assert _pairs(parsed) == [("nulhere", "rtlexe"), ("lonesurrogate", "ok")]
     assert parsed.pairs[0].note == "note"
     assert parsed.issue_counts["control_chars"] == 2 and parsed.skipped == 1
@@ -526,33 +526,33 @@ def test_a_file_named_gz_must_be_gzip(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "pairs.tsv.gz"
     path.write_bytes(content)
     with pytest.raises(WorkbenchError, match="is not a gzip file"):
-        K.parse_pairs(path)
+        parse_pairs(path)
 
 
 def test_size_and_line_length_are_capped_while_streaming(monkeypatch) -> None:
     monkeypatch.setattr(text_files, "MAX_INPUT_BYTES", 1000)
     with pytest.raises(WorkbenchError, match="larger than 1,000 bytes uncompressed"):
-        K.parse_pairs(gzip.compress(b"a\tb\n" * 1000), "tsv")
+        parse_pairs(gzip.compress(b"a\tb\n" * 1000), "tsv")
     with pytest.raises(WorkbenchError, match="larger than 1,000 bytes: split"):
-        K.parse_pairs(b"a\tb\n" * 1000, "tsv")
+        parse_pairs(b"a\tb\n" * 1000, "tsv")
     monkeypatch.setattr(text_files, "MAX_LINE_BYTES", 100)
     with pytest.raises(WorkbenchError, match="line 3: longer than 100 bytes"):
-        K.parse_pairs(b"a\tb\n\n" + b"x" * 150 + b"\ty\n", "tsv")
+        parse_pairs(b"a\tb\n\n" + b"x" * 150 + b"\ty\n", "tsv")
     with pytest.raises(WorkbenchError, match="line 1: longer than 100 bytes"):
-        K.parse_pairs(b"x" * 500, "tsv")  # one endless line, no newline at all
-    assert len(K.parse_pairs(b"a\tb\n" * 20 + b"c\td", "tsv").pairs) == 2
+        parse_pairs(b"x" * 500, "tsv")  # one endless line, no newline at all
+    assert len(parse_pairs(b"a\tb\n" * 20 + b"c\td", "tsv").pairs) == 2
 
 
 def test_line_numbers_survive_block_boundaries(monkeypatch) -> None:
     """Blank lines are skipped in bulk; errors still name the right line across blocks."""
     monkeypatch.setattr(text_files, "_BLOCK", 16)
     data = "a\tb\n\n\r\n中文\t句子\n" + "\n" * 40 + "c\td\nbroken\n"
-    parsed_lines = [p.line for p in K.parse_pairs(data.encode()[:-7], "tsv").pairs]
+    parsed_lines = [p.line for p in parse_pairs(data.encode()[:-7], "tsv").pairs]
     assert parsed_lines == [1, 4, 45]
-    [issue] = K.parse_pairs(data.encode(), "tsv").report
+    [issue] = parse_pairs(data.encode(), "tsv").report
     assert issue.line == 46 and issue.message.startswith("expected 2 to 4")
     with pytest.raises(WorkbenchError, match="line 6: not valid UTF-8"):
-        K.parse_pairs(b"ok\tfine\n" * 5 + b"x\t\xff\n", "tsv")
+        parse_pairs(b"ok\tfine\n" * 5 + b"x\t\xff\n", "tsv")
 
 
 def test_gzip_of_newlines_is_read_in_bounded_memory(tmp_path: Path) -> None:
@@ -566,7 +566,7 @@ def test_gzip_of_newlines_is_read_in_bounded_memory(tmp_path: Path) -> None:
     code = (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
-        "from workbench.corpus.import_checks import parse_pairs\n"
+        "from tests.helpers import parse_pairs\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "parsed = parse_pairs(sys.argv[1])\n"
         "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
@@ -590,7 +590,7 @@ def test_preview_keeps_a_bounded_sample(wb_home: Path, monkeypatch) -> None:
     info = C.create_corpus("c", "zh", "en")
     P.apply_edits(info.id, added=[{"source": "句子3", "target": "sentence 3"}])
     data = "\n".join(f"句子{i}\tsentence {i}" for i in range(500)).encode()
-    preview = I.preview_import(info.id, data, "tsv", sample=7)
+    preview = I.preview_import(info.id, data, fmt="tsv", sample=7)
     assert preview.accepted == 499 and len(preview.pairs) == 7
     assert [p.line for p in preview.pairs] == [1, 2, 3, 5, 6, 7, 8]
     assert preview.duplicates == 1 and preview.rows == 500
@@ -648,8 +648,8 @@ def test_a_file_over_the_size_cap_is_refused_before_a_row_is_read(
     bomb.write_bytes(gzip.compress(rows))
     plain.write_bytes(rows)
     with pytest.raises(WorkbenchError, match="larger than 4 MiB uncompressed"):
-        K.parse_pairs(bomb)
+        parse_pairs(bomb)
     with pytest.raises(WorkbenchError, match="larger than 4 MiB: split"):
-        K.parse_pairs(plain)
+        parse_pairs(plain)
     assert checked == []
-    assert K.parse_pairs(gzip.compress(rows[:13_000]), "tsv").rows == 1000  # under the cap
+    assert parse_pairs(gzip.compress(rows[:13_000]), "tsv").rows == 1000  # under the cap

@@ -351,8 +351,8 @@ def _preview(
         parsed = importing.preview_import(
             current.id,
             upload,
-            fmt,
-            target,
+            fmt=fmt,
+            tgt=target,
             sample=PREVIEW_ROWS,
             cleaning=options,
             skip_conflicts=skip_conflicts,

@@ -83,12 +83,12 @@ _DONE = object()
 def preview_import(
     corpus_id: CorpusRef,
     data: Data,
+    *,
     fmt: str | None = None,
     tgt: Data | None = None,
-    *,
-    sample: int = PREVIEW_SAMPLE,
     cleaning: CleaningOptions | None = None,
     skip_conflicts: bool = False,
+    sample: int = PREVIEW_SAMPLE,
 ) -> ParsedImport:
     """What importing would do, in bounded memory: the whole file is read and validated, and
     pairs the corpus already holds are reported (``duplicate_in_corpus``), but only the first

@@ -58,7 +58,7 @@ def test_import_options_filter_and_convert_what_the_preview_showed(wb_home, db_f
     corpus = corpora.create_corpus("noisy", "zh", "en")
     data = _tsv(NOISY)
     before = db_fingerprint()
-    preview = importing.preview_import(corpus.id, data, "tsv", cleaning=ALL)
+    preview = importing.preview_import(corpus.id, data, fmt="tsv", cleaning=ALL)
     assert db_fingerprint() == before  # a preview writes nothing
     assert preview.issue_counts["lang_target"] == 1 and preview.issue_counts["ratio"] == 1
     assert preview.issue_counts["lang_source"] == 1 and preview.issue_counts["converted"] == 1

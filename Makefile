@@ -27,7 +27,7 @@ lint: $(STAMP)
 # The catalogs (ui.i18n): extract the messages of the code, merge them into each language's
 # .po (translate the new ones there), compile the .mo files the app reads.
 i18n: $(STAMP)
-	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k n_:1,2 -k p_:1c,2 -k N_ --no-location --sort-output \
+	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k n_:1,2 -k p_:1c,2 -k N_ --add-comments=Translators: --no-location --sort-output \
 		--project=workbench --copyright-holder="the workbench authors" --width=100 -o locale/messages.pot .
 	$(VENV)/bin/pybabel update -i locale/messages.pot -d locale --no-fuzzy-matching --ignore-obsolete --width=100
 	$(VENV)/bin/pybabel compile -d locale --statistics

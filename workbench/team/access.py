@@ -75,12 +75,16 @@ class Permission(StrEnum):
 # The refusals, whole sentences with the permission's label and the actor as parameters (a
 # page shows them translated, the CLI and the HTTP API answer the English): nobody acting,
 # and each (actor's role, permission's weakest role) where the actor's is below.
+# Translators: {permission} is a permission's label, a verb phrase ("edit corpora")
 SIGN_IN = N_("Sign in to {permission}.")
 REFUSED: Mapping[tuple[Role, Role], MessageId] = {
+    # Translators: {permission} is a permission's label, a verb phrase ("edit corpora")
     (Role.VIEWER, Role.EDITOR): N_(
         "{actor} is a viewer: only an editor or admin may {permission}."
     ),
+    # Translators: {permission} is a permission's label, a verb phrase ("manage users")
     (Role.VIEWER, Role.ADMIN): N_("{actor} is a viewer: only an admin may {permission}."),
+    # Translators: {permission} is a permission's label, a verb phrase ("manage users")
     (Role.EDITOR, Role.ADMIN): N_("{actor} is an editor: only an admin may {permission}."),
 }
 

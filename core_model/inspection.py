@@ -238,12 +238,12 @@ def _beam(
 ) -> BeamInspection:
     """Beam search with its history, in pieces; the finished candidates are ranked as beam
     search ranks them (`decoding.pick_finished`), which marks the returned translation."""
-    tgt, alpha = loaded.tokenizers.tgt, LENGTH_PENALTY_ALPHA
+    tgt = loaded.tokenizers.tgt
     [result] = beam_search(
         loaded.model,
         src,
         beam_size=beam_size,
-        length_penalty_alpha=alpha,
+        length_penalty_alpha=LENGTH_PENALTY_ALPHA,
         length_penalty_kind=penalty_kind,
         max_len_a=0.0,
         max_len_b=bound,
@@ -251,7 +251,7 @@ def _beam(
     )
 
     def lp(length: int) -> float:
-        return float(length_penalty(length, alpha, penalty_kind))
+        return float(length_penalty(length, LENGTH_PENALTY_ALPHA, penalty_kind))
 
     rows = []
     for step in result.history or []:
@@ -272,7 +272,13 @@ def _beam(
         lengths = [r.length or 0 for r in finished]
         finished[pick_finished(log_probs, lengths, beam_size, lp)].best = True
     return BeamInspection(
-        beam_size, alpha, penalty_kind, rows, result.tokens, tgt.decode(result.tokens), result.score
+        beam_size,
+        LENGTH_PENALTY_ALPHA,
+        penalty_kind,
+        rows,
+        result.tokens,
+        tgt.decode(result.tokens),
+        result.score,
     )
 
 

@@ -191,5 +191,5 @@ def test_empty_text_is_refused(loaded: LoadedModel) -> None:
 
 
 def test_long_text_is_cut(loaded: LoadedModel) -> None:
-    seen = inspect_sentence(loaded, " ".join(["w5"] * 100), beam_size=1)
-    assert len(seen.src_ids) == MAX_PIECES + 1 and seen.src_tokens == 101
+    seen = inspect_sentence(loaded, " ".join(["w5"] * (MAX_PIECES + 10)), beam_size=1)
+    assert len(seen.src_ids) == MAX_PIECES + 1 and seen.src_tokens == MAX_PIECES + 11

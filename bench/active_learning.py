@@ -59,7 +59,7 @@ def _corpus(name: str, rows: list[tuple[str, str, str]]) -> int:
     from workbench.corpus import corpora, importing
 
     info = corpora.create_corpus(name, "de", "en")
-    importing.import_file(info.id, _tsv(rows), "tsv")
+    importing.import_file(info.id, _tsv(rows), fmt="tsv")
     return info.id
 
 
@@ -183,7 +183,7 @@ def main() -> None:
     random_corpus = _corpus("random", base_rows)
     picked = rng.sample(pool_pairs, args.add)
     added_random = importing.import_file(
-        random_corpus, _tsv([(s, t, "train") for s, t in picked]), "tsv"
+        random_corpus, _tsv([(s, t, "train") for s, t in picked]), fmt="tsv"
     ).added
 
     strategies = {"uncertainty": chosen_corpus, "random": random_corpus}

@@ -123,7 +123,7 @@ def main() -> None:
         )
         time.sleep(0.5)
     t, cpu = time.perf_counter(), time.process_time()
-    result = import_file(info.id, data, "tsv")
+    result = import_file(info.id, data, fmt="tsv")
     import_s, import_cpu = time.perf_counter() - t, time.process_time() - cpu
     print(f"imported {result.added} pairs in {import_s:.1f}s (cpu {import_cpu:.1f}s)")
     lock_wait_s = lock_takes = None

@@ -70,7 +70,7 @@ def import_corpus(
     from workbench.corpus import corpora, importing
 
     info = corpora.create_corpus(name, src_lang, tgt_lang)
-    imported = importing.import_file(info.id, _tsv({"train": train, "valid": valid}), "tsv")
+    imported = importing.import_file(info.id, _tsv({"train": train, "valid": valid}), fmt="tsv")
     return info.id, imported.added
 
 

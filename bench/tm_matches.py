@@ -51,7 +51,7 @@ def main() -> None:
     sources = list(dict.fromkeys(_sentence(rng, words) for _ in range(args.pairs)))
     tsv = "".join(f"{s}\t{s[::-1]}\n" for s in sources).encode()
     corpus = corpora.create_corpus("tm bench", "en", "de")
-    importing.import_file(corpus.id, tsv, "tsv")
+    importing.import_file(corpus.id, tsv, fmt="tsv")
 
     started = time.perf_counter()
     matches.find_matches(corpus.id, ["warm up"])

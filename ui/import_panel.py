@@ -56,7 +56,7 @@ def import_panel(current: CorpusInfo) -> None:
         ):
             # The upload is read again as a stream: the preview kept only a sample.
             result = importing.import_file(
-                current.id, upload, fmt, target, cleaning=options, skip_conflicts=skip
+                current.id, upload, fmt=fmt, tgt=target, cleaning=options, skip_conflicts=skip
             )
             st.session_state["upload_nonce"] = nonce + 1
             st.session_state.pop("_import_preview", None)

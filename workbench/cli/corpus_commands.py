@@ -93,10 +93,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
     result = import_file(
         args.corpus,
         args.file,
-        args.format,
-        args.tgt_file,
-        strict=args.strict,
         create_langs=(args.src_lang, args.tgt_lang),
+        fmt=args.format,
+        tgt=args.tgt_file,
+        strict=args.strict,
         cleaning=cleaning,
         skip_conflicts=args.skip_conflicts,
     )

@@ -38,7 +38,7 @@ def ensure_demo_corpus() -> CorpusInfo | None:
             result = importing.import_file(
                 DEMO_NAME,
                 DEMO_FILE,
-                "tsv",
+                fmt="tsv",
                 strict=True,
                 create_langs=(DEMO_SRC_LANG, DEMO_TGT_LANG),
             )

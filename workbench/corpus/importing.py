@@ -84,11 +84,11 @@ def preview_import(
     corpus_id: CorpusRef,
     data: Data,
     *,
+    sample: int = PREVIEW_SAMPLE,
     fmt: str | None = None,
     tgt: Data | None = None,
     cleaning: CleaningOptions | None = None,
     skip_conflicts: bool = False,
-    sample: int = PREVIEW_SAMPLE,
 ) -> ParsedImport:
     """What importing would do, in bounded memory: the whole file is read and validated, and
     pairs the corpus already holds are reported (``duplicate_in_corpus``), but only the first
@@ -124,10 +124,10 @@ def preview_import(
 
 def import_file(
     corpus_id: CorpusRef,
-    path_or_bytes: Data,
+    data: Data,
+    *,
     fmt: str | None = None,
     tgt: Data | None = None,
-    *,
     strict: bool = False,
     create_langs: tuple[str, str] | None = None,
     cleaning: CleaningOptions | None = None,
@@ -135,7 +135,7 @@ def import_file(
 ) -> ImportResult:
     """Import a file into a corpus, all-or-nothing (see the module docstring).
 
-    ``path_or_bytes``/``tgt`` are bytes, a path or an open binary file (re-read from its
+    ``data``/``tgt`` are bytes, a path or an open binary file (re-read from its
     start). A file that cannot be read raises ``WorkbenchError`` and nothing is written. Row
     errors (a malformed record, an empty or over-long side, a bad split) are skipped and
     reported, or with ``strict=True`` abort the import. Pairs already in the corpus or
@@ -164,7 +164,7 @@ def import_file(
             target = _target(s, corpus_id, create_langs)
             validator.cleaner = _cleaner(cleaning, target.src_lang, target.tgt_lang)
             sweep_import_staging()
-            rows = read_rows(path_or_bytes, fmt, tgt, target.src_lang, target.tgt_lang)
+            rows = read_rows(data, fmt, tgt, target.src_lang, target.tgt_lang)
             chunks = _validated_chunks(rows, validator, strict, gate)
             try:
                 first = next(chunks, None)

@@ -92,7 +92,7 @@ def test_hostile_xml_is_refused_and_nothing_is_written(
     before = db_fingerprint()
     for call in (
         lambda: I.preview_import(corpus.id, data, fmt=fmt),
-        lambda: I.import_file(corpus.id, data, fmt),
+        lambda: I.import_file(corpus.id, data, fmt=fmt),
     ):
         with pytest.raises(WorkbenchError, match=r"^refused: the XML file declares entities"):
             call()
@@ -104,9 +104,9 @@ def test_hostile_xml_is_refused_and_nothing_is_written(
 def test_not_xml_is_one_line_naming_the_line(wb_home: Path) -> None:
     corpus = C.create_corpus("broken", "zh", "en")
     with pytest.raises(WorkbenchError, match=r"^not a valid TMX file: line 2: "):
-        I.import_file(corpus.id, b"<tmx version='1.4'>\n<body><tu></body></tmx>", "tmx")
+        I.import_file(corpus.id, b"<tmx version='1.4'>\n<body><tu></body></tmx>", fmt="tmx")
     with pytest.raises(WorkbenchError, match=r"^not a TMX file$"):
-        I.import_file(corpus.id, b"<html/>", "tmx")
+        I.import_file(corpus.id, b"<html/>", fmt="tmx")
 
 
 def test_import_preview_reports_the_invalid_units(wb_home: Path) -> None:

@@ -68,13 +68,13 @@ def test_import_options_filter_and_convert_what_the_preview_showed(wb_home, db_f
     kinds = {i.kind: i.severity for i in preview.report}
     assert kinds["lang_target"] == "filtered" and kinds["converted"] == "warning"
 
-    result = importing.import_file(corpus.id, data, "tsv", cleaning=ALL)
+    result = importing.import_file(corpus.id, data, fmt="tsv", cleaning=ALL)
     assert (result.added, result.filtered) == (3, 3)
     stored = set(pairs.search_pairs(corpus.id).rows["source"])
     assert stored == {"我想喝一杯茶。", "这是我的书。", "住手！"}
 
     plain = corpora.create_corpus("plain", "zh", "en")
-    assert importing.import_file(plain.id, data, "tsv").added == len(NOISY)  # no options
+    assert importing.import_file(plain.id, data, fmt="tsv").added == len(NOISY)  # no options
 
 
 def _rows(corpus_id: int) -> list[tuple]:

@@ -148,7 +148,7 @@ def test_an_unknown_format_is_refused_not_read_as_another(
     before = db_fingerprint()
     for fmt in ("docx", "Tatoeba2"):
         with pytest.raises(WorkbenchError) as refused:
-            I.import_file(corpus.id, path, fmt)
+            I.import_file(corpus.id, path, fmt=fmt)
         assert str(refused.value) == (
             f"unknown format {fmt.lower()!r}: use one of "
             "tsv, csv, jsonl, aligned, tatoeba, tmx, xliff"
@@ -273,9 +273,9 @@ def test_validator_matches_corpus_text_rules() -> None:
 
 def test_import_file_reports_and_skips_corpus_duplicates(db_url: str) -> None:
     info = C.create_corpus("c", "zh", "en")
-    first = I.import_file(info.id, TSV.encode(), "tsv")
+    first = I.import_file(info.id, TSV.encode(), fmt="tsv")
     assert (first.added, first.duplicates, first.skipped) == (2, 0, 0)
-    again = I.import_file(info.id, (TSV + "新的\tnew\n\tx\n").encode(), "tsv")
+    again = I.import_file(info.id, (TSV + "新的\tnew\n\tx\n").encode(), fmt="tsv")
     assert (again.added, again.duplicates, again.skipped) == (1, 2, 1)
     assert {i.kind for i in again.report} == {"duplicate_in_corpus", "empty"}
     assert C.get_corpus(info.id).pair_count == 3
@@ -298,7 +298,7 @@ def test_a_source_the_corpus_translates_differently_is_named_then_added_or_skipp
     """The walk's day2.csv: the preview and the import name the row (not an ordinary
     addition), add it by default as before, and leave it out when asked."""
     info = C.create_corpus("c", "zh", "en")
-    I.import_file(info.id, MASKS.encode(), "tsv")
+    I.import_file(info.id, MASKS.encode(), fmt="tsv")
     [mask_pair] = P.search_pairs(info.id, "口罩").rows["id"].tolist()
     preview = I.preview_import(info.id, DAY2.encode(), fmt="tsv")
     assert (preview.accepted, preview.duplicates, preview.conflict_count) == (2, 1, 1)
@@ -314,10 +314,10 @@ def test_a_source_the_corpus_translates_differently_is_named_then_added_or_skipp
     assert [p.line for p in skipping.pairs] == [1]
     assert [i.severity for i in skipping.report if i.kind == "conflict"] == ["filtered"]
 
-    skipped = I.import_file(info.id, DAY2.encode(), "tsv", skip_conflicts=True)
+    skipped = I.import_file(info.id, DAY2.encode(), fmt="tsv", skip_conflicts=True)
     assert (skipped.added, skipped.conflict_count, skipped.conflicts_skipped) == (1, 1, True)
     assert C.get_corpus(info.id).pair_count == 3
-    added = I.import_file(info.id, DAY2.encode(), "tsv")  # the default: added, as before
+    added = I.import_file(info.id, DAY2.encode(), fmt="tsv")  # the default: added, as before
     assert (added.added, added.duplicates, added.conflict_count) == (1, 2, 1)
     assert added.as_dict()["conflict_examples"] == [
         {
@@ -342,11 +342,11 @@ def test_a_file_whose_new_rows_are_all_skipped_conflicts_imports_nothing(
     import of 0 pairs, nothing written, the conflicts named; with an invalid row too, the
     refusal counts them."""
     info = C.create_corpus("c", "zh", "en")
-    I.import_file(info.id, MASKS.encode(), "tsv")
+    I.import_file(info.id, MASKS.encode(), fmt="tsv")
     before = db_fingerprint()
     only = "请戴好口罩。\tPlease wear a mask.\n挂号费二十元。\tThe fee: twenty yuan.\n"
     for data in (only, only + "挂号费二十元。\tThe fee is twenty yuan.\n"):
-        result = I.import_file(info.id, data.encode(), "tsv", skip_conflicts=True)
+        result = I.import_file(info.id, data.encode(), fmt="tsv", skip_conflicts=True)
         assert (result.added, result.conflict_count, result.conflicts_skipped) == (0, 2, True)
         assert [c.line for c in result.conflicts] == [1, 2]
         assert db_fingerprint() == before
@@ -355,7 +355,7 @@ def test_a_file_whose_new_rows_are_all_skipped_conflicts_imports_nothing(
         WorkbenchError,
         match=r"\(1 invalid, 0 duplicates, 0 filtered out, 2 skipped as conflicts\)",
     ):
-        I.import_file(info.id, bad.encode(), "tsv", skip_conflicts=True)
+        I.import_file(info.id, bad.encode(), fmt="tsv", skip_conflicts=True)
     assert db_fingerprint() == before
 
 
@@ -380,9 +380,11 @@ def test_rows_of_one_file_that_translate_a_source_differently_are_named(
         "warning",
         "line 1 of the file translates this source differently",
     )
-    added = I.import_file("new", data, "tsv", create_langs=("zh", "en"))
+    added = I.import_file("new", data, fmt="tsv", create_langs=("zh", "en"))
     assert (added.added, added.conflict_count, added.conflicts) == (4, 1, preview.conflicts)
-    skipped = I.import_file("other", data, "tsv", create_langs=("zh", "en"), skip_conflicts=True)
+    skipped = I.import_file(
+        "other", data, fmt="tsv", create_langs=("zh", "en"), skip_conflicts=True
+    )
     assert (skipped.added, skipped.conflict_count, skipped.conflicts_skipped) == (3, 1, True)
     assert set(P.search_pairs(skipped.corpus_id, "早上好").rows["target"]) == {"Good morning."}
 
@@ -391,7 +393,7 @@ def test_strict_import_aborts_on_any_invalid_row(db_url: str, db_fingerprint) ->
     info = C.create_corpus("c", "zh", "en")
     before = db_fingerprint()
     with pytest.raises(WorkbenchError, match="line 3: source is empty"):
-        I.import_file(info.id, (TSV + "\tno source\n").encode(), "tsv", strict=True)
+        I.import_file(info.id, (TSV + "\tno source\n").encode(), fmt="tsv", strict=True)
     assert db_fingerprint() == before
 
 
@@ -410,9 +412,9 @@ def test_a_malformed_record_is_previewed_then_skipped_on_import(
     assert [(i.line, i.kind) for i in preview.report] == [(2, "malformed")]
     assert db_fingerprint() == before  # nothing written until the user confirms
     with pytest.raises(WorkbenchError, match=r"^line 2: .*; nothing imported$"):
-        I.import_file(info.id, data, fmt, strict=True)
+        I.import_file(info.id, data, fmt=fmt, strict=True)
     assert db_fingerprint() == before
-    result = I.import_file(info.id, data, fmt)
+    result = I.import_file(info.id, data, fmt=fmt)
     assert (result.added, result.skipped, result.issue_counts) == (2, 1, {"malformed": 1})
     assert [(i.line, i.kind) for i in result.report] == [(2, "malformed")]
     assert C.get_corpus(info.id).pair_count == 2
@@ -424,14 +426,14 @@ def test_failure_after_chunks_were_written_rolls_everything_back(
     """An unreadable last line of a multi-chunk import leaves the database untouched."""
     monkeypatch.setattr(I, "IMPORT_CHUNK", 7)
     info = C.create_corpus("c", "zh", "en")
-    I.import_file(info.id, TSV.encode(), "tsv")
+    I.import_file(info.id, TSV.encode(), fmt="tsv")
     before = db_fingerprint()
     rows = [f"句子{i}\tsentence {i}" for i in range(50)]
     with pytest.raises(WorkbenchError, match="line 51: not valid UTF-8"):
-        I.import_file(info.id, ("\n".join(rows) + "\n").encode() + b"\xff\tx\n", "tsv")
+        I.import_file(info.id, ("\n".join(rows) + "\n").encode() + b"\xff\tx\n", fmt="tsv")
     assert db_fingerprint() == before
     assert P.search_pairs(info.id, "sentence").total == 0
-    ok = I.import_file(info.id, "\n".join(rows).encode(), "tsv")
+    ok = I.import_file(info.id, "\n".join(rows).encode(), fmt="tsv")
     assert ok.added == 50 and P.search_pairs(info.id, "sentence 4").total == 11
     db_fingerprint()  # FTS integrity check after a multi-chunk import
 
@@ -439,17 +441,17 @@ def test_failure_after_chunks_were_written_rolls_everything_back(
 def test_tiny_rule_applies_to_small_imports(wb_home: Path, monkeypatch) -> None:
     monkeypatch.setattr(I, "IMPORT_CHUNK", 5)
     tiny = C.create_corpus("tiny", "zh", "en")
-    I.import_file(tiny.id, "\n".join(f"小{i}\tsmall {i}" for i in range(12)).encode(), "tsv")
+    I.import_file(tiny.id, "\n".join(f"小{i}\tsmall {i}" for i in range(12)).encode(), fmt="tsv")
     assert P.corpus_stats(tiny.id).split_counts["train"] == 12
     big = C.create_corpus("big", "zh", "en")
-    I.import_file(big.id, "\n".join(f"大{i}\tbig {i}" for i in range(300)).encode(), "tsv")
+    I.import_file(big.id, "\n".join(f"大{i}\tbig {i}" for i in range(300)).encode(), fmt="tsv")
     counts = P.corpus_stats(big.id).split_counts
     assert counts["valid"] > 0 and counts["test"] > 0
 
 
 def test_import_into_missing_corpus(wb_home: Path) -> None:
     with pytest.raises(WorkbenchError, match="no corpus"):
-        I.import_file(12345, TSV.encode(), "tsv")
+        I.import_file(12345, TSV.encode(), fmt="tsv")
 
 
 def test_export_round_trip(db_url: str, tmp_path: Path) -> None:
@@ -457,7 +459,7 @@ def test_export_round_trip(db_url: str, tmp_path: Path) -> None:
     I.import_file(
         info.id,
         f"The tea is hot.\t茶很烫。\t{ATTR}\nWe eat at noon.\t我们中午吃饭。\t{ATTR}\n".encode(),
-        "tatoeba",
+        fmt="tatoeba",
     )
     P.add_pair(info.id, "测试", "held out", split="test", note="mine")
     original = P.search_pairs(info.id).rows.drop(columns="id")
@@ -490,7 +492,7 @@ def test_real_tatoeba_sample_if_available(wb_home: Path) -> None:
 def test_bulk_import_of_many_rows(db_url: str) -> None:
     info = C.create_corpus("bulk", "zh", "en")
     data = "\n".join(f"第{i}句。\tSentence number {i}." for i in range(12_000)).encode()
-    res = I.import_file(info.id, data, "tsv")
+    res = I.import_file(info.id, data, fmt="tsv")
     assert res.added == 12_000 and C.get_corpus(info.id).pair_count == 12_000
     hit = P.search_pairs(info.id, "number 11999.")
     assert hit.total == 1 and hit.rows.loc[0, "source"] == "第11999句。"
@@ -617,19 +619,19 @@ def test_a_new_corpus_is_created_only_with_its_pairs(
     before = db_fingerprint()
     with pytest.raises(WorkbenchError, match="line 11: not valid UTF-8"):
         bad = (rows + "\n").encode() + b"\xff\tx\n"
-        I.import_file("fresh", bad, "tsv", create_langs=("zh", "en"))
+        I.import_file("fresh", bad, fmt="tsv", create_langs=("zh", "en"))
     assert db_fingerprint() == before
     assert [c.name for c in C.list_corpora()] == ["other"]
-    res = I.import_file("fresh", rows.encode(), "tsv", create_langs=("zh", "en"))
+    res = I.import_file("fresh", rows.encode(), fmt="tsv", create_langs=("zh", "en"))
     fresh = C.get_corpus("fresh")
     assert (res.added, res.corpus_id, fresh.pair_count) == (10, fresh.id, 10)
     assert (fresh.src_lang, fresh.tgt_lang) == ("zh", "en")
-    again = I.import_file("fresh", TSV.encode(), "tsv", create_langs=("zh", "en"))
+    again = I.import_file("fresh", TSV.encode(), fmt="tsv", create_langs=("zh", "en"))
     assert again.corpus_id == fresh.id and C.get_corpus("fresh").pair_count == 12
     with pytest.raises(WorkbenchError, match="is zh→en, not de→en"):
-        I.import_file("fresh", TSV.encode(), "tsv", create_langs=("de", "en"))
+        I.import_file("fresh", TSV.encode(), fmt="tsv", create_langs=("de", "en"))
     with pytest.raises(WorkbenchError, match="no corpus '42'; a new corpus name cannot be a"):
-        I.import_file("42", TSV.encode(), "tsv", create_langs=("zh", "en"))
+        I.import_file("42", TSV.encode(), fmt="tsv", create_langs=("zh", "en"))
 
 
 def test_a_file_over_the_size_cap_is_refused_before_a_row_is_read(

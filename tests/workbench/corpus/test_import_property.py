@@ -73,7 +73,7 @@ def _check(corpus_id: int, fingerprint, fmt: str, data: bytes, tgt: bytes | None
     before = fingerprint()
     count = C.get_corpus(corpus_id).pair_count
     try:
-        result = I.import_file(corpus_id, data, fmt, tgt)
+        result = I.import_file(corpus_id, data, fmt=fmt, tgt=tgt)
     except WorkbenchError as exc:
         assert "\n" not in str(exc)
         assert fingerprint() == before, f"database changed after error: {exc}"
@@ -136,7 +136,7 @@ def test_export_then_import_round_trips(
     name = f"rt{len(C.list_corpora())}"
     first = C.create_corpus(name, "zh", "en")
     try:
-        I.import_file(first.id, data, "jsonl")
+        I.import_file(first.id, data, fmt="jsonl")
     except NothingToImport:  # every row invalid: nothing to round-trip
         assert C.get_corpus(first.id).pair_count == 0
         return

@@ -67,7 +67,7 @@ def test_a_long_import_lets_other_writers_in_and_shows_nothing_until_published(
 
     def run() -> None:
         try:
-            outcome["result"] = I.import_file(info.id, "\n".join(ROWS).encode(), "tsv")
+            outcome["result"] = I.import_file(info.id, "\n".join(ROWS).encode(), fmt="tsv")
         except BaseException as exc:  # reported by the assertions below
             outcome["error"] = exc
 
@@ -119,7 +119,7 @@ def test_the_corpus_deleted_during_a_staged_import_fails_it_cleanly(
 
     monkeypatch.setattr(K.Validator, "check", deleting_check)
     with pytest.raises(WorkbenchError, match="was deleted during the import"):
-        I.import_file(info.id, "\n".join(ROWS[:80]).encode(), "tsv")
+        I.import_file(info.id, "\n".join(ROWS[:80]).encode(), fmt="tsv")
     assert _all_rows() == (1, 1)  # the deleted corpus, in the trash with its one pair
 
 
@@ -143,7 +143,7 @@ def test_an_empty_corpus_receives_a_large_import_in_place(
     monkeypatch.setattr(K.Validator, "check", pausing_check)
     outcome: dict = {}
     worker = threading.Thread(
-        target=lambda: outcome.update(r=I.import_file(info.id, "\n".join(ROWS).encode(), "tsv"))
+        target=lambda: outcome.update(r=I.import_file(info.id, "\n".join(ROWS).encode(), fmt="tsv"))
     )
     worker.start()
     try:
@@ -153,8 +153,8 @@ def test_an_empty_corpus_receives_a_large_import_in_place(
             lambda: C.get_corpus("empty"),
             lambda: P.add_pair(info.id, "新", "new"),
             lambda: C.delete_corpus(info.id),
-            lambda: I.import_file(info.id, b"a\tb\n", "tsv"),
-            lambda: I.import_file("empty", b"a\tb\n", "tsv", create_langs=("zh", "en")),
+            lambda: I.import_file(info.id, b"a\tb\n", fmt="tsv"),
+            lambda: I.import_file("empty", b"a\tb\n", fmt="tsv", create_langs=("zh", "en")),
         ):
             with pytest.raises(WorkbenchError, match="receiving a large import"):
                 touch()
@@ -175,8 +175,8 @@ def test_a_staged_import_names_sources_the_corpus_translates_differently(
     the one-transaction import does: added with a warning, or left out."""
     monkeypatch.setattr(I, "IMPORT_CHUNK", 100)
     info = C.create_corpus("c", "zh", "en")
-    I.import_file(info.id, "句子7\tseven, said otherwise\n句子450\told 450\n".encode(), "tsv")
-    result = I.import_file(info.id, "\n".join(ROWS).encode(), "tsv", skip_conflicts=skip)
+    I.import_file(info.id, "句子7\tseven, said otherwise\n句子450\told 450\n".encode(), fmt="tsv")
+    result = I.import_file(info.id, "\n".join(ROWS).encode(), fmt="tsv", skip_conflicts=skip)
     assert (result.conflict_count, result.conflicts_skipped) == (2, skip)
     assert [(c.line, c.corpus_target) for c in result.conflicts] == [
         (7, "seven, said otherwise"),
@@ -186,7 +186,7 @@ def test_a_staged_import_names_sources_the_corpus_translates_differently(
     assert C.get_corpus(info.id).pair_count == result.added + 2
 
 
-KILLED_IMPORT = 'I.import_file(sys.argv[1], sys.argv[2], "tsv", create_langs=("zh", "en"))'
+KILLED_IMPORT = 'I.import_file(sys.argv[1], sys.argv[2], fmt="tsv", create_langs=("zh", "en"))'
 
 
 def test_a_killed_import_is_invisible_and_swept(wb_home: Path, tmp_path: Path) -> None:
@@ -200,7 +200,7 @@ def test_a_killed_import_is_invisible_and_swept(wb_home: Path, tmp_path: Path) -
     assert _all_rows() == (1, 0)
     assert not list(wb_home.glob("*.import-*.lock"))
     # The next import sweeps by itself, and a live import is never swept.
-    assert I.import_file("fresh", data, "tsv", create_langs=("zh", "en")).added == 1000
+    assert I.import_file("fresh", data, fmt="tsv", create_langs=("zh", "en")).added == 1000
     assert ST.sweep_import_staging() == 0
     # Killed while staging in place into an empty corpus: the sweep gives it back, empty.
     C.delete_corpus("fresh")

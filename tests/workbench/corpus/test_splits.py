@@ -59,7 +59,7 @@ def test_no_valid_or_test_sentence_is_in_train(
     # filler pairs so the tiny-corpus rule (everything in train) does not decide alone
     filler = "\n".join(f"填充{i}\tfiller {i}" for i in range(30))
     tsv = "\n".join(f"{s}\t{t}" for s, t in first)
-    I.import_file(corpus.id, f"{filler}\n{tsv}".encode(), "tsv")
+    I.import_file(corpus.id, f"{filler}\n{tsv}".encode(), fmt="tsv")
     assert _leaks(corpus.id) == []
     imported = _splits_by_pair(corpus.id)
     for source, target, split in edits:
@@ -191,7 +191,7 @@ def test_fresh_splits_are_what_an_import_gives(wb_home: Path) -> None:
     pairs = [(f"句子{i % 250}", f"Sentence {i % 270}.") for i in range(300)]  # short chains
     pairs = list(dict.fromkeys(pairs))
     corpus = C.create_corpus("fresh", "zh", "en")
-    I.import_file(corpus.id, "\n".join(f"{s}\t{t}" for s, t in pairs).encode(), "tsv")
+    I.import_file(corpus.id, "\n".join(f"{s}\t{t}" for s, t in pairs).encode(), fmt="tsv")
     imported = {
         pair: split
         for split in ("train", "valid", "test")
@@ -245,7 +245,7 @@ def test_regrouping_a_whole_corpus_keeps_only_shared_sentences_in_memory(
         rows = [f"句子{i}\tSentence {i}." for i in range(n)]
         rows += ["句子1\tAnother one.", "又一句\tSentence 7."]  # two groups of two pairs
         corpus = C.create_corpus(f"c{n}", "zh", "en")
-        I.import_file(corpus.id, "\n".join(rows).encode(), "tsv")
+        I.import_file(corpus.id, "\n".join(rows).encode(), fmt="tsv")
         with session_scope() as s:
             tracemalloc.start()
             try:

@@ -60,7 +60,7 @@ def test_the_index_follows_saves_edits_deletes_imports_and_undo(wb_home: Path) -
     assert M.find_matches(corpus_id, [new])[0][0].target == "An edited sentence."
     P.apply_edits(corpus_id, deleted=[pid])
     assert all(m.pair_id != pid for m in M.find_matches(corpus_id, [new])[0])
-    I.import_file(corpus_id, f"{new}\tImported.\n".encode(), "tsv")
+    I.import_file(corpus_id, f"{new}\tImported.\n".encode(), fmt="tsv")
     assert M.find_matches(corpus_id, [new])[0][0].target == "Imported."
     undo.undo_change(history.list_changes(corpus_id)[0].id)  # the import, the newest change
     assert not any(m.exact for m in M.find_matches(corpus_id, [new])[0])

@@ -192,7 +192,7 @@ def test_a_failed_write_records_nothing(wb_home: Path, monkeypatch: pytest.Monke
         lambda: pairs.add_pair(info.id, "二", "two"),
         lambda: corpora.delete_corpus(info.id),
         lambda: glossary.set_terms(info.id, [("一", "one")]),
-        lambda: importing.import_file(info.id, "三\tthree\n".encode(), "tsv"),
+        lambda: importing.import_file(info.id, "三\tthree\n".encode(), fmt="tsv"),
     ):
         with pytest.raises(RuntimeError, match="disk is full"):
             write()
@@ -202,7 +202,7 @@ def test_a_failed_write_records_nothing(wb_home: Path, monkeypatch: pytest.Monke
 
 def test_an_import_is_one_change_of_id_ranges_and_can_be_undone(wb_home: Path) -> None:
     data = "\n".join(f"源{i}\ttarget {i}" for i in range(300)).encode()
-    result = importing.import_file("imported", data, "tsv", create_langs=("zh", "en"))
+    result = importing.import_file("imported", data, fmt="tsv", create_langs=("zh", "en"))
     [change] = _changes()
     assert change.action == "import" and change.corpus_id == result.corpus_id
     [created, ranges] = change.items
@@ -418,7 +418,7 @@ def test_an_import_is_not_undone_while_a_later_delete_of_its_pairs_stands(wb_hom
     """Issue 30, item 4: undoing the import while the bulk delete of two of its pairs stands
     was accepted, and undoing the delete afterwards brought the two pairs back."""
     data = "\n".join(f"源{i}\ttarget {i}" for i in range(5)).encode()
-    corpus = importing.import_file("menus", data, "tsv", create_langs=("zh", "en")).corpus_id
+    corpus = importing.import_file("menus", data, fmt="tsv", create_langs=("zh", "en")).corpus_id
     imported = _latest().id
     ids = [row[0] for row in _raw("pairs")]
     pairs.apply_edits(corpus, deleted=ids[:2])

@@ -193,7 +193,9 @@ class Run:
             rows = [{"source": s, "target": t, "split": split} for (s, t), split in args[0]]
             pairs.apply_edits(cid, added=rows)
         elif kind == "import":
-            importing.import_file(cid, "\n".join(f"{s}\t{t}" for s, t in args[0]).encode(), "tsv")
+            importing.import_file(
+                cid, "\n".join(f"{s}\t{t}" for s, t in args[0]).encode(), fmt="tsv"
+            )
         elif kind == "edit" and ids:
             index, column, value = args
             new = {"source": SOURCES, "target": TARGETS, "split": SPLITS}.get(column)

@@ -153,7 +153,11 @@ def choice_labels(msgids: Iterable[str]) -> Callable[[str], str]:
 def translate(msgid: str, params: dict[str, Any] | None = None) -> str:
     """``msgid`` in this session's language, its named placeholders filled in (a parameter
     that is itself a ``Message``, e.g. the reason inside an error, translated too)."""
-    text = _translations(current()).gettext(msgid)
+    return _filled(_translations(current()).gettext(msgid), params)
+
+
+def _filled(text: str, params: dict[str, Any] | None) -> str:
+    """A translated text's placeholders filled in, a ``Message`` parameter translated too."""
     if not params:
         return text
     return text.format(
@@ -177,8 +181,7 @@ def _(msgid: str, **params: Any) -> str:
 def p_(context: str, msgid: str, **params: Any) -> str:
     """A text whose English is shared by different meanings, told apart by ``context``
     (gettext's msgctxt): ``p_("grid", "Review")`` (the unsaved changes), not the Review page."""
-    text = _translations(current()).pgettext(context, msgid)
-    return text.format(**params) if params else text
+    return _filled(_translations(current()).pgettext(context, msgid), params)
 
 
 def n_(singular: str, plural: str, n: int, **params: Any) -> str:
@@ -186,4 +189,4 @@ def n_(singular: str, plural: str, n: int, **params: Any) -> str:
     ``n_("{n} pair", "{n} pairs", n)``. ``{n}`` is filled with ``n`` as the locale writes it
     ("1,000")."""
     text = _translations(current()).ngettext(singular, plural, n)
-    return text.format(**{"n": format_decimal(n, locale=locale()), **params})
+    return _filled(text, {"n": format_decimal(n, locale=locale()), **params})

@@ -397,15 +397,30 @@ def _row_y(grid, row: int | None) -> tuple[dict, float]:
     return box, y
 
 
+EDITOR_OPENS_MS = 10_000  # a double-click's editor, once the grid took the double-click
+
+
 def _edit_cell(page, grid, column: str, text: str, row: int | None = None) -> None:
-    """Type into a cell of a row (``_row_y``). Tab commits the edit without adding a row."""
-    box, y = _row_y(grid, row)
-    # A locator's double-click waits until the grid is attached, visible, stable (the same
-    # box two frames running: a canvas still drawing after a run is not) and the one element
-    # that receives the click at that point.
-    grid.dblclick(position={"x": _COLUMN_X[column] * box["width"], "y": y - box["y"]})
+    """Type into a cell of a row (``_row_y``). Tab commits the edit without adding a row.
+
+    A locator's double-click waits until the grid is attached, visible, stable (the same box
+    two frames running: a canvas still drawing after a run is not) and the one element that
+    receives the click at that point. A grid redrawn between the two clicks still loses it
+    (once in a fresh clone, after a refusal's run: no editor in 30 s): when no editor opens,
+    the run is waited out and the double-click given again, twice at most."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     editor = page.locator("#portal textarea, #portal input").first
-    editor.wait_for(state="visible")
+    for attempt in range(3):
+        box, y = _row_y(grid, row)
+        grid.dblclick(position={"x": _COLUMN_X[column] * box["width"], "y": y - box["y"]})
+        try:
+            editor.wait_for(state="visible", timeout=EDITOR_OPENS_MS)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+            _settle(page)
     editor.fill(text)
     editor.press("Tab")
 

@@ -34,7 +34,6 @@ from bench.processes import free_port  # noqa: F401 (the tests' free port, one h
 
 if TYPE_CHECKING:
     from workbench.corpus import import_checks
-    from workbench.corpus.text_files import Data
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "tests" / "fixtures" / "toy_zh_en.tsv"
@@ -58,12 +57,7 @@ def make_toy_corpus(name: str = "toy", reverse: bool = False) -> int:
 
 
 def parse_pairs(
-    data: Data,
-    fmt: str | None = None,
-    tgt_data: Data | None = None,
-    *,
-    src_lang: str | None = None,
-    tgt_lang: str | None = None,
+    data: Any, fmt: str | None = None, tgt_data: Any = None, *, src_lang=None, tgt_lang=None
 ) -> import_checks.ParsedImport:
     """Every pair a file holds and its report, without a database: the rows an import reads
     (``formats.read_rows``; ``src_lang``/``tgt_lang`` orient Tatoeba files) through its row

@@ -89,19 +89,25 @@ def make_batches(
     return batches
 
 
-def shard_batches(batches: list[list[int]], rank: int, world_size: int) -> list[list[int]]:
-    """This rank's share of the batches for data-parallel training.
-
-    Every rank must run the same number of steps (DDP all-reduces each step), so the batch list
-    is cycled to a multiple of `world_size` before taking every `world_size`-th batch.
-    """
-    if world_size <= 1:
-        return batches
-    if not batches:
-        return []
-    n = -(-len(batches) // world_size) * world_size
-    padded = [batches[i % len(batches)] for i in range(n)]
-    return padded[rank::world_size]
+def rank_share(batch: Sequence[int], shares: Sequence[float], rank: int) -> list[int]:
+    """This rank's part of an update's batch for data-parallel training: a run of its
+    length-sorted pairs, `shares[rank]` of them (the shares sum to 1). So every rank of a step
+    takes pairs of one length and the ranks together train what one process would, and a rank
+    that trains faster can take more of each update (`pace.RankShares`). Every rank takes at
+    least one pair (DDP's all-reduce needs a backward on each): a batch with fewer pairs than
+    ranks gives some ranks the same pair."""
+    n, world = len(batch), len(shares)
+    if world <= 1:
+        return list(batch)
+    if n < world:
+        return [batch[rank % n]]
+    bounds, total = [0], 0.0
+    for r, share in enumerate(shares[:-1]):
+        total += share
+        # at least one pair for this rank and for each one after it
+        bounds.append(min(max(round(total * n), bounds[-1] + 1), n - (world - 1 - r)))
+    bounds.append(n)
+    return list(batch[bounds[rank] : bounds[rank + 1]])
 
 
 @dataclass

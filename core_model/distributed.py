@@ -3,15 +3,14 @@ or GPUs by the calling process itself, and the same `train()` under `torchrun`:
 
     torchrun --nproc_per_node 2 -m core_model.distributed --train pairs.tsv --out model_dir
 
-Each process trains on its share of every update (`batching.shard_batches` of batches a
-rank's share in size, so the update is the size the recipe chose whatever the number of
-ranks); gradients are all-reduced by DistributedDataParallel, so every rank holds identical
-weights after every step. Rank 0 trains the tokenizers (and sends them to the others),
-validates, checkpoints, reports and writes the model folder. Every rank, whoever started it,
-trains a `parallel.TrainTask` through `train_task`; the ranks themselves (the spec, the backend,
-starting and stopping them) are `training/parallel.py`'s. `python -m core_model.distributed
---child SPEC RANK` is a child rank of a `parallel.RankGroup` (a run's, or a speed
-measurement's).
+Each process trains on its part of every update (`batching.rank_share` of one batch of the size the
+recipe chose, whatever the number of ranks; on CPUs the parts follow the ranks' speeds,
+`pace.RankShares`); gradients are all-reduced by DistributedDataParallel, so every rank holds
+identical weights after every step. Rank 0 trains the tokenizers (and sends them to the others),
+validates, checkpoints, reports and writes the model folder. Every rank, whoever started it, trains
+a `parallel.TrainTask` through `train_task`; the ranks themselves (the spec, the backend, starting
+and stopping them) are `training/parallel.py`'s. `python -m core_model.distributed --child SPEC
+RANK` is a child rank of a `parallel.RankGroup` (a run's, or a speed measurement's).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ trains (`fastest`: the most tokens in the budget). Each measurement takes at mos
 
 The same measurement chooses how a run spreads over the cores (`choose_layout`): one process
 with every thread, or data-parallel ranks with fewer threads each (`parallel.Layout`), timed
-as the run would train — each rank with its share of every update, gradients all-reduced.
+as the run would train — each rank with its part of every update, gradients all-reduced.
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ from functools import lru_cache
 import torch
 from torch import nn
 
-from core_model.batching import Example, collate, make_batches, padded_shape, shard_batches
+from core_model.batching import Example, collate, make_batches, padded_shape, rank_share
 from core_model.special_tokens import RESERVED, SpecialIds
 from core_model.training import setup
 from core_model.training.config import TrainConfig
 from core_model.training.parallel import (
     Calibration,
+    CorePin,
     Layout,
     MeasureTask,
     RankGroup,
@@ -100,10 +101,10 @@ def measure(
     precision and thread count a run of it would get (`precision`, `num_threads` as in
     TrainConfig), on length-bucketed batches of pairs of these (source, target) `lengths`
     (their lengths rounded up to `multiple`; None: as a run rounds them when nothing was
-    timed). Inside a process group every rank takes its share of `batch_tokens` and of the
-    batches, and the gradients are all-reduced, as in training; the result counts all ranks.
-    The shapes a run of `run_pairs` pairs of this mix meets are counted (`epoch_shapes`; 0:
-    as many pairs as `lengths`). (`max_steps`: for `bench/batch_shapes.py`.)"""
+    timed). Inside a process group every rank takes an equal part of every batch of `batch_tokens`
+    (`batching.rank_share`), and the gradients are all-reduced, as in training; the result counts
+    all ranks. The shapes a run of `run_pairs` pairs of this mix meets are counted (`epoch_shapes`;
+    0: as many pairs as `lengths`). (`max_steps`: for `bench/batch_shapes.py`.)"""
     ranks = Ranks()
     model = Transformer(mcfg).to(device).train()
     n_params = model.num_parameters()
@@ -115,15 +116,17 @@ def measure(
         net = data_parallel(model, device)
     vocab = min(mcfg.src_vocab_size, mcfg.tgt_vocab_size)
     examples = synthetic_examples(vocab, lengths, specials=mcfg.specials)
-    share = max(1, batch_tokens // ranks.world)
-    batches = shard_batches(make_batches(examples, share), ranks.rank, ranks.world)
+    equal = [1.0 / ranks.world] * ranks.world
+    batches = [rank_share(b, equal, ranks.rank) for b in make_batches(examples, batch_tokens)]
     multiple = multiple or shape_multiple(device, amp)
     comm = ranks.comm_device(device)
     before = torch.get_num_threads()
     if device.type == "cpu":
         torch.set_num_threads(threads)
 
-    run_shapes = epoch_shapes(tuple(lengths), run_pairs or len(lengths), share, multiple)
+    # a rank's parts have the shapes of batches of its part of the tokens
+    rank_tokens = max(1, batch_tokens // ranks.world)
+    run_shapes = epoch_shapes(tuple(lengths), run_pairs or len(lengths), rank_tokens, multiple)
     seen: set[tuple[int, int, int]] = set()
     timed: list[tuple[float, int, bool]] = []  # per step: seconds, tokens, a new shape
 
@@ -148,26 +151,28 @@ def measure(
             seen.add(key)
         return True
 
-    try:
-        for i in range(UNTIMED_STEPS):  # the last batches: allocation, threads
-            step(-1 - i, stop=False)
-        # first visits until half the time is spent (rank 0's clock decides, so every rank
-        # takes the same steps), then the same batches again
-        visits, start = 0, time.perf_counter()
-        while True:
-            late = visits >= 1 and time.perf_counter() - start >= seconds / 2
-            if not step(visits, stop=visits >= max_steps // 2 or (ranks.main and late)):
-                break
-            visits += 1
-        for i in range(visits):
-            step(i, stop=False)
-        again = [(s, n) for s, n, new in timed if not new] or [(s, n) for s, n, _ in timed]
-        steady = ranks.all_sum([float(sum(n for _, n in again))], comm)[0] / sum(
-            s for s, _ in again
-        )
-        extra = [s - n / (steady / ranks.world) for s, n, new in timed if new]
-    finally:
-        torch.set_num_threads(before)
+    # a rank is timed on the cores it would train on (`parallel.CorePin`)
+    with CorePin(ranks.own_cores(threads) if device.type == "cpu" else None):
+        try:
+            for i in range(UNTIMED_STEPS):  # the last batches: allocation, threads
+                step(-1 - i, stop=False)
+            # first visits until half the time is spent (rank 0's clock decides, so every rank
+            # takes the same steps), then the same batches again
+            visits, start = 0, time.perf_counter()
+            while True:
+                late = visits >= 1 and time.perf_counter() - start >= seconds / 2
+                if not step(visits, stop=visits >= max_steps // 2 or (ranks.main and late)):
+                    break
+                visits += 1
+            for i in range(visits):
+                step(i, stop=False)
+            again = [(s, n) for s, n, new in timed if not new] or [(s, n) for s, n, _ in timed]
+            steady = ranks.all_sum([float(sum(n for _, n in again))], comm)[0] / sum(
+                s for s, _ in again
+            )
+            extra = [s - n / (steady / ranks.world) for s, n, new in timed if new]
+        finally:
+            torch.set_num_threads(before)
     return Calibration(
         tokens_per_s=round(steady, 1),
         steps=len(timed),

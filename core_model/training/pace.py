@@ -1,7 +1,7 @@
 """Keeping a run to its plan when the machine's speed changes under it (issue 38).
 
 A plan is made on the machine as it was at the start; a laptop's browser or build can take a
-core at minute 2. Two watches, fed after every step:
+core at minute 2. Three watches, fed after every step:
 
 - `ThreadWatch`, within seconds: a process training with several OpenMP threads stalls when
   one of its cores is taken (the threads wait for each other at every parallel region, and
@@ -10,6 +10,12 @@ core at minute 2. Two watches, fed after every step:
   speed the same threads had, the process drops to one thread; every `RECHECK_S` it looks
   whether the cores are idle again and, if so, tries its threads back for a window, keeping
   them only if they train faster than one did.
+- `RankShares`, every `SHARE_STEPS` steps of a data-parallel CPU run: the ranks of a step
+  split one batch (`batching.rank_share`), and wait for each other at its all-reduce. When a
+  core is taken under one of two single-threaded ranks, that rank runs at about half speed and
+  the other waited for it at every step (2 x 1 timed 8,832 tokens/s, trained ~5,100 with `yes`
+  on one core); so each rank takes a part of every update in proportion to the speed of its own
+  forward passes, and the parts go back to equal when the core is free.
 - The re-plan (`Trainer._replan`, `recipe.replan`), after `REPLAN_AFTER_S` and at every
   epoch's end: a minutes budget was projected to tokens from the calibration; when the run
   trained more than `REPLAN_TOLERANCE` off that speed since the last comparison (a window of
@@ -21,7 +27,7 @@ core at minute 2. Two watches, fed after every step:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 WINDOW_S = 3.0  # the speed of steps is judged over windows this long
@@ -34,6 +40,10 @@ FREE_MARGIN = 0.5  # idle cores this close to the threads' count: free again
 GAIN = 1.1  # the threads come back only when their window trains this much faster
 REPLAN_AFTER_S = 60.0  # the first comparison of real and planned speed, and the shortest window
 REPLAN_TOLERANCE = 0.15  # real speed this far off the plan's: re-plan
+SHARE_STEPS = 16  # data-parallel ranks compare their speeds every this many steps (seconds)
+# ... and take new parts of each update when one's part is this far off its share of the speed
+# (an idle machine's ranks differ by a few per cent: their parts stay equal)
+SHARE_CHANGE = 0.1
 
 
 class ThreadWatch:
@@ -114,3 +124,51 @@ class ThreadWatch:
             "window_tokens_per_s": round(speed, 1),
             "why": why,
         }
+
+
+class RankShares:
+    """The part of every update each data-parallel rank takes, by the speed of its forward
+    passes (module docstring). Each rank times its own; the step's exchange carries every
+    rank's (`published`: zeros in the others' places, so the sum is exact), and every rank
+    computes the same parts from the same numbers (`update`). GPUs keep equal parts: each rank
+    has a device of its own (`adaptive` False)."""
+
+    def __init__(self, world: int, adaptive: bool) -> None:
+        self.world = world
+        self.adaptive = adaptive and world > 1
+        self.shares = [1.0 / world] * world
+        self.tokens, self.seconds = 0, 0.0  # this rank's forward passes since its last speed
+        self.speed = 0.0  # this rank's tokens per second of forward pass over its last window
+        self.changes: list[dict[str, Any]] = []  # what the metrics show, in order
+
+    def published(self, rank: int) -> list[float]:
+        """This rank's part of the exchange: its speed in its own place."""
+        return [self.speed if r == rank else 0.0 for r in range(self.world)]
+
+    def update(
+        self, step: int, tokens: int, forward_s: float, speeds: Sequence[float], elapsed_s: float
+    ) -> bool:
+        """After step `step` (this rank's `tokens` took `forward_s` of forward pass; `speeds`:
+        every rank's published speed): every `SHARE_STEPS` steps, this rank's speed anew and
+        the parts by the speeds when one is `SHARE_CHANGE` off. True when the parts changed."""
+        self.tokens += tokens
+        self.seconds += forward_s
+        if not self.adaptive or step % SHARE_STEPS:
+            return False
+        if self.seconds > 0:
+            self.speed = self.tokens / self.seconds
+        self.tokens, self.seconds = 0, 0.0
+        if min(speeds) <= 0:  # a rank has not timed a window yet
+            return False
+        target = [v / sum(speeds) for v in speeds]
+        if max(abs(t - s) for t, s in zip(target, self.shares, strict=True)) < SHARE_CHANGE:
+            return False
+        self.shares = target
+        self.changes.append(
+            {
+                "elapsed_s": round(elapsed_s, 1),
+                "shares": [round(x, 3) for x in target],
+                "forward_tokens_per_s": [round(v, 1) for v in speeds],
+            }
+        )
+        return True

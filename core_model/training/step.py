@@ -4,6 +4,7 @@ by the training loop and the speed calibration, so that what is timed is what is
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 from torch import nn
@@ -22,18 +23,23 @@ def forward_backward(
     label_smoothing: float,
     pad_id: int,
     per_tokens: float | None = None,
-) -> float:
+) -> tuple[float, float]:
     """Gradients of the batch's smoothed loss divided by `per_tokens` (default: its own target
-    tokens, the mean per token); returns the loss sum. Data-parallel ranks divide by the
-    update's tokens over all ranks / ranks, so that DDP's average of their gradients is the
-    mean over the whole update, as one process would compute it."""
+    tokens, the mean per token); returns the loss sum and the forward pass's seconds.
+    Data-parallel ranks divide by the update's tokens over all ranks / ranks, so that DDP's
+    average of their gradients is the mean over the whole update, as one process would
+    compute it. The forward pass is timed because it is a rank's own work (the backward waits
+    for the other ranks' gradients): `pace.RankShares` compares the ranks by it (on a CPU:
+    on a GPU the seconds are the kernels' launch)."""
+    started = time.perf_counter()
     with autocast(device, amp):
         logits = net(batch.src, batch.tgt_in)  # [B, T, V]
     loss_sum, _ = label_smoothed_nll_loss(
         logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1), label_smoothing, pad_id
     )
+    forward_s = time.perf_counter() - started
     (loss_sum / (per_tokens or batch.n_tokens)).backward()
-    return float(loss_sum.detach())
+    return float(loss_sum.detach()), forward_s
 
 
 def clip_and_check(model: nn.Module, clip_norm: float | None, loss_sum: float, step: int) -> None:

@@ -24,13 +24,13 @@ import torch
 from torch import nn
 
 from core_model.artifact import ArtifactError, save_model
-from core_model.batching import Batch, collate, encode_pairs, make_batches, shard_batches
+from core_model.batching import Batch, collate, encode_pairs, make_batches, rank_share
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
 from core_model.training import pace, progress, recipe, setup
 from core_model.training.calibration import Calibration, fastest, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
-from core_model.training.parallel import Layout, Ranks, data_parallel
+from core_model.training.parallel import CorePin, Layout, Ranks, data_parallel
 from core_model.training.precision import (
     SINGLE_THREAD_PARAMETERS,
     cpu_threads,
@@ -106,7 +106,8 @@ def train(
     threads = torch.get_num_threads()
     try:
         trainer.setup(train_pairs, valid_pairs, out_dir, init_from, resume_from)
-        trainer.run()
+        with trainer.core_pin:  # a CPU rank trains on cores of its own
+            trainer.run()
         return trainer.finish(extra_config)
     except TrainingError:
         raise
@@ -220,11 +221,13 @@ class Trainer:
         self.shape_multiple = shape_multiple(self.device, self.amp)
         self.default_threads = torch.get_num_threads()
         self._set_threads()
+        own = self.ranks.own_cores(torch.get_num_threads()) if self.device.type == "cpu" else None
+        self.core_pin = CorePin(own)
         self.optimizer = setup.make_optimizer(cfg, self.model)
-        # an update is the recipe's batch size whatever the ranks: each takes its share
-        self.rank_batch_tokens = max(1, int(cfg.max_tokens_per_batch) // ranks.world)
-        first = make_batches(self.train_ex, self.rank_batch_tokens, seed=cfg.seed)
-        n_batches = len(shard_batches(first, 0, ranks.world))
+        # an update is the recipe's batch size whatever the ranks: each takes its part of it
+        self.batch_tokens = int(cfg.max_tokens_per_batch)
+        n_batches = len(make_batches(self.train_ex, self.batch_tokens, seed=cfg.seed))
+        self.rank_shares = pace.RankShares(ranks.world, adaptive=self.device.type == "cpu")
         asked = self.requested
         self.budget = plan_budget(
             n_batches,
@@ -389,6 +392,7 @@ class Trainer:
             "replans": list(self.state.replans),
             "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
             "thread_changes": list(self.thread_watch.changes) if self.thread_watch else [],
+            "share_changes": list(self.rank_shares.changes),
             # what it trains at, and whether an earlier attempt chose it (a resumed run keeps
             # its plan though its layout may be timed again)
             "precision": precision_name(self.amp),
@@ -479,12 +483,12 @@ class Trainer:
         return StopReason.EPOCHS if self.cfg.epochs is not None else StopReason.AUTO_STEPS
 
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        """This rank's batches for `epoch`: fresh length buckets per pass, seeded by epoch."""
+        """The updates' batches for `epoch` (every rank makes the same and takes its part of
+        each): fresh length buckets per pass, seeded by epoch."""
         out: list[list[int]] = []
         for rep in range(self.budget.passes_per_epoch):
             seed = self.cfg.seed * 1_000_003 + epoch * 1009 + rep
-            batches = make_batches(self.train_ex, self.rank_batch_tokens, seed=seed)
-            out.extend(shard_batches(batches, self.ranks.rank, self.ranks.world))
+            out.extend(make_batches(self.train_ex, self.batch_tokens, seed=seed))
         return out
 
     def _train_epoch(self, epoch: int) -> tuple[float, int] | None:
@@ -497,11 +501,13 @@ class Trainer:
             if self.state.step >= self.budget.total_steps:
                 self.stop_reason = self._planned_end()
                 break
-            batch = collate(self.train_ex, idx, self.mcfg.specials, self.shape_multiple)
+            part = rank_share(idx, self.rank_shares.shares, ranks.rank)
+            batch = collate(self.train_ex, part, self.mcfg.specials, self.shape_multiple)
             batch = batch.to(self.device)
             # One exchange a step: the stop flags (a rank alone may see a cancel request or
             # its clock run out, and every rank must stop at the same step) and the update's
-            # tokens over all ranks (the loss is the mean over them; the budget counts them).
+            # tokens over all ranks (the loss is the mean over them; the budget counts them),
+            # and the ranks' speeds (`pace.RankShares`).
             left, tokens_left = self.clock.time_left(), self.clock.tokens_left()
             cancel = bool(self.should_cancel is not None and self.should_cancel())
             # rank 0's clock says when the first minute's comparison with the plan is due
@@ -518,6 +524,7 @@ class Trainer:
                     float(batch.n_tokens),
                     float(batch.n_tokens + batch.n_src_tokens),
                     float(ranks.main and due),
+                    *self.rank_shares.published(ranks.rank),
                 ],
                 self.comm_device,
             )
@@ -533,7 +540,12 @@ class Trainer:
             if flags[5] > 0:
                 self.first_check_done = True
                 self._replan()
-            loss_sum = self._train_step(batch, per_tokens=flags[3] / ranks.world)
+            loss_sum, forward_s = self._train_step(batch, per_tokens=flags[3] / ranks.world)
+            own = batch.n_tokens + batch.n_src_tokens
+            if self.rank_shares.update(
+                self.state.step, own, forward_s, flags[6:], self.clock.elapsed()
+            ):
+                self._emit("step", None)  # the Train page says so at once
             if self.selector.due(self.state, self.clock.progress(self.state.step)):
                 self.selector.snapshot(self.state, self.model)
             epoch_loss += loss_sum  # this rank's share: a sample of the update's loss
@@ -571,16 +583,16 @@ class Trainer:
             self._emit("loss", loss_sum / n_tok)
         self.loss_window = [0.0, 0]
 
-    def _train_step(self, batch: Batch, per_tokens: float) -> float:
+    def _train_step(self, batch: Batch, per_tokens: float) -> tuple[float, float]:
         """One optimizer step with teacher forcing (the loss divided by `per_tokens`, see
-        `step.forward_backward`); returns this rank's loss sum."""
+        `step.forward_backward`); returns this rank's loss sum and its forward pass' seconds."""
         cfg = self.cfg
         self.state.step += 1
         lr = self.schedule.lr_at(self.state.step, self.clock.progress(self.state.step))
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
-        value = forward_backward(
+        value, forward_s = forward_backward(
             self.net,
             batch,
             self.device,
@@ -591,17 +603,18 @@ class Trainer:
         )
         clip_and_check(self.model, cfg.clip_norm, value, self.state.step)
         self.optimizer.step()
-        return value
+        return value, forward_s
 
     def _validate(self) -> dict[str, Any]:
         """Validation loss (all pairs) and BLEU/chrF of greedy translations (capped), on
         `_validation_threads`."""
         threads = torch.get_num_threads()
-        torch.set_num_threads(self._validation_threads())
-        try:
-            return self._scores()
-        finally:
-            torch.set_num_threads(threads)
+        with self.core_pin.released():
+            torch.set_num_threads(self._validation_threads())
+            try:
+                return self._scores()
+            finally:
+                torch.set_num_threads(threads)
 
     def _validation_threads(self) -> int:
         """Rank 0 validates alone while the other ranks wait in a collective, idle: it takes

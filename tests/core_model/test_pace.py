@@ -1,11 +1,15 @@
 """A run held to its plan when the machine's speed changes under it (issue 38): fewer threads
 within seconds when a core is taken, back when it frees, and a re-plan of what depends on
-the tokens when the run trains far off its calibrated speed. Slow-downs are injected (a fake
-clock, a sleep in the step callback), so nothing here depends on this CPU's speed."""
+the tokens when the run trains far off its calibrated speed; data-parallel ranks that take
+parts of each update by their speed, each on cores of its own. Slow-downs are injected (a fake
+clock, a sleep in the step callback, given forward times), so nothing here depends on this
+CPU's speed."""
 
 from __future__ import annotations
 
 import functools
+import os
+import threading
 import time
 from types import SimpleNamespace
 
@@ -13,10 +17,11 @@ import pytest
 import torch
 
 from core_model.artifact import read_config
-from core_model.training import TrainConfig, pace, schedule, train
+from core_model.training import TrainConfig, pace, parallel, schedule, train
 from core_model.training import trainer as trainer_module
 from core_model.training.calibration import Calibration
-from core_model.training.pace import ThreadWatch
+from core_model.training.pace import RankShares, ThreadWatch
+from core_model.training.parallel import CorePin, Ranks
 from core_model.training.schedule import Budget, BudgetClock
 
 
@@ -219,18 +224,106 @@ def test_rank_0_validates_on_the_cores_the_waiting_ranks_leave_idle(
     the validation are borrowed only for it (the run's own are back after)."""
     monkeypatch.setattr(trainer_module, "idle_cores", lambda _sample_s: idle)
     seen = []
+    allowed = frozenset(os.sched_getaffinity(0))
+    pin = CorePin(frozenset({min(allowed)}) if ranks > 1 else None)  # the rank's own core
     run = SimpleNamespace(
         device=torch.device("cpu"),
         ranks=SimpleNamespace(on=ranks > 1, world=ranks),
         cfg=TrainConfig(num_threads=fixed),
-        _scores=lambda: seen.append(torch.get_num_threads()) or {},
+        core_pin=pin,
+        _scores=lambda: seen.append((torch.get_num_threads(), os.sched_getaffinity(0))) or {},
     )
     run._validation_threads = functools.partial(trainer_module.Trainer._validation_threads, run)
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        trainer_module.Trainer._validate(run)
-        assert seen == [expected]
-        assert torch.get_num_threads() == 1
+        with pin:
+            trainer_module.Trainer._validate(run)
+            # it validated on every core the process may use, and trains on its own again
+            assert seen == [(expected, allowed)]
+            assert torch.get_num_threads() == 1
+            assert os.sched_getaffinity(0) == (pin.cores or allowed)
     finally:
         torch.set_num_threads(before)
+
+
+def lockstep(ranks: list[RankShares], speeds: list[float], steps: int, start: int) -> int:
+    """`steps` steps of 2,000-token updates from step `start`: the ranks exchange what they
+    publish, each takes its part at its own forward speed (`speeds`); returns the next step."""
+    for step in range(start, start + steps):
+        published = [r.published(i) for i, r in enumerate(ranks)]
+        exchanged = [sum(col) for col in zip(*published, strict=True)]
+        for i, rank in enumerate(ranks):
+            tokens = round(2_000 * rank.shares[i])
+            rank.update(step, tokens, tokens / speeds[i], exchanged, step / 10)
+    return start + steps
+
+
+def test_a_rank_whose_core_is_taken_takes_a_smaller_part_until_the_core_is_free() -> None:
+    ranks = [RankShares(2, adaptive=True) for _ in range(2)]
+    assert ranks[0].published(0) == [0.0, 0.0]  # nothing timed yet
+    # an idle machine's ranks differ by a few per cent: the parts stay equal
+    step = lockstep(ranks, [10_000, 9_000], 3 * pace.SHARE_STEPS, start=1)
+    assert all(r.shares == [0.5, 0.5] and not r.changes for r in ranks)
+    # another program takes rank 1's core: it runs at half speed, and takes a third within
+    # two windows (its own, then the exchange of it)
+    step = lockstep(ranks, [10_000, 5_000], 2 * pace.SHARE_STEPS, start=step)
+    assert ranks[0].shares == ranks[1].shares  # every rank computes the same parts
+    assert ranks[0].shares == pytest.approx([2 / 3, 1 / 3])
+    assert ranks[0].changes[-1]["forward_tokens_per_s"] == [10_000, 5_000]
+    # the core is free again: equal parts
+    lockstep(ranks, [10_000, 10_000], 2 * pace.SHARE_STEPS, start=step)
+    assert ranks[0].shares == pytest.approx([0.5, 0.5]) and len(ranks[0].changes) == 2
+    # GPUs, each rank on a device of its own, keep equal parts
+    gpu = [RankShares(2, adaptive=False) for _ in range(2)]
+    lockstep(gpu, [10_000, 2_000], 4 * pace.SHARE_STEPS, start=1)
+    assert gpu[0].shares == [0.5, 0.5] and not gpu[0].changes
+
+
+def test_each_rank_of_a_machine_keeps_to_a_run_of_cores_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cores = [frozenset({c, c + 4}) for c in range(4)]  # 4 cores, 2 hyper-threads each
+    monkeypatch.setattr(parallel, "core_groups", lambda: cores)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    ranks = Ranks()
+    assert ranks.own_cores(1) is None  # one process: the system places its threads
+    ranks.on, ranks.rank, ranks.world = True, 1, 2
+    assert ranks.own_cores(2) == {2, 6, 3, 7}
+    assert ranks.own_cores(5) is None  # fewer CPUs than its threads: not pinned
+    # torchrun on several machines: this machine's ranks split this machine's cores
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    ranks.rank, ranks.world = 7, 8
+    assert ranks.own_cores(1) == {3, 7}
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # more ranks than cores: not pinned
+    assert ranks.own_cores(1) is None
+
+
+def test_a_pinned_rank_pins_every_thread_and_puts_each_back() -> None:
+    allowed = frozenset(os.sched_getaffinity(0))
+    own = frozenset({min(allowed)})
+    started, done = threading.Event(), threading.Event()
+    ids: list[int] = []
+
+    def torch_like() -> None:  # a thread the process had before (a torch or Gloo thread)
+        ids.append(threading.get_native_id())
+        started.set()
+        done.wait(30)
+
+    thread = threading.Thread(target=torch_like)
+    thread.start()
+    started.wait(10)
+    try:
+        with CorePin(own) as pin:
+            assert (os.sched_getaffinity(0), os.sched_getaffinity(ids[0])) == (own, own)
+            with pin.released():  # rank 0's validation
+                assert os.sched_getaffinity(ids[0]) == allowed
+            assert os.sched_getaffinity(ids[0]) == own
+        assert (os.sched_getaffinity(0), os.sched_getaffinity(ids[0])) == (allowed, allowed)
+        with CorePin(None):  # not a rank, or a machine too small to pin: nothing changes
+            assert os.sched_getaffinity(0) == allowed
+    finally:
+        done.set()
+        thread.join()

@@ -13,7 +13,7 @@ from torch.nn import functional as F
 
 from core_model import training as tr
 from core_model.artifact import load_model
-from core_model.batching import collate, encode_pairs, example_cost, make_batches, shard_batches
+from core_model.batching import collate, encode_pairs, example_cost, make_batches, rank_share
 from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from core_model.tokenizer import train_tokenizers
 from core_model.training import TrainConfig, TrainingError, plan_budget, train
@@ -179,12 +179,16 @@ def test_batches_respect_token_budget_and_cover_everything() -> None:
     assert batch.n_tokens == int((batch.tgt_out != PAD_ID).sum())
 
 
-def test_shards_have_equal_step_counts() -> None:
-    batches = [[i] for i in range(7)]
-    shards = [shard_batches(batches, r, 3) for r in range(3)]
-    assert len({len(s) for s in shards}) == 1
-    assert {i for s in shards for b in s for i in b} == set(range(7))
-    assert shard_batches(batches, 0, 1) == batches
+def test_ranks_split_every_batch_in_length_order_by_their_parts() -> None:
+    batch = list(range(10, 20))  # a batch's pairs, in length order
+    assert [rank_share(batch, [0.5, 0.5], r) for r in range(2)] == [batch[:5], batch[5:]]
+    assert [rank_share(batch, [2 / 3, 1 / 3], r) for r in range(2)] == [batch[:7], batch[7:]]
+    assert rank_share(batch, [1.0], 0) == batch
+    # every rank takes at least one pair, however small its part
+    assert [len(rank_share(batch, [0.99, 0.01], r)) for r in range(2)] == [9, 1]
+    assert [len(rank_share(batch, [0.01, 0.01, 0.98], r)) for r in range(3)] == [1, 1, 8]
+    # fewer pairs than ranks: some ranks train the same pair (each needs a backward)
+    assert [rank_share([7, 8], [1 / 3] * 3, r) for r in range(3)] == [[7], [8], [7]]
 
 
 def test_adaptive_budget() -> None:

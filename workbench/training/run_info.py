@@ -220,7 +220,7 @@ class RunInfo:
     def pace(self) -> list[Message]:
         """What the run changed because the machine trains at another speed than measured at
         the start (`core_model.training.pace`), in words: the last re-plan, and fewer threads
-        while another program holds a core."""
+        or a smaller part of each update while another program holds a core."""
         pace = self.progress_detail.get("pace") or {}
         out = []
         replans, planned = pace.get("replans") or [], pace.get("planned_tokens_per_s")
@@ -260,6 +260,19 @@ class RunInfo:
                         "Steps slowed down (another program is using a core): training "
                         "goes on with one thread until the core is free again."
                     )
+                )
+            )
+        parts = (pace.get("share_changes") or [{}])[-1].get("shares") or []
+        # parts a tenth or more off equal (`pace.SHARE_CHANGE`): a rank's core is shared
+        if parts and min(parts) * len(parts) < 0.9 and self.status == RunStatus.RUNNING:
+            out.append(
+                Message(
+                    N_(
+                        "A training process is slower than the others (another program is "
+                        "using its core): it takes {percent} of each update, the others more, "
+                        "until the core is free again."
+                    ),
+                    percent=f"{round(min(parts) * 100)} %",
                 )
             )
         return out

@@ -140,6 +140,7 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
                 "planned_tokens_per_s": 5_000.0,
                 "replans": [{"elapsed_s": 60.2, "real_tokens_per_s": 3_000.0}],
                 "thread_changes": [{"threads": 1, "why": "slowed down"}],
+                "share_changes": [{"shares": [0.5, 0.5]}, {"shares": [0.64, 0.36]}],
             }
         },
     )
@@ -148,7 +149,14 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
         "instead of 5,000 tokens/s): the plan was adjusted.",
         "Steps slowed down (another program is using a core): training goes on with one "
         "thread until the core is free again.",
+        "A training process is slower than the others (another program is using its core): "
+        "it takes 36 % of each update, the others more, until the core is free again.",
     ]
+    # parts back to equal, or a run that has ended: nothing said of them
+    equal = {"share_changes": [{"shares": [0.64, 0.36]}, {"shares": [0.49, 0.51]}]}
+    assert dataclasses.replace(replanned, progress_detail={"pace": equal}).pace == []
+    ended = dataclasses.replace(replanned, status=RunStatus.SUCCEEDED)
+    assert len(ended.pace) == 1  # the re-plan stays told
 
 
 def test_two_workers_claim_one_run_exactly_once(db_url: str, tmp_path: Path) -> None:

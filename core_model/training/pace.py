@@ -40,7 +40,7 @@ FREE_MARGIN = 0.5  # idle cores this close to the threads' count: free again
 GAIN = 1.1  # the threads come back only when their window trains this much faster
 REPLAN_AFTER_S = 60.0  # the first comparison of real and planned speed, and the shortest window
 REPLAN_TOLERANCE = 0.15  # real speed this far off the plan's: re-plan
-SHARE_STEPS = 16  # data-parallel ranks compare their speeds every this many steps (seconds)
+SHARE_STEPS = 16  # data-parallel ranks compare their speeds every this many steps (seconds apart)
 # ... and take new parts of each update when one's part is this far off its share of the speed
 # (an idle machine's ranks differ by a few per cent: their parts stay equal)
 SHARE_CHANGE = 0.1

@@ -483,8 +483,9 @@ class CorePin:
     its own: left to the system, the ranks of a 2 x 1 run moved between the two cores, and
     when another program held one, parts of each update by speed (`pace.RankShares`) could
     not follow them. With `yes` on core 1, 90-s runs trained 3,599 tokens/s with equal parts
-    unpinned, 3,700 pinned alone, 3,828 with parts by speed alone, 4,393 with both
-    (docs/TRAINING.md, "A core taken under a 2 x 1 layout")."""
+    unpinned, 3,700 pinned alone, 3,828 with parts by speed alone, 4,393 with both; the
+    10-minute click's model 6,899 against 5,012, as fast as one process on the free core
+    (`bench.busy_ranks`; docs/TRAINING.md, "Ranks that take parts of each update by speed")."""
 
     def __init__(self, cores: frozenset[int] | None) -> None:
         self.cores = cores
@@ -526,9 +527,10 @@ def _pin_threads(cpus: frozenset[int]) -> None:
 
 def data_parallel(model: nn.Module, device: torch.device) -> nn.Module:
     """`model` wrapped by DistributedDataParallel for the group this process is in: gradients
-    are averaged over the ranks by the backend's all-reduce. Buffers are not broadcast: the
-    model's one buffer is the constant table of §3.5's encodings, and the broadcast would make
-    every forward pass wait for every rank (a rank times its own, `pace.RankShares`)."""
+    are averaged over the ranks by the backend's all-reduce. Buffers are synced once, not
+    before every forward pass: the model's one buffer is the constant table of §3.5's
+    encodings, and the sync would make each forward pass wait for every rank (a rank times
+    its own, `pace.RankShares`)."""
     return nn.parallel.DistributedDataParallel(
         model,
         device_ids=[device.index] if device.type == "cuda" else None,

@@ -134,7 +134,6 @@ class RankShares:
     has a device of its own (`adaptive` False)."""
 
     def __init__(self, world: int, adaptive: bool) -> None:
-        self.world = world
         self.adaptive = adaptive and world > 1
         self.shares = [1.0 / world] * world
         self.tokens, self.seconds = 0, 0.0  # this rank's forward passes since its last speed
@@ -143,7 +142,7 @@ class RankShares:
 
     def published(self, rank: int) -> list[float]:
         """This rank's part of the exchange: its speed in its own place."""
-        return [self.speed if r == rank else 0.0 for r in range(self.world)]
+        return [self.speed if r == rank else 0.0 for r in range(len(self.shares))]
 
     def update(
         self, step: int, tokens: int, forward_s: float, speeds: Sequence[float], elapsed_s: float

@@ -16,12 +16,13 @@ core at minute 2. Three watches, fed after every step:
   the other waited for it at every step (2 x 1 timed 8,832 tokens/s, trained ~5,100 with `yes`
   on one core); so each rank takes a part of every update in proportion to the speed of its own
   forward passes, and the parts go back to equal when the core is free.
-- The re-plan (`Trainer._replan`, `recipe.replan`), after `REPLAN_AFTER_S` and at every
-  epoch's end: a minutes budget was projected to tokens from the calibration; when the run
-  trained more than `REPLAN_TOLERANCE` off that speed since the last comparison (a window of
-  at least `REPLAN_AFTER_S`: a GPU's start-up would keep a running average rising and
-  re-planning at every epoch), what depends on the tokens is chosen again for the tokens it
-  will really see, and the new speed is the plan's.
+- The re-plan (`Trainer._replan`, `recipe.replan`), after `REPLAN_AFTER_S`, at every epoch's end
+  and `REPLAN_AFTER_S` after either watch above changed what the run does (over that time alone:
+  a slow laptop's first epoch can be most of a click): a minutes budget was projected to tokens
+  from the calibration; when the run trained more than `REPLAN_TOLERANCE` off that speed since
+  the last comparison (a window of at least `REPLAN_AFTER_S`: a GPU's start-up would keep a
+  running average rising and re-planning at every epoch), what depends on the tokens is chosen
+  again for the tokens it will really see, and the new speed is the plan's.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ RECHECK_S = 15.0  # with fewer threads, how often to look whether the cores are 
 FREE_MARGIN = 0.5  # idle cores this close to the threads' count: free again
 GAIN = 1.1  # the threads come back only when their window trains this much faster
 REPLAN_AFTER_S = 60.0  # the first comparison of real and planned speed, and the shortest window
+# (also the wait after a change of threads or parts before the next one)
 REPLAN_TOLERANCE = 0.15  # real speed this far off the plan's: re-plan
 SHARE_STEPS = 16  # data-parallel ranks compare their speeds every this many steps (seconds apart)
 # ... and take new parts of each update when one's part is this far off its share of the speed

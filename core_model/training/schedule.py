@@ -171,6 +171,10 @@ class BudgetClock:
         self.mark = (now, self.tokens)
         return since_tokens / since_s if since_tokens > 0 else None
 
+    def restart_window(self) -> None:
+        """The next `recent_tokens_per_s` measures from now on (the speed just changed)."""
+        self.mark = (self.elapsed(), self.tokens)
+
     def tokens_left(self) -> int | None:
         return None if self.token_budget is None else self.token_budget - self.tokens
 

@@ -13,6 +13,7 @@ it imports.)
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -261,7 +262,9 @@ class Trainer:
         )
         if self.state.replans:
             self.planned_speed = self.state.replans[-1]["real_tokens_per_s"]
-        self.first_check_done = False
+        # attempt seconds at which rank 0 next compares real and planned speed: after the
+        # first minute, then a minute after each change of threads or of the ranks' parts
+        self.next_check_s = pace.REPLAN_AFTER_S
         self.net: nn.Module = self.model
         if ranks.on:
             self.net = data_parallel(self.model, self.device)
@@ -330,7 +333,15 @@ class Trainer:
         threads = self.thread_watch.observe(tokens, self.clock.elapsed())
         if threads is not None:
             torch.set_num_threads(threads)
+            self._compare_after_change()
             self._emit("step", None)  # the Train page says so at once
+
+    def _compare_after_change(self) -> None:
+        """The speed changed (a core taken or freed): compare it with the plan a minute on,
+        over that minute alone, not at the epoch's end (a slow laptop's first epoch of small
+        batches took 8 of a click's 10 minutes)."""
+        self.clock.restart_window()
+        self.next_check_s = self._attempt_s() + pace.REPLAN_AFTER_S
 
     def _replan(self) -> None:
         """Compare the real speed with the plan's (rank 0 decides, every rank follows); when
@@ -510,12 +521,8 @@ class Trainer:
             # and the ranks' speeds (`pace.RankShares`).
             left, tokens_left = self.clock.time_left(), self.clock.tokens_left()
             cancel = bool(self.should_cancel is not None and self.should_cancel())
-            # rank 0's clock says when the first minute's comparison with the plan is due
-            due = (
-                ranks.main
-                and not self.first_check_done
-                and self._attempt_s() >= pace.REPLAN_AFTER_S
-            )
+            # rank 0's clock says when a comparison with the plan is due
+            due = ranks.main and self._attempt_s() >= self.next_check_s
             flags = ranks.all_sum(
                 [
                     float(cancel),
@@ -538,13 +545,14 @@ class Trainer:
                 self.stop_reason = StopReason.TOKEN_BUDGET
                 break
             if flags[5] > 0:
-                self.first_check_done = True
+                self.next_check_s = math.inf
                 self._replan()
             loss_sum, forward_s = self._train_step(batch, per_tokens=flags[3] / ranks.world)
             own = batch.n_tokens + batch.n_src_tokens
             if self.rank_shares.update(
                 self.state.step, own, forward_s, flags[6:], self.clock.elapsed()
             ):
+                self._compare_after_change()
                 self._emit("step", None)  # the Train page says so at once
             if self.selector.due(self.state, self.clock.progress(self.state.step)):
                 self.selector.snapshot(self.state, self.model)

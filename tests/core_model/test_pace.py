@@ -165,6 +165,56 @@ def test_the_trainer_drops_its_threads_when_steps_slow_down(
     assert result.cancelled and result.metrics["steps"] < 8
 
 
+def test_a_run_compares_with_its_plan_a_minute_after_its_threads_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A minutes run calibrated far too fast re-plans at its first check; then a core is
+    taken (the watch's fake clock sees slow steps) and every step from then on really takes
+    0.1 s longer. A "minute" (here 1 s) after the drop to one thread it compares again, over
+    that minute alone, and re-plans for the slower speed — inside its first epoch, where the
+    only comparisons used to be the first minute's and each epoch's end."""
+    monkeypatch.setattr(pace, "REPLAN_AFTER_S", 1.0)
+    monkeypatch.setattr(pace, "WINDOW_S", 0.3)
+    watch_clock = FakeClock()
+    monkeypatch.setattr(pace, "ThreadWatch", functools.partial(ThreadWatch, clock=watch_clock))
+    busy = [False]
+    monkeypatch.setattr(trainer_module, "idle_cores", lambda: 0.0 if busy[0] else 2.0)
+    seen: dict = {}
+
+    def callback(event) -> None:
+        seen.update(event.pace, epoch_ended=event.kind == "epoch" or seen.get("epoch_ended"))
+        if event.kind != "loss":
+            return
+        busy[0] = bool(seen.get("replans"))  # the core is taken after the first re-plan
+        watch_clock.now += 3.0 if busy[0] else 0.1
+        if seen.get("thread_changes"):
+            time.sleep(0.1)
+
+    cfg = TrainConfig(
+        time_budget_s=60,
+        preset="small",
+        tokenizer="whitespace",
+        precision="fp32",
+        max_tokens_per_batch=250,
+    )
+    fast = Calibration(1_000_000.0, 20, 2.0, 2, "fp32", 3_000_000)
+    result = train(
+        numbered_pairs(20_000),
+        numbered_pairs(20),
+        cfg,
+        speed=fast,
+        callback=callback,
+        should_cancel=lambda: len(seen.get("replans", [])) >= 2 or bool(seen.get("epoch_ended")),
+        threads=2,
+    )
+    first, second = result.metrics["pace"]["replans"][:2]
+    [drop] = result.metrics["pace"]["thread_changes"]
+    assert drop["threads"] == 1
+    assert second["elapsed_s"] >= drop["elapsed_s"] + 1.0 > first["elapsed_s"]
+    assert second["real_tokens_per_s"] < 0.85 * first["real_tokens_per_s"]
+    assert result.cancelled and not seen["epoch_ended"]
+
+
 def test_the_replan_compares_the_speed_since_its_last_check_not_since_the_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -168,15 +168,18 @@ def test_the_trainer_drops_its_threads_when_steps_slow_down(
 def test_a_run_compares_with_its_plan_a_minute_after_its_threads_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A minutes run calibrated far too fast re-plans at its first check; then a core is
-    taken (the watch's fake clock sees slow steps) and every step from then on really takes
-    0.1 s longer. A "minute" (here 1 s) after the drop to one thread it compares again, over
+    """A minutes run calibrated far too fast re-plans at its first check; then a core is taken
+    and the threads drop to one. A "minute" (here 1 s) after the drop it compares again, over
     that minute alone, and re-plans for the slower speed — inside its first epoch, where the
-    only comparisons used to be the first minute's and each epoch's end."""
+    only comparisons used to be the first minute's and each epoch's end. The run's clock and
+    the watch's are one fake clock the step callback advances (0.1 s a step with two threads,
+    3 s while the core is taken, 1 s with one thread): a loaded machine's own slow steps
+    cannot change the verdicts."""
     monkeypatch.setattr(pace, "REPLAN_AFTER_S", 1.0)
     monkeypatch.setattr(pace, "WINDOW_S", 0.3)
-    watch_clock = FakeClock()
-    monkeypatch.setattr(pace, "ThreadWatch", functools.partial(ThreadWatch, clock=watch_clock))
+    clock = FakeClock()
+    monkeypatch.setattr(pace, "ThreadWatch", functools.partial(ThreadWatch, clock=clock))
+    monkeypatch.setattr(schedule, "time", SimpleNamespace(monotonic=clock))
     busy = [False]
     monkeypatch.setattr(trainer_module, "idle_cores", lambda: 0.0 if busy[0] else 2.0)
     seen: dict = {}
@@ -186,12 +189,10 @@ def test_a_run_compares_with_its_plan_a_minute_after_its_threads_change(
         if event.kind != "loss":
             return
         busy[0] = bool(seen.get("replans"))  # the core is taken after the first re-plan
-        watch_clock.now += 3.0 if busy[0] else 0.1
-        if seen.get("thread_changes"):
-            time.sleep(0.1)
+        clock.now += 1.0 if seen.get("thread_changes") else 3.0 if busy[0] else 0.1
 
     cfg = TrainConfig(
-        time_budget_s=60,
+        time_budget_s=600,
         preset="small",
         tokenizer="whitespace",
         precision="fp32",
@@ -207,11 +208,13 @@ def test_a_run_compares_with_its_plan_a_minute_after_its_threads_change(
         should_cancel=lambda: len(seen.get("replans", [])) >= 2 or bool(seen.get("epoch_ended")),
         threads=2,
     )
-    first, second = result.metrics["pace"]["replans"][:2]
+    replans = result.metrics["pace"]["replans"]
+    assert len(replans) >= 2, replans
+    first, second = replans[:2]
     [drop] = result.metrics["pace"]["thread_changes"]
     assert drop["threads"] == 1
     assert second["elapsed_s"] >= drop["elapsed_s"] + 1.0 > first["elapsed_s"]
-    assert second["real_tokens_per_s"] < 0.85 * first["real_tokens_per_s"]
+    assert second["real_tokens_per_s"] < 0.2 * first["real_tokens_per_s"]
     assert result.cancelled and not seen["epoch_ended"]
 
 

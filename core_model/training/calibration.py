@@ -184,6 +184,7 @@ def measure(
         shapes=len(seen),
         new_shape_s=round(max(0.0, sum(extra) / len(extra)) if extra else 0.0, 4),
         run_shapes=run_shapes,
+        token_work=mcfg.token_work,
     )
 
 

@@ -95,6 +95,7 @@ class Calibration:
     shapes: int = 1  # distinct batch shapes among the timed steps (rank 0's)
     new_shape_s: float = 0.0  # the extra seconds of a step on a shape not seen before
     run_shapes: int = 0  # distinct shapes of an epoch's batches (its length mix at its size)
+    token_work: int = 0  # the timed model's `ModelConfig.token_work` (0: not known)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

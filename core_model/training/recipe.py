@@ -7,7 +7,9 @@ minutes: a CPU without bf16 trains about half the tokens per minute of one with 
 model learns depends on the tokens and updates it gets. Given tokens (`token_budget`), that is
 the budget; given minutes (or the automatic budget's clock), the trainer times a few training
 steps of the candidate model on this machine (`calibration`, ~2 s) and the budget is projected
-as seconds x tokens/s; both are recorded in the run's metrics.
+as seconds x tokens/s; both are recorded in the run's metrics. A candidate whose vocabulary is
+not the timed one's is planned at the timed speed scaled by the work a token meets
+(`_choose_for`), and timed in its turn.
 
 The values are the product's tuned defaults, each a constant below (the one copy of them: the
 table "What the recipe chooses" in docs/TRAINING.md is generated from them by `recipe_table`; the
@@ -64,6 +66,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from core_model.tokenizer import shares_alphabet
+from core_model.training import setup
 from core_model.training.calibration import Calibration
 from core_model.training.config import TrainConfig
 from core_model.transformer import ModelConfig
@@ -267,17 +270,45 @@ def resolve(
         # minutes: measure the candidate for the estimate, then the one for the measured budget
         # while that differs (a short budget trains a cheaper configuration). A budget on a
         # threshold may still point back (8k pieces timed slower than 4k project under 3.0M
-        # tokens): then the cheaper one trains, planned on the dearer one's speed — what the
-        # trainer, given that one measurement, chooses too.
+        # tokens): then the cheaper one trains, planned on the dearer one's speed scaled to
+        # its own model (`_choose_for`) — what the trainer, given that one measurement,
+        # chooses too.
         measured: TrainConfig | None = None
         for _ in range(MEASURED_CANDIDATES):
-            candidate = _choose(base, facts, gpu, fine_tune, memorise, tokens)
+            candidate, _ = _choose_for(base, facts, gpu, fine_tune, memorise, tokens, calibration)
             if measured is not None and _same_cost(candidate, measured):
                 break
             calibration, measured = speed(candidate), candidate
             tokens = _budget_tokens(base, facts, gpu, memorise, calibration)
-    chosen = _choose(base, facts, gpu, fine_tune, memorise, tokens)
+    chosen, tokens = _choose_for(base, facts, gpu, fine_tune, memorise, tokens, calibration)
     return Plan(chosen, tokens, calibration, facts.tokens)
+
+
+def _choose_for(
+    cfg: TrainConfig,
+    facts: CorpusFacts,
+    gpu: bool,
+    fine_tune: bool,
+    memorise: bool,
+    tokens: float | None,
+    calibration: Calibration | None,
+) -> tuple[TrainConfig, float | None]:
+    """`_choose` for `tokens` projected from `calibration`, and the tokens it plans. The
+    vocabulary follows those tokens; where it is not the timed model's, the rest (the batch,
+    the warm-up, dropout) and the plan follow the tokens the chosen model trains instead: the
+    timed speed scaled by the work a token meets (`ModelConfig.token_work`; 4k pieces instead
+    of 8k: 1.15x, measured 1.16-1.34x). Else a slow laptop's 8k timing chose 250-token batches
+    for the 4k model, which trained 1.44M tokens where its 625-token batches trained 2.11M.
+    A continued run trains its own model whatever the vocabulary: nothing to scale."""
+    chosen = _choose(cfg, facts, gpu, fine_tune, memorise, tokens)
+    if calibration is None or not calibration.token_work or tokens is None or fine_tune:
+        return chosen, tokens
+    ratio = calibration.token_work / setup.candidate_model(chosen).token_work
+    if math.isclose(ratio, 1.0):
+        return chosen, tokens
+    own = tokens * ratio
+    pinned = replace(cfg, vocab_size=chosen.vocab_size)
+    return _choose(pinned, facts, gpu, fine_tune, memorise, own), own
 
 
 def replan(
@@ -400,20 +431,13 @@ def _pretrained(
 
 
 def relative_cost(model: ModelConfig, basis: ModelConfig | None = None) -> float:
-    """How many times the work of a token of `basis` one token of `model` costs: the weights
-    a token meets (every layer's matrices and the output layer). The default basis is the
-    `small` preset with an 8k vocabulary, the model of the typical speeds (a 6+6-layer d512
-    OPUS-MT model with 58k pieces: about 10); a page compares with the model a new run of the
-    corpus would train instead (a small public model costs a fraction of it: never "0×")."""
+    """How many times the work of a token of `basis` one token of `model` costs
+    (`ModelConfig.token_work`). The default basis is the `small` preset with an 8k
+    vocabulary, the model of the typical speeds (a 6+6-layer d512 OPUS-MT model with 58k
+    pieces: about 10); a page compares with the model a new run of the corpus would train
+    instead (a small public model costs a fraction of it: never "0×")."""
     basis = basis or ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000)
-    return _token_work(model) / _token_work(basis)
-
-
-def _token_work(m: ModelConfig) -> int:
-    d, f = m.d_model, m.d_ff
-    encoder = m.n_encoder_layers * (4 * d * d + 2 * d * f)  # self-attention, FFN
-    decoder = m.n_decoder_layers * (8 * d * d + 2 * d * f)  # + cross-attention
-    return encoder + decoder + d * m.tgt_vocab_size
+    return model.token_work / basis.token_work
 
 
 def estimated_tokens_per_s(model: ModelConfig, gpu: bool) -> float:

@@ -133,6 +133,15 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
     @property
+    def token_work(self) -> int:
+        """The weights a token meets (every layer's matrices and the output layer): what a
+        token costs to train, to compare models' speeds before timing them."""
+        d, f = self.d_model, self.d_ff
+        encoder = self.n_encoder_layers * (4 * d * d + 2 * d * f)  # self-attention, FFN
+        decoder = self.n_decoder_layers * (8 * d * d + 2 * d * f)  # + cross-attention
+        return encoder + decoder + d * self.tgt_vocab_size
+
+    @property
     def specials(self) -> SpecialIds:
         return SpecialIds(self.pad_id, self.bos_id, self.eos_id, self.unk_id)
 

@@ -15,7 +15,7 @@ import torch
 
 from bench.marian_checkpoint import opus_mt_config
 from core_model.batching import Example, collate
-from core_model.training import TrainConfig, train
+from core_model.training import TrainConfig, setup, train
 from core_model.training import calibration as calibration_module
 from core_model.training import precision as precision_module
 from core_model.training import trainer as trainer_module
@@ -140,12 +140,14 @@ def test_a_candidate_is_measured_again_only_when_the_budget_changes_its_cost() -
 
 def speeds(by_cost: dict[tuple[int, int], list[float]], calls: list[TrainConfig]):
     """A machine whose speed depends on the candidate's (batch, vocabulary): each timing of a
-    candidate reads the next of its speeds (a host that slows for a moment)."""
+    candidate reads the next of its speeds (a host that slows for a moment). Each reading
+    says the work a token of the timed model meets, as `calibration.measure` does."""
 
     def speed(candidate: TrainConfig) -> Calibration:
         calls.append(candidate)
         readings = by_cost[(candidate.max_tokens_per_batch, candidate.vocab_size)]
-        return Calibration(readings.pop(0), 5, 2.0, 2, "bf16", 6_000_000)
+        work = setup.candidate_model(candidate).token_work
+        return Calibration(readings.pop(0), 5, 2.0, 2, "bf16", 6_000_000, token_work=work)
 
     return speed
 
@@ -181,13 +183,38 @@ def test_a_slow_reading_of_the_deciding_candidate_gets_a_second_look() -> None:
     assert [c.vocab_size for c in calls] == [8_000, 4_000, 8_000]
     assert (plan.cfg.max_tokens_per_batch, plan.cfg.vocab_size) == (625, 8_000)
     assert plan.budget_tokens == pytest.approx(600 * 6_600 * 0.9)
-    # read slow twice: no fourth timing; 4k trains, planned on 8k's speed — as the trainer
-    # plans, given that one measurement
+    # read slow twice: no fourth timing; 4k trains, planned on 8k's speed scaled to the 4k
+    # model's work a token — as the trainer plans, given that one measurement
     calls.clear()
     by_cost = {(625, 8_000): [5_000.0, 5_500.0], (625, 4_000): [6_700.0]}
     plan = resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=speeds(by_cost, calls))
-    assert len(calls) == 3 and plan.budget_tokens == pytest.approx(600 * 5_500 * 0.9)
+    assert len(calls) == 3 and plan.budget_tokens == pytest.approx(600 * 5_500 * 0.9 * 1.157, 1e-3)
     assert (plan.cfg.max_tokens_per_batch, plan.cfg.vocab_size) == (625, 4_000)
+    given = resolve(
+        TrainConfig(time_budget_s=600), MULTI30K, False, speed=lambda _c: plan.calibration
+    )
+    assert (given.cfg, given.budget_tokens) == (plan.cfg, plan.budget_tokens)
+
+
+def test_a_cheaper_vocabulary_is_planned_at_its_own_models_speed() -> None:
+    """A slow laptop's 10 minutes (a 2.45 GHz AVX2-only EPYC): 8k pieces timed at 2,900
+    tokens/s project 1.57M tokens, under 3.0M, so 4k pieces — whose smaller output layer
+    trains a token 1.157x as fast (measured 1.16-1.34x). At 1.57M the batch would be 250
+    tokens (under 1,500 updates of 625), at 4k's own 1.81M it is 625: the 4k model with
+    625-token batches is timed next, and the plan is on its reading. (Planned on 8k's speed,
+    such a click trained 250-token batches at 2,440 tokens/s, 1.44M tokens; another, with
+    625, at 3,538: 2.11M.)"""
+    small = {
+        v: ModelConfig.from_preset("small", src_vocab_size=v, tgt_vocab_size=v)
+        for v in (4_000, 8_000)
+    }
+    assert small[8_000].token_work / small[4_000].token_work == pytest.approx(1.157, 1e-3)
+    calls: list[TrainConfig] = []
+    by_cost = {(625, 8_000): [2_900.0], (625, 4_000): [3_300.0]}
+    plan = resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=speeds(by_cost, calls))
+    assert [(c.max_tokens_per_batch, c.vocab_size) for c in calls] == [(625, 8_000), (625, 4_000)]
+    assert (plan.cfg.max_tokens_per_batch, plan.cfg.vocab_size) == (625, 4_000)
+    assert plan.budget_tokens == pytest.approx(600 * 3_300 * 0.9)
     given = resolve(
         TrainConfig(time_budget_s=600), MULTI30K, False, speed=lambda _c: plan.calibration
     )

@@ -9,7 +9,8 @@ the budget; given minutes (or the automatic budget's clock), the trainer times a
 steps of the candidate model on this machine (`calibration`, ~2 s) and the budget is projected
 as seconds x tokens/s; both are recorded in the run's metrics. A candidate whose vocabulary is
 not the timed one's is planned at the timed speed scaled by the work a token meets
-(`_choose_for`), and timed in its turn.
+(`_choose_for`), and timed in its turn; a budget timed on a small batch near the next larger
+one's line is timed on that one too (`LARGER_BATCH_GAIN`).
 
 The values are the product's tuned defaults, each a constant below (the one copy of them: the
 table "What the recipe chooses" in docs/TRAINING.md is generated from them by `recipe_table`; the
@@ -63,6 +64,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from core_model.tokenizer import shares_alphabet
@@ -98,6 +100,12 @@ CONTINUE_WARMUP_STEPS = 50
 # for 1,250 (1,959 updates): larger budgets also want the updates, so 625 is the largest.
 CPU_BATCH_TOKENS = (625, 250)
 MIN_UPDATES = 1_500
+# A larger CPU batch trains up to this many times the tokens per second of the next smaller one
+# (fewer steps, each fuller: 625 against 250 tokens 1.3-1.4x on a 2-core AVX2 laptop). A budget
+# timed on the smaller one that comes within it of the larger one's MIN_UPDATES is timed on the
+# larger one too, which trains if its own speed buys them: else a timing on the smaller batch
+# always confirmed itself.
+LARGER_BATCH_GAIN = 1.5
 # Peak rate of the small CPU batches of short budgets, by the most padded tokens a batch has:
 # the smaller the batch, the noisier its gradient and the gentler the step it wants (see
 # _peak_lr); larger batches take PEAK_LR.
@@ -264,6 +272,9 @@ def resolve(
     if time_budget_s is None and cfg.epochs is None and cfg.token_budget is None and not memorise:
         time_budget_s = 60.0 * auto_minutes(facts.train_pairs, gpu)
     base = replace(cfg, preset=preset, time_budget_s=time_budget_s)
+    choose = partial(_choose, facts=facts, gpu=gpu, fine_tune=fine_tune, memorise=memorise)
+    # a continued run trains its own model whatever the vocabulary: nothing to scale
+    choose_for = partial(_choose_for, choose, base, scale=not fine_tune)
     calibration = None
     tokens = _budget_tokens(base, facts, gpu, memorise, None)
     if speed is not None and tokens is not None and cfg.token_budget is None and cfg.epochs is None:
@@ -272,43 +283,60 @@ def resolve(
         # threshold may still point back (8k pieces timed slower than 4k project under 3.0M
         # tokens): then the cheaper one trains, planned on the dearer one's speed scaled to
         # its own model (`_choose_for`) — what the trainer, given that one measurement,
-        # chooses too.
+        # chooses too. Last, a smaller batch's budget near the larger one's updates is timed
+        # on the larger one (`LARGER_BATCH_GAIN`): that trains if its own speed buys them.
         measured: TrainConfig | None = None
         for _ in range(MEASURED_CANDIDATES):
-            candidate, _ = _choose_for(base, facts, gpu, fine_tune, memorise, tokens, calibration)
+            candidate, _ = choose_for(tokens, calibration)
             if measured is not None and _same_cost(candidate, measured):
                 break
             calibration, measured = speed(candidate), candidate
             tokens = _budget_tokens(base, facts, gpu, memorise, calibration)
-    chosen, tokens = _choose_for(base, facts, gpu, fine_tune, memorise, tokens, calibration)
+        larger = _larger_batch(base, choose_for(tokens, calibration)[0], tokens)
+        if larger is not None:
+            pinned = replace(base, max_tokens_per_batch=larger)
+            probe, _ = _choose_for(choose, pinned, tokens, calibration, scale=not fine_tune)
+            timed = speed(probe)
+            own = _budget_tokens(base, facts, gpu, memorise, timed)
+            if choose_for(own, timed)[0].max_tokens_per_batch == larger:
+                calibration, tokens = timed, own
+    chosen, tokens = choose_for(tokens, calibration)
     return Plan(chosen, tokens, calibration, facts.tokens)
 
 
+def _larger_batch(cfg: TrainConfig, chosen: TrainConfig, tokens: float | None) -> int | None:
+    """The next larger CPU batch worth timing for `chosen` (see LARGER_BATCH_GAIN), or None:
+    the batch is the user's, already the largest (or a GPU's), or out of reach."""
+    batch = chosen.max_tokens_per_batch
+    if cfg.max_tokens_per_batch or tokens is None or batch not in CPU_BATCH_TOKENS[1:]:
+        return None
+    larger = CPU_BATCH_TOKENS[CPU_BATCH_TOKENS.index(batch) - 1]
+    return larger if updates(tokens * LARGER_BATCH_GAIN, larger) >= MIN_UPDATES else None
+
+
 def _choose_for(
+    choose: Callable[[TrainConfig, float | None], TrainConfig],
     cfg: TrainConfig,
-    facts: CorpusFacts,
-    gpu: bool,
-    fine_tune: bool,
-    memorise: bool,
     tokens: float | None,
     calibration: Calibration | None,
+    scale: bool,
 ) -> tuple[TrainConfig, float | None]:
-    """`_choose` for `tokens` projected from `calibration`, and the tokens it plans. The
-    vocabulary follows those tokens; where it is not the timed model's, the rest (the batch,
-    the warm-up, dropout) and the plan follow the tokens the chosen model trains instead: the
-    timed speed scaled by the work a token meets (`ModelConfig.token_work`; 4k pieces instead
-    of 8k: 1.15x, measured 1.16-1.34x). Else a slow laptop's 8k timing chose 250-token batches
-    for the 4k model, which trained 1.44M tokens where its 625-token batches trained 2.11M.
-    A continued run trains its own model whatever the vocabulary: nothing to scale."""
-    chosen = _choose(cfg, facts, gpu, fine_tune, memorise, tokens)
-    if calibration is None or not calibration.token_work or tokens is None or fine_tune:
+    """`choose` (`_choose` bound to the run's facts) for `tokens` projected from `calibration`,
+    and the tokens it plans. The vocabulary follows those tokens; where it is not the timed
+    model's (and `scale`: not a continued run, which trains its own model), the rest (the
+    batch, the warm-up, dropout) and the plan follow the tokens the chosen model trains instead:
+    the timed speed scaled by the work a token meets (`ModelConfig.token_work`; 4k pieces
+    instead of 8k: 1.15x, measured 1.16-1.34x). Else a slow laptop's 8k timing chose 250-token
+    batches for the 4k model, which trained 1.44M tokens where 625-token batches trained 2.11M."""
+    chosen = choose(cfg, tokens)
+    if not scale or calibration is None or not calibration.token_work or tokens is None:
         return chosen, tokens
     ratio = calibration.token_work / setup.candidate_model(chosen).token_work
     if math.isclose(ratio, 1.0):
         return chosen, tokens
     own = tokens * ratio
     pinned = replace(cfg, vocab_size=chosen.vocab_size)
-    return _choose(pinned, facts, gpu, fine_tune, memorise, own), own
+    return choose(pinned, own), own
 
 
 def replan(
@@ -353,11 +381,12 @@ def _budget_tokens(
 
 def _choose(
     cfg: TrainConfig,
+    tokens: float | None,
+    *,
     facts: CorpusFacts,
     gpu: bool,
     fine_tune: bool,
     memorise: bool,
-    tokens: float | None,
 ) -> TrainConfig:
     """Every remaining automatic choice for a budget of `tokens` (None: unbounded)."""
     joint = cfg.joint_vocab if cfg.joint_vocab is not None else facts.shared_alphabet

@@ -103,8 +103,8 @@ def choose_layout(
         candidates = cpu_layouts(cores)
         reason = "the fastest when timed"
 
-    rounds: list[list[Calibration]] = []  # every layout and precision timed, per candidate
-    timed_for: TrainConfig | None = None  # the candidate of the last round
+    timings: list[Calibration] = []  # of the candidates and precisions, on the last plan
+    timed_for: TrainConfig | None = None  # the candidate of those timings
 
     def speed(candidate: TrainConfig) -> Calibration:
         """Time every candidate layout, at every precision the run may train, on this
@@ -127,7 +127,6 @@ def choose_layout(
             ]
 
         if timed_for is not None and recipe.same_shapes(candidate, timed_for):
-            timings = rounds[-1]
             best = fastest(timings, timed_for.time_budget_s)
             layout = Layout(best.processes, best.threads)
             (again,) = timed([layout], replace(candidate, precision=best.precision))
@@ -135,8 +134,7 @@ def choose_layout(
             timed_for = candidate
             return again
         timed_for = candidate
-        timings = timed(candidates)
-        rounds.append(timings)
+        timings[:] = timed(candidates)
         best = fastest(timings, candidate.time_budget_s)
         # A core busy for a few seconds while the layouts using every core were timed would
         # leave the run on fewer cores for good (a click once chose 1 x 1 after its 1 x 2
@@ -149,11 +147,9 @@ def choose_layout(
     plan = recipe.resolve(cfg, facts, False, fine_tune, speed, pretrained)
     if plan.calibration is None and not processes:  # tokens or epochs: time only to choose
         speed(plan.cfg)
-    if not rounds:
+    if not timings:
         return LayoutChoice(candidates[0], None, (), reason)
-    best = plan.calibration or fastest(rounds[-1])
-    # the round the plan was timed by (a larger batch timed last may have been turned down)
-    timings = next(r for r in reversed(rounds) if any(t is best for t in r))
+    best = plan.calibration or fastest(timings)
     chosen = Layout(best.processes, best.threads)
     return LayoutChoice(chosen, best, tuple(timings), reason)
 

@@ -9,8 +9,7 @@ the budget; given minutes (or the automatic budget's clock), the trainer times a
 steps of the candidate model on this machine (`calibration`, ~2 s) and the budget is projected
 as seconds x tokens/s; both are recorded in the run's metrics. A candidate whose vocabulary is
 not the timed one's is planned at the timed speed scaled by the work a token meets
-(`_choose_for`), and timed in its turn; a budget timed on a small batch near the next larger
-one's line is timed on that one too (`LARGER_BATCH_GAIN`).
+(`_choose_for`), and timed in its turn.
 
 The values are the product's tuned defaults, each a constant below (the one copy of them: the
 table "What the recipe chooses" in docs/TRAINING.md is generated from them by `recipe_table`; the
@@ -100,12 +99,6 @@ CONTINUE_WARMUP_STEPS = 50
 # for 1,250 (1,959 updates): larger budgets also want the updates, so 625 is the largest.
 CPU_BATCH_TOKENS = (625, 250)
 MIN_UPDATES = 1_500
-# A larger CPU batch trains up to this many times the tokens per second of the next smaller one
-# (fewer steps, each fuller: 625 against 250 tokens 1.3-1.4x on a 2-core AVX2 laptop). A budget
-# timed on the smaller one that comes within it of the larger one's MIN_UPDATES is timed on the
-# larger one too, which trains if its own speed buys them: else a timing on the smaller batch
-# always confirmed itself.
-LARGER_BATCH_GAIN = 1.5
 # Peak rate of the small CPU batches of short budgets, by the most padded tokens a batch has:
 # the smaller the batch, the noisier its gradient and the gentler the step it wants (see
 # _peak_lr); larger batches take PEAK_LR.
@@ -283,8 +276,7 @@ def resolve(
         # threshold may still point back (8k pieces timed slower than 4k project under 3.0M
         # tokens): then the cheaper one trains, planned on the dearer one's speed scaled to
         # its own model (`_choose_for`) — what the trainer, given that one measurement,
-        # chooses too. Last, a smaller batch's budget near the larger one's updates is timed
-        # on the larger one (`LARGER_BATCH_GAIN`): that trains if its own speed buys them.
+        # chooses too.
         measured: TrainConfig | None = None
         for _ in range(MEASURED_CANDIDATES):
             candidate, _ = choose_for(tokens, calibration)
@@ -292,26 +284,8 @@ def resolve(
                 break
             calibration, measured = speed(candidate), candidate
             tokens = _budget_tokens(base, facts, gpu, memorise, calibration)
-        larger = _larger_batch(base, choose_for(tokens, calibration)[0], tokens)
-        if larger is not None:
-            pinned = replace(base, max_tokens_per_batch=larger)
-            probe, _ = _choose_for(choose, pinned, tokens, calibration, scale=not fine_tune)
-            timed = speed(probe)
-            own = _budget_tokens(base, facts, gpu, memorise, timed)
-            if choose_for(own, timed)[0].max_tokens_per_batch == larger:
-                calibration, tokens = timed, own
     chosen, tokens = choose_for(tokens, calibration)
     return Plan(chosen, tokens, calibration, facts.tokens)
-
-
-def _larger_batch(cfg: TrainConfig, chosen: TrainConfig, tokens: float | None) -> int | None:
-    """The next larger CPU batch worth timing for `chosen` (see LARGER_BATCH_GAIN), or None:
-    the batch is the user's, already the largest (or a GPU's), or out of reach."""
-    batch = chosen.max_tokens_per_batch
-    if cfg.max_tokens_per_batch or tokens is None or batch not in CPU_BATCH_TOKENS[1:]:
-        return None
-    larger = CPU_BATCH_TOKENS[CPU_BATCH_TOKENS.index(batch) - 1]
-    return larger if updates(tokens * LARGER_BATCH_GAIN, larger) >= MIN_UPDATES else None
 
 
 def _choose_for(

@@ -118,11 +118,9 @@ def rows() -> list[tuple[str, str, str]]:
             "CPU: the largest of "
             + ", ".join(_n(b) for b in r.CPU_BATCH_TOKENS)
             + f" padded tokens that still buys {_n(r.MIN_UPDATES)} updates (a padded token "
-            f"carries {_n(r.REAL_TOKENS_PER_PADDED)} real ones) at its own measured speed, else "
-            f"the smallest (a budget within {_n(r.LARGER_BATCH_GAIN)}× of the larger batch's "
-            f"line is timed on it too); GPU {_n(r.GPU_BATCH_TOKENS)}",
-            "`CPU_BATCH_TOKENS`, `MIN_UPDATES`, `REAL_TOKENS_PER_PADDED`, `LARGER_BATCH_GAIN`, "
-            "`GPU_BATCH_TOKENS`",
+            f"carries {_n(r.REAL_TOKENS_PER_PADDED)} real ones), else the smallest; GPU "
+            f"{_n(r.GPU_BATCH_TOKENS)}",
+            "`CPU_BATCH_TOKENS`, `MIN_UPDATES`, `REAL_TOKENS_PER_PADDED`, `GPU_BATCH_TOKENS`",
         ),
         (
             "dropout",

@@ -221,34 +221,6 @@ def test_a_cheaper_vocabulary_is_planned_at_its_own_models_speed() -> None:
     assert (given.cfg, given.budget_tokens) == (plan.cfg, plan.budget_tokens)
 
 
-@pytest.mark.parametrize(
-    ("larger_reads", "trains"), [(3_300.0, (625, 3_300.0)), (2_900.0, (250, 2_204.0))]
-)
-def test_a_small_batchs_budget_near_the_larger_ones_line_is_timed_on_the_larger_one(
-    larger_reads: float, trains: tuple[int, float]
-) -> None:
-    """A slow laptop's 10 minutes: 4k pieces timed on 250-token batches at 2,204 tokens/s
-    project 1.19M tokens, under 1,500 updates of 625 — but 625-token batches train more tokens
-    a second (on that 2-core AVX2 EPYC 3,538 against 2,440-2,640), so a timing on 250 always
-    confirmed itself (that click trained 1.57M tokens on 250; the one on 625, 2.11M). Timed on
-    625 too: at 3,300 its own budget (1.78M) buys the updates and 625 trains, planned on that
-    reading; at 2,900 (1.57M) it does not, and 250 trains on its own. The trainer, given the
-    one measurement, plans the same."""
-    calls: list[TrainConfig] = []
-    by_cost = {(625, 8_000): [2_000.0], (250, 4_000): [2_204.0], (625, 4_000): [larger_reads]}
-    plan = resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=speeds(by_cost, calls))
-    timed = [(c.max_tokens_per_batch, c.vocab_size) for c in calls]
-    assert timed == [(625, 8_000), (250, 4_000), (625, 4_000)]
-    assert plan.calibration is not None
-    assert (plan.cfg.max_tokens_per_batch, plan.calibration.tokens_per_s) == trains
-    assert plan.cfg.vocab_size == 4_000
-    assert plan.budget_tokens == pytest.approx(600 * trains[1] * 0.9)
-    given = resolve(
-        TrainConfig(time_budget_s=600), MULTI30K, False, speed=lambda _c: plan.calibration
-    )
-    assert (given.cfg, given.budget_tokens) == (plan.cfg, plan.budget_tokens)
-
-
 def test_a_candidate_whose_budget_turns_dropout_on_is_timed_with_it() -> None:
     """Tatoeba's 10 minutes: a budget of more than 8 passes turns dropout on, which costs a CPU
     step ~20 %; a measured budget that turns it on or off is timed with it or without (a run

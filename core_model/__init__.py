@@ -17,6 +17,23 @@ Pure PyTorch: usable from a notebook with no database or UI.
 - `distributed`   the torchrun entry point for data-parallel training
 """
 
-from core_model.transformer import PRESETS, ModelConfig, Transformer
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from core_model.transformer.config import PRESETS, ModelConfig
+
+if TYPE_CHECKING:
+    from core_model.transformer.model import Transformer
 
 __all__ = ["PRESETS", "ModelConfig", "Transformer"]
+
+
+def __getattr__(name: str) -> Any:
+    """`Transformer` on first use (see `core_model.transformer`): importing a torch-free part
+    of the package (a model folder's config, the tokenizer) does not import torch."""
+    if name == "Transformer":
+        from core_model.transformer.model import Transformer
+
+        return Transformer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,16 +37,21 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
 
 from core_model.tokenizer import TokenizerError, TokenizerPair
-from core_model.transformer import Transformer
 from core_model.transformer.config import ModelConfig
 from core_model.untrusted_files import UntrustedFileError, read_json
+
+if TYPE_CHECKING:
+    import torch
+
+    from core_model.transformer import Transformer
+# torch (and the network, safetensors' torch half) are imported where weights are read or
+# written: listing versions or runs reads folders and configs only, and a laptop spends ~3 s
+# importing torch (`test_listing_commands_do_not_import_torch`).
 
 FORMAT = "translation-workbench/model"
 FORMAT_VERSION = 1
@@ -207,6 +212,8 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 def save_weights(path: str | Path, model: torch.nn.Module, metadata: dict[str, str] | None = None):
     """Write `model`'s unique weights to a safetensors file atomically (tmp + rename)."""
+    from safetensors.torch import save_file
+
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     save_file(unique_state_dict(model), str(tmp), metadata=metadata)
@@ -218,6 +225,8 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> None:
 
     Raises ArtifactError for unreadable files, missing/unexpected names and shape mismatches.
     """
+    from safetensors.torch import load_file
+
     path = Path(path)
     if not path.is_file():
         raise ArtifactError(f"missing weights file {path}")
@@ -252,6 +261,10 @@ def _match_shapes(path: Path, shapes: dict[str, tuple[int, ...]], model: torch.n
 def _check_weights_before_loading(path: Path, cfg: ModelConfig) -> None:
     """Names and shapes from the file's header against a model built on the meta device:
     a config that does not fit its weights is refused before any memory is allocated."""
+    import torch
+
+    from core_model.transformer import Transformer
+
     try:
         with safe_open(str(path), framework="pt") as f:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
@@ -354,6 +367,8 @@ def load_model(
     if verify and recorded and sha256_file(weights) != recorded:
         raise ArtifactError(f"{WEIGHTS_FILE} in {d} does not match its recorded sha256 (corrupt?)")
     _check_weights_before_loading(weights, cfg)
+    from core_model.transformer import Transformer
+
     model = Transformer(cfg)
     load_weights(model, weights)
     model.to(device).eval()

@@ -16,10 +16,28 @@
 - `trainer`         the loop itself: `train()` and `Trainer`
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from core_model.training.config import TrainConfig, TrainingError
-from core_model.training.precision import resolve_device
-from core_model.training.schedule import plan_budget
-from core_model.training.trainer import ProgressEvent, StopReason, Trainer, TrainResult, train
+from core_model.training.progress import ProgressEvent, StopReason
+
+if TYPE_CHECKING:
+    from core_model.training.precision import resolve_device
+    from core_model.training.schedule import plan_budget
+    from core_model.training.trainer import Trainer, TrainResult, train
+
+# The parts that need torch, imported on first use: a command that only reads runs' records
+# (`python -m workbench runs`) never pays torch's ~3 s import on a laptop.
+_ON_FIRST_USE = {
+    "resolve_device": "core_model.training.precision",
+    "plan_budget": "core_model.training.schedule",
+    "Trainer": "core_model.training.trainer",
+    "TrainResult": "core_model.training.trainer",
+    "train": "core_model.training.trainer",
+}
 
 __all__ = [
     "ProgressEvent",
@@ -32,3 +50,9 @@ __all__ = [
     "resolve_device",
     "train",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ON_FIRST_USE:
+        return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,14 +20,16 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
-
-import torch
-from safetensors.torch import load_file, save_file
+from typing import TYPE_CHECKING, Any
 
 from core_model.artifact import ArtifactError, unique_state_dict
 from core_model.tokenizer import TokenizerError, TokenizerPair
 from core_model.training.state import TrainerState
+
+if TYPE_CHECKING:
+    import torch
+# torch is imported where a checkpoint is written or read: finding one and reading its state
+# (how far a run got, `python -m workbench runs`) needs only the files (see core_model.artifact).
 
 STATE_FILE = "state.json"
 
@@ -49,6 +51,8 @@ def find_checkpoint(path: str | Path | None) -> Path | None:
 
 
 def _save_weights(path: Path, state: dict[str, torch.Tensor]) -> None:
+    from safetensors.torch import save_file
+
     save_file({k: v.detach().to("cpu").contiguous() for k, v in state.items()}, str(path))
 
 
@@ -61,6 +65,8 @@ def save_checkpoint(
     state: TrainerState,
 ) -> Path:
     """Write everything needed to continue the run exactly where it stands (epoch end)."""
+    import torch
+
     final = Path(directory)
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -122,6 +128,8 @@ def load_tokenizers(directory: str | Path) -> TokenizerPair:
 
 
 def _load(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
     try:
         return load_file(str(path))
     except Exception as exc:  # safetensors raises several types for damaged files
@@ -136,6 +144,8 @@ def load_checkpoint(
 ) -> TrainerState:
     """Restore weights, optimizer moments and RNG into the given objects; return the run's
     state (step, epoch, history, selection) as it was when the checkpoint was written."""
+    import torch
+
     d = Path(directory)
     meta = read_state(d)
     model.load_state_dict(_load(d / "model.safetensors"), strict=False)

@@ -5,11 +5,12 @@ the optimizer: one dataclass, so a checkpoint is `state_dict()` and a resume is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-Weights = dict[str, torch.Tensor]
+Weights = dict[str, "torch.Tensor"]
 
 
 @dataclass

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from core_model.training import TrainConfig, TrainingError
 from core_model.training import config as core_config
-from core_model.training.parallel import cpu_cores
 from workbench import settings
 from workbench.errors import WorkbenchError
 from workbench.messages import N_
@@ -77,6 +74,8 @@ def precisions() -> dict[str, str]:
 
 def available_devices() -> list[str]:
     """The devices this machine can train on, best first."""
+    import torch  # here: listing or queueing runs needs no torch (~3 s to import on a laptop)
+
     return (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
 
 
@@ -170,6 +169,8 @@ def training_config(
         and settings.database_is_local()
     ):
         raise WorkbenchError(N_("No CUDA GPU on this machine: train on cpu (or auto)."))
+    from core_model.training.parallel import cpu_cores  # (imports torch: see available_devices)
+
     if processes is not None and _trains_here_on_cpu(device) and processes > (cores := cpu_cores()):
         # each rank wants a core of its own: more share them and wait for each other at every
         # step (8 on 2 cores trained 13 times slower than 1)

@@ -15,25 +15,18 @@ Pure PyTorch: usable from a notebook with no database or UI.
 - `artifact`      a trained model on disk (safetensors + JSON, no pickle)
 - `marian`        a public Marian (OPUS-MT) checkpoint opened as this Transformer
 - `distributed`   the torchrun entry point for data-parallel training
+- `first_use`     names a package imports on first use (the parts that need torch)
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from core_model.first_use import on_first_use
 from core_model.transformer.config import PRESETS, ModelConfig
 
 if TYPE_CHECKING:
     from core_model.transformer.model import Transformer
 
 __all__ = ["PRESETS", "ModelConfig", "Transformer"]
-
-
-def __getattr__(name: str) -> Any:
-    """`Transformer` on first use (see `core_model.transformer`): importing a torch-free part
-    of the package (a model folder's config, the tokenizer) does not import torch."""
-    if name == "Transformer":
-        from core_model.transformer.model import Transformer
-
-        return Transformer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = on_first_use(__name__, {"Transformer": "core_model.transformer.model"})

@@ -50,8 +50,7 @@ if TYPE_CHECKING:
 
     from core_model.transformer import Transformer
 # torch (and the network, safetensors' torch half) are imported where weights are read or
-# written: listing versions or runs reads folders and configs only, and a laptop spends ~3 s
-# importing torch (`test_listing_commands_do_not_import_torch`).
+# written: listing versions or runs reads folders and configs only (`core_model.first_use`).
 
 FORMAT = "translation-workbench/model"
 FORMAT_VERSION = 1

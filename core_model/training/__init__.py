@@ -18,9 +18,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from core_model.first_use import on_first_use
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.progress import ProgressEvent, StopReason
 
@@ -29,15 +29,6 @@ if TYPE_CHECKING:
     from core_model.training.schedule import plan_budget
     from core_model.training.trainer import Trainer, TrainResult, train
 
-# The parts that need torch, imported on first use: a command that only reads runs' records
-# (`python -m workbench runs`) never pays torch's ~3 s import on a laptop.
-_ON_FIRST_USE = {
-    "resolve_device": "core_model.training.precision",
-    "plan_budget": "core_model.training.schedule",
-    "Trainer": "core_model.training.trainer",
-    "TrainResult": "core_model.training.trainer",
-    "train": "core_model.training.trainer",
-}
 
 __all__ = [
     "ProgressEvent",
@@ -50,9 +41,14 @@ __all__ = [
     "resolve_device",
     "train",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _ON_FIRST_USE:
-        return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the parts that need torch (`core_model.first_use`)
+__getattr__ = on_first_use(
+    __name__,
+    {
+        "resolve_device": "core_model.training.precision",
+        "plan_budget": "core_model.training.schedule",
+        "Trainer": "core_model.training.trainer",
+        "TrainResult": "core_model.training.trainer",
+        "train": "core_model.training.trainer",
+    },
+)

@@ -16,22 +16,14 @@ order:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from core_model.first_use import on_first_use
 from core_model.transformer.config import PRESETS, ModelConfig
 
 if TYPE_CHECKING:
     from core_model.transformer.model import Transformer
 
 __all__ = ["PRESETS", "ModelConfig", "Transformer"]
-
-
-def __getattr__(name: str) -> Any:
-    """`Transformer` on first use: the config is plain Python, the network needs torch (~3 s
-    to import on a laptop), which a command that only reads model folders' configs (`python
-    -m workbench versions`, `runs`) never needs."""
-    if name == "Transformer":
-        from core_model.transformer.model import Transformer
-
-        return Transformer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the config is plain Python; the network needs torch (`core_model.first_use`)
+__getattr__ = on_first_use(__name__, {"Transformer": "core_model.transformer.model"})

@@ -74,7 +74,7 @@ def precisions() -> dict[str, str]:
 
 def available_devices() -> list[str]:
     """The devices this machine can train on, best first."""
-    import torch  # here: listing or queueing runs needs no torch (~3 s to import on a laptop)
+    import torch  # here: listing runs needs no torch (`core_model.first_use`)
 
     return (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
 

@@ -97,8 +97,9 @@ def test_versions_are_listed_renamed_annotated_and_zipped(trained: dict) -> None
 @pytest.mark.parametrize("command", ["versions", "runs"])
 def test_listing_versions_and_runs_does_not_import_torch(trained: dict, command: str) -> None:
     """`python -m workbench versions` and `runs` read the database and the model folders'
-    configs only: without torch they answer in ~2.5 s on a 2-core laptop instead of ~6.5 s
-    (torch's import is ~3.5 s there). Python's own import log says what the process imported."""
+    configs only: without torch they answer in 2.0-2.2 s on a 2-core AVX2 laptop instead of
+    4.8-5.9 s (torch's import is ~3.4 s there). Python's own import log says what the process
+    imported."""
     done = subprocess.run(
         [sys.executable, "-m", "workbench", command],
         cwd=ROOT,

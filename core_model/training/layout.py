@@ -111,10 +111,12 @@ def choose_layout(
         candidate's model and batch. The recipe asks again when its plan changes the model
         or batch, and the layouts are timed again: a rank's share of a 250-token batch is too
         small to pay for the exchange of gradients where its share of a 625-token one is not
-        (measured: 2 x 1 at 0.80x of 1 x 2 on 250 tokens, 1.04x on 625). When only dropout
-        changed (the measured budget crossed `recipe.NO_DROPOUT_MAX_PASSES`), its masks add
-        the same work to every layout: the fastest is timed again alone, at its precision
-        (timing them all again kept a click ~30 s longer before its first step)."""
+        (measured: 2 x 1 at 0.80x of 1 x 2 on 250 tokens, 1.04x on 625). When only dropout or
+        the vocabulary changed (the measured budget crossed `recipe.NO_DROPOUT_MAX_PASSES` or
+        `recipe.SHORT_BUDGET_TOKENS`), its masks or its output layer add work per token to
+        every layout alike: the fastest is timed again alone, at its precision (timing them
+        all again kept a click ~30 s longer before its first step; on an AMX Xeon 8k pieces,
+        then 4k, all timed: 62 s from the run's start to its first step)."""
         nonlocal timed_for
 
         def timed(layouts: Sequence[Layout], asked: TrainConfig = candidate) -> list[Calibration]:
@@ -126,7 +128,7 @@ def choose_layout(
                 )
             ]
 
-        if timed_for is not None and recipe.same_shapes(candidate, timed_for):
+        if timed_for is not None and recipe.same_layers_and_batch(candidate, timed_for):
             best = fastest(timings, timed_for.time_budget_s)
             layout = Layout(best.processes, best.threads)
             (again,) = timed([layout], replace(candidate, precision=best.precision))

@@ -453,11 +453,21 @@ def estimated_tokens_per_s(model: ModelConfig, gpu: bool) -> float:
 def same_shapes(a: TrainConfig, b: TrainConfig) -> bool:
     """Whether two candidates train the same model, vocabulary and batch: dropout aside, the
     same work a step on every layout."""
+    return same_layers_and_batch(a, b) and (a.vocab_size, a.joint_vocab) == (
+        b.vocab_size,
+        b.joint_vocab,
+    )
 
-    def shapes(c: TrainConfig) -> tuple:
-        return (c.preset, c.model_overrides, c.vocab_size, c.joint_vocab, c.max_tokens_per_batch)
 
-    return shapes(a) == shapes(b)
+def same_layers_and_batch(a: TrainConfig, b: TrainConfig) -> bool:
+    """Whether two candidates train the same layers on the same batch, their vocabularies
+    aside: what ranks the layouts (a vocabulary's embedding and output layer, like dropout's
+    masks, add work per token to every layout alike)."""
+    return (a.preset, a.model_overrides, a.max_tokens_per_batch) == (
+        b.preset,
+        b.model_overrides,
+        b.max_tokens_per_batch,
+    )
 
 
 def _same_cost(a: TrainConfig, b: TrainConfig) -> bool:

@@ -276,6 +276,37 @@ def test_a_plan_that_only_turns_dropout_off_times_the_fastest_layout_alone(
     assert sorted(t.tokens_per_s for t in choice.timings) == [200.0, 250.0, 310.0]
 
 
+def test_a_plan_that_only_halves_the_vocabulary_times_the_fastest_layout_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guess (3.0M tokens) plans 4k pieces a side; the measured speed buys fewer than
+    `recipe.SHORT_BUDGET_TOKENS`, so the next candidate has 2k a side, the same layers and
+    batch: the layout that won is timed again alone, at its precision (an AMX Xeon spent 62 s
+    before its first step timing every layout for both vocabularies)."""
+    from core_model.training import layout as layout_module
+    from core_model.training.calibration import Calibration
+
+    asked: list[tuple[int, int, Layout, str]] = []
+
+    def timed(candidate: TrainConfig, _lengths, _device, layout: Layout, _model, _run_pairs):
+        asked.append(
+            (candidate.vocab_size, candidate.max_tokens_per_batch, layout, candidate.precision)
+        )
+        speed = {Layout(1, 2): 4_000.0, Layout(2, 1): 3_500.0}.get(layout, 3_000.0)
+        speed += 300.0 * (len(asked) > 3)  # the smaller output layer trains a little faster
+        return [Calibration(speed, 5, 2.0, layout.threads, "bf16", 1, layout.processes)]
+
+    monkeypatch.setattr(layout_module, "measure_candidate", timed)
+    cfg = TrainConfig(time_budget_s=600, device="cpu", precision="auto")
+    choice = choose_layout(cfg, _numbers_corpus(20_000), None, cores=2)  # 232k tokens
+    every_layout = [Layout(1, 2), Layout(2, 1), Layout(1, 1)]
+    assert asked == [(4_000, 625, layout, "auto") for layout in every_layout] + [
+        (2_000, 625, Layout(1, 2), "bf16")
+    ]
+    assert choice.layout == Layout(1, 2)
+    assert choice.speed is not None and choice.speed.tokens_per_s == 4_300.0
+
+
 # -- what a child rank is asked to do (parallel.RankSpec) -------------------------------------
 
 

@@ -44,7 +44,7 @@ import torch
 from bench.data import DATASETS, splits
 from core_model.batching import encode_pairs
 from core_model.tokenizer import train_tokenizers
-from core_model.training import TrainConfig, recipe, setup
+from core_model.training import TrainConfig, recipe
 from core_model.training.calibration import measure
 from core_model.training.precision import cpu_supports_bf16
 from core_model.transformer import ModelConfig
@@ -77,7 +77,7 @@ def corpus_lengths(corpus: str, tokens: int, device: str) -> tuple[dict, list[li
         joint=cfg.joint_vocab,
     )
     examples = encode_pairs(data["train"], tok, cfg.max_len)
-    mcfg = setup.model_config(cfg, tok.src.vocab_size, tok.tgt.vocab_size, tok.shared)
+    mcfg = cfg.model_config(tok.src.vocab_size, tok.tgt.vocab_size, tok.shared)
     lengths = [[len(ex.src), len(ex.tgt)] for ex in examples]
     return {"model": mcfg.to_dict(), "batch_tokens": cfg.max_tokens_per_batch}, lengths
 

@@ -33,7 +33,7 @@ import torch
 
 from bench.batch_shapes import cpu_flags
 from bench.data import DATASETS, splits
-from core_model.training import TrainConfig, recipe, setup
+from core_model.training import TrainConfig, recipe
 from core_model.training.calibration import measure_layout
 from core_model.training.parallel import Layout
 from core_model.transformer import ModelConfig
@@ -52,7 +52,7 @@ def recipe_spec(corpus: str, tokens: int) -> dict:
     facts = recipe.CorpusFacts.of(data["train"], data["valid"])
     cfg = recipe.resolve(TrainConfig(token_budget=tokens, device="cpu"), facts, False).cfg
     vocab = int(cfg.vocab_size or 0)
-    mcfg = setup.model_config(cfg, vocab, vocab, bool(cfg.joint_vocab))
+    mcfg = cfg.model_config(vocab, vocab, bool(cfg.joint_vocab))
     batch = int(cfg.max_tokens_per_batch or 0)
     return {"model": mcfg.to_dict(), "batch_tokens": batch, "lengths": facts.length_mix()}
 

@@ -56,7 +56,7 @@ from bench.data import DATASETS, splits
 from bench.reference import ReferenceModel
 from core_model import ModelConfig, Transformer
 from core_model.batching import collate, make_batches
-from core_model.training import TrainConfig, recipe, setup
+from core_model.training import TrainConfig, recipe
 from core_model.training.calibration import measure_layout, synthetic_examples
 from core_model.training.parallel import cpu_cores, cpu_layouts
 from core_model.training.precision import cpu_supports_bf16, cpu_threads, idle_cores
@@ -73,7 +73,7 @@ def recipe_model(
     asked = TrainConfig(token_budget=token_budget, device=device)
     cfg = recipe.resolve(asked, facts, gpu=device == "cuda").cfg
     vocab = int(cfg.vocab_size or 0)
-    return setup.model_config(cfg, vocab, vocab, bool(cfg.joint_vocab)), cfg, facts.side_tokens
+    return cfg.model_config(vocab, vocab, bool(cfg.joint_vocab)), cfg, facts.side_tokens
 
 
 def layouts_on_the_whole_machine(

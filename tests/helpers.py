@@ -102,6 +102,23 @@ def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess
     )
 
 
+def cli_imports(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """``cli(*args)`` with Python's import log on (``PYTHONPROFILEIMPORTTIME``): the finished
+    process (its stderr without the log) and the names of the modules it imported."""
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", *args],
+        cwd=ROOT,
+        env={**subprocess_env(), "PYTHONPROFILEIMPORTTIME": "1"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    log = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    rest = "".join(f"{line}\n" for line in done.stderr.splitlines() if line not in set(log))
+    imported = {line.rsplit("|", 1)[-1].strip() for line in log}
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, rest), imported
+
+
 def cli_in_process(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     """``cli(*args)`` in this process: the same ``workbench.cli.main`` (``python -m
     workbench``'s), with stdin, stdout and stderr as strings and the exit status argparse or

@@ -246,7 +246,7 @@ def measure_candidate(
     of `lengths` (`CorpusFacts.length_mix`; a run of `run_pairs` pairs), at each precision the
     run may train (`precision.candidate_precisions`); each measurement takes at most
     `BUDGET_SHARE` of a minutes budget (a test's few seconds give two steps)."""
-    mcfg = model or setup.candidate_model(candidate)
+    mcfg = model or candidate.candidate_model()
     budget_s = candidate.time_budget_s or CALIBRATION_S / BUDGET_SHARE
     # the size decides whether bf16 is a candidate: counted only when 'auto' asks
     n_params = Transformer(mcfg).num_parameters() if candidate.precision == "auto" else 0

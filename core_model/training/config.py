@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from core_model.transformer.config import PRESETS
+from core_model.transformer.config import PRESETS, ModelConfig
 
 
 class TrainingError(Exception):
@@ -92,6 +92,30 @@ class TrainConfig:
         if "adam_betas" in data:
             data["adam_betas"] = tuple(data["adam_betas"])
         return cls(**data)
+
+    def model_config(self, src_vocab: int, tgt_vocab: int, shared: bool) -> ModelConfig:
+        """The preset's network sized to the vocabularies, with the run's overrides."""
+        overrides = dict(self.model_overrides)
+        if self.dropout is not None:
+            overrides["dropout"] = self.dropout
+        try:
+            return ModelConfig.from_preset(
+                self.preset,
+                src_vocab_size=src_vocab,
+                tgt_vocab_size=tgt_vocab,
+                shared_vocab=shared,
+                **overrides,
+            )
+        except (TypeError, ValueError) as exc:
+            raise TrainingError(f"Invalid model settings: {exc}") from exc
+
+    def candidate_model(self) -> ModelConfig:
+        """The network a new run of the recipe's config would train, before its tokenizers
+        exist: the preset at the recipe's vocabulary size (what a calibration times, what a
+        continued model's cost is compared with). Here, without torch, so that planning a run
+        (`recipe`) does not import it."""
+        vocab = int(self.vocab_size or 8_000)
+        return self.model_config(vocab, vocab, bool(self.joint_vocab))
 
     def check(self) -> None:
         """Reject bad settings before any work is done (one clear sentence each)."""

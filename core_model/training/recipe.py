@@ -64,13 +64,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core_model.tokenizer import shares_alphabet
-from core_model.training import setup
-from core_model.training.calibration import Calibration
 from core_model.training.config import TrainConfig
 from core_model.transformer import ModelConfig
+
+if TYPE_CHECKING:  # a plan is made without torch (`python -m workbench train` only queues)
+    from core_model.training.parallel import Calibration
 
 AUTO = "auto"
 TINY_MAX_PAIRS = 1_000  # below this the tiny model learns as well as a bigger one, faster
@@ -241,7 +242,7 @@ class Plan:
 # guess timed again: one slow reading must not decide the vocabulary alone).
 MEASURED_CANDIDATES = 3
 # How fast this machine trains a candidate config (`calibration.measure` in the trainer).
-Speed = Callable[[TrainConfig], Calibration]
+Speed = Callable[[TrainConfig], "Calibration"]
 
 
 def resolve(
@@ -305,7 +306,7 @@ def _choose_for(
     chosen = choose(cfg, tokens)
     if not scale or calibration is None or not calibration.token_work or tokens is None:
         return chosen, tokens
-    ratio = calibration.token_work / setup.candidate_model(chosen).token_work
+    ratio = calibration.token_work / chosen.candidate_model().token_work
     if math.isclose(ratio, 1.0):
         return chosen, tokens
     own = tokens * ratio

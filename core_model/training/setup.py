@@ -92,32 +92,7 @@ def starting_point(
         return loaded.tokenizers, loaded.model.cfg, loaded.model
     tokenizers = _train_tokenizers(cfg, train_pairs, ranks, comm_device)
     sizes = (tokenizers.src.vocab_size, tokenizers.tgt.vocab_size, tokenizers.shared)
-    return tokenizers, model_config(cfg, *sizes), None
-
-
-def candidate_model(cfg: TrainConfig) -> ModelConfig:
-    """The network a new run of the recipe's `cfg` would train, before its tokenizers exist:
-    the preset at the recipe's vocabulary size (what a calibration times, what a continued
-    model's cost is compared with)."""
-    vocab = int(cfg.vocab_size or 8_000)
-    return model_config(cfg, vocab, vocab, bool(cfg.joint_vocab))
-
-
-def model_config(cfg: TrainConfig, src_vocab: int, tgt_vocab: int, shared: bool) -> ModelConfig:
-    """The preset's network sized to the vocabularies, with the run's overrides."""
-    overrides = dict(cfg.model_overrides)
-    if cfg.dropout is not None:
-        overrides["dropout"] = cfg.dropout
-    try:
-        return ModelConfig.from_preset(
-            cfg.preset,
-            src_vocab_size=src_vocab,
-            tgt_vocab_size=tgt_vocab,
-            shared_vocab=shared,
-            **overrides,
-        )
-    except (TypeError, ValueError) as exc:
-        raise TrainingError(f"Invalid model settings: {exc}") from exc
+    return tokenizers, cfg.model_config(*sizes), None
 
 
 def _train_tokenizers(

@@ -15,7 +15,7 @@ import torch
 
 from bench.marian_checkpoint import opus_mt_config
 from core_model.batching import Example, collate
-from core_model.training import TrainConfig, setup, train
+from core_model.training import TrainConfig, train
 from core_model.training import calibration as calibration_module
 from core_model.training import precision as precision_module
 from core_model.training import trainer as trainer_module
@@ -146,7 +146,7 @@ def speeds(by_cost: dict[tuple[int, int], list[float]], calls: list[TrainConfig]
     def speed(candidate: TrainConfig) -> Calibration:
         calls.append(candidate)
         readings = by_cost[(candidate.max_tokens_per_batch, candidate.vocab_size)]
-        work = setup.candidate_model(candidate).token_work
+        work = candidate.candidate_model().token_work
         return Calibration(readings.pop(0), 5, 2.0, 2, "bf16", 6_000_000, token_work=work)
 
     return speed

@@ -16,8 +16,9 @@ from core_model.inspection import Inspection, TokenChoice, inspect_sentence, nea
 from workbench.corpus.pairs import search_pairs
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
+from workbench.models.engines import MAX_BEAM
 from workbench.models.registry import VersionInfo, get_version, load_model_of
-from workbench.models.translation import BEAM_RANGE, MAX_BEAM, UNKNOWN_SHARE_WARNING
+from workbench.models.translation import BEAM_RANGE, UNKNOWN_SHARE_WARNING
 from workbench.training import metric_rows
 
 MAX_PADDING = 16  # PAD positions a padded batch may add

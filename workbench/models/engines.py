@@ -13,6 +13,7 @@ import importlib.util
 from workbench.messages import N_
 
 ENGINES = ("handwritten", "ctranslate2")
+MAX_BEAM = 16  # the widest beam search a request may ask of any engine
 EXPORT_FORMATS = ("ctranslate2",)  # what `export-version` writes
 # message ids: a page shows them translated (``ui.i18n.translate``)
 ENGINE_LABELS = {"handwritten": N_("handwritten decoder"), "ctranslate2": N_("CTranslate2")}

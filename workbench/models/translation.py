@@ -24,6 +24,7 @@ from workbench.models.ctranslate2_translator import translate as ctranslate2_tra
 from workbench.models.engines import (
     ENGINE_QUANTIZATION,
     ENGINES,
+    MAX_BEAM,
     QUANTIZATIONS,
     UNKNOWN_QUANTIZATION,
 )
@@ -31,7 +32,6 @@ from workbench.models.registry import get_version, load_model_of, load_version
 from workbench.storage import session_scope
 from workbench.team.access import Permission, require
 
-MAX_BEAM = 16
 DEFAULT_BEAM = 4  # the beam search's width until a user picks another
 MAX_SENTENCES = 5_000
 # Above this share of unknown source pieces a translation is mostly guesswork: the UI, the CLI

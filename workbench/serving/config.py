@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
-from workbench.models.engines import ENGINES, available_engines
+from workbench.models.engines import ENGINES, MAX_BEAM, available_engines
 
 DEFAULT_HOST = "127.0.0.1"  # with keys off, only this machine can reach the server
 DEFAULT_PORT = 5000  # LibreTranslate's
@@ -39,10 +39,6 @@ class ServeConfig:
     max_queued_sentences: int = 4_096  # beyond this a request is refused as busy (503)
 
     def __post_init__(self) -> None:
-        from workbench.models.translation import (
-            MAX_BEAM,  # (torch: not for every CLI command's parser)
-        )
-
         if not 1 <= self.beam <= MAX_BEAM:
             raise ValueError(f"beam must be between 1 and {MAX_BEAM}")
         if self.engine not in available_engines():

@@ -24,8 +24,9 @@ from workbench.corpus.xliff import FilledFile
 from workbench.memory import datastore
 from workbench.memory.file_translation import translate_xliff
 from workbench.memory.recall import Recalled, merged, recall
+from workbench.models.engines import MAX_BEAM
 from workbench.models.registry import VersionInfo
-from workbench.models.translation import MAX_BEAM, DecodingOptions
+from workbench.models.translation import DecodingOptions
 from workbench.serving.protocol import (
     ApiError,
     V1Match,

@@ -26,8 +26,7 @@ from pydantic import (
 from starlette.requests import ClientDisconnect
 
 from workbench.memory.matches import MAX_MATCHES
-from workbench.models.engines import ENGINE_LABELS, ENGINES
-from workbench.models.translation import MAX_BEAM
+from workbench.models.engines import ENGINE_LABELS, ENGINES, MAX_BEAM
 
 MAX_ALTERNATIVES = 8
 LANGUAGE_NAMES = {  # ISO 639-1 codes LibreTranslate's clients show by name; others by code

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-import torch
 from sqlalchemy import func, select
 
 from core_model.artifact import TOKENIZER_DIR, ArtifactError, read_config
@@ -39,9 +38,7 @@ from core_model.tokenizer import (
     character_coverage,
     unknown_characters,
 )
-from core_model.training import TrainConfig, TrainingError, recipe, setup
-from core_model.training.calibration import Calibration, fastest, measure_candidate
-from core_model.training.layout import ONE_PROCESS
+from core_model.training import TrainConfig, TrainingError, recipe
 from core_model.transformer import ModelConfig
 from db.tables import Pair
 from workbench import settings
@@ -281,7 +278,7 @@ def fine_tune_note(run: Continuation) -> Message | None:
         ),
         id=version.id,
         parameters=f"{version.param_count / 1e6:.1f}M",
-        times=f"{recipe.relative_cost(model, setup.candidate_model(fresh.cfg)):.2g}",
+        times=f"{recipe.relative_cost(model, fresh.cfg.candidate_model()):.2g}",
         preset=fresh.cfg.preset,
         speed=speed,
         tokens=f"{plan.budget_tokens or 0.0:,.0f}",
@@ -321,6 +318,13 @@ def _continued_plan(
     epochs: int | None,
     gpu: bool,
 ) -> recipe.Plan | None:
+    # torch only here: the `train` command that only queues a run never loads a model
+    import torch
+
+    from core_model.training import setup
+    from core_model.training.calibration import Calibration, fastest, measure_candidate
+    from core_model.training.layout import ONE_PROCESS
+
     facts = _corpus_facts(corpus_id, marker)
     if not facts.train_pairs:
         return None

@@ -169,19 +169,21 @@ def training_config(
         and settings.database_is_local()
     ):
         raise WorkbenchError(N_("No CUDA GPU on this machine: train on cpu (or auto)."))
-    from core_model.training.parallel import cpu_cores  # (imports torch: see available_devices)
+    if processes is not None and _trains_here_on_cpu(device):
+        # (imports torch, only when processes are asked for: see available_devices)
+        from core_model.training.parallel import cpu_cores
 
-    if processes is not None and _trains_here_on_cpu(device) and processes > (cores := cpu_cores()):
-        # each rank wants a core of its own: more share them and wait for each other at every
-        # step (8 on 2 cores trained 13 times slower than 1)
-        raise WorkbenchError(
-            N_(
-                "{processes} training processes are more than this machine's CPU cores "
-                "({cores}): on a CPU, at most one process per core."
-            ),
-            processes=processes,
-            cores=cores,
-        )
+        if processes > (cores := cpu_cores()):
+            # each rank wants a core of its own: more share them and wait for each other at
+            # every step (8 on 2 cores trained 13 times slower than 1)
+            raise WorkbenchError(
+                N_(
+                    "{processes} training processes are more than this machine's CPU cores "
+                    "({cores}): on a CPU, at most one process per core."
+                ),
+                processes=processes,
+                cores=cores,
+            )
     try:
         return TrainConfig(
             preset=preset, epochs=epochs, device=device, precision=precision, **overrides

@@ -17,10 +17,9 @@ import pandas as pd
 import pytest
 
 from tests.helpers import (
-    ROOT,
+    cli_imports,
     cli_in_process,
     module_home,
-    subprocess_env,
     toy_pairs,
     train_version,
     trained_home,
@@ -100,19 +99,11 @@ def test_listing_versions_and_runs_does_not_import_torch(trained: dict, command:
     configs only: without torch they answer in 2.0-2.2 s on a 2-core AVX2 laptop instead of
     4.8-5.9 s (torch's import is ~3.4 s there). Python's own import log says what the process
     imported."""
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", command],
-        cwd=ROOT,
-        env={**subprocess_env(), "PYTHONPROFILEIMPORTTIME": "1"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done, imported = cli_imports(command)
     assert done.returncode == 0, done.stderr[-2000:]
     # the first version (by its name now: another test renames it), or why its run stopped
     says = registry.get_version(trained["v1"]).name if command == "versions" else "learned every"
     assert says in done.stdout, done.stdout
-    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
     assert "core_model.artifact" in imported  # the log is read: the registry's reader is there
     assert "torch" not in imported
 

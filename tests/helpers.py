@@ -89,12 +89,15 @@ def subprocess_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run ``python -m workbench ARGS`` in a real process with the test's environment."""
+def cli(
+    *args: str, stdin: str | None = None, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python -m workbench ARGS`` in a real process with the test's environment (plus
+    `env`)."""
     return subprocess.run(
         [sys.executable, "-m", "workbench", *args],
         cwd=ROOT,
-        env=subprocess_env(),
+        env={**subprocess_env(), **(env or {})},
         input=stdin,
         capture_output=True,
         text=True,
@@ -102,21 +105,19 @@ def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess
     )
 
 
-def cli_imports(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, set[str]]:
-    """``cli(*args)`` with Python's import log on (``PYTHONPROFILEIMPORTTIME``): the finished
-    process (its stderr without the log) and the names of the modules it imported."""
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", *args],
-        cwd=ROOT,
-        env={**subprocess_env(), "PYTHONPROFILEIMPORTTIME": "1"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    log = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
-    rest = "".join(f"{line}\n" for line in done.stderr.splitlines() if line not in set(log))
+# `cli(..., env=IMPORT_LOG)`: Python writes every module it imports to stderr (`imports_of`)
+IMPORT_LOG = {"PYTHONPROFILEIMPORTTIME": "1"}
+
+
+def imports_of(done: subprocess.CompletedProcess) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """A process run with IMPORT_LOG: itself with its stderr less the log, and the names of
+    the modules it imported."""
+    log, rest = [], []
+    for line in done.stderr.splitlines():
+        (log if line.startswith("import time:") else rest).append(line)
     imported = {line.rsplit("|", 1)[-1].strip() for line in log}
-    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, rest), imported
+    stderr = "".join(f"{line}\n" for line in rest)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, stderr), imported
 
 
 def cli_in_process(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -175,12 +176,14 @@ def killed_import(home: Path, start: str, *args: str) -> None:
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
 
 
-def cli_that_starts_a_worker(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def cli_that_starts_a_worker(
+    *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """`cli(*args)` for a command that starts a detached worker (`train --wait`, say): the
     worker it started, if any, is stopped by its PID afterwards, whatever the outcome."""
     done = None
     try:
-        done = cli(*args, timeout=timeout)
+        done = cli(*args, timeout=timeout, env=env)
         return done
     finally:
         started = re.search(r"started a worker \(pid (\d+)\)", done.stderr if done else "")

@@ -17,8 +17,10 @@ import pandas as pd
 import pytest
 
 from tests.helpers import (
-    cli_imports,
+    IMPORT_LOG,
+    cli,
     cli_in_process,
+    imports_of,
     module_home,
     toy_pairs,
     train_version,
@@ -99,7 +101,7 @@ def test_listing_versions_and_runs_does_not_import_torch(trained: dict, command:
     configs only: without torch they answer in 2.0-2.2 s on a 2-core AVX2 laptop instead of
     4.8-5.9 s (torch's import is ~3.4 s there). Python's own import log says what the process
     imported."""
-    done, imported = cli_imports(command)
+    done, imported = imports_of(cli(command, env=IMPORT_LOG))
     assert done.returncode == 0, done.stderr[-2000:]
     # the first version (by its name now: another test renames it), or why its run stopped
     says = registry.get_version(trained["v1"]).name if command == "versions" else "learned every"

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from tests.helpers import cli, cli_imports, free_port
+from tests.helpers import IMPORT_LOG, cli, free_port, imports_of
 from workbench.errors import WorkbenchError
 from workbench.serving.config import ServeConfig
 from workbench.serving.entry import refuse_anonymous_network, startup_lines
@@ -24,7 +24,9 @@ def _listening(port: int) -> bool:
 @pytest.mark.parametrize("host", ["0.0.0.0", "::"])
 def test_serve_on_every_interface_without_keys_is_refused(wb_home, host: str) -> None:
     port = free_port()
-    done, imported = cli_imports("serve", "--host", host, "--port", str(port), timeout=120)
+    done, imported = imports_of(
+        cli("serve", "--host", host, "--port", str(port), timeout=120, env=IMPORT_LOG)
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"error: not serving on {host} without API keys: anyone who can reach this machine "

@@ -4,16 +4,12 @@ queueing a run from the command line needs no torch."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import re
-import signal
 from pathlib import Path
 
 from core_model.training.config import PRESET_CHOICES
 from core_model.transformer.config import PRESETS
-from tests.helpers import cli_imports, make_toy_corpus
+from tests.helpers import IMPORT_LOG, cli_that_starts_a_worker, imports_of, make_toy_corpus
 from workbench.training import train_options
 
 
@@ -30,11 +26,11 @@ def test_queueing_a_run_from_the_command_line_does_not_import_torch(wb_home: Pat
     worker (which imports torch itself): without torch's import it answers in ~3.0 s on a
     2-core Xeon where it took 5.7-6.8 s. Python's own import log says what it imported."""
     corpus_id = make_toy_corpus()
-    done, imported = cli_imports("train", "--corpus", str(corpus_id), "--max-steps", "1")
-    started = re.search(r"started a worker \(pid (\d+)\)", done.stderr)
-    if started:  # the worker it started is stopped by its PID
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(started.group(1)), signal.SIGTERM)
+    done, imported = imports_of(
+        cli_that_starts_a_worker(
+            "train", "--corpus", str(corpus_id), "--max-steps", "1", env=IMPORT_LOG
+        )
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1])["status"] == "queued"
     assert "workbench.training.runs" in imported  # the log is read

@@ -19,8 +19,10 @@ rules, in short:
 - **Model**: the `small` preset (pre-norm) for real corpora; `tiny` for a few hundred pairs
   (up to `TINY_MAX_PAIRS`), which it memorises in seconds; the paper's `base` only on a GPU
   with a large corpus (`BASE_MIN_PAIRS`). Pre-norm trains stably at the high rates that short
-  CPU budgets need. (Not varied with the budget yet: a narrower model for short budgets is
-  unmeasured.)
+  CPU budgets need. A CPU clock that buys it few tokens trains it with fewer layers
+  (`SHALLOW_LAYERS` below `SHALLOW_MAX_TOKENS`): in the same minutes a shallower network
+  trains a third more tokens and learns more from them than the deeper one from its fewer. A
+  token budget keeps the preset's layers (at equal tokens there is nothing to gain).
 - **Budget** ('automatic'): a small corpus without validation pairs trains until every pair is
   reproduced; anything else gets a wall-clock ceiling that grows with the corpus
   (`auto_minutes`) and a pass ceiling, and stops earlier when validation stops improving.
@@ -76,6 +78,17 @@ if TYPE_CHECKING:  # a plan is made without torch (`python -m workbench train` o
 AUTO = "auto"
 TINY_MAX_PAIRS = 1_000  # below this the tiny model learns as well as a bigger one, faster
 BASE_MIN_PAIRS = 200_000  # the paper's base model pays off on a GPU from about here
+# A CPU clock whose budget is below SHALLOW_MAX_TOKENS tokens of the `small` preset at 8k pieces
+# (the basis of CPU_TOKENS_PER_S; a budget of work, the same whichever candidate was timed)
+# trains `small` with SHALLOW_LAYERS encoder and decoder layers instead of 3: 1.25-1.34x the
+# tokens a second, and more learned in the same minutes (Multi30k de-en, bf16, two runs side by
+# side on the 2-core AMX Xeon, 1 thread each, valid greedy BLEU, 2 + 2 against 3 + 3:
+# 13 minutes 35.39 (3.39M tokens) / 33.85 (2.53M), seed 1 36.18 (3.42M) / 33.39 (3.02M); at
+# 20 minutes 3 + 3's 4.9M tokens won: 37.97 against 37.53 on average over three 2 + 2 runs).
+# The gain, +2.2 where 3 + 3's budget was 2.2-2.6M basis tokens and -0.4 at 4.2M, crosses
+# zero near 3.9M: the threshold stays below it (docs/TRAINING.md "Fewer layers for a short clock").
+SHALLOW_LAYERS = 2
+SHALLOW_MAX_TOKENS = 3_500_000
 
 # Wall-clock ceiling of the automatic budget: a minute per thousand pairs, within these bounds.
 AUTO_MINUTES_PER_1K_PAIRS = 1.0
@@ -266,7 +279,16 @@ def resolve(
     if time_budget_s is None and cfg.epochs is None and cfg.token_budget is None and not memorise:
         time_budget_s = 60.0 * auto_minutes(facts.train_pairs, gpu)
     base = replace(cfg, preset=preset, time_budget_s=time_budget_s)
-    choose = partial(_choose, facts=facts, gpu=gpu, fine_tune=fine_tune, memorise=memorise)
+    # fewer layers may only pay on a CPU's clock, for a model nobody fixed
+    clock = time_budget_s is not None and cfg.token_budget is None and cfg.epochs is None
+    shallow = (
+        clock
+        and (cfg.preset, preset) == (AUTO, "small")
+        and not (gpu or fine_tune or cfg.model_overrides)
+    )
+    choose = partial(
+        _choose, facts=facts, gpu=gpu, fine_tune=fine_tune, memorise=memorise, shallow=shallow
+    )
     # a continued run trains its own model whatever the vocabulary: nothing to scale
     choose_for = partial(_choose_for, choose, base, scale=not fine_tune)
     calibration = None
@@ -302,16 +324,19 @@ def _choose_for(
     batch, the warm-up, dropout) and the plan follow the tokens the chosen model trains instead:
     the timed speed scaled by the work a token meets (`ModelConfig.token_work`; 4k pieces
     instead of 8k: 1.15x, measured 1.16-1.34x). Else a slow laptop's 8k timing chose 250-token
-    batches for the 4k model, which trained 1.44M tokens where 625-token batches trained 2.11M."""
-    chosen = choose(cfg, tokens)
-    if not scale or calibration is None or not calibration.token_work or tokens is None:
+    batches for the 4k model, which trained 1.44M tokens where 625-token batches trained 2.11M.
+    (The layers follow the budget's work, tokens x the work of a token of the model they count,
+    which this scaling keeps: they are the same in both choices.)"""
+    timed = calibration.token_work if calibration is not None and calibration.token_work else 0
+    chosen = choose(cfg, tokens, timed or _basis().token_work)
+    if not scale or not timed or tokens is None:
         return chosen, tokens
-    ratio = calibration.token_work / chosen.candidate_model().token_work
-    if math.isclose(ratio, 1.0):
+    work = chosen.candidate_model().token_work
+    if math.isclose(timed / work, 1.0):
         return chosen, tokens
-    own = tokens * ratio
+    own = tokens * timed / work
     pinned = replace(cfg, vocab_size=chosen.vocab_size)
-    return choose(pinned, own), own
+    return choose(pinned, own, work), own
 
 
 def replan(
@@ -357,13 +382,17 @@ def _budget_tokens(
 def _choose(
     cfg: TrainConfig,
     tokens: float | None,
+    work: int,
     *,
     facts: CorpusFacts,
     gpu: bool,
     fine_tune: bool,
     memorise: bool,
+    shallow: bool,
 ) -> TrainConfig:
-    """Every remaining automatic choice for a budget of `tokens` (None: unbounded)."""
+    """Every remaining automatic choice for a budget of `tokens` (None: unbounded) of a model
+    whose token costs `work` (`ModelConfig.token_work`). `shallow`: fewer layers may pay (a
+    CPU clock, the `small` preset chosen for the user, no layers of theirs)."""
     joint = cfg.joint_vocab if cfg.joint_vocab is not None else facts.shared_alphabet
     batch = cfg.max_tokens_per_batch or (GPU_BATCH_TOKENS if gpu else _cpu_batch(tokens))
     passes = math.inf if tokens is None else tokens / max(1, facts.tokens)
@@ -376,6 +405,7 @@ def _choose(
         max_tokens_per_batch=batch,
         joint_vocab=joint,
         vocab_size=cfg.vocab_size or _vocab_size(facts, joint, tokens),
+        model_overrides=_layers(cfg, shallow, tokens, work),
         # memorising has no budget end to average over, nor validation to check an average by
         average_last=(
             cfg.average_last if cfg.average_last is not None else 0 if memorise else AVERAGE_LAST
@@ -434,14 +464,26 @@ def _pretrained(
     return Plan(chosen, tokens, calibration, facts.tokens)
 
 
+def _layers(cfg: TrainConfig, shallow: bool, tokens: float | None, work: int) -> dict[str, Any]:
+    """The network's overrides: SHALLOW_LAYERS a side where fewer layers may pay and the
+    budget's work is below SHALLOW_MAX_TOKENS tokens of the basis model; else the user's."""
+    if not shallow or tokens is None or tokens * work >= SHALLOW_MAX_TOKENS * _basis().token_work:
+        return cfg.model_overrides
+    return {"n_encoder_layers": SHALLOW_LAYERS, "n_decoder_layers": SHALLOW_LAYERS}
+
+
+def _basis() -> ModelConfig:
+    """The model of CPU_TOKENS_PER_S' typical speed: `small` at 8k pieces."""
+    return ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000)
+
+
 def relative_cost(model: ModelConfig, basis: ModelConfig | None = None) -> float:
     """How many times the work of a token of `basis` one token of `model` costs
     (`ModelConfig.token_work`). The default basis is the `small` preset with an 8k
     vocabulary, the model of the typical speeds (a 6+6-layer d512 OPUS-MT model with 58k
     pieces: about 10); a page compares with the model a new run of the corpus would train
     instead (a small public model costs a fraction of it: never "0×")."""
-    basis = basis or ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000)
-    return model.token_work / basis.token_work
+    return model.token_work / (basis or _basis()).token_work
 
 
 def estimated_tokens_per_s(model: ModelConfig, gpu: bool) -> float:

@@ -80,8 +80,10 @@ def rows() -> list[tuple[str, str, str]]:
         (
             "model choice",
             f"`tiny` up to {_n(r.TINY_MAX_PAIRS)} training pairs; `base` on a GPU from "
-            f"{_n(r.BASE_MIN_PAIRS)} pairs; `small` otherwise",
-            "`TINY_MAX_PAIRS`, `BASE_MIN_PAIRS`",
+            f"{_n(r.BASE_MIN_PAIRS)} pairs; `small` otherwise, with {r.SHALLOW_LAYERS}"
+            f"+{r.SHALLOW_LAYERS} layers on a CPU clock that buys it fewer than "
+            f"{_n(r.SHALLOW_MAX_TOKENS)} tokens (of `small` at 8k pieces)",
+            "`TINY_MAX_PAIRS`, `BASE_MIN_PAIRS`, `SHALLOW_LAYERS`, `SHALLOW_MAX_TOKENS`",
         ),
         (
             "budget (automatic)",

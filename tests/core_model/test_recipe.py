@@ -263,9 +263,9 @@ def test_a_short_cpu_clock_trains_fewer_layers_for_more_tokens() -> None:
     deep = Calibration(4_500.0, 5, 2.0, 2, "bf16", 6_000_000, token_work=basis.token_work)
     on_deep = resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=lambda _c: deep)
     assert layers(on_deep.cfg) == layers(plan.cfg)
-    # a fast CPU (the budget at the threshold), the same tokens as a budget, a preset or layers
-    # the user chose, a GPU, a continued model: the preset's layers
-    fast = SHALLOW_MAX_TOKENS / 600 / 0.9 * basis.token_work
+    # a fast CPU (the budget just over the threshold), the same tokens as a budget, a preset or
+    # layers the user chose, a GPU, a continued model: the preset's layers
+    fast = 1.01 * SHALLOW_MAX_TOKENS / 600 / 0.9 * basis.token_work
     untouched = [
         resolve(TrainConfig(time_budget_s=600), MULTI30K, False, speed=work_bound(fast, [])).cfg,
         tokens(MULTI30K, plan.budget_tokens),

@@ -245,6 +245,33 @@ def test_a_layout_on_every_core_is_timed_again_when_fewer_cores_measured_faster(
     assert choice.speed is not None and choice.speed.tokens_per_s == 7_000.0
 
 
+@pytest.mark.parametrize(
+    ("ranks_speed", "chosen"), [(6_600.0, Layout(1, 2)), (7_000.0, Layout(2, 1))]
+)
+def test_ranks_are_chosen_only_when_they_time_clearly_faster_than_one_process(
+    monkeypatch: pytest.MonkeyPatch, ranks_speed: float, chosen: Layout
+) -> None:
+    """Two ranks timed 1.10x one process's two threads: one process trains (ranks train slower
+    than their short timing, and lose more to a busy core), by its own timing; at 1.17x the
+    ranks train."""
+    from core_model.training import layout as layout_module
+    from core_model.training.calibration import Calibration
+
+    def timed(_candidate: TrainConfig, _lengths, _device, layout: Layout, _model, _run_pairs):
+        speed = {Layout(1, 2): 6_000.0, Layout(2, 1): ranks_speed}.get(layout, 4_000.0)
+        return [Calibration(speed, 5, 2.0, layout.threads, "bf16", 1, layout.processes)]
+
+    monkeypatch.setattr(layout_module, "measure_candidate", timed)
+    cfg = TrainConfig(time_budget_s=600, device="cpu", precision="bf16", max_tokens_per_batch=625)
+    choice = choose_layout(cfg, _numbers_corpus(2_000), None, cores=2)
+    assert choice.layout == chosen
+    assert choice.speed is not None and (choice.speed.processes, choice.speed.threads) == (
+        chosen.processes,
+        chosen.threads,
+    )
+    assert ("ranks must time" in choice.reason) == (chosen.processes == 1)
+
+
 def test_a_plan_that_only_turns_dropout_off_times_the_fastest_layout_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

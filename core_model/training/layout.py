@@ -35,6 +35,7 @@ import torch
 from core_model.training import recipe, setup
 from core_model.training.calibration import Calibration, fastest, measure_candidate
 from core_model.training.config import TrainConfig, TrainingError
+from core_model.training.pace import SLOW_SHARE
 from core_model.training.parallel import Layout, cpu_cores, cpu_layouts
 from core_model.training.precision import resolve_device
 from core_model.transformer import ModelConfig
@@ -146,13 +147,15 @@ def choose_layout(
             return again
         timed_for = candidate
         timings[:] = timed(candidates)
+        # A core busy for a few seconds while a layout on more cores was timed would leave
+        # the run on fewer cores, or at the other precision, for good (a click once chose
+        # 1 x 1 after its 1 x 2 timings fell to 354 tokens/s; another trained fp32 after bf16
+        # 1 x 2 read 1,204 against bf16 1 x 1's 3,884): such layouts are timed once more, and
+        # the better of their two timings counts.
         best = preferred(timings, candidate.time_budget_s)
-        # A core busy for a few seconds while the layouts using every core were timed would
-        # leave the run on fewer cores for good (a click once chose 1 x 1 after its 1 x 2
-        # timings fell to 354 tokens/s): those are timed once more, and their better counts.
-        fuller = [c for c in candidates if c.processes * c.threads > best.processes * best.threads]
-        if fuller:
-            timings.extend(timed(fuller))
+        suspect = _slowed(candidates, timings, best, candidate.time_budget_s)
+        if suspect:
+            timings.extend(timed(suspect))
         return preferred(timings, candidate.time_budget_s)
 
     plan = recipe.resolve(cfg, facts, False, fine_tune, speed, pretrained)
@@ -180,11 +183,40 @@ def preferred(timings: Sequence[Calibration], seconds: float | None = None) -> C
     if best.processes == 1 or not one_process:
         return best
     single = fastest(one_process, seconds)
+    return best if _tokens(best, seconds) >= RANKS_MARGIN * _tokens(single, seconds) else single
 
-    def tokens(t: Calibration) -> float:
-        return t.tokens_in(seconds) if seconds else t.tokens_per_s
 
-    return best if tokens(best) >= RANKS_MARGIN * tokens(single) else single
+def _tokens(timing: Calibration, seconds: float | None) -> float:
+    """What `calibration.fastest` compares: tokens in `seconds`, or per second."""
+    return timing.tokens_in(seconds) if seconds else timing.tokens_per_s
+
+
+def _slowed(
+    layouts: Sequence[Layout],
+    timings: Sequence[Calibration],
+    best: Calibration,
+    seconds: float | None,
+) -> list[Layout]:
+    """The layouts whose timing a busy core may have spoiled: those on more cores than the
+    `best` timing's, and those that read under `pace.SLOW_SHARE` of a layout on fewer cores
+    at the same precision (a core taken from threads that wait for each other)."""
+
+    def cores(t: Calibration | Layout) -> int:
+        return t.processes * t.threads
+
+    collapsed = {
+        (t.processes, t.threads)
+        for t in timings
+        for u in timings
+        if u.precision == t.precision
+        and cores(u) < cores(t)
+        and _tokens(t, seconds) < SLOW_SHARE * _tokens(u, seconds)
+    }
+    return [
+        layout
+        for layout in layouts
+        if cores(layout) > cores(best) or (layout.processes, layout.threads) in collapsed
+    ]
 
 
 def _typical_seconds(plan: recipe.Plan, model: ModelConfig | None) -> float | None:

@@ -245,6 +245,51 @@ def test_a_layout_on_every_core_is_timed_again_when_fewer_cores_measured_faster(
     assert choice.speed is not None and choice.speed.tokens_per_s == 7_000.0
 
 
+def test_a_layout_slower_at_one_precision_than_fewer_cores_is_timed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A click once trained fp32 after bf16 1 x 2 read 1,204 tokens/s against bf16 1 x 1's
+    3,884 (its fp32 1 x 2 was the fastest of the round): the layout slower at a precision than
+    one on fewer cores is timed again, alone, and bf16 1 x 2's second timing wins."""
+    from core_model.training import layout as layout_module
+    from core_model.training.calibration import Calibration
+
+    asked: list[Layout] = []
+    speeds = {
+        Layout(1, 2): {"bf16": 1_204.0, "fp32": 5_400.0},
+        Layout(2, 1): {"bf16": 4_700.0, "fp32": 4_300.0},
+        Layout(1, 1): {"bf16": 3_900.0, "fp32": 2_900.0},
+    }
+
+    def timed(_candidate: TrainConfig, _lengths, _device, layout: Layout, _model, _run_pairs):
+        asked.append(layout)
+        again = asked.count(layout) > 1
+        return [
+            Calibration(
+                7_000.0 if again and p == "bf16" else v,
+                5,
+                2.0,
+                layout.threads,
+                p,
+                1,
+                layout.processes,
+            )
+            for p, v in speeds[layout].items()
+        ]
+
+    monkeypatch.setattr(layout_module, "measure_candidate", timed)
+    cfg = TrainConfig(time_budget_s=600, device="cpu", precision="auto", max_tokens_per_batch=625)
+    choice = choose_layout(cfg, _numbers_corpus(2_000), None, cores=2)
+    # the first round, then 1 x 2 alone (the recipe may then time another model: 7,000 tokens/s
+    # buy more than `recipe.SHALLOW_MAX_TOKENS`)
+    assert asked[:4] == [Layout(1, 2), Layout(2, 1), Layout(1, 1), Layout(1, 2)]
+    assert choice.layout == Layout(1, 2)
+    assert choice.speed is not None and (choice.speed.precision, choice.speed.tokens_per_s) == (
+        "bf16",
+        7_000.0,
+    )
+
+
 @pytest.mark.parametrize(
     ("ranks_speed", "chosen"), [(6_600.0, Layout(1, 2)), (7_000.0, Layout(2, 1))]
 )

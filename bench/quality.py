@@ -318,6 +318,7 @@ def main() -> None:
         "precision": m.get("precision"),
         "processes": m.get("processes"),
         "threads_per_process": m.get("threads_per_process") or m.get("threads"),
+        "layout_reason": m.get("layout_reason"),
         "layout_timings": m.get("layout_timings"),
         "calibration": m.get("calibration"),
         "pace": m.get("pace"),

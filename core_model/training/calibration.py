@@ -263,10 +263,15 @@ def measure_candidate(
 
 
 def fastest(timings: Sequence[Calibration], seconds: float | None = None) -> Calibration:
-    """The measurement a run plans by and trains as: the most tokens in `seconds` of training
-    (each of its shapes' first steps paid: `Calibration.tokens_in`), or per second at the
-    steady speed (None: a budget not in time)."""
-    return max(timings, key=lambda t: t.tokens_in(seconds) if seconds else t.tokens_per_s)
+    """The measurement a run plans by and trains as: the greatest `merit`."""
+    return max(timings, key=lambda t: merit(t, seconds))
+
+
+def merit(timing: Calibration, seconds: float | None) -> float:
+    """What timings are compared by: the tokens in `seconds` of training (each of the run's
+    shapes' first steps paid: `Calibration.tokens_in`), or per second at the steady speed
+    (None: a budget not in time)."""
+    return timing.tokens_in(seconds) if seconds else timing.tokens_per_s
 
 
 def measure_share(task: MeasureTask, device: torch.device) -> list[Calibration]:

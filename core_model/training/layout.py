@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from core_model.training import recipe, setup
-from core_model.training.calibration import Calibration, fastest, measure_candidate
+from core_model.training.calibration import Calibration, fastest, measure_candidate, merit
 from core_model.training.config import TrainConfig, TrainingError
 from core_model.training.pace import SLOW_SHARE
 from core_model.training.parallel import Layout, cpu_cores, cpu_layouts
@@ -183,12 +183,7 @@ def preferred(timings: Sequence[Calibration], seconds: float | None = None) -> C
     if best.processes == 1 or not one_process:
         return best
     single = fastest(one_process, seconds)
-    return best if _tokens(best, seconds) >= RANKS_MARGIN * _tokens(single, seconds) else single
-
-
-def _tokens(timing: Calibration, seconds: float | None) -> float:
-    """What `calibration.fastest` compares: tokens in `seconds`, or per second."""
-    return timing.tokens_in(seconds) if seconds else timing.tokens_per_s
+    return best if merit(best, seconds) >= RANKS_MARGIN * merit(single, seconds) else single
 
 
 def _slowed(
@@ -210,7 +205,7 @@ def _slowed(
         for u in timings
         if u.precision == t.precision
         and cores(u) < cores(t)
-        and _tokens(t, seconds) < SLOW_SHARE * _tokens(u, seconds)
+        and merit(t, seconds) < SLOW_SHARE * merit(u, seconds)
     }
     return [
         layout

@@ -140,8 +140,7 @@ def choose_layout(
 
         if timed_for is not None and recipe.same_layers_and_batch(candidate, timed_for):
             best = preferred(timings, timed_for.time_budget_s)
-            layout = Layout(best.processes, best.threads)
-            (again,) = timed([layout], replace(candidate, precision=best.precision))
+            (again,) = timed([best.layout], replace(candidate, precision=best.precision))
             timings[:] = [again, *(t for t in timings if t is not best)]
             timed_for = candidate
             return again
@@ -164,7 +163,7 @@ def choose_layout(
     if not timings:
         return LayoutChoice(candidates[0], None, (), reason)
     best = plan.calibration or preferred(timings)
-    chosen = Layout(best.processes, best.threads)
+    chosen = best.layout
     quickest = fastest(timings, plan.cfg.time_budget_s)
     if not processes and quickest.processes > best.processes:
         reason = (
@@ -196,22 +195,15 @@ def _slowed(
     `best` timing's, and those that read under `pace.SLOW_SHARE` of a layout on fewer cores
     at the same precision (a core taken from threads that wait for each other)."""
 
-    def cores(t: Calibration | Layout) -> int:
-        return t.processes * t.threads
-
     collapsed = {
-        (t.processes, t.threads)
+        t.layout
         for t in timings
         for u in timings
         if u.precision == t.precision
-        and cores(u) < cores(t)
+        and u.layout.cores < t.layout.cores
         and merit(t, seconds) < SLOW_SHARE * merit(u, seconds)
     }
-    return [
-        layout
-        for layout in layouts
-        if cores(layout) > cores(best) or (layout.processes, layout.threads) in collapsed
-    ]
+    return [layout for layout in layouts if layout.cores > best.layout.cores or layout in collapsed]
 
 
 def _typical_seconds(plan: recipe.Plan, model: ModelConfig | None) -> float | None:

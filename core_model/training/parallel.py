@@ -75,6 +75,11 @@ class Layout:
     processes: int
     threads: int
 
+    @property
+    def cores(self) -> int:
+        """The CPU cores it keeps busy."""
+        return self.processes * self.threads
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -96,6 +101,11 @@ class Calibration:
     new_shape_s: float = 0.0  # the extra seconds of a step on a shape not seen before
     run_shapes: int = 0  # distinct shapes of an epoch's batches (its length mix at its size)
     token_work: int = 0  # the timed model's `ModelConfig.token_work` (0: not known)
+
+    @property
+    def layout(self) -> Layout:
+        """The layout timed."""
+        return Layout(self.processes, self.threads)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -65,7 +65,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from core_model.tokenizer import shares_alphabet
@@ -328,7 +328,7 @@ def _choose_for(
     (The layers follow the budget's work, tokens x the work of a token of the model they count,
     which this scaling keeps: they are the same in both choices.)"""
     timed = calibration.token_work if calibration is not None and calibration.token_work else 0
-    chosen = choose(cfg, tokens, timed or _basis().token_work)
+    chosen = choose(cfg, tokens, timed or _basis_work())
     if not scale or not timed or tokens is None:
         return chosen, tokens
     work = chosen.candidate_model().token_work
@@ -467,14 +467,15 @@ def _pretrained(
 def _layers(cfg: TrainConfig, shallow: bool, tokens: float | None, work: int) -> dict[str, Any]:
     """The network's overrides: SHALLOW_LAYERS a side where fewer layers may pay and the
     budget's work is below SHALLOW_MAX_TOKENS tokens of the basis model; else the user's."""
-    if not shallow or tokens is None or tokens * work >= SHALLOW_MAX_TOKENS * _basis().token_work:
+    if not shallow or tokens is None or tokens * work >= SHALLOW_MAX_TOKENS * _basis_work():
         return cfg.model_overrides
     return {"n_encoder_layers": SHALLOW_LAYERS, "n_decoder_layers": SHALLOW_LAYERS}
 
 
-def _basis() -> ModelConfig:
-    """The model of CPU_TOKENS_PER_S' typical speed: `small` at 8k pieces."""
-    return ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000)
+@cache
+def _basis_work() -> int:
+    """The work a token of CPU_TOKENS_PER_S' model meets (`small` at 8k pieces)."""
+    return ModelConfig.from_preset("small", src_vocab_size=8_000, tgt_vocab_size=8_000).token_work
 
 
 def relative_cost(model: ModelConfig, basis: ModelConfig | None = None) -> float:
@@ -483,7 +484,7 @@ def relative_cost(model: ModelConfig, basis: ModelConfig | None = None) -> float
     vocabulary, the model of the typical speeds (a 6+6-layer d512 OPUS-MT model with 58k
     pieces: about 10); a page compares with the model a new run of the corpus would train
     instead (a small public model costs a fraction of it: never "0×")."""
-    return model.token_work / (basis or _basis()).token_work
+    return model.token_work / (basis.token_work if basis else _basis_work())
 
 
 def estimated_tokens_per_s(model: ModelConfig, gpu: bool) -> float:

@@ -58,15 +58,17 @@ def make_batches(
     shuffle: bool = True,
     seed: int = 0,
     max_sentences: int | None = None,
+    only: Sequence[int] | None = None,
 ) -> list[list[int]]:
     """Length-bucketed batches of example indices, each with ≤ `max_tokens` padded tokens.
 
     Sorting uses a seeded random tie-break, so each epoch (seed) makes different but reproducible
     batches of similar-length sentences; the batch order is shuffled too. A single example longer
-    than `max_tokens` still gets a batch of its own.
+    than `max_tokens` still gets a batch of its own. `only`: batch these indices alone (the rest
+    of an epoch whose batch size changed).
     """
     rng = random.Random(seed)
-    order = list(range(len(examples)))
+    order = list(range(len(examples))) if only is None else list(only)
     if shuffle:
         rng.shuffle(order)
     order.sort(key=lambda i: (len(examples[i].src), len(examples[i].tgt)))

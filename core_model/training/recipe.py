@@ -111,8 +111,13 @@ CONTINUE_WARMUP_STEPS = 50
 # at 1.1M tokens (fp32) 625 gave 18.2 valid BLEU (981 updates), 400 20.0-20.4 (1,531), 250
 # 21.8 (2,507); Tatoeba zh→en 400: 11.8, 250: 13.5; at 4.4M tokens 625 36.7 against 35.4
 # for 1,250 (1,959 updates): larger budgets also want the updates, so 625 is the largest.
-CPU_BATCH_TOKENS = (625, 250)
-MIN_UPDATES = 1_500
+# Between them 400 (2026-12-03, equal tokens, valid greedy): at 1.8M (2 + 2 layers, fp32)
+# 31.01 / 30.77 against 625's 29.39 / 27.30 (seeds 0 / 1; 250: 32.03, seed 0), at 2.7M
+# (3 + 3, bf16) 35.16 against 33.75 — so the 625 batch needs 2,500 of its updates (2.73M
+# tokens). A smaller batch trains fewer tokens a second, which the plan times: with AVX2 fp32
+# 400 read 0.96x 625 on one thread, ~0.9x on two; in bf16 on two threads ~0.9x.
+CPU_BATCH_TOKENS = (625, 400, 250)
+MIN_UPDATES = 2_500
 # Peak rate of the small CPU batches of short budgets, by the most padded tokens a batch has:
 # the smaller the batch, the noisier its gradient and the gentler the step it wants (see
 # _peak_lr); larger batches take PEAK_LR.
@@ -340,19 +345,30 @@ def _choose_for(
 
 
 def replan(
-    plan: Plan, requested: TrainConfig, facts: CorpusFacts, fine_tune: bool, tokens: float
+    plan: Plan,
+    requested: TrainConfig,
+    facts: CorpusFacts,
+    fine_tune: bool,
+    gpu: bool,
+    tokens: float,
 ) -> Plan:
     """`plan` for a run that will train `tokens` instead of `plan.budget_tokens` (it trains
     faster or slower than calibrated, `training.pace`): the automatic choices that follow the
-    budget and can still change once the run has started — dropout (the passes it will make)
-    and the warm-up (the updates it buys); the vocabulary, the model and the batch are fixed
-    by then, and the decay and the averaging window follow the clock already."""
+    budget and can still change once the run has started — dropout (the passes it will make),
+    a CPU's batch and its peak rate (the updates the tokens must buy: a core taken at minute 2
+    leaves a click too few of them at 625 tokens) and the warm-up (the updates it buys); the
+    vocabulary and the model are fixed by then, and the decay and the averaging window follow
+    the clock already."""
     cfg = plan.cfg
     passes = tokens / max(1, facts.tokens)
     dropout = requested.dropout if requested.dropout is not None else _dropout(passes, False)
-    warmup = _warmup(requested, False, fine_tune, tokens, int(cfg.max_tokens_per_batch or 0))
+    batch = int(cfg.max_tokens_per_batch or 0)
+    if not (gpu or requested.max_tokens_per_batch):
+        batch = _cpu_batch(tokens)
+    lr = requested.lr if requested.lr is not None else _peak_lr(cfg.preset, False, batch)
+    warmup = _warmup(requested, False, fine_tune, tokens, batch)
     return Plan(
-        replace(cfg, dropout=dropout, warmup_steps=warmup),
+        replace(cfg, dropout=dropout, max_tokens_per_batch=batch, lr=lr, warmup_steps=warmup),
         tokens,
         plan.calibration,
         plan.corpus_tokens,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +146,7 @@ class Trainer:
         self.throughput = 0.0  # tokens/s of the latest reporting window
         self.current_epoch = 0  # the epoch being trained (state.epoch counts completed ones)
         self.loss_window = [0.0, 0]  # loss sum and target tokens since the last 'loss' event
+        self.pending: deque[list[int]] = deque()  # the epoch's batches not trained yet
         self.pretrained: dict[str, Any] | None = None  # the public checkpoint it descends from
         # the speed and precision planned with were measured by an earlier attempt (`_speed`)
         self.calibration_kept = False
@@ -226,7 +228,7 @@ class Trainer:
         self.core_pin = CorePin(own)
         self.optimizer = setup.make_optimizer(cfg, self.model)
         # an update is the recipe's batch size whatever the ranks: each takes its part of it
-        self.batch_tokens = int(cfg.max_tokens_per_batch)
+        self.batch_tokens = self.batch_tokens_at_start = int(cfg.max_tokens_per_batch)
         n_batches = len(make_batches(self.train_ex, self.batch_tokens, seed=cfg.seed))
         self.rank_shares = pace.RankShares(ranks.world, adaptive=self.device.type == "cpu")
         asked = self.requested
@@ -371,18 +373,34 @@ class Trainer:
         self.planned_speed = real
 
     def _apply_replan(self, tokens: float) -> dict[str, Any]:
-        """The plan for `tokens`: the model's dropout now, the warm-up while it has not ended
-        (a longer one must not lower the rate of a run already past it); returns both."""
-        self.plan = recipe.replan(self.plan, self.requested, self.facts, self.fine_tune, tokens)
+        """The plan for `tokens`: the model's dropout now, the batch from the next update on
+        (the rest of the epoch batched again) with its peak rate, the warm-up while it has not
+        ended (a longer one must not lower the rate of a run already past it); returns them."""
+        gpu = self.device.type == "cuda"
+        self.plan = recipe.replan(
+            self.plan, self.requested, self.facts, self.fine_tune, gpu, tokens
+        )
         self.cfg = self.plan.cfg
         dropout = float(self.cfg.dropout or 0.0)
         if dropout != self.model.cfg.dropout:
             self.model.set_dropout(dropout)
             self.mcfg = self.model.cfg
+        batch = int(self.cfg.max_tokens_per_batch)
+        if batch != self.batch_tokens:
+            self.batch_tokens = batch
+            rest = [i for idx in self.pending for i in idx]
+            seed = self.cfg.seed * 1_000_003 + self.state.step
+            self.pending = deque(make_batches(self.train_ex, batch, seed=seed, only=rest))
+        self.schedule.lr = float(self.cfg.lr or self.schedule.lr)
         warmup = self.cfg.warmup_steps
         if warmup is not None and self.state.step < min(warmup, self.schedule.warmup):
             self.schedule.warmup = warmup
-        return {"dropout": dropout, "warmup_steps": self.schedule.warmup}
+        return {
+            "dropout": dropout,
+            "batch_tokens": batch,
+            "lr": self.schedule.lr,
+            "warmup_steps": self.schedule.warmup,
+        }
 
     def _pace(self) -> dict[str, Any]:
         """The run against its plan, for the Train page and the metrics: the speed planned at
@@ -400,6 +418,7 @@ class Trainer:
             "budget_tokens_at_start": (
                 None if self.budget_tokens_at_start is None else int(self.budget_tokens_at_start)
             ),
+            "batch_tokens_at_start": self.batch_tokens_at_start,
             "replans": list(self.state.replans),
             "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
             "thread_changes": list(self.thread_watch.changes) if self.thread_watch else [],
@@ -508,7 +527,9 @@ class Trainer:
         epoch_loss, epoch_tok = 0.0, 0
         window_all = 0
         window_start = last_emit = time.monotonic()
-        for idx in self._epoch_batches(epoch):
+        self.pending = deque(self._epoch_batches(epoch))  # a re-plan may batch them again
+        while self.pending:
+            idx = self.pending.popleft()
             if self.state.step >= self.budget.total_steps:
                 self.stop_reason = self._planned_end()
                 break

@@ -353,8 +353,8 @@ def test_a_plan_that_only_halves_the_vocabulary_times_the_fastest_layout_alone(
 ) -> None:
     """The guess (3.0M tokens) plans 4k pieces a side; the measured speed buys fewer than
     `recipe.SHORT_BUDGET_TOKENS`, so the next candidate has 2k a side, the same layers and
-    batch: the layout that won is timed again alone, at its precision (an AMX Xeon spent 62 s
-    before its first step timing every layout for both vocabularies)."""
+    batch (the user's): the layout that won is timed again alone, at its precision (an AMX
+    Xeon spent 62 s before its first step timing every layout for both vocabularies)."""
     from core_model.training import layout as layout_module
     from core_model.training.calibration import Calibration
 
@@ -369,7 +369,7 @@ def test_a_plan_that_only_halves_the_vocabulary_times_the_fastest_layout_alone(
         return [Calibration(speed, 5, 2.0, layout.threads, "bf16", 1, layout.processes)]
 
     monkeypatch.setattr(layout_module, "measure_candidate", timed)
-    cfg = TrainConfig(time_budget_s=600, device="cpu", precision="auto")
+    cfg = TrainConfig(time_budget_s=600, device="cpu", precision="auto", max_tokens_per_batch=625)
     choice = choose_layout(cfg, _numbers_corpus(20_000), None, cores=2)  # 232k tokens
     every_layout = [Layout(1, 2), Layout(2, 1), Layout(1, 1)]
     assert asked == [(4_000, 625, layout, "auto") for layout in every_layout] + [

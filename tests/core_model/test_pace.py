@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from core_model.artifact import read_config
-from core_model.training import TrainConfig, pace, parallel, schedule, train
+from core_model.batching import example_cost
+from core_model.training import TrainConfig, pace, parallel, recipe, schedule, train
 from core_model.training import trainer as trainer_module
 from core_model.training.calibration import Calibration
 from core_model.training.pace import RankShares, ThreadWatch
@@ -121,6 +122,54 @@ def test_a_run_far_slower_than_calibrated_is_replanned_and_says_so(
     assert m["budget_tokens"] < m["pace"]["budget_tokens_at_start"]
     saved = read_config(tmp_path)
     assert saved["model"]["dropout"] == 0.0 and saved["training"]["dropout"] == 0.0
+
+
+def test_a_run_replanned_for_few_tokens_trains_the_rest_of_its_epoch_in_smaller_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Calibrated at a speed that buys 625-token batches, the run trains at a fiftieth of it
+    (a fake clock advanced by each batch's padded tokens): its first check re-plans for the
+    few tokens it will train, with the batch and the peak rate those want (more, smaller
+    updates: a laptop whose core was taken), and the next update is already of the new size —
+    the rest of the epoch batched again, every pair of it trained once."""
+    monkeypatch.setattr(pace, "REPLAN_AFTER_S", 1.0)
+    clock = FakeClock()
+    monkeypatch.setattr(schedule, "time", SimpleNamespace(monotonic=clock))
+    batches: list[tuple[list[int], int]] = []  # (pairs, padded tokens) of every update
+    collate = trainer_module.collate
+
+    def timed_collate(examples, idx, *args):
+        padded = len(idx) * max(example_cost(examples[i]) for i in idx)
+        batches.append((list(idx), padded))
+        clock.now += padded / 20_000
+        return collate(examples, idx, *args)
+
+    monkeypatch.setattr(trainer_module, "collate", timed_collate)
+    seen: dict = {}
+    cfg = TrainConfig(time_budget_s=30, preset="tiny", tokenizer="whitespace", precision="fp32")
+    fast = Calibration(1_000_000.0, 20, 2.0, 1, "fp32", 300_000)
+    n = 3_000
+    result = train(
+        numbered_pairs(n),
+        numbered_pairs(20),
+        cfg,
+        speed=fast,
+        callback=lambda event: seen.update(ended=seen.get("ended") or event.kind == "epoch"),
+        should_cancel=lambda: bool(seen.get("ended")),
+        threads=1,
+    )
+    first = result.metrics["pace"]["replans"][0]
+    assert result.train_config.max_tokens_per_batch == 250 < recipe.CPU_BATCH_TOKENS[0]
+    assert (first["batch_tokens"], first["lr"]) == (250, recipe.SMALL_BATCH_LRS[0][1])
+    before, after = batches[: first["step"] + 1], batches[first["step"] + 1 :]
+    assert max(padded for _, padded in before) > 250 >= max(padded for _, padded in after)
+    epoch, trained = [], 0
+    for idx, _ in batches:
+        if trained == n:
+            break
+        epoch.extend(idx)
+        trained += len(idx)
+    assert sorted(epoch) == list(range(n))
 
 
 def test_the_trainer_drops_its_threads_when_steps_slow_down(

@@ -252,6 +252,18 @@ class RunInfo:
                     planned=f"{planned:,.0f}",
                 )
             )
+            batch, first = last.get("batch_tokens"), pace.get("batch_tokens_at_start")
+            if batch and first and batch != first:
+                out.append(
+                    Message(
+                        N_(
+                            "It trains batches of {batch} tokens from then on (planned: "
+                            "{planned}): the size that suits the tokens it will now see."
+                        ),
+                        batch=f"{batch:,}",
+                        planned=f"{first:,}",
+                    )
+                )
         changes = pace.get("thread_changes") or []
         if changes and changes[-1]["threads"] == 1 and self.status == RunStatus.RUNNING:
             out.append(

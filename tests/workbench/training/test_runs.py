@@ -138,7 +138,8 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
         progress_detail={
             "pace": {
                 "planned_tokens_per_s": 5_000.0,
-                "replans": [{"elapsed_s": 60.2, "real_tokens_per_s": 3_000.0}],
+                "batch_tokens_at_start": 625,
+                "replans": [{"elapsed_s": 60.2, "real_tokens_per_s": 3_000.0, "batch_tokens": 400}],
                 "thread_changes": [{"threads": 1, "why": "slowed down"}],
                 "share_changes": [{"shares": [0.5, 0.5]}, {"shares": [0.64, 0.36]}],
             }
@@ -147,6 +148,8 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
     assert replanned.pace == [
         "At 60 s this machine had trained 40 % slower than measured at the start (3,000 "
         "instead of 5,000 tokens/s): the plan was adjusted.",
+        "It trains batches of 400 tokens from then on (planned: 625): the size that suits the "
+        "tokens it will now see.",
         "Steps slowed down (another program is using a core): training goes on with one "
         "thread until the core is free again.",
         "A training process is slower than the others (another program is using its core): "
@@ -156,7 +159,7 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
     equal = {"share_changes": [{"shares": [0.64, 0.36]}, {"shares": [0.49, 0.51]}]}
     assert dataclasses.replace(replanned, progress_detail={"pace": equal}).pace == []
     ended = dataclasses.replace(replanned, status=RunStatus.SUCCEEDED)
-    assert len(ended.pace) == 1  # the re-plan stays told
+    assert len(ended.pace) == 2  # the re-plan and its batch stay told
 
 
 def test_two_workers_claim_one_run_exactly_once(db_url: str, tmp_path: Path) -> None:

@@ -36,7 +36,8 @@ rules, in short:
   (`NO_DROPOUT_MAX_PASSES`); short runs over large corpora cannot overfit and dropout would
   only slow them down.
 - **Batches**: on a CPU the largest batch that still buys `MIN_UPDATES` updates
-  (`CPU_BATCH_TOKENS`): a short budget needs updates more than it needs accurate gradients;
+  (`CPU_BATCH_TOKENS`): a short budget needs updates more than it needs accurate gradients,
+  so a run that re-plans for fewer tokens takes smaller batches from then on (`replan`);
   large ones on a GPU (`GPU_BATCH_TOKENS`).
 - **Vocabulary**: SentencePiece; joint (tied embeddings) when both languages share an alphabet,
   one per side otherwise; sized to the corpus (`JOINT_VOCAB`, `SMALL_CORPUS_PAIRS`,

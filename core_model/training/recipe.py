@@ -363,9 +363,7 @@ def replan(
     cfg = plan.cfg
     passes = tokens / max(1, facts.tokens)
     dropout = requested.dropout if requested.dropout is not None else _dropout(passes, False)
-    batch = int(cfg.max_tokens_per_batch or 0)
-    if not (gpu or requested.max_tokens_per_batch):
-        batch = _cpu_batch(tokens)
+    batch = _batch(requested, gpu, tokens)
     lr = requested.lr if requested.lr is not None else _peak_lr(cfg.preset, False, batch)
     warmup = _warmup(requested, False, fine_tune, tokens, batch)
     return Plan(
@@ -411,7 +409,7 @@ def _choose(
     whose token costs `work` (`ModelConfig.token_work`). `shallow`: fewer layers may pay (a
     CPU clock, the `small` preset chosen for the user, no layers of theirs)."""
     joint = cfg.joint_vocab if cfg.joint_vocab is not None else facts.shared_alphabet
-    batch = cfg.max_tokens_per_batch or (GPU_BATCH_TOKENS if gpu else _cpu_batch(tokens))
+    batch = _batch(cfg, gpu, tokens)
     passes = math.inf if tokens is None else tokens / max(1, facts.tokens)
     return replace(
         cfg,
@@ -458,7 +456,7 @@ def _pretrained(
         tokens = _budget_tokens(base, facts, gpu, False, None)
     else:  # minutes: at the measured speed of the model itself, else at a first guess
         tokens = time_budget_s * estimated_tokens_per_s(model, gpu)
-    batch = cfg.max_tokens_per_batch or (GPU_BATCH_TOKENS if gpu else _cpu_batch(tokens))
+    batch = _batch(cfg, gpu, tokens)
     if speed is not None and tokens is not None and cfg.token_budget is None and cfg.epochs is None:
         calibration = speed(replace(base, max_tokens_per_batch=batch))
         tokens = _budget_tokens(base, facts, gpu, False, calibration)
@@ -541,6 +539,11 @@ def _same_cost(a: TrainConfig, b: TrainConfig) -> bool:
 def updates(tokens: float, batch_tokens: int) -> float:
     """About how many optimizer steps `tokens` buy at `batch_tokens` padded tokens a batch."""
     return tokens / (batch_tokens * REAL_TOKENS_PER_PADDED)
+
+
+def _batch(cfg: TrainConfig, gpu: bool, tokens: float | None) -> int:
+    """The user's batch, else a GPU's large one, else the CPU batch `tokens` want."""
+    return cfg.max_tokens_per_batch or (GPU_BATCH_TOKENS if gpu else _cpu_batch(tokens))
 
 
 def _cpu_batch(tokens: float | None) -> int:

@@ -389,7 +389,7 @@ class Trainer:
         if batch != self.batch_tokens:
             self.batch_tokens = batch
             rest = [i for idx in self.pending for i in idx]
-            seed = self.cfg.seed * 1_000_003 + self.state.step
+            seed = self._shuffle_seed(self.state.step)
             self.pending = deque(make_batches(self.train_ex, batch, seed=seed, only=rest))
         self.schedule.lr = float(self.cfg.lr or self.schedule.lr)
         warmup = self.cfg.warmup_steps
@@ -517,9 +517,13 @@ class Trainer:
         each): fresh length buckets per pass, seeded by epoch."""
         out: list[list[int]] = []
         for rep in range(self.budget.passes_per_epoch):
-            seed = self.cfg.seed * 1_000_003 + epoch * 1009 + rep
+            seed = self._shuffle_seed(epoch * 1009 + rep)
             out.extend(make_batches(self.train_ex, self.batch_tokens, seed=seed))
         return out
+
+    def _shuffle_seed(self, salt: int) -> int:
+        """A seed for batching made from the run's seed and `salt` (every rank makes the same)."""
+        return self.cfg.seed * 1_000_003 + salt
 
     def _train_epoch(self, epoch: int) -> tuple[float, int] | None:
         """Optimizer steps over one epoch; returns (loss sum, target tokens) or None if no step."""

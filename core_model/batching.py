@@ -91,6 +91,26 @@ def make_batches(
     return batches
 
 
+def rebatch(
+    examples: Sequence[Example], rest: Sequence[Sequence[int]], max_tokens: int, seed: int
+) -> list[list[int]]:
+    """The batches `rest` (what an epoch has not trained yet) made again at `max_tokens`,
+    every pair as often as in `rest`. A tiny corpus's epoch repeats its pairs (several passes):
+    each pass's remainder is batched on its own, so a pair's copies never share an update."""
+    passes: list[list[int]] = []
+    seen: dict[int, int] = {}
+    for i in (i for batch in rest for i in batch):
+        copy = seen[i] = seen.get(i, -1) + 1
+        if copy == len(passes):
+            passes.append([])
+        passes[copy].append(i)
+    return [
+        batch
+        for n, pairs in enumerate(passes)
+        for batch in make_batches(examples, max_tokens, seed=seed + n, only=pairs)
+    ]
+
+
 def rank_share(batch: Sequence[int], shares: Sequence[float], rank: int) -> list[int]:
     """This rank's part of an update's batch for data-parallel training: a run of its
     length-sorted pairs, `shares[rank]` of them (the shares sum to 1). So every rank of a step

@@ -366,6 +366,8 @@ def replan(
     batch = _batch(requested, gpu, tokens)
     lr = requested.lr if requested.lr is not None else _peak_lr(cfg.preset, False, batch)
     warmup = _warmup(requested, False, fine_tune, tokens, batch)
+    if cfg.lr_schedule == "noam":  # the paper's curve: its rate follows the warm-up it began with
+        lr, warmup = cfg.lr, cfg.warmup_steps
     return Plan(
         replace(cfg, dropout=dropout, max_tokens_per_batch=batch, lr=lr, warmup_steps=warmup),
         tokens,

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from core_model.artifact import ArtifactError, save_model
-from core_model.batching import Batch, collate, encode_pairs, make_batches, rank_share
+from core_model.batching import Batch, collate, encode_pairs, make_batches, rank_share, rebatch
 from core_model.tokenizer import TokenizerPair
 from core_model.training import checkpoint as ckpt
 from core_model.training import pace, progress, recipe, setup
@@ -388,9 +388,8 @@ class Trainer:
         batch = int(self.cfg.max_tokens_per_batch)
         if batch != self.batch_tokens:
             self.batch_tokens = batch
-            rest = [i for idx in self.pending for i in idx]
             seed = self._shuffle_seed(self.state.step)
-            self.pending = deque(make_batches(self.train_ex, batch, seed=seed, only=rest))
+            self.pending = deque(rebatch(self.train_ex, self.pending, batch, seed))
         self.schedule.lr = float(self.cfg.lr or self.schedule.lr)
         warmup = self.cfg.warmup_steps
         if warmup is not None and self.state.step < min(warmup, self.schedule.warmup):
@@ -398,7 +397,7 @@ class Trainer:
         return {
             "dropout": dropout,
             "batch_tokens": batch,
-            "lr": self.schedule.lr,
+            "lr": self.schedule.peak(),
             "warmup_steps": self.schedule.warmup,
         }
 
@@ -710,6 +709,11 @@ class Trainer:
                 stop = 1.0
             if self.memorise and state.memorised_epochs >= cfg.memorise_epochs:
                 stop = 2.0
+        flags = self.ranks.broadcast_flags([stop, reserve], self.comm_device)
+        if self.clock.time_budget_s:
+            self.clock.keep_reserve(flags[1], MAX_RESERVE_SHARE * self.clock.time_budget_s)
+        self._replan()  # before the checkpoint: a resumed run goes on with this plan
+        if self.ranks.main:
             state.elapsed_s = self.clock.elapsed()
             if self.ckpt_dir is not None:
                 ckpt.save_checkpoint(
@@ -721,11 +725,7 @@ class Trainer:
                     state,
                 )
             self._emit("epoch", record["train_loss"])
-        flags = self.ranks.broadcast_flags([stop, reserve], self.comm_device)
-        if self.clock.time_budget_s:
-            self.clock.keep_reserve(flags[1], MAX_RESERVE_SHARE * self.clock.time_budget_s)
         self.clock.between_epochs_s += time.monotonic() - started
-        self._replan()
         if self.thread_watch is not None:
             self.thread_watch.restart()  # the validation was no training step
         return {0: None, 1: StopReason.EARLY_STOPPING, 2: StopReason.MEMORISED}[int(flags[0])]

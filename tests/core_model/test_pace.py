@@ -18,7 +18,7 @@ import torch
 
 from core_model.artifact import read_config
 from core_model.batching import example_cost
-from core_model.training import TrainConfig, pace, parallel, recipe, schedule, train
+from core_model.training import TrainConfig, checkpoint, pace, parallel, recipe, schedule, train
 from core_model.training import trainer as trainer_module
 from core_model.training.calibration import Calibration
 from core_model.training.pace import RankShares, ThreadWatch
@@ -163,13 +163,76 @@ def test_a_run_replanned_for_few_tokens_trains_the_rest_of_its_epoch_in_smaller_
     assert (first["batch_tokens"], first["lr"]) == (250, recipe.SMALL_BATCH_LRS[0][1])
     before, after = batches[: first["step"] + 1], batches[first["step"] + 1 :]
     assert max(padded for _, padded in before) > 250 >= max(padded for _, padded in after)
-    epoch, trained = [], 0
+    epoch, trained, epoch_steps = [], 0, 0
     for idx, _ in batches:
         if trained == n:
             break
         epoch.extend(idx)
         trained += len(idx)
+        epoch_steps += 1
     assert sorted(epoch) == list(range(n))
+    assert first["step"] + 1 < epoch_steps  # the re-plan fell inside the epoch
+
+
+def test_a_replan_at_an_epochs_end_is_in_its_checkpoint_and_a_resumed_run_trains_by_it(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first comparison with the plan falls at the first epoch's end (a slow validation
+    on a fake clock): it re-plans for few tokens (250-token batches), the epoch's checkpoint
+    holds that re-plan, and a run resumed from it trains 250-token batches from its first
+    step, not the plan of the start until its own first check."""
+    monkeypatch.setattr(pace, "REPLAN_AFTER_S", 5.0)
+    clock = FakeClock()
+    monkeypatch.setattr(schedule, "time", SimpleNamespace(monotonic=clock))
+    padded_sizes: list[int] = []
+    collate = trainer_module.collate
+
+    def timed_collate(examples, idx, *args):
+        padded = len(idx) * max(example_cost(examples[i]) for i in idx)
+        padded_sizes.append(padded)
+        clock.now += padded / 20_000
+        return collate(examples, idx, *args)
+
+    validate = trainer_module.Trainer._validate
+
+    def slow_validate(self):
+        clock.now += 10.0
+        return validate(self)
+
+    monkeypatch.setattr(trainer_module, "collate", timed_collate)
+    monkeypatch.setattr(trainer_module.Trainer, "_validate", slow_validate)
+    cfg = TrainConfig(time_budget_s=60, preset="tiny", tokenizer="whitespace", precision="fp32")
+    fast = Calibration(1_000_000.0, 20, 2.0, 1, "fp32", 300_000)
+    pairs, valid = numbered_pairs(3_000), numbered_pairs(20)
+    seen: dict = {}
+    train(
+        pairs,
+        valid,
+        cfg,
+        out_dir=tmp_path,
+        speed=fast,
+        callback=lambda event: seen.update(ended=seen.get("ended") or event.kind == "epoch"),
+        should_cancel=lambda: bool(seen.get("ended")),
+        threads=1,
+    )
+    assert max(padded_sizes) > 250  # the first epoch trained the plan of the start
+    saved = checkpoint.read_state(tmp_path / "checkpoint")["replans"]
+    assert len(saved) == 1 and saved[0]["elapsed_s"] >= 10.0
+    assert saved[0]["batch_tokens"] == 250 < recipe.CPU_BATCH_TOKENS[0]
+
+    padded_sizes.clear()
+    resumed_steps = iter(range(5))
+    train(
+        pairs,
+        valid,
+        cfg,
+        out_dir=tmp_path,
+        speed=fast,
+        resume_from=tmp_path,
+        should_cancel=lambda: next(resumed_steps, None) is None,
+        threads=1,
+    )
+    assert padded_sizes and max(padded_sizes) <= 250
 
 
 def test_the_trainer_drops_its_threads_when_steps_slow_down(

@@ -27,6 +27,7 @@ from core_model.training.recipe import (
     CorpusFacts,
     auto_minutes,
     memorises,
+    replan,
     resolve,
 )
 from core_model.transformer import ModelConfig, Transformer
@@ -83,6 +84,27 @@ def test_warmup_and_batch_grow_with_the_budget() -> None:
     # 625 at 4.4M too (~4,000 updates: 36.7 valid BLEU against 35.4 with 1,250), 8k joint
     assert (big.max_tokens_per_batch, big.warmup_steps, big.vocab_size) == (625, 200, 8_000)
     assert (half.lr, two.lr, big.lr) == (5e-4, 7e-4, 7e-4)
+
+
+def test_a_replan_follows_the_tokens_but_keeps_what_the_user_or_the_schedule_fixed() -> None:
+    """A minutes run that will train 1.1M tokens instead of the 4M planned: the automatic
+    batch and peak rate shrink with the tokens; a batch or rate the user set stays, and the
+    paper's (noam) curve keeps the warm-up its rate is made of."""
+
+    def replanned(**kw) -> TrainConfig:
+        asked = TrainConfig(time_budget_s=600, **kw)
+        plan = resolve(asked, MULTI30K, gpu=False, speed=speed_of(4e6 / 540))
+        return replan(plan, asked, MULTI30K, False, False, 1.1e6).cfg
+
+    automatic = replanned()
+    assert (automatic.max_tokens_per_batch, automatic.lr) == (250, 5e-4)
+    users = replanned(max_tokens_per_batch=625, lr=1e-3)
+    assert (users.max_tokens_per_batch, users.lr) == (625, 1e-3)
+    asked_noam = TrainConfig(time_budget_s=600, lr_schedule="noam")
+    noam_plan = resolve(asked_noam, MULTI30K, gpu=False, speed=speed_of(4e6 / 540))
+    noam = replan(noam_plan, asked_noam, MULTI30K, False, False, 1.1e6).cfg
+    assert (noam.lr, noam.warmup_steps) == (noam_plan.cfg.lr, noam_plan.cfg.warmup_steps)
+    assert noam.max_tokens_per_batch == 250
 
 
 def test_vocabulary_is_joint_for_a_shared_alphabet_and_per_side_otherwise() -> None:

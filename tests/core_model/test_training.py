@@ -13,7 +13,14 @@ from torch.nn import functional as F
 
 from core_model import training as tr
 from core_model.artifact import load_model
-from core_model.batching import collate, encode_pairs, example_cost, make_batches, rank_share
+from core_model.batching import (
+    collate,
+    encode_pairs,
+    example_cost,
+    make_batches,
+    rank_share,
+    rebatch,
+)
 from core_model.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from core_model.tokenizer import train_tokenizers
 from core_model.training import TrainConfig, TrainingError, plan_budget, train
@@ -177,6 +184,22 @@ def test_batches_respect_token_budget_and_cover_everything() -> None:
     assert batch.tgt_out[row, n] == EOS_ID
     assert batch.src[row, len(examples[batches[0][0]].src) - 1] == EOS_ID
     assert batch.n_tokens == int((batch.tgt_out != PAD_ID).sum())
+
+
+def test_the_rest_of_an_epoch_batched_again_keeps_each_passs_pairs_apart() -> None:
+    """A tiny corpus's epoch of two passes, re-batched at a new size after its first two
+    updates: every pair left is trained as often as before, within the new size, and never
+    twice in one update."""
+    pairs = toy_pairs() * 3
+    tok = train_tokenizers([s for s, _ in pairs], [t for _, t in pairs], vocab_size=300)
+    examples = encode_pairs(pairs, tok, max_len=64)
+    epoch = make_batches(examples, 100, seed=1) + make_batches(examples, 100, seed=2)
+    rest = epoch[2:]
+    again = rebatch(examples, rest, 40, seed=5)
+    assert sorted(i for b in again for i in b) == sorted(i for b in rest for i in b)
+    for b in again:
+        assert len(set(b)) == len(b)
+        assert len(b) == 1 or max(example_cost(examples[i]) for i in b) * len(b) <= 40
 
 
 def test_ranks_split_every_batch_in_length_order_by_their_parts() -> None:

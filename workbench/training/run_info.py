@@ -254,12 +254,17 @@ class RunInfo:
             )
             batch, first = last.get("batch_tokens"), pace.get("batch_tokens_at_start")
             if batch and first and batch != first:
+                # since the re-plan that chose this size (later ones may have kept it)
+                since = len(replans) - 1
+                while since and replans[since - 1].get("batch_tokens") == batch:
+                    since -= 1
                 out.append(
                     Message(
                         N_(
-                            "It trains batches of {batch} tokens from then on (planned: "
+                            "From {elapsed} s it trains batches of {batch} tokens (planned: "
                             "{planned}): the size that suits the tokens it will now see."
                         ),
+                        elapsed=f"{replans[since].get('elapsed_s') or 0:,.0f}",
                         batch=f"{batch:,}",
                         planned=f"{first:,}",
                     )

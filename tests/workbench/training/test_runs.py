@@ -139,16 +139,20 @@ def test_a_finished_run_says_why_it_stopped_and_where(db_url: str) -> None:
             "pace": {
                 "planned_tokens_per_s": 5_000.0,
                 "batch_tokens_at_start": 625,
-                "replans": [{"elapsed_s": 60.2, "real_tokens_per_s": 3_000.0, "batch_tokens": 400}],
+                "replans": [
+                    {"elapsed_s": 60.2, "real_tokens_per_s": 4_000.0, "batch_tokens": 625},
+                    {"elapsed_s": 121.0, "real_tokens_per_s": 2_500.0, "batch_tokens": 400},
+                    {"elapsed_s": 250.4, "real_tokens_per_s": 3_000.0, "batch_tokens": 400},
+                ],
                 "thread_changes": [{"threads": 1, "why": "slowed down"}],
                 "share_changes": [{"shares": [0.5, 0.5]}, {"shares": [0.64, 0.36]}],
             }
         },
     )
     assert replanned.pace == [
-        "At 60 s this machine had trained 40 % slower than measured at the start (3,000 "
+        "At 250 s this machine had trained 40 % slower than measured at the start (3,000 "
         "instead of 5,000 tokens/s): the plan was adjusted.",
-        "It trains batches of 400 tokens from then on (planned: 625): the size that suits the "
+        "From 121 s it trains batches of 400 tokens (planned: 625): the size that suits the "
         "tokens it will now see.",
         "Steps slowed down (another program is using a core): training goes on with one "
         "thread until the core is free again.",

@@ -49,7 +49,7 @@ class TrainConfig:
     lr: float | None = None  # peak rate; None => the recipe's
     lr_factor: float = 1.0  # scale of the Noam curve (noam with lr None: the paper's peak)
     warmup_steps: int | None = None  # None => the recipe's (linear) or a tenth of the budget
-    label_smoothing: float = 0.1
+    label_smoothing: float | None = None  # None => the recipe's (more over many passes)
     clip_norm: float | None = 1.0
     weight_decay: float = 0.0
     # β2 0.999, not the paper's 0.98 (§5.3, for 25k-token batches): the small CPU batches'

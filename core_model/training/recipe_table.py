@@ -131,6 +131,14 @@ def rows() -> list[tuple[str, str, str]]:
             "`NO_DROPOUT_MAX_PASSES`, `DROPOUT`",
         ),
         (
+            "label smoothing",
+            f"{_n(r.LABEL_SMOOTHING)}; {_n(r.SMOOTHER_LABEL_SMOOTHING)} from "
+            f"{_n(r.SMOOTHER_FROM_PASSES)} to {_n(r.NO_DROPOUT_MAX_PASSES)} passes over the "
+            f"corpus, where dropout is off (memorising: {_n(r.LABEL_SMOOTHING)})",
+            "`LABEL_SMOOTHING`, `SMOOTHER_FROM_PASSES`, `SMOOTHER_LABEL_SMOOTHING`, "
+            "`NO_DROPOUT_MAX_PASSES`",
+        ),
+        (
             "vocabulary",
             f"{_n(r.JOINT_VOCAB)} pieces joint, {_n(r.JOINT_VOCAB // 2)} per side; halved below "
             f"{_n(r.SMALL_CORPUS_PAIRS)} pairs, doubled from {_n(r.LARGE_CORPUS_PAIRS)}; "
@@ -143,9 +151,9 @@ def rows() -> list[tuple[str, str, str]]:
         (
             "optimizer (not the recipe's: `TrainConfig`'s defaults)",
             f"Adam β=({_n(defaults.adam_betas[0])}, {_n(defaults.adam_betas[1])}), "
-            f"ε={_rate(defaults.adam_eps)}; label smoothing {_n(defaults.label_smoothing)}; "
+            f"ε={_rate(defaults.adam_eps)}; "
             f"gradients clipped at norm {_n(defaults.clip_norm or 0)}",
-            "`TrainConfig.adam_betas`, `adam_eps`, `label_smoothing`, `clip_norm`",
+            "`TrainConfig.adam_betas`, `adam_eps`, `clip_norm`",
         ),
         (
             "selection",

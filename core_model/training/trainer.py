@@ -396,6 +396,7 @@ class Trainer:
             self.schedule.warmup = warmup
         return {
             "dropout": dropout,
+            "label_smoothing": self.cfg.label_smoothing,
             "batch_tokens": batch,
             "lr": self.schedule.peak(),
             "warmup_steps": self.schedule.warmup,

@@ -90,6 +90,26 @@ def numbered_pairs(n: int) -> list[tuple[str, str]]:
     return [(f"{' '.join(words)} {i}", f"one two three four five six seven {i}") for i in range(n)]
 
 
+def time_steps_by_their_tokens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[FakeClock, list[tuple[list[int], int]]]:
+    """A fake clock the run's steps advance by their padded tokens (20,000 a second), and the
+    (pairs, padded tokens) of every batch the trainer makes, in order."""
+    clock = FakeClock()
+    monkeypatch.setattr(schedule, "time", SimpleNamespace(monotonic=clock))
+    batches: list[tuple[list[int], int]] = []
+    collate = trainer_module.collate
+
+    def timed_collate(examples, idx, *args):
+        padded = len(idx) * max(example_cost(examples[i]) for i in idx)
+        batches.append((list(idx), padded))
+        clock.now += padded / 20_000
+        return collate(examples, idx, *args)
+
+    monkeypatch.setattr(trainer_module, "collate", timed_collate)
+    return clock, batches
+
+
 def test_a_run_far_slower_than_calibrated_is_replanned_and_says_so(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,18 +153,7 @@ def test_a_run_replanned_for_few_tokens_trains_the_rest_of_its_epoch_in_smaller_
     updates: a laptop whose core was taken), and the next update is already of the new size —
     the rest of the epoch batched again, every pair of it trained once."""
     monkeypatch.setattr(pace, "REPLAN_AFTER_S", 1.0)
-    clock = FakeClock()
-    monkeypatch.setattr(schedule, "time", SimpleNamespace(monotonic=clock))
-    batches: list[tuple[list[int], int]] = []  # (pairs, padded tokens) of every update
-    collate = trainer_module.collate
-
-    def timed_collate(examples, idx, *args):
-        padded = len(idx) * max(example_cost(examples[i]) for i in idx)
-        batches.append((list(idx), padded))
-        clock.now += padded / 20_000
-        return collate(examples, idx, *args)
-
-    monkeypatch.setattr(trainer_module, "collate", timed_collate)
+    _, batches = time_steps_by_their_tokens(monkeypatch)
     seen: dict = {}
     cfg = TrainConfig(time_budget_s=30, preset="tiny", tokenizer="whitespace", precision="fp32")
     fast = Calibration(1_000_000.0, 20, 2.0, 1, "fp32", 300_000)
@@ -182,57 +191,33 @@ def test_a_replan_at_an_epochs_end_is_in_its_checkpoint_and_a_resumed_run_trains
     holds that re-plan, and a run resumed from it trains 250-token batches from its first
     step, not the plan of the start until its own first check."""
     monkeypatch.setattr(pace, "REPLAN_AFTER_S", 5.0)
-    clock = FakeClock()
-    monkeypatch.setattr(schedule, "time", SimpleNamespace(monotonic=clock))
-    padded_sizes: list[int] = []
-    collate = trainer_module.collate
-
-    def timed_collate(examples, idx, *args):
-        padded = len(idx) * max(example_cost(examples[i]) for i in idx)
-        padded_sizes.append(padded)
-        clock.now += padded / 20_000
-        return collate(examples, idx, *args)
-
+    clock, batches = time_steps_by_their_tokens(monkeypatch)
     validate = trainer_module.Trainer._validate
 
     def slow_validate(self):
         clock.now += 10.0
         return validate(self)
 
-    monkeypatch.setattr(trainer_module, "collate", timed_collate)
     monkeypatch.setattr(trainer_module.Trainer, "_validate", slow_validate)
     cfg = TrainConfig(time_budget_s=60, preset="tiny", tokenizer="whitespace", precision="fp32")
     fast = Calibration(1_000_000.0, 20, 2.0, 1, "fp32", 300_000)
-    pairs, valid = numbered_pairs(3_000), numbered_pairs(20)
+    run = functools.partial(
+        train, numbered_pairs(3_000), numbered_pairs(20), cfg, tmp_path, speed=fast, threads=1
+    )
     seen: dict = {}
-    train(
-        pairs,
-        valid,
-        cfg,
-        out_dir=tmp_path,
-        speed=fast,
+    run(
         callback=lambda event: seen.update(ended=seen.get("ended") or event.kind == "epoch"),
         should_cancel=lambda: bool(seen.get("ended")),
-        threads=1,
     )
-    assert max(padded_sizes) > 250  # the first epoch trained the plan of the start
+    assert max(padded for _, padded in batches) > 250  # the first epoch: the start's plan
     saved = checkpoint.read_state(tmp_path / "checkpoint")["replans"]
     assert len(saved) == 1 and saved[0]["elapsed_s"] >= 10.0
     assert saved[0]["batch_tokens"] == 250 < recipe.CPU_BATCH_TOKENS[0]
 
-    padded_sizes.clear()
+    batches.clear()
     resumed_steps = iter(range(5))
-    train(
-        pairs,
-        valid,
-        cfg,
-        out_dir=tmp_path,
-        speed=fast,
-        resume_from=tmp_path,
-        should_cancel=lambda: next(resumed_steps, None) is None,
-        threads=1,
-    )
-    assert padded_sizes and max(padded_sizes) <= 250
+    run(resume_from=tmp_path, should_cancel=lambda: next(resumed_steps, None) is None)
+    assert batches and max(padded for _, padded in batches) <= 250
 
 
 def test_the_trainer_drops_its_threads_when_steps_slow_down(

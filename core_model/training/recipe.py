@@ -373,10 +373,6 @@ def replan(
     the clock already."""
     cfg = plan.cfg
     passes = tokens / max(1, facts.tokens)
-    dropout = requested.dropout if requested.dropout is not None else _dropout(passes, False)
-    smoothing = requested.label_smoothing
-    if smoothing is None:
-        smoothing = _label_smoothing(passes, False)
     batch = _batch(requested, gpu, tokens)
     lr = requested.lr if requested.lr is not None else _peak_lr(cfg.preset, False, batch)
     warmup = _warmup(requested, False, fine_tune, tokens, batch)
@@ -385,8 +381,7 @@ def replan(
     return Plan(
         replace(
             cfg,
-            dropout=dropout,
-            label_smoothing=smoothing,
+            **_regularisation(requested, passes, False),
             max_tokens_per_batch=batch,
             lr=lr,
             warmup_steps=warmup,
@@ -436,12 +431,7 @@ def _choose(
     passes = math.inf if tokens is None else tokens / max(1, facts.tokens)
     return replace(
         cfg,
-        dropout=cfg.dropout if cfg.dropout is not None else _dropout(passes, memorise),
-        label_smoothing=(
-            cfg.label_smoothing
-            if cfg.label_smoothing is not None
-            else _label_smoothing(passes, memorise)
-        ),
+        **_regularisation(cfg, passes, memorise),
         lr_schedule=cfg.lr_schedule if cfg.lr_schedule != AUTO else _schedule(memorise),
         lr=cfg.lr if cfg.lr is not None else _peak_lr(cfg.preset, memorise, batch),
         warmup_steps=_warmup(cfg, memorise, fine_tune, tokens, batch),
@@ -614,6 +604,19 @@ def _preset(facts: CorpusFacts, gpu: bool) -> str:
     if gpu and facts.train_pairs >= BASE_MIN_PAIRS:
         return "base"
     return "small"
+
+
+def _regularisation(cfg: TrainConfig, passes: float, memorise: bool) -> dict[str, float]:
+    """What follows the passes the budget makes over the corpus (at the start and at each
+    re-plan): dropout and label smoothing, each the user's where they set it."""
+    return {
+        "dropout": cfg.dropout if cfg.dropout is not None else _dropout(passes, memorise),
+        "label_smoothing": (
+            cfg.label_smoothing
+            if cfg.label_smoothing is not None
+            else _label_smoothing(passes, memorise)
+        ),
+    }
 
 
 def _dropout(passes: float, memorise: bool) -> float:

@@ -153,7 +153,8 @@ DROPOUT = 0.1
 # where dropout slows every step and learning (beyond, the paper's dropout and smoothing).
 # At the AMX Xeon's idle click's ~4.2M tokens (5.5 passes over Multi30k, 13-minute
 # side-by-side runs, valid greedy) 0.2 gave 38.44 / 37.84 against 0.1's 37.27 / 37.15 (seeds
-# 0 / 1); at 3 passes (Tatoeba, 1.1M tokens) 0.2 had lost 0.5 (docs/TRAINING.md).
+# 0 / 1); below 4 passes a draw: Multi30k at 2.9 passes +0.71 / +0.07, at 1.4 -0.03 (fp32,
+# token budgets), Tatoeba at 3 passes -0.5 (docs/TRAINING.md, "Dropout's cost").
 LABEL_SMOOTHING = 0.1
 SMOOTHER_FROM_PASSES = 4
 SMOOTHER_LABEL_SMOOTHING = 0.2

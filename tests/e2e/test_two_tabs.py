@@ -73,8 +73,12 @@ class _Tab:
         _settle(self.page)
 
     def unsaved(self, n: int) -> None:
+        """The footer counts ``n`` unsaved changes once the tab's run is over (mid-run, the
+        footer of the run before can still be on the page beside the new one: CI once timed
+        out on a loaded machine with both shown)."""
         from playwright.sync_api import expect
 
+        _settle(self.page)
         changes = f"{n} unsaved change{'s' if n > 1 else ''}" if n else "add rows at the bottom"
         expect(self.footer).to_contain_text(changes)
 

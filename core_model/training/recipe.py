@@ -33,9 +33,9 @@ rules, in short:
   budgets (`SMALL_BATCH_LRS`), `PEAK_LR` with larger ones (a GPU's), `BASE_PEAK_LR` for the
   post-norm base, `MEMORISE_PEAK_LR` while memorising.
 - **Regularisation**: dropout only when the budget allows many passes over the corpus
-  (`NO_DROPOUT_MAX_PASSES`); short runs over large corpora cannot overfit and dropout would
-  only slow them down. Label smoothing, free a step, is larger from a few passes on until
-  dropout starts (`SMOOTHER_FROM_PASSES`).
+  (`NO_DROPOUT_MAX_PASSES`, more below `SMALL_CORPUS_PAIRS`); short runs over large corpora
+  cannot overfit and dropout would only slow them down. Label smoothing, free a step, is
+  larger from a few passes on until dropout starts (`SMOOTHER_FROM_PASSES`).
 - **Batches**: on a CPU the largest batch that still buys `MIN_UPDATES` updates
   (`CPU_BATCH_TOKENS`): a short budget needs updates more than it needs accurate gradients,
   so a run that re-plans for fewer tokens takes smaller batches from then on (`replan`);
@@ -144,19 +144,21 @@ SHORT_BUDGET_TOKENS = {"joint": 3_000_000, "per side": 2_500_000}
 JOINT_VOCAB = 8_000
 SMALL_CORPUS_PAIRS = 5_000
 LARGE_CORPUS_PAIRS = 200_000
-# Dropout: none while the budget sees the corpus at most this many times, else the paper's.
-# Measured at token budgets (fp32, 2 + 2, valid greedy; docs/TRAINING.md, "Dropout's cost"):
-# Tatoeba at 8.2 passes, none with smoothing 0.2 23.74 against the paper's pair's 23.37; a
-# 2,000-pair Multi30k slice at 17 passes +0.80 (two seeds, chrF +2.1) and ~1.1x the tokens/s;
-# at 25 passes a draw; at 35 the paper's pair ahead (+0.26). The line sits at the draw: a
-# minutes budget without dropout trains more tokens, and a 2,000-pair corpus' 5-minute click on
-# a laptop core makes 17-21 passes.
-NO_DROPOUT_MAX_PASSES = 25
+# Dropout: none while the budget sees the corpus at most this many times, else the paper's;
+# a corpus below SMALL_CORPUS_PAIRS (what users bring) goes without it for longer. Measured at
+# token budgets (fp32, 2 + 2, valid greedy; docs/TRAINING.md, "Dropout's cost"): a 2,000-pair
+# Multi30k slice without dropout, smoothing 0.2, at 17 passes +0.80 (two seeds, chrF +2.1),
+# ~1.1x the tokens/s, at 25 a draw, at 35 the paper's pair +0.26; its 5-minute click on a
+# laptop core (15-21 passes) +0.95 over four seeds. Tatoeba (24k pairs) at 8.2 passes +0.37,
+# but its 10-minute click (10-12 passes without dropout) -0.3 over two seeds.
+NO_DROPOUT_MAX_PASSES = 8
+SMALL_CORPUS_NO_DROPOUT_MAX_PASSES = 25
 DROPOUT = 0.1
 # Label smoothing (§5.4): the paper's 0.1, and more from SMOOTHER_FROM_PASSES passes over the
-# corpus up to NO_DROPOUT_MAX_PASSES, where a model without dropout starts to fit it (the
-# validation loss flattens over the last epochs): smoothing regularises at no cost a step,
-# where dropout slows every step and learning (beyond, the paper's dropout and smoothing).
+# corpus while dropout is off (`_no_dropout_max_passes`), where a model without dropout starts
+# to fit it (the validation loss flattens over the last epochs): smoothing regularises at no
+# cost a step, where dropout slows every step and learning (beyond, the paper's dropout and
+# smoothing).
 # At the AMX Xeon's idle click's ~4.2M tokens (5.5 passes over Multi30k, 13-minute
 # side-by-side runs, valid greedy) 0.2 gave 38.44 / 37.84 against 0.1's 37.27 / 37.15 (seeds
 # 0 / 1); below 4 passes a draw: Multi30k at 2.9 passes +0.71 / +0.07, at 1.4 -0.03 (fp32,
@@ -388,7 +390,7 @@ def replan(
     return Plan(
         replace(
             cfg,
-            **_regularisation(requested, passes, False),
+            **_regularisation(requested, passes, facts.train_pairs, False),
             max_tokens_per_batch=batch,
             lr=lr,
             warmup_steps=warmup,
@@ -438,7 +440,7 @@ def _choose(
     passes = math.inf if tokens is None else tokens / max(1, facts.tokens)
     return replace(
         cfg,
-        **_regularisation(cfg, passes, memorise),
+        **_regularisation(cfg, passes, facts.train_pairs, memorise),
         lr_schedule=cfg.lr_schedule if cfg.lr_schedule != AUTO else _schedule(memorise),
         lr=cfg.lr if cfg.lr is not None else _peak_lr(cfg.preset, memorise, batch),
         warmup_steps=_warmup(cfg, memorise, fine_tune, tokens, batch),
@@ -613,32 +615,41 @@ def _preset(facts: CorpusFacts, gpu: bool) -> str:
     return "small"
 
 
-def _regularisation(cfg: TrainConfig, passes: float, memorise: bool) -> dict[str, float]:
-    """What follows the passes the budget makes over the corpus (at the start and at each
-    re-plan): dropout and label smoothing, each the user's where they set it."""
-    return {
-        "dropout": cfg.dropout if cfg.dropout is not None else _dropout(passes, memorise),
-        "label_smoothing": (
-            cfg.label_smoothing
-            if cfg.label_smoothing is not None
-            else _label_smoothing(passes, memorise)
-        ),
-    }
+def _regularisation(
+    cfg: TrainConfig, passes: float, pairs: int, memorise: bool
+) -> dict[str, float]:
+    """What follows the passes the budget makes over the corpus of `pairs` training pairs (at
+    the start and at each re-plan): dropout and label smoothing, each the user's where they set
+    it."""
+    max_passes = _no_dropout_max_passes(pairs)
+    dropout = _dropout(passes, max_passes, memorise) if cfg.dropout is None else cfg.dropout
+    smoothing = cfg.label_smoothing
+    if smoothing is None:
+        smoothing = _label_smoothing(passes, max_passes, memorise)
+    return {"dropout": dropout, "label_smoothing": smoothing}
 
 
-def _dropout(passes: float, memorise: bool) -> float:
-    """No dropout when the budget sees the corpus only a few times: it cannot overfit then, and
-    dropout slows learning; the paper's beyond that, against memorising the corpus."""
+def _no_dropout_max_passes(pairs: int) -> float:
+    """The passes up to which a corpus trains without dropout: more for a small one, where a
+    few thousand pairs' short runs still learn more without it than they overfit."""
+    return (
+        SMALL_CORPUS_NO_DROPOUT_MAX_PASSES if pairs < SMALL_CORPUS_PAIRS else NO_DROPOUT_MAX_PASSES
+    )
+
+
+def _dropout(passes: float, max_passes: float, memorise: bool) -> float:
+    """No dropout when the budget sees the corpus only `max_passes` times or fewer: it cannot
+    overfit then, and dropout slows learning; the paper's beyond that, against memorising."""
     if memorise:
         return 0.0  # memorising is the goal
-    return 0.0 if passes <= NO_DROPOUT_MAX_PASSES else DROPOUT
+    return 0.0 if passes <= max_passes else DROPOUT
 
 
-def _label_smoothing(passes: float, memorise: bool) -> float:
+def _label_smoothing(passes: float, max_passes: float, memorise: bool) -> float:
     """The paper's smoothing, and more from SMOOTHER_FROM_PASSES passes while dropout is off
-    (beyond NO_DROPOUT_MAX_PASSES the paper's dropout and smoothing, the pair it measured);
+    (up to `max_passes`; beyond, the paper's dropout and smoothing, the pair it measured);
     memorising wants the pairs themselves."""
-    if memorise or not SMOOTHER_FROM_PASSES <= passes <= NO_DROPOUT_MAX_PASSES:
+    if memorise or not SMOOTHER_FROM_PASSES <= passes <= max_passes:
         return LABEL_SMOOTHING
     return SMOOTHER_LABEL_SMOOTHING
 

@@ -126,17 +126,19 @@ def rows() -> list[tuple[str, str, str]]:
         ),
         (
             "dropout",
-            f"0 while the budget allows ≤ {_n(r.NO_DROPOUT_MAX_PASSES)} passes over the corpus, "
-            f"else {_n(r.DROPOUT)}",
-            "`NO_DROPOUT_MAX_PASSES`, `DROPOUT`",
+            f"0 while the budget allows ≤ {_n(r.NO_DROPOUT_MAX_PASSES)} passes over the corpus "
+            f"(≤ {_n(r.SMALL_CORPUS_NO_DROPOUT_MAX_PASSES)} below {_n(r.SMALL_CORPUS_PAIRS)} "
+            f"pairs), else {_n(r.DROPOUT)}",
+            "`NO_DROPOUT_MAX_PASSES`, `SMALL_CORPUS_NO_DROPOUT_MAX_PASSES`, `DROPOUT`",
         ),
         (
             "label smoothing",
             f"{_n(r.LABEL_SMOOTHING)}; {_n(r.SMOOTHER_LABEL_SMOOTHING)} from "
-            f"{_n(r.SMOOTHER_FROM_PASSES)} to {_n(r.NO_DROPOUT_MAX_PASSES)} passes over the "
-            f"corpus, where dropout is off (memorising: {_n(r.LABEL_SMOOTHING)})",
+            f"{_n(r.SMOOTHER_FROM_PASSES)} passes over the corpus while dropout is off (to "
+            f"{_n(r.NO_DROPOUT_MAX_PASSES)}, {_n(r.SMALL_CORPUS_NO_DROPOUT_MAX_PASSES)} for a "
+            f"small corpus; memorising: {_n(r.LABEL_SMOOTHING)})",
             "`LABEL_SMOOTHING`, `SMOOTHER_FROM_PASSES`, `SMOOTHER_LABEL_SMOOTHING`, "
-            "`NO_DROPOUT_MAX_PASSES`",
+            "`NO_DROPOUT_MAX_PASSES`, `SMALL_CORPUS_NO_DROPOUT_MAX_PASSES`",
         ),
         (
             "vocabulary",

@@ -320,8 +320,8 @@ def test_ranks_are_chosen_only_when_they_time_clearly_faster_than_one_process(
 def test_a_plan_that_only_turns_dropout_off_times_the_fastest_layout_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The guess (3M tokens, >25 passes over this corpus) plans dropout; the measured speed buys
-    7 passes, so the next candidate differs only in dropout: the layout that won is timed
+    """The guess (3M tokens, >25 passes over this small corpus) plans dropout; the measured
+    speed buys 7 passes, so the next candidate differs only in dropout: the layout that won is timed
     again alone, at its precision, and that timing plans the run."""
     from core_model.training import layout as layout_module
     from core_model.training.calibration import Calibration

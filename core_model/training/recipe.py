@@ -149,8 +149,9 @@ LARGE_CORPUS_PAIRS = 200_000
 # token budgets (fp32, 2 + 2, valid greedy; docs/TRAINING.md, "Dropout's cost"): a 2,000-pair
 # Multi30k slice without dropout, smoothing 0.2, at 17 passes +0.80 (two seeds, chrF +2.1),
 # ~1.1x the tokens/s, at 25 a draw, at 35 the paper's pair +0.26; its 5-minute click on a
-# laptop core (15-21 passes) +0.95 over four seeds. Tatoeba (24k pairs) at 8.2 passes +0.37,
-# but its 10-minute click (10-12 passes without dropout) -0.3 over two seeds.
+# laptop core (15-21 passes) +0.95 over four seeds, a 4,000-pair slice's (~11 passes) +2.1
+# over two. Tatoeba (24k pairs) at 8.2 passes +0.37, but its 10-minute click (10-12 passes
+# without dropout) -0.3 over two seeds.
 NO_DROPOUT_MAX_PASSES = 8
 SMALL_CORPUS_NO_DROPOUT_MAX_PASSES = 25
 DROPOUT = 0.1

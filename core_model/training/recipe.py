@@ -630,7 +630,7 @@ def _regularisation(
     return {"dropout": dropout, "label_smoothing": smoothing}
 
 
-def _no_dropout_max_passes(pairs: int) -> float:
+def _no_dropout_max_passes(pairs: int) -> int:
     """The passes up to which a corpus trains without dropout: more for a small one, where a
     few thousand pairs' short runs still learn more without it than they overfit."""
     return (
@@ -638,7 +638,7 @@ def _no_dropout_max_passes(pairs: int) -> float:
     )
 
 
-def _dropout(passes: float, max_passes: float, memorise: bool) -> float:
+def _dropout(passes: float, max_passes: int, memorise: bool) -> float:
     """No dropout when the budget sees the corpus only `max_passes` times or fewer: it cannot
     overfit then, and dropout slows learning; the paper's beyond that, against memorising."""
     if memorise:
@@ -646,7 +646,7 @@ def _dropout(passes: float, max_passes: float, memorise: bool) -> float:
     return 0.0 if passes <= max_passes else DROPOUT
 
 
-def _label_smoothing(passes: float, max_passes: float, memorise: bool) -> float:
+def _label_smoothing(passes: float, max_passes: int, memorise: bool) -> float:
     """The paper's smoothing, and more from SMOOTHER_FROM_PASSES passes while dropout is off
     (up to `max_passes`; beyond, the paper's dropout and smoothing, the pair it measured);
     memorising wants the pairs themselves."""

@@ -321,8 +321,8 @@ def test_a_plan_that_only_turns_dropout_off_times_the_fastest_layout_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The guess (3M tokens, >25 passes over this small corpus) plans dropout; the measured
-    speed buys 7 passes, so the next candidate differs only in dropout: the layout that won is timed
-    again alone, at its precision, and that timing plans the run."""
+    speed buys 7 passes, so the next candidate differs only in dropout: the layout that won is
+    timed again alone, at its precision, and that timing plans the run."""
     from core_model.training import layout as layout_module
     from core_model.training.calibration import Calibration
 

@@ -58,6 +58,9 @@ from core_model.transformer import ModelConfig, Transformer
 FINAL_VALIDATIONS = 2  # what choosing the final weights may validate: the average, the last
 MAX_RESERVE_SHARE = 0.2  # of a time budget, at most, kept for them
 VALIDATION_IDLE_SAMPLE_S = 0.1  # how long rank 0 looks for idle cores before a validation
+# The work at an epoch's end (validation, checkpoint) takes at most this share of the run: a
+# small corpus' epochs (25 steps, a few seconds) lengthen until it does (`_lengthen_epochs`).
+EPOCH_END_SHARE = 0.1
 
 
 @dataclass
@@ -419,6 +422,7 @@ class Trainer:
                 None if self.budget_tokens_at_start is None else int(self.budget_tokens_at_start)
             ),
             "batch_tokens_at_start": self.batch_tokens_at_start,
+            "passes_per_epoch": self.budget.passes_per_epoch,
             "replans": list(self.state.replans),
             "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
             "thread_changes": list(self.thread_watch.changes) if self.thread_watch else [],
@@ -491,18 +495,21 @@ class Trainer:
             if self.state.step >= self.budget.total_steps:
                 break
             self.current_epoch = epoch
+            started = time.monotonic()
             trained = self._train_epoch(epoch)
             if self.stop_reason is StopReason.CANCELLED:
                 return
             if trained is None:
                 break
             self.state.epoch = epoch
+            ended = time.monotonic()
             stop = self._end_epoch(trained)
             if stop is not None:
                 self.stop_reason = stop
                 return
             if self.stop_reason is not None:  # a budget ran out inside the epoch
                 return
+            self._lengthen_epochs(ended - started, time.monotonic() - ended)
         self.stop_reason = self.stop_reason or self._planned_end()
 
     def _planned_end(self) -> StopReason:
@@ -520,6 +527,23 @@ class Trainer:
             seed = self._shuffle_seed(epoch * 1009 + rep)
             out.extend(make_batches(self.train_ex, self.batch_tokens, seed=seed))
         return out
+
+    def _lengthen_epochs(self, train_s: float, end_s: float) -> None:
+        """Repeat the corpus more times an epoch when its end's work (`end_s`: validation,
+        checkpoint) took more than EPOCH_END_SHARE of the epoch: a 250-pair corpus' 3-second
+        epochs spent 70 % of a 5-minute click validating and checkpointing. At most twice as
+        long each time: the first validation, of an untrained model whose outputs run to their
+        length limit, is the slowest. Epochs the user counted, and memorising (which checks
+        every pair each epoch), keep their length. Rank 0 decides for every rank."""
+        if self.cfg.epochs is not None or self.memorise:
+            return
+        passes = self.budget.passes_per_epoch
+        if self.ranks.main and end_s > EPOCH_END_SHARE * (train_s + end_s):
+            wanted_s = end_s * (1 - EPOCH_END_SHARE) / EPOCH_END_SHARE
+            passes = min(2 * passes, math.ceil(passes * wanted_s / max(train_s, 1e-3)))
+        self.budget.passes_per_epoch = int(
+            self.ranks.broadcast_flags([float(passes)], self.comm_device)[0]
+        )
 
     def _shuffle_seed(self, salt: int) -> int:
         """A seed for batching made from the run's seed and `salt` (every rank makes the same)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -617,6 +618,21 @@ def test_a_minutes_budget_is_not_ended_by_planned_epochs() -> None:
     res = train(toy_pairs(), None, cfg)
     assert res.metrics["stop_reason"] == "time_budget"
     assert res.metrics["train_time_s"] >= 2.0
+
+
+def test_epochs_whose_ends_are_slow_grow_until_those_are_a_tenth_of_the_run() -> None:
+    """A small corpus' epoch is a few steps and its validation (here 60 pairs translated by a
+    model that has not learned to stop) takes longer than the steps: the epochs lengthen, at
+    most twice each time, so validation stops eating the clock; epochs the user counted keep
+    their length."""
+    many_valid = toy_pairs() * 5
+    cfg = quick(epochs=None, max_steps=40, min_epoch_steps=2, max_len=24, patience=None)
+    res = train(toy_pairs(), many_valid, cfg)
+    steps = [r["step"] for r in res.history]
+    assert steps == [2, 6, 14, 30, 40], steps  # 2 steps, then 4, 8, 16: doubling each time
+    assert res.metrics["pace"]["passes_per_epoch"] >= 16  # the metrics say how long they grew
+    counted = train(toy_pairs(), many_valid, replace(cfg, epochs=3, max_steps=None))
+    assert [r["step"] for r in counted.history] == [2, 4, 6]
 
 
 def test_the_automatic_budget_says_it_finished_its_passes() -> None:

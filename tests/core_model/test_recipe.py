@@ -464,6 +464,17 @@ def test_a_few_pairs_without_validation_are_memorised_by_the_tiny_model() -> Non
     assert cfg.time_budget_s is None and cfg.average_last == 0
 
 
+def test_a_few_hundred_pairs_with_validation_train_the_small_model() -> None:
+    """Beyond a demo corpus the tiny model learns less in the same click than `small` (250
+    pairs: 3.0 valid BLEU against 5.6, docs/TRAINING.md "Tiny or small")."""
+    demo = CorpusFacts(train_pairs=200, valid_pairs=0, tokens=5_000, shared_alphabet=True)
+    assert auto(demo, minutes=5).preset == "tiny"
+    few = CorpusFacts(train_pairs=250, valid_pairs=25, tokens=6_500, shared_alphabet=True)
+    cfg = auto(few, minutes=5)
+    layers = cfg.model_overrides["n_encoder_layers"]
+    assert (cfg.preset, layers, cfg.vocab_size) == ("small", 2, 2_000)
+
+
 def test_gpu_with_a_large_corpus_trains_the_papers_base_model() -> None:
     big = CorpusFacts(
         train_pairs=300_000, valid_pairs=3_000, tokens=8_000_000, shared_alphabet=True

@@ -53,9 +53,9 @@ PRECISION_DESCRIPTIONS = {
 # One line per preset choice (core_model's PRESET_CHOICES), for people choosing one.
 PRESET_DESCRIPTIONS = {
     "auto": N_(
-        "picks the size for the corpus and the device: tiny for a few hundred pairs, small for "
-        "more (with fewer layers when a CPU's minutes buy it few tokens), base only on a GPU "
-        "with a large corpus"
+        "picks the size for the corpus and the device: tiny for a demo corpus of a couple of "
+        "hundred pairs, small for more (with fewer layers when a CPU's minutes buy it few "
+        "tokens), base only on a GPU with a large corpus"
     ),
     "tiny": N_("2+2 layers, d=64: learns a few dozen pairs on a laptop CPU in seconds"),
     "small": N_("3+3 layers, d=256: a small domain on a CPU, or anything on a GPU"),

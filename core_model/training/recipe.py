@@ -79,9 +79,10 @@ if TYPE_CHECKING:  # a plan is made without torch (`python -m workbench train` o
 
 AUTO = "auto"
 # Up to this many pairs (what a run memorises, `TrainConfig.memorise_max_pairs`) the tiny model;
-# beyond, `small` learns far more in the same 5-minute click, though it trains a fifth of the
-# tokens (Multi30k slices, fp32, one core each, valid greedy BLEU small / tiny: 250 pairs
-# 5.55 / 3.02, 500 8.99 / 7.70, 1,000 12.93 / 7.99; docs/TRAINING.md "Tiny or small").
+# beyond, `small` learns far more in the same 5-minute click, though it trains a third of the
+# tokens a second (Multi30k slices, fp32, one core each, valid greedy BLEU small / tiny: 250
+# pairs 8.24-8.33 / 3.02-3.10, 500 10.50-10.65 / 7.70, 1,000 13.73-13.87 / 7.99-8.32;
+# docs/TRAINING.md "Tiny or small").
 TINY_MAX_PAIRS = 200
 BASE_MIN_PAIRS = 200_000  # the paper's base model pays off on a GPU from about here
 # A CPU clock whose budget is below SHALLOW_MAX_TOKENS tokens of the `small` preset at 8k pieces

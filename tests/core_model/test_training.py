@@ -621,11 +621,11 @@ def test_a_minutes_budget_is_not_ended_by_planned_epochs() -> None:
 
 
 def test_epochs_whose_ends_are_slow_grow_until_those_are_a_tenth_of_the_run() -> None:
-    """A small corpus' epoch is a few steps and its validation (here 60 pairs translated by a
+    """A small corpus' epoch is a few steps and its validation (here 120 pairs translated by a
     model that has not learned to stop) takes longer than the steps: the epochs lengthen, at
     most twice each time, so validation stops eating the clock; epochs the user counted keep
     their length."""
-    many_valid = toy_pairs() * 5
+    many_valid = toy_pairs() * 10
     cfg = quick(epochs=None, max_steps=40, min_epoch_steps=2, max_len=24, patience=None)
     res = train(toy_pairs(), many_valid, cfg)
     steps = [r["step"] for r in res.history]

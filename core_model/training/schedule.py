@@ -93,7 +93,7 @@ OPEN_ENDED_STEPS = 10**9  # the step count of a run that only its clock or token
 class Budget:
     """What `plan_budget` decided: steps per epoch (incl. repeats), epochs, total steps."""
 
-    passes_per_epoch: int  # tiny corpora repeat inside an epoch (more if their ends are slow)
+    passes_per_epoch: int  # tiny corpora repeat inside an epoch
     steps_per_epoch: int
     epochs: int
     total_steps: int

@@ -244,6 +244,7 @@ class Trainer:
             and (asked.time_budget_s is not None or asked.token_budget is not None),
         )
         self.schedule = make_schedule(cfg, mcfg.d_model, self.budget.total_steps)
+        self.epoch_passes = self.budget.passes_per_epoch  # the plan's; `_lengthen_epochs` adds
 
         if resume_dir is not None:
             try:
@@ -422,7 +423,7 @@ class Trainer:
                 None if self.budget_tokens_at_start is None else int(self.budget_tokens_at_start)
             ),
             "batch_tokens_at_start": self.batch_tokens_at_start,
-            "passes_per_epoch": self.budget.passes_per_epoch,
+            "passes_per_epoch": self.epoch_passes,
             "replans": list(self.state.replans),
             "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
             "thread_changes": list(self.thread_watch.changes) if self.thread_watch else [],
@@ -523,7 +524,7 @@ class Trainer:
         """The updates' batches for `epoch` (every rank makes the same and takes its part of
         each): fresh length buckets per pass, seeded by epoch."""
         out: list[list[int]] = []
-        for rep in range(self.budget.passes_per_epoch):
+        for rep in range(self.epoch_passes):
             seed = self._shuffle_seed(epoch * 1009 + rep)
             out.extend(make_batches(self.train_ex, self.batch_tokens, seed=seed))
         return out
@@ -537,13 +538,11 @@ class Trainer:
         every pair each epoch), keep their length. Rank 0 decides for every rank."""
         if self.cfg.epochs is not None or self.memorise:
             return
-        passes = self.budget.passes_per_epoch
+        passes = self.epoch_passes
         if self.ranks.main and end_s > EPOCH_END_SHARE * (train_s + end_s):
             wanted_s = end_s * (1 - EPOCH_END_SHARE) / EPOCH_END_SHARE
             passes = min(2 * passes, math.ceil(passes * wanted_s / max(train_s, 1e-3)))
-        self.budget.passes_per_epoch = int(
-            self.ranks.broadcast_flags([float(passes)], self.comm_device)[0]
-        )
+        self.epoch_passes = int(self.ranks.broadcast_flags([float(passes)], self.comm_device)[0])
 
     def _shuffle_seed(self, salt: int) -> int:
         """A seed for batching made from the run's seed and `salt` (every rank makes the same)."""

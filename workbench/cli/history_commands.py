@@ -22,12 +22,13 @@ from workbench.team.trash import TRASH_DAYS
 
 
 def _moment(text: str) -> datetime:
-    """An ISO date or date-time; without an offset it is UTC."""
+    """An ISO date or date-time; without an offset it is UTC. Converted here, so a moment that
+    UTC cannot hold (year 1 at +14:00) is an argument error, not a failed query."""
     try:
         value = datetime.fromisoformat(text)
-    except ValueError:
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"not an ISO date or time: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _args_history(p: argparse.ArgumentParser) -> None:

@@ -389,6 +389,9 @@ def test_the_command_line_lists_undoes_and_restores(wb_home: Path, tmp_path: Pat
     assert corpora.get_corpus(corpus.id).pair_count == 2
     bad = cli_in_process("undo")
     assert bad.returncode == 2 and bad.stderr.startswith("error: give a change id")
+    for moment in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"):  # beyond UTC
+        beyond = cli_in_process("history", "--corpus", "Menus", "--since", moment)
+        assert beyond.returncode == 2 and "not an ISO date or time" in beyond.stderr
 
     corpora.delete_corpus(corpus.id)
     assert f"#{corpus.id}  Menus  2 pairs" in cli_in_process("trash").stdout

@@ -115,10 +115,15 @@ def _glossary_arg(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--glossary", metavar="CORPUS", help=f"{what}: {CORPUS_REF_HELP}")
 
 
-def _glossary(corpus: str | None) -> Glossary | None:
+def _glossary(version_ids: list[int], corpus: str | None) -> Glossary | None:
+    """The glossary of ``corpus``, which must be of the versions' languages."""
     from workbench.corpus.glossary import glossary_of
+    from workbench.models.registry import corpus_of_pair
 
-    return glossary_of(corpus) if corpus else None
+    if not corpus:
+        return None
+    corpus_ids = [corpus_of_pair(v, corpus) for v in version_ids]  # each version checked
+    return glossary_of(corpus_ids[0])
 
 
 def _args_translate(p: argparse.ArgumentParser) -> None:
@@ -185,7 +190,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
             quantization=args.quantization or ENGINE_QUANTIZATION,
             knn=args.memory,
         ),
-        glossary=_glossary(args.glossary),
+        glossary=_glossary([args.version], args.glossary),
         matches=args.matches or 0,
         use_exact=args.memory_exact,
         corpus=args.memory_corpus,
@@ -284,17 +289,17 @@ def _glossary_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _glossary_choice(args: argparse.Namespace) -> dict[str, Any]:
+def _glossary_choice(args: argparse.Namespace, version_ids: list[int]) -> dict[str, Any]:
     """``--glossary``/``--enforce-glossary`` (``_glossary_args``) as keyword arguments."""
     if args.enforce_glossary and not args.glossary:
         raise WorkbenchError(N_("--enforce-glossary needs --glossary CORPUS"))
-    return {"glossary": _glossary(args.glossary), "enforce": args.enforce_glossary}
+    return {"glossary": _glossary(version_ids, args.glossary), "enforce": args.enforce_glossary}
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from workbench.evaluation.evaluation import evaluate
 
-    glossary = _glossary_choice(args)
+    glossary = _glossary_choice(args, [args.version])
     scores = evaluate(args.version, _test_pairs(args.src, args.ref), beam=args.beam, **glossary)
     print(json.dumps(scores))
     return EXIT_OK
@@ -325,7 +330,7 @@ def _args_compare(p: argparse.ArgumentParser) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from workbench.evaluation.evaluation import compare
 
-    glossary = _glossary_choice(args)
+    glossary = _glossary_choice(args, args.versions)
     comparison = compare(args.versions, _test_pairs(args.src, args.ref), beam=args.beam, **glossary)
     for line in [comparison.withheld] if comparison.withheld else comparison.verdicts:
         print_text(line)

@@ -38,11 +38,18 @@ from translate.storage.xliff2 import Xliff2File
 
 from workbench.corpus.formats import Files, Malformed, Record
 from workbench.corpus.text_files import Data, read_bytes
-from workbench.corpus.xml_files import CODES, local, parse_store, plain_text, same_language
+from workbench.corpus.xml_files import (
+    CODES,
+    local,
+    parse_store,
+    plain_text,
+    root_element,
+    same_language,
+)
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
 
-_V2 = "urn:oasis:names:tc:xliff:document:2."
+_XLIFF_NS = "urn:oasis:names:tc:xliff:document:"
 _EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.S)
 # (translation, whether the memory gave it) of each text, in order
 Translator = Callable[[list[str]], list[tuple[str, bool]]]
@@ -77,7 +84,7 @@ class FilledFile:
 
 def _load(data: Data, what: str) -> _Document:
     raw = read_bytes(data, what)
-    v2 = _V2.encode() in raw[:65536] or _V2.encode("utf-16-le") in raw[:65536]
+    v2 = _is_version_2(raw)
     store = parse_store(Xliff2File if v2 else xlifffile, raw, "XLIFF", what)
     root = store.document.getroot()
     if local(root.tag) != "xliff":
@@ -92,6 +99,25 @@ def _load(data: Data, what: str) -> _Document:
             else ("", "")
         )
     return _Document(root, 2 if v2 else 1, langs)
+
+
+def _is_version_2(raw: bytes) -> bool:
+    """XLIFF 2.x or 1.x, by the root's namespace (or, without one, its ``version``); any other
+    version is refused: read as 1.2 it would come back unchanged but for an added ``<body/>``."""
+    root = root_element(raw)
+    if root is None or root[1] != "xliff":
+        return False  # the full parse says what is wrong
+    namespace, _, attributes = root
+    version = (
+        namespace.removeprefix(_XLIFF_NS)
+        if namespace.startswith(_XLIFF_NS)
+        else attributes.get("version", "1.2")
+    )
+    if version.startswith(("1.", "2.")):
+        return version.startswith("2.")
+    raise WorkbenchError(
+        N_("XLIFF {version} is not supported: XLIFF 1.2 and 2.x are"), version=version
+    )
 
 
 def _translatable(element: Any) -> bool:
@@ -218,10 +244,26 @@ def _new_target(unit: _Unit) -> Any:
     return target
 
 
-def fill_targets(data: Data, translate: Translator, what: str = "file") -> FilledFile:
+def fill_targets(
+    data: Data, translate: Translator, what: str = "file", languages: tuple[str, str] | None = None
+) -> FilledFile:
     """The XLIFF file with every empty target filled (module docstring); ``translate`` is
-    called once with every run of text to translate, each once."""
+    called once with every run of text to translate, each once. A file whose languages are
+    not ``languages`` (the translator's source and target; a side the file or the translator
+    leaves out is not checked) is refused: it would come back filled with another language."""
     doc = _load(data, what)
+    if languages is not None and not all(
+        same_language(side, lang)
+        for side, lang in zip(doc.langs, languages, strict=True)
+        if side and lang
+    ):
+        raise WorkbenchError(
+            N_("the XLIFF file is {file_src}→{file_tgt}, the model version {src}→{tgt}"),
+            file_src=doc.langs[0] or "?",
+            file_tgt=doc.langs[1] or "?",
+            src=languages[0],
+            tgt=languages[1],
+        )
     todo: list[tuple[_Unit, Any]] = []
     kept = untranslatable = 0
     for unit in _units(doc):

@@ -81,6 +81,25 @@ def parse_document(data: Data, kind: str, root: str, what: str = "file") -> Any:
     return element
 
 
+def root_element(raw: bytes) -> tuple[str, str, dict[str, str]] | None:
+    """The root element's (namespace, local name, attributes), read from its start tag alone
+    (the same safe settings; a 64 KiB chunk at a time): what a reader that parses several
+    dialects needs to pick one. None for bytes that are not well-formed up to the root: the
+    full parse then says where."""
+    parser = etree.XMLPullParser(
+        events=("start",), resolve_entities=False, no_network=True, huge_tree=False
+    )
+    try:
+        for at in range(0, len(raw), 65536):
+            parser.feed(raw[at : at + 65536])
+            for _, element in parser.read_events():
+                namespace = element.tag.partition("}")[0][1:] if element.tag[0] == "{" else ""
+                return namespace, local(element.tag), dict(element.attrib)
+    except etree.XMLSyntaxError:
+        pass
+    return None
+
+
 def _without_entities(data: Data, what: str) -> bytes:
     """The file's bytes, refused when they declare an entity (before any parsing)."""
     raw = read_bytes(data, what)

@@ -48,11 +48,11 @@ from core_model.retrieval import (
 )
 from db.tables import Corpus, Pair
 from workbench import settings
-from workbench.corpus.corpora import CorpusRef, find
+from workbench.corpus.corpora import CorpusRef
 from workbench.errors import WorkbenchError
 from workbench.memory.tuning import tune_store
 from workbench.messages import N_
-from workbench.models.registry import VersionInfo, get_version, load_model_of
+from workbench.models.registry import VersionInfo, corpus_of_pair, get_version, load_model_of
 from workbench.storage import session_scope
 from workbench.team.trash import real_name
 
@@ -445,9 +445,9 @@ def memory_corpus(info: VersionInfo, corpus: CorpusRef | None) -> int:
     """The corpus whose pairs are the memory: the one asked for, else the version's own. A
     corpus in the trash gives no memory, as to the memory matches (``recall``): asked for,
     it is no corpus (``find``); the version's own is refused by name."""
+    if corpus is not None:
+        return corpus_of_pair(info.id, corpus)
     with session_scope() as s:
-        if corpus is not None:
-            return find(s, corpus).id
         if info.corpus_id is None:
             raise WorkbenchError(
                 N_(

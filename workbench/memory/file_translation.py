@@ -11,6 +11,7 @@ from workbench.corpus.corpora import CorpusRef
 from workbench.corpus.text_files import Data
 from workbench.corpus.xliff import FilledFile, fill_targets
 from workbench.memory.recall import translate_with_memory
+from workbench.models import registry
 from workbench.models.engines import ENGINES
 from workbench.models.translation import DecodingOptions
 
@@ -49,4 +50,5 @@ def translate_xliff(
             out += [(r.text, m.exact is not None) for r, m in zip(results, memory, strict=True)]
         return out
 
-    return fill_targets(data, translate)
+    info = registry.get_version(version_id)
+    return fill_targets(data, translate, languages=(info.src_lang, info.tgt_lang))

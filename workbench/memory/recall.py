@@ -32,9 +32,11 @@ class Recalled:
 
 
 def memory_corpus(version_id: int, corpus: CorpusRef | None) -> CorpusRef | None:
-    """The corpus a version's memory is: the one given, else the version's own (None: an
-    imported version has none, then there is no memory)."""
-    return corpus if corpus is not None else registry.get_version(version_id).corpus_id
+    """The corpus a version's memory is: the one given (of the version's languages), else the
+    version's own (None: an imported version has none, then there is no memory)."""
+    if corpus is not None:
+        return registry.corpus_of_pair(version_id, corpus)
+    return registry.get_version(version_id).corpus_id
 
 
 def recall(

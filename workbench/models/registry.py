@@ -37,6 +37,7 @@ from core_model.artifact import (
 from db.engine import MAX_ID
 from db.tables import Corpus, ModelVersion, TrainingRun
 from workbench import settings
+from workbench.corpus.corpora import CorpusRef, find
 from workbench.corpus.text_rules import normalize_text, strip_invisible, validate_name
 from workbench.errors import WorkbenchError
 from workbench.messages import N_, Message
@@ -324,6 +325,16 @@ def check_direction(version: ModelVersion, corpus: Corpus) -> None:
             name=corpus.name,
             corpus_pair="→".join(holds),
         )
+
+
+def corpus_of_pair(version_id: int, corpus: CorpusRef) -> int:
+    """The id of ``corpus``, refused (``check_direction``) unless ``version_id`` translates its
+    languages: the memory or the glossary of another pair would put that pair's text into the
+    translations (an en→zh memory's exact match answering a zh→en request in Chinese)."""
+    with session_scope() as s:
+        found = find(s, corpus)
+        check_direction(version_row(s, version_id), found)
+        return found.id
 
 
 def _record(

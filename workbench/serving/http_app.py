@@ -110,12 +110,22 @@ async def _requested_version(
     version: int | None, source: str | None, target: str | None
 ) -> registry.VersionInfo:
     """The version a native request pins, else the one served for its pair: an unknown
-    version is 404, a pair nothing serves 400 (as LibreTranslate's ``/translate`` answers)."""
+    version is 404, a pair nothing serves 400 (as LibreTranslate's ``/translate`` answers), a
+    pinned version of another pair than the one also given 400."""
     if version is None:
         if not (source and target):
             raise ApiError(400, "Invalid request: give a version, or a source and a target")
         version = await _call(_served_version, source, target)
-    return await _call(registry.get_version, version, status=404)
+    info = await _call(registry.get_version, version, status=404)
+    if (source and source.lower() not in (info.src_lang.lower(), "auto")) or (
+        target and target.lower() != info.tgt_lang.lower()
+    ):
+        raise ApiError(
+            400,
+            f"Invalid request: version {info.id} translates {info.src_lang}→{info.tgt_lang}, "
+            f"not {source or info.src_lang}→{target or info.tgt_lang}",
+        )
+    return info
 
 
 async def _memory_ready(version_id: int, engine: str, corpus: str | None) -> None:

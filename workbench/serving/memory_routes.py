@@ -36,6 +36,10 @@ from workbench.serving.protocol import (
 from workbench.serving.runtime import Server, within_limit
 
 _TRUE = {"1", "true", "yes", "on"}
+# The form fields of /v1/translate_file.
+FILE_FIELDS = frozenset(
+    {"file", "api_key", "version", "source", "target", "beam", "memory_corpus", "memory_exact"}
+)
 
 
 async def check_memory_corpus(info: VersionInfo, corpus: str | None, call: Any) -> None:
@@ -115,6 +119,11 @@ def file_routes(server: Server, call: Any, requested_version: Any) -> APIRouter:
         if len(data) > c.max_body_bytes:
             raise ApiError(413, f"The file is larger than {c.max_body_bytes:,} bytes")
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        unknown = sorted(set(form) - FILE_FIELDS)
+        if unknown:  # as /v1/translate refuses its unknown fields: a misspelt one is not ignored
+            raise ApiError(
+                400, f"Invalid request: unknown field(s) {', '.join(map(repr, unknown))}"
+            )
         max_chars = await server.authorize(request, fields.get("api_key"))
         version = _form_number(fields, "version", "a version id")
         info = await requested_version(version, fields.get("source"), fields.get("target"))

@@ -84,6 +84,28 @@ def test_xliff_pairs_of_memoq_12_and_of_20_and_a_reversed_file() -> None:
         _rows("memoq_en_de.xlf", "zh", "en")
 
 
+def test_an_xliff_version_is_its_roots_and_an_unknown_one_is_refused() -> None:
+    """A 1.2 file that mentions 2.0's namespace in a comment or note is still 1.2; an XLIFF 3.0
+    is refused, not read as 1.2 and returned unchanged but for an added <body/>."""
+    v12 = (CAT / "memoq_en_de.xlf").read_bytes()
+    mention = b"<!-- converted from urn:oasis:names:tc:xliff:document:2.0 -->"
+    mentioned = v12.replace(b"<xliff", mention + b"\n<xliff", 1)
+    assert mentioned != v12
+    parsed = parse_pairs(mentioned, "xliff", src_lang="en", tgt_lang="de")
+    assert [p.source for p in parsed.pairs] == ["Open the file."]
+    assert fill_targets(mentioned, lambda texts: [(t.upper(), False) for t in texts]).translated
+    v3 = (
+        b'<xliff version="3.0" xmlns="urn:oasis:names:tc:xliff:document:3.0"><file><unit>'
+        b"<segment><source>x</source></segment></unit></file></xliff>"
+    )
+    for call in (
+        lambda: fill_targets(v3, lambda texts: [(t, False) for t in texts]),
+        lambda: parse_pairs(v3, "xliff", src_lang="en", tgt_lang="de"),
+    ):
+        with pytest.raises(WorkbenchError, match=r"^XLIFF 3\.0 is not supported: XLIFF 1\.2 and"):
+            call()
+
+
 @pytest.mark.parametrize(("data", "fmt"), [(LAUGHS, "tmx"), (EXTERNAL, "xliff")])
 def test_hostile_xml_is_refused_and_nothing_is_written(
     wb_home: Path, db_fingerprint, data: bytes, fmt: str

@@ -24,6 +24,7 @@ from tests.helpers import (
     wait_for,
 )
 from tests.workbench.serving.test_http_api import start_server
+from workbench.corpus import corpora as C
 from workbench.corpus import pairs as P
 
 CAT = ROOT / "tests" / "fixtures" / "cat"
@@ -36,6 +37,19 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, 
     built = trained_home(tmp_path_factory, "toy", training(preset="tiny"))
     with module_home(built.home):
         yield built.home, built.corpus_id, built.version_ids[0]
+
+
+def as_toys(name: str) -> bytes:
+    """A CAT fixture (en→de) labelled zh→en, the toy version's languages: a file of other
+    languages is refused (``fill_targets``), and the tags and states are what is tested."""
+    data = (CAT / name).read_bytes()
+    for before, after in (
+        (b'"en-US" target-language="de-DE"', b'"zh" target-language="en"'),
+        (b'srcLang="en-US" trgLang="de"', b'srcLang="zh" trgLang="en"'),
+    ):
+        data = data.replace(before, after)
+    assert b"de-DE" not in data and b'"de"' not in data
+    return data
 
 
 def _tags(element: etree._Element) -> list[tuple[str, dict[str, str]]]:
@@ -83,13 +97,21 @@ def test_cli_translates_xliff_12_and_20_with_tags_intact(
 ) -> None:
     _, _, version = home
     for name, check in (("memoq_en_de.xlf", check_xliff12), ("xliff2_en_de.xlf", check_xliff20)):
-        out = tmp_path / name
+        given, out = tmp_path / f"in-{name}", tmp_path / name
+        given.write_bytes(as_toys(name))
         done = cli_in_process(
-            "translate", "--version", str(version), "--xliff", str(CAT / name), "--out", str(out)
+            "translate", "--version", str(version), "--xliff", str(given), "--out", str(out)
         )
         assert done.returncode == 0, done.stderr
         assert "translated" in done.stdout
         check(out.read_bytes())
+    other = cli_in_process(
+        "translate", "--version", str(version), "--xliff", str(CAT / "memoq_en_de.xlf"),
+        "--out", str(tmp_path / "other.xlf"),
+    )  # fmt: skip
+    assert other.returncode == 2
+    assert other.stderr == "error: the XLIFF file is en-US→de-DE, the model version zh→en\n"
+    assert not (tmp_path / "other.xlf").exists()
     laughs = tmp_path / "laughs.xlf"
     laughs.write_bytes(b'<!DOCTYPE x [<!ENTITY a "b">]><xliff version="1.2"/>')
     refused = cli_in_process(
@@ -106,7 +128,7 @@ def test_cli_translates_xliff_12_and_20_with_tags_intact(
     # a file translation has no quantization to apply: asked for, it is refused, not ignored
     quantized = cli_in_process(
         "translate", "--version", str(version), "--engine", "ctranslate2",
-        "--quantization", "int8", "--xliff", str(CAT / "memoq_en_de.xlf"),
+        "--quantization", "int8", "--xliff", str(tmp_path / "in-memoq_en_de.xlf"),
         "--out", str(tmp_path / "q.xlf"),
     )  # fmt: skip
     assert quantized.returncode != 0 and "--quantization" in quantized.stderr
@@ -131,6 +153,15 @@ def test_cli_memory_matches_and_exact_switch(home: tuple[Path, int, int]) -> Non
     )
     assert both["origin"] == "memory"
     assert {m["pair_id"] for m in both["matches"]} >= {pid}
+    # a memory or a glossary of another pair would put its language into the output: refused
+    reversed_ = C.create_corpus("Reversed", "en", "zh")
+    P.add_pair(reversed_.id, "hello", "你好")
+    for option in (["--memory-exact", "--memory-corpus"], ["--glossary"]):
+        other = cli_in_process("translate", "--version", str(version), *option, "Reversed", "hello")
+        assert other.returncode == 2 and other.stdout == "", other.stdout
+        assert other.stderr == (
+            f"error: Version {version} translates zh→en but corpus 'Reversed' is en→zh.\n"
+        )
 
 
 def test_http_memory_options_and_translate_file(
@@ -162,7 +193,7 @@ def test_http_memory_options_and_translate_file(
             ("memoq_en_de.xlf", check_xliff12),
             ("xliff2_en_de.xlf", check_xliff20),
         ):
-            files = {"file": (name, (CAT / name).read_bytes(), "application/xliff+xml")}
+            files = {"file": (name, as_toys(name), "application/xliff+xml")}
             done = httpx.post(
                 f"{url}/v1/translate_file", files=files, data={"version": str(version)}, timeout=60
             )

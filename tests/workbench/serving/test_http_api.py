@@ -39,6 +39,7 @@ from tests.helpers import (
     wait_for,
 )
 from workbench import settings as workbench_settings
+from workbench.corpus import corpora
 from workbench.memory import datastore
 from workbench.models import model_import, registry
 from workbench.models.engines import ENGINE_QUANTIZATION
@@ -474,6 +475,8 @@ def test_translate_file_counts_its_text_against_the_characters_limit(api: Api) -
         # a pair nothing serves: 400, as LibreTranslate's /translate answers it
         ({"version": "", "source": "zh", "target": "fr"}, 400, "No version is served for zh→fr"),
         ({"version": ""}, 400, "give a version, or a source and a target"),
+        ({"engine": "ctranslate2"}, 400, "unknown field(s) 'engine'"),  # not silently ignored
+        ({"source": "fr", "target": "de"}, 400, "translates zh→en, not fr→de"),
     ],
 )
 def test_translate_file_bad_fields_are_a_4xx(
@@ -483,6 +486,28 @@ def test_translate_file_bad_fields_are_a_4xx(
     assert answer.status_code == status, answer.text
     assert message in answer.json()["error"]
     assert httpx.get(f"{api.url}/health").status_code == 200
+
+
+def test_another_language_pair_is_refused_in_a_request_a_memory_and_a_file(api: Api) -> None:
+    """A pinned version asked for another pair, a memory corpus of another pair (its exact
+    matches would answer in the wrong language) and an XLIFF file of other languages: each a
+    400 naming both pairs, where they were answered 200 in the version's languages."""
+    source = toy_pairs()[0][0]
+    asked = {"q": source, "version": api.v1}
+    pinned = post(api, "/v1/translate", json={**asked, "source": "fr", "target": "de"})
+    assert pinned.status_code == 400 and "translates zh→en, not fr→de" in pinned.json()["error"]
+    agreeing = post(api, "/v1/translate", json={**asked, "source": "zh", "target": "en"})
+    assert agreeing.status_code == 200, agreeing.text
+    corpora.create_corpus("Reversed toy", "en", "zh")  # the module's home (the api fixture)
+    memory = {"memory_corpus": "Reversed toy", "memory_exact": True}
+    other = post(api, "/v1/translate", json={**asked, **memory})
+    assert other.status_code == 400, other.text
+    assert "but corpus 'Reversed toy' is en→zh" in other.json()["error"]
+    french = xliff(source).replace(b'"zh" target-language="en"', b'"fr" target-language="de"')
+    assert french != xliff(source)
+    refused = post_file(api, french, version=str(api.v1))
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "the XLIFF file is fr→de, the model version zh→en"
 
 
 def test_a_chunked_oversized_body_is_refused(api: Api) -> None:

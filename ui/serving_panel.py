@@ -75,6 +75,13 @@ def version_serving(version: VersionInfo) -> None:
                     pair=pair,
                     id=other.version_id,
                 )
+                if state is not None and state.answering
+                else _(
+                    ":gray-badge[not served] for {pair}: version #{id} is served for it, "
+                    "answering once the server runs",
+                    pair=pair,
+                    id=other.version_id,
+                )
             )
         else:
             st.markdown(_(":gray-badge[not served] for {pair}, no version does", pair=pair))

@@ -167,6 +167,12 @@ def test_serve_a_version_starts_the_server_that_answers_the_request(
         assert not settings.server_record_path().exists()
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{url}/health", timeout=5)
+        # another version of the pair: the served one answers nothing while no server runs
+        at.selectbox(key="models_version").select(populated.version_ids[1]).run()
+        shown = texts(at.markdown)
+        assert f"version #{version_id} is served for it, answering once the server" in shown
+        assert "answers them now" not in shown
+        at.selectbox(key="models_version").select(version_id).run()
         at.button(key="start_server").click().run()  # a served version, no server: start it
         wait_for(lambda: launcher.server_state().status == "ok", 60, "the version")
         at.button(key="stop_serving").click().run()

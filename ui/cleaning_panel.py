@@ -208,20 +208,19 @@ def _history(current: CorpusInfo) -> None:
                     undone = cleanups.undo_cleanup(info.id)
                     counts = {
                         "id": info.id,
-                        "restored": formatting.fmt_int(undone.restored),
+                        "restored": n_("{n} pair put back", "{n} pairs put back", undone.restored),
                         "reverted": formatting.fmt_int(undone.reverted),
                     }
                     feedback.flash(
                         _(
-                            "Undid clean-up #{id}: {restored} pairs put back, {reverted} "
-                            "changed back; {skipped} left as they are (changed since).",
+                            "Undid clean-up #{id}: {restored}, {reverted} changed back; "
+                            "{skipped} left as they are (changed since).",
                             skipped=formatting.fmt_int(undone.skipped),
                             **counts,
                         )
                         if undone.skipped
                         else _(
-                            "Undid clean-up #{id}: {restored} pairs put back, {reverted} "
-                            "changed back.",
+                            "Undid clean-up #{id}: {restored}, {reverted} changed back.",
                             **counts,
                         )
                     )

@@ -49,12 +49,6 @@ def fmt_duration(seconds: float | None) -> str:
     return _("{h} h {m:02d} min", h=hours, m=minutes)
 
 
-def plural(n: int, word: str, words: str | None = None) -> str:
-    """'1 pair', '2 pairs', '1,000 pairs': English only (a count in a sentence to translate is
-    ``ui.i18n.n_``); kept for the pages not yet translated."""
-    return f"{n:,} {word if n == 1 else (words or word + 's')}"
-
-
 def fmt_int(value: int) -> str:
     """'1,000' (English), as the session's language writes a whole number."""
     return format_decimal(value, locale=locale())

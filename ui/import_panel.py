@@ -245,32 +245,29 @@ def _show_report(parsed: import_checks.ParsedImport) -> None:
 def _imported_text(current: CorpusInfo, result: import_checks.ImportResult) -> str:
     """What the page says after an import: counts, clean-up and regrouped sentence groups."""
     cleaned = result.issue_counts.get("control_chars", 0)
-    counts = {
-        "name": current.name,
-        "duplicates": formatting.fmt_int(result.duplicates),
-        "invalid": formatting.fmt_int(result.skipped),
-    }
-    done = n_(
-        "Imported {n} pair into “{name}” ({duplicates} duplicates and {invalid} "
-        "invalid rows skipped).",
-        "Imported {n} pairs into “{name}” ({duplicates} duplicates and {invalid} "
-        "invalid rows skipped).",
-        result.added,
-        **counts,
+    skipped = _(
+        "{duplicates} and {invalid} skipped",
+        duplicates=n_("{n} duplicate", "{n} duplicates", result.duplicates),
+        invalid=n_("{n} invalid row", "{n} invalid rows", result.skipped),
     )
     if result.filtered or cleaned:
-        done = n_(
-            "Imported {n} pair into “{name}” ({duplicates} duplicates and {invalid} "
-            "invalid rows skipped, {filtered} filtered by clean-up, control or invisible "
-            "characters removed from {cleaned} rows).",
-            "Imported {n} pairs into “{name}” ({duplicates} duplicates and {invalid} "
-            "invalid rows skipped, {filtered} filtered by clean-up, control or invisible "
-            "characters removed from {cleaned} rows).",
-            result.added,
-            **counts,
+        skipped = _(
+            "{skipped}, {filtered} filtered by clean-up, {cleaned}",
+            skipped=skipped,
             filtered=formatting.fmt_int(result.filtered),
-            cleaned=formatting.fmt_int(cleaned),
+            cleaned=n_(
+                "control or invisible characters removed from {n} row",
+                "control or invisible characters removed from {n} rows",
+                cleaned,
+            ),
         )
+    done = n_(
+        "Imported {n} pair into “{name}” ({skipped}).",
+        "Imported {n} pairs into “{name}” ({skipped}).",
+        result.added,
+        name=current.name,
+        skipped=skipped,
+    )
     if result.conflict_count:
         conflicts = (
             n_(

@@ -235,7 +235,7 @@ def test_a_cleanup_asks_first_and_can_be_undone(small_corpus: int) -> None:
     undo.click().run()
     assert_clean(at)
     assert corpora.get_corpus(small_corpus).pair_count == 4
-    assert "1 pairs put back" in texts(at.success)
+    assert "1 pair put back" in texts(at.success)
 
 
 def test_the_upload_size_is_limited_on_purpose() -> None:
@@ -385,7 +385,7 @@ def test_a_line_without_a_tab_is_a_skipped_row_of_the_preview(small_corpus: int)
     at.button(key="do_import").click().run()
     assert_clean(at)
     assert corpora.get_corpus(small_corpus).pair_count == 5
-    assert "2 pairs" in texts(at.success) and "1 invalid rows skipped" in texts(at.success)
+    assert "2 pairs" in texts(at.success) and "1 invalid row skipped" in texts(at.success)
 
 
 def test_the_delete_dialog_names_the_runs_still_going_on_the_corpus(

@@ -49,6 +49,12 @@ def print_done(text: str) -> int:
     return EXIT_OK
 
 
+def counted(n: int, word: str, words: str | None = None) -> str:
+    """'1 pair', '2 pairs', '1,000 pairs': the command line speaks English (a page's counts
+    are ``ui.i18n.n_``'s)."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
 def print_json(data: Any) -> None:
     """One JSON line; besides JSON's own escapes, every character that could act on a
     terminal (C1 controls, bidi overrides, line separators) is written as a \\u escape."""

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workbench.cli.common import EXIT_OK, Command, print_done, print_json, print_text
+from workbench.cli.common import EXIT_OK, Command, counted, print_done, print_json, print_text
 from workbench.corpus.cleaning import CHINESE_CONVERSIONS, CleaningOptions
 from workbench.corpus.corpora import CORPUS_REF_HELP
 from workbench.corpus.exporting import EXPORT_FORMATS
@@ -109,8 +109,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if len(result.report) > 10:
         print_text(f"  … {sum(result.issue_counts.values()) - 10} more issues", file=sys.stderr)
     print_text(
-        f"imported {result.added} pairs into {name!r} "
-        f"({result.duplicates} duplicates, {result.skipped} invalid rows skipped"
+        f"imported {counted(result.added, 'pair')} into {name!r} "
+        f"({counted(result.duplicates, 'duplicate')}, "
+        f"{counted(result.skipped, 'invalid row')} skipped"
         + (f", {result.filtered} filtered out by the clean-up" if cleaning.active else "")
         + ")"
     )

@@ -177,7 +177,7 @@ def test_import_skips_and_reports_a_malformed_line(tmp_path: Path) -> None:
     proc = run(home, *common, str(data))
     assert proc.returncode == 0, proc.stderr
     assert "line 3: error: expected 2 to 4 tab-separated columns" in proc.stderr
-    assert "imported 3 pairs into 'c' (0 duplicates, 1 invalid rows skipped)" in proc.stdout
+    assert "imported 3 pairs into 'c' (0 duplicates, 1 invalid row skipped)" in proc.stdout
     again = run(home, *common[:2], "d", *common[3:], "--json", str(data))
     result = json.loads(again.stdout.strip().splitlines()[-1])
     assert (result["skipped"], result["issues"]["malformed"]) == (1, 1)
@@ -198,7 +198,7 @@ def test_import_names_sources_the_corpus_translates_differently(tmp_path: Path) 
         "  line 1: 请戴好口罩。 → Please wear a mask. (the corpus, pair 4: Masks must be "
         "worn (carol).)",
     ]
-    assert "imported 1 pairs" in skipped.stdout
+    assert "imported 1 pair into" in skipped.stdout
     added = json.loads(run(home, *IMPORT_C, "--json", str(day2)).stdout)
     assert (added["added"], added["conflicts"], added["conflicts_skipped"]) == (1, 1, False)
     assert added["conflict_examples"][0]["corpus_target"] == "Masks must be worn (carol)."
@@ -208,7 +208,7 @@ def test_import_names_sources_the_corpus_translates_differently(tmp_path: Path) 
     none = run(home, *IMPORT_C, "--skip-conflicts", str(day3))
     assert none.returncode == 0, none.stderr
     assert none.stdout.splitlines() == [
-        "imported 0 pairs into 'c' (1 duplicates, 0 invalid rows skipped)",
+        "imported 0 pairs into 'c' (1 duplicate, 0 invalid rows skipped)",
         "1 row gives a source the corpus or the file already translates differently (skipped):",
         "  line 1: 请戴好口罩。 → Masks on, please. (the corpus, pair 4: Masks must be "
         "worn (carol).)",

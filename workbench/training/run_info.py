@@ -173,12 +173,13 @@ class RunInfo:
         layout = self.progress_detail.get("layout")
         if not layout:
             return None
-        timings = " · ".join(
-            f"{t['processes']}×{t['threads']}"
-            + (f" {t['precision']}" if t.get("precision") else "")
-            + f" {t['tokens_per_s']:,.0f}"
-            for t in layout.get("layout_timings") or []
-        )
+        rounds: dict[str, list[str]] = {}  # a layout timed in several rounds: one entry
+        for t in layout.get("layout_timings") or []:
+            name = f"{t['processes']}×{t['threads']}" + (
+                f" {t['precision']}" if t.get("precision") else ""
+            )
+            rounds.setdefault(name, []).append(f"{t['tokens_per_s']:,.0f}")
+        timings = " · ".join(f"{name} {' / '.join(speeds)}" for name, speeds in rounds.items())
         # a one-process run takes the idle cores at its start: known from its pace (a GPU run,
         # or one before its first report, has no thread count to show)
         threads = layout["threads_per_process"] or (self.progress_detail.get("pace") or {}).get(

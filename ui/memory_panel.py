@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 from ui import feedback
-from ui.i18n import N_, _, localized
+from ui.i18n import N_, _, localized, n_
 from workbench.memory import datastore, explanation, file_translation
 from workbench.memory.matches import MIN_SCORE, Match
 from workbench.memory.recall import Recalled
@@ -113,10 +113,10 @@ def xliff_panel(version: Any, beam: int, engine: str) -> None:
             name, filled = st.session_state[XLIFF_RESULT]
             st.success(
                 _(
-                    "{name}: {translated} units translated ({memory} from the memory), {kept} "
-                    "already translated kept, {skipped} untranslatable left alone.",
+                    "{name}: {translated} ({memory} from the memory), {kept} already "
+                    "translated kept, {skipped} untranslatable left alone.",
                     name=name,
-                    translated=filled.translated,
+                    translated=n_("{n} unit translated", "{n} units translated", filled.translated),
                     memory=filled.from_memory,
                     kept=filled.kept,
                     skipped=filled.untranslatable,

@@ -101,6 +101,7 @@ def xliff_panel(version: Any, beam: int, engine: str) -> None:
         if upload is not None and st.button(
             _("Translate file"), icon=":material/translate:", key="translate_xliff"
         ):
+            st.session_state.pop(XLIFF_RESULT, None)  # a refused file shows no earlier result
             with (
                 feedback.error_boundary(N_("translating the file")),
                 st.spinner(_("Translating the file…"), show_time=True),

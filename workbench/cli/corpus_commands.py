@@ -155,7 +155,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from workbench.corpus.exporting import export_pairs
 
     n = export_pairs(args.corpus, args.file, args.format)
-    return print_done(f"exported {n} pairs to {args.file}")
+    return print_done(f"exported {counted(n, 'pair')} to {args.file}")
 
 
 COMMANDS = [

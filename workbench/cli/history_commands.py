@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from workbench.cli.common import (
     EXIT_OK,
     Command,
+    counted,
     json_option,
     print_done,
     print_json,
@@ -82,7 +83,8 @@ def _cmd_trash(args: argparse.Namespace) -> int:
             print_json({**t.__dict__, **times, "removed_after": t.removed_after.isoformat()})
         else:
             print_text(
-                f"#{t.id}  {t.name}  {t.pair_count} pairs  deleted {t.deleted_at:%Y-%m-%d}  "
+                f"#{t.id}  {t.name}  {counted(t.pair_count, 'pair')}  "
+                f"deleted {t.deleted_at:%Y-%m-%d}  "
                 f"removed after {t.removed_after:%Y-%m-%d}"
             )
     return EXIT_OK

@@ -84,39 +84,43 @@ class FilledFile:
 
 def _load(data: Data, what: str) -> _Document:
     raw = read_bytes(data, what)
-    v2 = _is_version_2(raw)
+    v2 = _is_version_2(raw, what)
     store = parse_store(Xliff2File if v2 else xlifffile, raw, "XLIFF", what)
     root = store.document.getroot()
     if local(root.tag) != "xliff":
         raise WorkbenchError(N_("not a {kind} file"), kind="XLIFF")
     if v2:
         langs = (root.get("srcLang", ""), root.get("trgLang", ""))
-    else:
-        first = next(root.iter("{*}file"), None)
-        langs = (
-            (first.get("source-language", ""), first.get("target-language", ""))
-            if first is not None
-            else ("", "")
+    else:  # XLIFF 1.x names them on each <file>: a document of several pairs is refused
+        pairs = dict.fromkeys(
+            (f.get("source-language", ""), f.get("target-language", ""))
+            for f in root.iter("{*}file")
         )
+        if len({(a.lower(), b.lower()) for a, b in pairs}) > 1:
+            raise WorkbenchError(
+                N_(
+                    "the XLIFF file's <file> elements are of different languages ({pairs}): "
+                    "give one file per language pair"
+                ),
+                pairs=", ".join(f"{a or '?'}→{b or '?'}" for a, b in pairs),
+            )
+        langs = next(iter(pairs), ("", ""))
     return _Document(root, 2 if v2 else 1, langs)
 
 
-def _is_version_2(raw: bytes) -> bool:
+def _is_version_2(raw: bytes, what: str) -> bool:
     """XLIFF 2.x or 1.x, by the root's namespace (or, without one, its ``version``); any other
     version is refused: read as 1.2 it would come back unchanged but for an added ``<body/>``."""
-    root = root_element(raw)
+    root = root_element(raw, what)
     if root is None or root[1] != "xliff":
         return False  # the full parse says what is wrong
     namespace, _, attributes = root
-    version = (
-        namespace.removeprefix(_XLIFF_NS)
-        if namespace.startswith(_XLIFF_NS)
-        else attributes.get("version", "1.2")
-    )
+    suffix = namespace.removeprefix(_XLIFF_NS) if namespace.startswith(_XLIFF_NS) else ""
+    version = suffix or attributes.get("version") or "1.2"
     if version.startswith(("1.", "2.")):
         return version.startswith("2.")
     raise WorkbenchError(
-        N_("XLIFF {version} is not supported: XLIFF 1.2 and 2.x are"), version=version
+        N_("XLIFF {version} is not supported: XLIFF 1.x and 2.x are"), version=version
     )
 
 

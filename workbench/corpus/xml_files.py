@@ -81,11 +81,12 @@ def parse_document(data: Data, kind: str, root: str, what: str = "file") -> Any:
     return element
 
 
-def root_element(raw: bytes) -> tuple[str, str, dict[str, str]] | None:
+def root_element(data: Data, what: str = "file") -> tuple[str, str, dict[str, str]] | None:
     """The root element's (namespace, local name, attributes), read from its start tag alone
-    (the same safe settings; a 64 KiB chunk at a time): what a reader that parses several
-    dialects needs to pick one. None for bytes that are not well-formed up to the root: the
-    full parse then says where."""
+    (entities refused first, then the same safe settings; a 64 KiB chunk at a time): what a
+    reader that parses several dialects needs to pick one. None for bytes that are not
+    well-formed up to the root: the full parse then says where."""
+    raw = _without_entities(data, what)
     parser = etree.XMLPullParser(
         events=("start",), resolve_entities=False, no_network=True, huge_tree=False
     )

@@ -442,8 +442,9 @@ _builds: dict[tuple[int, int], BuildProgress] = {}
 
 
 def memory_corpus(info: VersionInfo, corpus: CorpusRef | None) -> int:
-    """The corpus whose pairs are the memory: the one asked for, else the version's own. A
-    corpus in the trash gives no memory, as to the memory matches (``recall``): asked for,
+    """The corpus whose pairs are the memory: the one asked for (of the version's language
+    pair: ``registry.corpus_of_pair``), else the version's own. A corpus in the trash gives no
+    memory, as to the memory matches (``recall``): asked for,
     it is no corpus (``find``); the version's own is refused by name."""
     if corpus is not None:
         return corpus_of_pair(info.id, corpus)

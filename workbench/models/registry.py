@@ -317,7 +317,7 @@ def check_direction(version: ModelVersion, corpus: Corpus) -> None:
     version on a corpus, translating a corpus' pool with it)."""
     translates = (version.src_lang, version.tgt_lang)
     holds = (corpus.src_lang, corpus.tgt_lang)
-    if translates != holds:
+    if [lang.lower() for lang in translates] != [lang.lower() for lang in holds]:
         raise WorkbenchError(
             N_("Version {id} translates {pair} but corpus {name!r} is {corpus_pair}."),
             id=version.id,

@@ -115,17 +115,31 @@ async def _requested_version(
     if version is None:
         if not (source and target):
             raise ApiError(400, "Invalid request: give a version, or a source and a target")
-        version = await _call(_served_version, source, target)
-    info = await _call(registry.get_version, version, status=404)
-    if (source and source.lower() not in (info.src_lang.lower(), "auto")) or (
-        target and target.lower() != info.tgt_lang.lower()
-    ):
-        raise ApiError(
-            400,
-            f"Invalid request: version {info.id} translates {info.src_lang}→{info.tgt_lang}, "
-            f"not {source or info.src_lang}→{target or info.tgt_lang}",
+        return await _call(
+            registry.get_version, await _call(_served_version, source, target), status=404
         )
+    info = await _call(registry.get_version, version, status=404)
+    await _call(_check_pinned_pair, info, source, target)
     return info
+
+
+def _check_pinned_pair(info: registry.VersionInfo, source: str | None, target: str | None) -> None:
+    """A pinned version asked for a pair as well: the pair must be the version's (``auto``
+    stands for its source), else its languages would answer another pair's request."""
+    asked = (
+        validate_lang(source, "source") if source and source.strip().lower() != "auto" else "",
+        validate_lang(target, "target") if target else "",
+    )
+    if any(
+        a and own and a.lower() != own.lower()
+        for a, own in zip(asked, (info.src_lang, info.tgt_lang), strict=True)
+    ):
+        raise WorkbenchError(
+            N_("version {id} translates {pair}, not {asked}"),
+            id=info.id,
+            pair=f"{info.src_lang}→{info.tgt_lang}",
+            asked=f"{asked[0] or info.src_lang}→{asked[1] or info.tgt_lang}",
+        )
 
 
 async def _memory_ready(version_id: int, engine: str, corpus: str | None) -> None:

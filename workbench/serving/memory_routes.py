@@ -36,15 +36,27 @@ from workbench.serving.protocol import (
 from workbench.serving.runtime import Server, within_limit
 
 _TRUE = {"1", "true", "yes", "on"}
-# The form fields of /v1/translate_file.
+# The form fields of /v1/translate_file (LibreTranslate's front end also sends `secret`,
+# ignored as /translate ignores it).
 FILE_FIELDS = frozenset(
-    {"file", "api_key", "version", "source", "target", "beam", "memory_corpus", "memory_exact"}
+    [
+        "file",
+        "api_key",
+        "secret",
+        "version",
+        "source",
+        "target",
+        "beam",
+        "memory_corpus",
+        "memory_exact",
+    ]
 )
 
 
 async def check_memory_corpus(info: VersionInfo, corpus: str | None, call: Any) -> None:
-    """Refuse a ``memory_corpus`` that names no corpus (400), whether or not the request goes
-    on to read it: a misspelt name must not pass unnoticed until memory is asked for."""
+    """Refuse a ``memory_corpus`` that names no corpus, or one of another language pair (400),
+    whether or not the request goes on to read it: a misspelt name must not pass unnoticed
+    until memory is asked for."""
     if corpus is not None:
         await call(datastore.memory_corpus, info, corpus)
 

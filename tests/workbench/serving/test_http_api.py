@@ -496,8 +496,11 @@ def test_another_language_pair_is_refused_in_a_request_a_memory_and_a_file(api: 
     asked = {"q": source, "version": api.v1}
     pinned = post(api, "/v1/translate", json={**asked, "source": "fr", "target": "de"})
     assert pinned.status_code == 400 and "translates zh→en, not fr→de" in pinned.json()["error"]
-    agreeing = post(api, "/v1/translate", json={**asked, "source": "zh", "target": "en"})
-    assert agreeing.status_code == 200, agreeing.text
+    for pair in ({"source": "zh", "target": "en"}, {"source": "auto"}, {"target": " EN"}):
+        agreeing = post(api, "/v1/translate", json={**asked, **pair})
+        assert agreeing.status_code == 200, (pair, agreeing.text)
+    padded = post(api, "/v1/translate", json={"q": source, "source": " zh", "target": "en"})
+    assert padded.status_code == 200, padded.text  # the served version, found as before
     corpora.create_corpus("Reversed toy", "en", "zh")  # the module's home (the api fixture)
     memory = {"memory_corpus": "Reversed toy", "memory_exact": True}
     other = post(api, "/v1/translate", json={**asked, **memory})
@@ -508,6 +511,14 @@ def test_another_language_pair_is_refused_in_a_request_a_memory_and_a_file(api: 
     refused = post_file(api, french, version=str(api.v1))
     assert refused.status_code == 400
     assert refused.json()["error"] == "the XLIFF file is fr→de, the model version zh→en"
+    two = xliff(source).replace(b"</xliff>", french.split(b">", 1)[1].replace(b"</xliff>", b""))
+    two += b"</xliff>"
+    mixed = post_file(api, two, version=str(api.v1))  # a second <file> of other languages
+    assert mixed.status_code == 400, mixed.text
+    assert "<file> elements are of different languages (zh→en, fr→de)" in mixed.json()["error"]
+    regional = xliff(source).replace(b'"zh" target-language="en"', b'"zh-CN" target-language="en"')
+    filled = post_file(api, regional, version=str(api.v1), secret="ignored")  # as /translate
+    assert filled.status_code == 200, filled.text
 
 
 def test_a_chunked_oversized_body_is_refused(api: Api) -> None:

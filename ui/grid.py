@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from ui import feedback, grid_conflicts
+from ui import dialogs, feedback, grid_conflicts
 from ui.i18n import N_, _, n_, p_
 from ui.signin import can
 from workbench.corpus import draft_saves, drafts
@@ -302,11 +302,28 @@ def _footer(grid: Grid, draft: Draft, summary: str, left: Callable[[], None] | N
             )
         )
         st.markdown("\n".join(f"- {line}" for line in describe(draft, grid)))
-    if foot[3].button(_("Discard"), key=grid.discard_key, disabled=not n, width="stretch"):
-        with feedback.error_boundary(N_("discarding the edits")):
-            drafts.discard(browser_key(), grid.corpus.id, grid.table)
-            forget(grid.table, grid.corpus.id)
-            st.rerun()
+    if foot[3].button(_("Discard…"), key=grid.discard_key, disabled=not n, width="stretch"):
+        dialogs.ask_confirmation(grid.discard_key)
+
+    def discard() -> str:
+        drafts.discard(browser_key(), grid.corpus.id, grid.table)
+        forget(grid.table, grid.corpus.id)
+        return n_("Discarded {n} unsaved change.", "Discarded {n} unsaved changes.", n)
+
+    dialogs.confirmation_dialog(
+        grid.discard_key,
+        _("Discard the unsaved changes"),
+        n_(
+            "Discard **{n} unsaved change** of “{corpus}”? It is not saved anywhere: this "
+            "cannot be undone.",
+            "Discard **{n} unsaved changes** of “{corpus}”? They are not saved anywhere: this "
+            "cannot be undone.",
+            n,
+            corpus=grid.corpus.name,
+        ),
+        _("Discard"),
+        discard,
+    )
     if foot[4].button(
         _("Save"),
         key=grid.save_key,

@@ -133,6 +133,13 @@ def test_pager_waits_for_unsaved_edits_until_discarded(small_corpus: int) -> Non
     assert "1 unsaved change" in texts(at.caption)
 
     at.button(key="discard_edits").click().run()
+    assert "page 2 will apply" in texts(at.warning), "nothing discarded before the confirmation"
+    at.button(key="discard_edits_cancel").click().run()
+    assert "1 unsaved change" in texts(at.caption), "cancelled: the edit stays"
+    at.button(key="discard_edits").click().run()
+    at.button(key="discard_edits_confirm").click().run()
+    assert_clean(at)
+    assert "Discarded 1 unsaved change." in texts(at.success)
     assert not at.warning
     assert at.data_editor[0].value["source"].iloc[0] == "句子47"
     assert corpora.get_corpus(small_corpus).pair_count == 63

@@ -113,6 +113,7 @@ def test_an_edit_survives_a_reload_of_the_same_browser_only(two_corpora: tuple[i
     assert "unsaved" not in texts(other.caption)
 
     reloaded.button(key="discard_edits").click().run()
+    reloaded.button(key="discard_edits_confirm").click().run()
     assert _targets(reloaded) == ["rice", "noodles", "tea"]
     assert drafts.load(key, two_corpora[0], "pairs").count == 0
 

@@ -572,6 +572,14 @@ def test_an_unsaved_edit_survives_a_corpus_switch_a_page_visit_and_a_reload(
             page.reload()
             expect(picker).to_have_value(demo_label)
             expect(footer).to_have_text("48 pairs (all splits) · 1 unsaved change")
+            # Discard asks first: cancelled, the edit stays.
+            page.locator(".st-key-discard_edits button").click()
+            dialog = page.get_by_role("dialog")
+            expect(dialog).to_contain_text("1 unsaved change")
+            expect(dialog).to_contain_text("cannot be undone")
+            page.locator(".st-key-discard_edits_cancel button").click()
+            expect(dialog).to_have_count(0)
+            expect(footer).to_have_text("48 pairs (all splits) · 1 unsaved change")
             page.get_by_role("button", name="Review").click()
             expect(
                 page.get_by_text(re.compile(r"pair \d+: target → “Hello, so nice to meet you.”"))
